@@ -1,0 +1,1 @@
+"""simdb: a persistent on-disk database of SimHash fingerprints for near-duplicate detection."""

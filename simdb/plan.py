@@ -1,0 +1,174 @@
+"""The permutation-table plan of Manku, Jain and Das Sarma (WWW 2007).
+
+The ``bits`` of a fingerprint are cut into ``blocks`` contiguous blocks.  For a largest
+distance ``k`` there is one table for each choice of ``blocks - k`` *leading* blocks: its
+permutation moves those blocks, in their original order, to the top of the word and the
+remaining blocks after them.  Two fingerprints within ``k`` bits differ in at most ``k``
+blocks, so they agree on every leading block of at least one table, which makes every match
+a prefix match in some table.
+
+Each permutation only moves whole blocks, so it is a handful of shifts and masks, cheap on
+Python ints and vectorised on numpy ``uint64`` arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from simdb.errors import InvalidInputError
+
+BITS = 64
+#: The default plan makes every table's prefix at least this long, so that a random table
+#: prefix is shared by about one stored fingerprint in a collection of a million.
+TARGET_LEADING_BITS = math.ceil(math.log2(1_000_000))
+
+UInt64Array = npt.NDArray[np.uint64]
+
+
+def default_blocks(k: int, bits: int = BITS, target_leading_bits: int = TARGET_LEADING_BITS) -> int:
+    """Return the smallest block count m > k whose shortest table prefix has at least
+    ``target_leading_bits`` bits (or m = bits when no m reaches it).  O(bits)."""
+    for blocks in range(k + 1, bits + 1):
+        if sum(block_widths(bits, blocks)[-(blocks - k):]) >= target_leading_bits:
+            return blocks
+    return bits
+
+
+def block_widths(bits: int, blocks: int) -> list[int]:
+    """Widths of the blocks from the most significant end: as equal as possible, wider first."""
+    base, extra = divmod(bits, blocks)
+    return [base + 1 if i < extra else base for i in range(blocks)]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One permutation table: which blocks lead, and the shifts that move each block."""
+
+    index: int
+    leading_blocks: tuple[int, ...]
+    leading_bits: int
+    # (source_shift, width, target_shift) for every block, in target order.
+    moves: tuple[tuple[int, int, int], ...]
+
+    @property
+    def name(self) -> str:
+        return f"table.{self.index:02d}"
+
+    @property
+    def prefix_mask(self) -> int:
+        """Mask selecting the leading bits of a permuted fingerprint."""
+        return ((1 << self.leading_bits) - 1) << (BITS - self.leading_bits)
+
+    def permute(self, fingerprint: int) -> int:
+        """Permute one fingerprint.  O(blocks) int operations."""
+        out = 0
+        for source, width, target in self.moves:
+            out |= ((fingerprint >> source) & ((1 << width) - 1)) << target
+        return out
+
+    def unpermute(self, permuted: int) -> int:
+        """Invert :meth:`permute`.  O(blocks) int operations."""
+        out = 0
+        for source, width, target in self.moves:
+            out |= ((permuted >> target) & ((1 << width) - 1)) << source
+        return out
+
+    def permute_array(self, fingerprints: UInt64Array) -> UInt64Array:
+        """Permute a ``uint64`` array.  O(n * blocks), vectorised."""
+        return _move_blocks(fingerprints, [(s, w, t) for s, w, t in self.moves])
+
+    def unpermute_array(self, permuted: UInt64Array) -> UInt64Array:
+        """Invert :meth:`permute_array`.  O(n * blocks), vectorised."""
+        return _move_blocks(permuted, [(t, w, s) for s, w, t in self.moves])
+
+
+def _move_blocks(values: UInt64Array, moves: Sequence[tuple[int, int, int]]) -> UInt64Array:
+    values = np.asarray(values, dtype=np.uint64)
+    out = np.zeros_like(values)
+    for source, width, target in moves:
+        if source == target:
+            out |= values & np.uint64(((1 << width) - 1) << source)
+            continue
+        block = values >> np.uint64(source) if source else values.copy()
+        block &= np.uint64((1 << width) - 1)
+        if target:
+            block <<= np.uint64(target)
+        out |= block
+    return out
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """The block plan for a given ``k``: block widths and one :class:`Table` per choice of
+    leading blocks.  Build it with :meth:`create`."""
+
+    k: int
+    blocks: int
+    bits: int = BITS
+
+    @classmethod
+    def create(cls, k: int, blocks: int | None = None, bits: int = BITS) -> TablePlan:
+        """Validate ``k`` and ``blocks`` and build the plan; ``blocks=None`` picks
+        :func:`default_blocks`."""
+        if bits != BITS:
+            raise InvalidInputError(f"bits={bits!r} is not supported by the index", "the index stores 64-bit fingerprints")
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < bits:
+            raise InvalidInputError(f"k={k!r} is not a distance in [0, {bits})")
+        if blocks is None:
+            blocks = default_blocks(k, bits)
+        if isinstance(blocks, bool) or not isinstance(blocks, int) or not k < blocks <= bits:
+            raise InvalidInputError(
+                f"blocks={blocks!r} is invalid for k={k}",
+                f"the block count must be an int with k < blocks <= {bits}",
+            )
+        if math.comb(blocks, k) > 10_000:
+            raise InvalidInputError(
+                f"blocks={blocks}, k={k} needs {math.comb(blocks, k)} tables",
+                "choose fewer blocks or a smaller k",
+            )
+        return cls(k=k, blocks=blocks, bits=bits)
+
+    @cached_property
+    def widths(self) -> list[int]:
+        return block_widths(self.bits, self.blocks)
+
+    @cached_property
+    def tables(self) -> list[Table]:
+        widths = self.widths
+        # Shift of each block's least significant bit in the original fingerprint.
+        shifts = [self.bits - sum(widths[: i + 1]) for i in range(self.blocks)]
+        tables = []
+        for index, leading in enumerate(combinations(range(self.blocks), self.blocks - self.k)):
+            order = list(leading) + [b for b in range(self.blocks) if b not in leading]
+            moves = []
+            top = self.bits
+            for block in order:
+                top -= widths[block]
+                moves.append((shifts[block], widths[block], top))
+            tables.append(
+                Table(
+                    index=index,
+                    leading_blocks=tuple(leading),
+                    leading_bits=sum(widths[b] for b in leading),
+                    moves=tuple(moves),
+                )
+            )
+        return tables
+
+    def describe(self) -> dict[str, Any]:
+        """The plan as plain data, as stored in the database metadata."""
+        return {
+            "bits": self.bits,
+            "k": self.k,
+            "blocks": self.blocks,
+            "widths": self.widths,
+            "tables": [list(t.leading_blocks) for t in self.tables],
+        }
