@@ -1,1 +1,70 @@
-"""simdb: a persistent on-disk database of SimHash fingerprints for near-duplicate detection."""
+"""simdb: a persistent on-disk database of SimHash fingerprints for near-duplicate detection.
+
+>>> import simdb
+>>> with simdb.open("example.simdb", k=3) as db:          # doctest: +SKIP
+...     db.add("doc-1", 0x1234_5678_9ABC_DEF0)
+...     db.query(0x1234_5678_9ABC_DEF1)
+"""
+
+from simdb.database import (
+    FORMAT_VERSION,
+    AddResult,
+    CheckReport,
+    CompactResult,
+    Database,
+    Document,
+    Match,
+    Skip,
+    open,
+)
+from simdb.errors import (
+    ConfigMismatchError,
+    CorruptDatabaseError,
+    DatabaseClosedError,
+    DatabaseError,
+    DiskFullError,
+    DistanceError,
+    FingerprinterError,
+    FormatVersionError,
+    InvalidFingerprintError,
+    InvalidInputError,
+    InvalidKeyError,
+    NotADatabaseError,
+    ReadOnlyError,
+    SimdbError,
+    StorageError,
+)
+from simdb.keys import parse_fingerprint
+from simdb.plan import TablePlan, default_blocks
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FORMAT_VERSION",
+    "AddResult",
+    "CheckReport",
+    "CompactResult",
+    "ConfigMismatchError",
+    "CorruptDatabaseError",
+    "Database",
+    "DatabaseClosedError",
+    "DatabaseError",
+    "DiskFullError",
+    "DistanceError",
+    "Document",
+    "FingerprinterError",
+    "FormatVersionError",
+    "InvalidFingerprintError",
+    "InvalidInputError",
+    "InvalidKeyError",
+    "Match",
+    "NotADatabaseError",
+    "ReadOnlyError",
+    "SimdbError",
+    "Skip",
+    "StorageError",
+    "TablePlan",
+    "default_blocks",
+    "open",
+    "parse_fingerprint",
+]

@@ -1,0 +1,849 @@
+"""The database API: :func:`open` and :class:`Database`.
+
+Sub-databases of the one LMDB environment:
+
+- ``meta``: the configuration (format version, bits, k, block plan), the fingerprint
+  settings, and the next document id;
+- ``docs``: document id (8 bytes big-endian) -> msgpack ``[key, fingerprint, meta]``;
+- ``keys``: the key index, UTF-8 key (or its digest, see :mod:`simdb.keys`) -> document id;
+- ``table.NN``: one per permutation table; key = permuted fingerprint and document id, 16
+  bytes big-endian, value empty.  Putting the id in the key (instead of LMDB duplicate
+  values) keeps every entry a plain, unique, fixed-size key: identical fingerprints under
+  different keys stay separate entries, deletion names one exact key, and a prefix scan is one
+  contiguous key range.
+
+Every change to a document touches ``docs``, ``keys`` and all tables in one write
+transaction, so no reader ever sees a document without its table entries, or the reverse.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import lmdb
+import numpy as np
+
+from simdb import codec
+from simdb.errors import (
+    ConfigMismatchError,
+    CorruptDatabaseError,
+    DistanceError,
+    FingerprinterError,
+    FormatVersionError,
+    InvalidInputError,
+    NotADatabaseError,
+    ReadOnlyError,
+)
+from simdb.keys import (
+    check_fingerprint,
+    check_key,
+    decode_id,
+    decode_table_keys,
+    describe,
+    encode_id,
+    index_key,
+    table_key,
+    table_keys,
+)
+from simdb.plan import BITS, TablePlan
+from simdb.storage import Storage
+
+if TYPE_CHECKING:
+    from simdb.fingerprint import Fingerprinter
+
+FORMAT_VERSION = 1
+DEFAULT_K = 3
+DEFAULT_BATCH_SIZE = 100_000
+
+META = b"meta"
+DOCS = b"docs"
+KEYS = b"keys"
+CONFIG_KEY = b"config"
+FINGERPRINTER_KEY = b"fingerprinter"
+NEXT_ID_KEY = b"next_id"
+_ALL_ONES = (1 << BITS) - 1
+
+
+class Match(NamedTuple):
+    """One query result."""
+
+    key: str
+    fingerprint: int
+    distance: int
+    meta: Any
+
+
+class Document(NamedTuple):
+    """One stored document."""
+
+    key: str
+    fingerprint: int
+    meta: Any
+
+
+class Skip(NamedTuple):
+    """A document that ``if_new=True`` left out, and the stored key it duplicates."""
+
+    key: str
+    duplicate_of: str
+    distance: int
+
+
+@dataclass
+class AddResult:
+    """What an add did: counts of new and replaced keys, and the skipped near-duplicates."""
+
+    added: int = 0
+    replaced: int = 0
+    skipped: list[Skip] = field(default_factory=list)
+
+    def merge(self, other: AddResult) -> None:
+        self.added += other.added
+        self.replaced += other.replaced
+        self.skipped.extend(other.skipped)
+
+
+@dataclass
+class CheckReport:
+    """The result of :meth:`Database.check`; true when the database is consistent."""
+
+    documents: int
+    table_entries: int
+    problems: list[str]
+
+    def __bool__(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class CompactResult:
+    bytes_before: int
+    bytes_after: int
+
+
+class _Item(NamedTuple):
+    key: str
+    index_key: bytes
+    fingerprint: int
+    record: bytes
+
+
+def open(  # noqa: A001 - the public name is simdb.open, as in the spec
+    path: str | os.PathLike[str],
+    *,
+    k: int | None = None,
+    blocks: int | None = None,
+    readonly: bool = False,
+    fingerprinter: Fingerprinter | None = None,
+    create: bool = True,
+    map_size: int | None = None,
+) -> Database:
+    """Open the database at ``path``, creating it if missing (unless ``readonly`` or
+    ``create=False``).
+
+    ``k`` (default 3 at creation) is the largest distance answered with no false negatives;
+    ``blocks`` is the block count m > k, by default the smallest giving every table about
+    log2(1M) leading bits or more.  Both are stored at creation; giving a different value later
+    raises :class:`ConfigMismatchError`.  ``fingerprinter`` fixes the text settings the same
+    way.  ``map_size`` is the initial LMDB map size; the map grows by itself when needed.
+    """
+    return Database(path, k=k, blocks=blocks, readonly=readonly, fingerprinter=fingerprinter, create=create, map_size=map_size)
+
+
+class Database:
+    """A persistent SimHash index.  Safe to share between threads; many processes may read
+    while one writes.  Use as a context manager, or call :meth:`close`."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        k: int | None = None,
+        blocks: int | None = None,
+        readonly: bool = False,
+        fingerprinter: Fingerprinter | None = None,
+        create: bool = True,
+        map_size: int | None = None,
+    ) -> None:
+        self._storage = Storage.open(path, readonly=readonly, create=create, names=[META], map_size=map_size)
+        try:
+            self._setup(k, blocks, fingerprinter)
+        except BaseException:
+            self._storage.close()
+            raise
+
+    # -- configuration -------------------------------------------------------------------
+
+    def _setup(self, k: int | None, blocks: int | None, fingerprinter: Fingerprinter | None) -> None:
+        storage = self._storage
+        stored = self._read_config()
+        if stored is None:
+            if storage.readonly:
+                raise NotADatabaseError(f"{storage.path} holds no simdb database yet", "create it by opening it writable")
+            self.plan = TablePlan.create(DEFAULT_K if k is None else k, blocks)
+        else:
+            self.plan = self._plan_from_config(stored, k, blocks)
+        self._table_names = [t.name.encode() for t in self.plan.tables]
+        storage.reopen_with([META, DOCS, KEYS, *self._table_names])
+        if stored is None:
+            storage.write(lambda txn: self._initialise(txn, fingerprinter))
+        self._fingerprinter = self._settle_fingerprinter(fingerprinter)
+
+    def _read_config(self) -> dict[str, Any] | None:
+        with self._storage.read() as txn:
+            try:
+                meta = self._storage.db(META)
+            except NotADatabaseError:
+                if txn.stat(self._storage.env.open_db(None))["entries"]:
+                    raise NotADatabaseError(f"{self._storage.path} holds an LMDB file that simdb did not write") from None
+                return None
+            raw = txn.get(CONFIG_KEY, db=meta)
+        if raw is None:
+            raise NotADatabaseError(f"{self._storage.path} has no simdb configuration", "is it a simdb database?")
+        config = codec.unpack(raw, f"the configuration of {self._storage.path}")
+        if not isinstance(config, dict) or "format_version" not in config:
+            raise CorruptDatabaseError(f"the configuration of {self._storage.path} is damaged")
+        return config
+
+    def _plan_from_config(self, config: dict[str, Any], k: int | None, blocks: int | None) -> TablePlan:
+        path = self._storage.path
+        version = config["format_version"]
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise FormatVersionError(
+                f"{path} has format version {version}; this simdb reads up to {FORMAT_VERSION}",
+                "upgrade simdb",
+            )
+        for name, given in (("k", k), ("blocks", blocks)):
+            if given is not None and given != config.get(name):
+                raise ConfigMismatchError(
+                    f"{name}={given} was given, but the database at {path} was created with {name}={config.get(name)}",
+                    f"omit {name}, or export and import into a new database to change it",
+                )
+        plan = TablePlan.create(config["k"], config["blocks"], config.get("bits", BITS))
+        if plan.describe() != {key: config.get(key) for key in plan.describe()}:
+            raise CorruptDatabaseError(f"the block plan stored in {path} does not match its k and blocks")
+        return plan
+
+    def _initialise(self, txn: lmdb.Transaction, fingerprinter: Fingerprinter | None) -> None:
+        storage = self._storage
+        for name in (META, DOCS, KEYS, *self._table_names):
+            storage.create(txn, name)
+        meta = storage.db(META)
+        config = {"format_version": FORMAT_VERSION, **self.plan.describe()}
+        txn.put(CONFIG_KEY, codec.pack(config, "configuration"), db=meta)
+        txn.put(NEXT_ID_KEY, codec.pack(0, "next id"), db=meta)
+        if fingerprinter is not None:
+            txn.put(FINGERPRINTER_KEY, codec.pack(fingerprinter.to_dict(), "fingerprint settings"), db=meta)
+
+    def _settle_fingerprinter(self, given: Fingerprinter | None) -> Fingerprinter | None:
+        with self._storage.read() as txn:
+            raw = txn.get(FINGERPRINTER_KEY, db=self._storage.db(META))
+        if raw is None:
+            if given is not None:
+                self._store_fingerprinter(given)
+            return given
+        from simdb.fingerprint import Fingerprinter
+
+        stored = Fingerprinter.from_dict(codec.unpack(raw, "the fingerprint settings"))
+        if given is not None and given != stored:
+            raise ConfigMismatchError(
+                f"fingerprinter {given!r} was given, but the database at {self._storage.path} uses {stored!r}",
+                "omit fingerprinter= to use the stored settings",
+            )
+        return stored
+
+    def _store_fingerprinter(self, fingerprinter: Fingerprinter) -> Fingerprinter:
+        """Store settings the first time text is used; never overwrite other settings."""
+        if self._storage.readonly:
+            raise FingerprinterError(
+                f"{self._storage.path} has no fingerprint settings and is open read-only",
+                "add text once with a writable database, or pass fingerprints",
+            )
+        from simdb.fingerprint import Fingerprinter
+
+        def store(txn: lmdb.Transaction) -> Fingerprinter:
+            meta = self._storage.db(META)
+            raw = txn.get(FINGERPRINTER_KEY, db=meta)
+            if raw is not None:  # another process got there first: theirs stand
+                return Fingerprinter.from_dict(codec.unpack(raw, "the fingerprint settings"))
+            txn.put(FINGERPRINTER_KEY, codec.pack(fingerprinter.to_dict(), "fingerprint settings"), db=meta)
+            return fingerprinter
+
+        stored = self._storage.write(store)
+        if stored != fingerprinter:
+            raise ConfigMismatchError(
+                f"fingerprinter {fingerprinter!r} was given, but {self._storage.path} now uses {stored!r}"
+            )
+        return stored
+
+    @property
+    def path(self) -> str:
+        return str(self._storage.path)
+
+    @property
+    def k(self) -> int:
+        return self.plan.k
+
+    @property
+    def readonly(self) -> bool:
+        return self._storage.readonly
+
+    @property
+    def fingerprinter(self) -> Fingerprinter | None:
+        """The stored text settings, or None if only fingerprints were ever given."""
+        return self._fingerprinter
+
+    def fingerprint(self, text: str) -> int:
+        """Fingerprint ``text`` with the database's own settings (storing the defaults the
+        first time, if none were given)."""
+        return self._text_fingerprinter().fingerprint(text)
+
+    def _text_fingerprinter(self) -> Fingerprinter:
+        if self._fingerprinter is None:
+            from simdb.fingerprint import Fingerprinter
+
+            self._fingerprinter = self._store_fingerprinter(Fingerprinter())
+        return self._fingerprinter
+
+    def _resolve(self, fingerprint: object, text: str | None) -> int:
+        if text is not None:
+            if fingerprint is not None:
+                raise InvalidInputError("both a fingerprint and text= were given", "give one of them")
+            return self.fingerprint(text)
+        if fingerprint is None:
+            raise InvalidInputError("no fingerprint was given", "pass a fingerprint or text=")
+        return check_fingerprint(fingerprint)
+
+    def _check_k(self, k: int | None) -> int:
+        if k is None:
+            return self.plan.k
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise DistanceError(f"k={describe(k)} is not a distance (a non-negative int)")
+        if k > self.plan.k:
+            raise DistanceError(
+                f"k={k} is above the index's k={self.plan.k}, which it cannot answer exactly",
+                f"query with k <= {self.plan.k}, or rebuild the database with a larger k",
+            )
+        return k
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the environment.  Idempotent."""
+        self._storage.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._storage.closed else f"k={self.plan.k}, blocks={self.plan.blocks}"
+        return f"<simdb.Database {self.path!r} {state}>"
+
+    # -- writing -------------------------------------------------------------------------
+
+    def add(self, key: str, fingerprint: int | None = None, meta: Any = None, *, text: str | None = None, if_new: bool = False) -> AddResult:
+        """Store one document, replacing any document under the same key.  With
+        ``if_new=True`` the document is skipped if one within k bits is already stored."""
+        return self.add_many([(key, self._resolve(fingerprint, text), meta)], if_new=if_new)
+
+    def add_many(
+        self,
+        items: Iterable[Sequence[Any]],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        if_new: bool = False,
+        on_batch: Callable[[AddResult], None] | None = None,
+    ) -> AddResult:
+        """Store ``(key, fingerprint)`` or ``(key, fingerprint, meta)`` items.  Each batch of
+        ``batch_size`` items is validated whole and then written in one transaction; a bad
+        item rejects its batch before anything of it is written.  ``on_batch`` is called with
+        the running totals after each commit.  Cost: O(b log b) per batch of b plus LMDB puts;
+        a batch into empty tables (a bulk load) is written in append mode."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInputError(f"batch_size={describe(batch_size)} is not a positive int")
+        total = AddResult()
+        batch: list[_Item] = []
+        for position, item in enumerate(items):
+            batch.append(self._prepare(item, position))
+            if len(batch) >= batch_size:
+                total.merge(self._commit(batch, if_new))
+                batch = []
+                if on_batch is not None:
+                    on_batch(total)
+        if batch:
+            total.merge(self._commit(batch, if_new))
+            if on_batch is not None:
+                on_batch(total)
+        return total
+
+    def add_texts(
+        self,
+        items: Iterable[Sequence[Any]],
+        *,
+        workers: int | None = None,
+        batch_size: int = 10_000,
+        if_new: bool = False,
+        on_batch: Callable[[AddResult], None] | None = None,
+    ) -> AddResult:
+        """Fingerprint ``(key, text)`` or ``(key, text, meta)`` items with the database's
+        settings (``workers`` processes) and store them as :meth:`add_many` does."""
+        fingerprinter = self._text_fingerprinter()
+        total = AddResult()
+
+        def flush(chunk: list[Sequence[Any]]) -> None:
+            fingerprints = fingerprinter.fingerprint_many([row[1] for row in chunk], workers=workers)
+            rows = [(row[0], fp, row[2] if len(row) > 2 else None) for row, fp in zip(chunk, fingerprints)]
+            total.merge(self.add_many(rows, batch_size=len(rows), if_new=if_new))
+            if on_batch is not None:
+                on_batch(total)
+
+        chunk: list[Sequence[Any]] = []
+        for item in items:
+            if not isinstance(item, (tuple, list)) or len(item) not in (2, 3) or not isinstance(item[1], str):
+                raise InvalidInputError(f"item {describe(item)} is not (key, text) or (key, text, meta)")
+            chunk.append(item)
+            if len(chunk) >= batch_size:
+                flush(chunk)
+                chunk = []
+        if chunk:
+            flush(chunk)
+        return total
+
+    def _prepare(self, item: Sequence[Any], position: int) -> _Item:
+        if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+            raise InvalidInputError(
+                f"item {position} ({describe(item)}) is not (key, fingerprint) or (key, fingerprint, meta)"
+            )
+        key = item[0]
+        encoded = check_key(key)
+        fingerprint = check_fingerprint(item[1])
+        return _Item(key, index_key(encoded), fingerprint, codec.pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
+
+    def _commit(self, batch: list[_Item], if_new: bool) -> AddResult:
+        if if_new:
+            return self._storage.write(lambda txn: self._store_if_new(txn, batch))
+        latest = {item.index_key: item for item in batch}  # a key given twice: the last one wins
+        return self._storage.write(lambda txn: self._store(txn, list(latest.values())))
+
+    def _store(self, txn: lmdb.Transaction, items: list[_Item]) -> AddResult:
+        """Write documents with unique keys: new keys get fresh ids, existing keys keep
+        theirs and lose their old table entries."""
+        storage = self._storage
+        docs, keys_db, meta = storage.db(DOCS), storage.db(KEYS), storage.db(META)
+        next_id: int = codec.unpack(txn.get(NEXT_ID_KEY, db=meta), "the next id")
+        result = AddResult()
+        new_docs: list[tuple[bytes, bytes]] = []
+        new_keys: list[tuple[bytes, bytes]] = []
+        changed_ids: list[int] = []
+        changed_fps: list[int] = []
+        any_keys = txn.stat(keys_db)["entries"] > 0
+        for item in items:
+            old_id = self._lookup_id(txn, item.key, item.index_key) if any_keys else None
+            if old_id is None:
+                doc_id = next_id
+                next_id += 1
+                new_docs.append((encode_id(doc_id), item.record))
+                new_keys.append((item.index_key, encode_id(doc_id)))
+                result.added += 1
+            else:
+                doc_id, old_fingerprint = old_id
+                txn.put(encode_id(doc_id), item.record, db=docs)
+                result.replaced += 1
+                if old_fingerprint == item.fingerprint:
+                    continue
+                for table, name in zip(self.plan.tables, self._table_names):
+                    txn.delete(table_key(table.permute(old_fingerprint), doc_id), db=storage.db(name))
+            changed_ids.append(doc_id)
+            changed_fps.append(item.fingerprint)
+        self._put_sorted(txn, docs, new_docs)
+        new_keys.sort()
+        self._put_sorted(txn, keys_db, new_keys)
+        txn.put(NEXT_ID_KEY, codec.pack(next_id, "next id"), db=meta)
+        if changed_ids:
+            ids = np.array(changed_ids, dtype=np.uint64)
+            fingerprints = np.array(changed_fps, dtype=np.uint64)
+            order = np.argsort(ids, kind="stable")
+            ids, fingerprints = ids[order], fingerprints[order]
+            for table, name in zip(self.plan.tables, self._table_names):
+                entries = table_keys(table.permute_array(fingerprints), ids)
+                self._put_sorted(txn, storage.db(name), list(zip(entries, repeat(b""))))
+        return result
+
+    def _store_if_new(self, txn: lmdb.Transaction, batch: list[_Item]) -> AddResult:
+        """Store each item unless one within k bits is stored (or stored earlier in this
+        batch); the checks and inserts share the one transaction, so two writers cannot both
+        store near-duplicates of each other."""
+        result = AddResult()
+        for item in batch:
+            own = self._lookup_id(txn, item.key, item.index_key)
+            own_id = encode_id(own[0]) if own else None
+            found = self._probe(txn, self._permutations(item.fingerprint), self.plan.k)
+            found.pop(own_id, None)  # a key never duplicates its own earlier version
+            if found:
+                best_id, distance = min(found.items(), key=lambda pair: (pair[1], pair[0]))
+                duplicate_of = self._record(txn, best_id)[0]
+                result.skipped.append(Skip(item.key, duplicate_of, distance))
+            else:
+                result.merge(self._store(txn, [item]))
+        return result
+
+    @staticmethod
+    def _put_sorted(txn: lmdb.Transaction, db: lmdb._Database, pairs: list[tuple[bytes, bytes]]) -> None:
+        """Put key-sorted unique pairs, in LMDB's append mode when they all follow the last
+        stored key (always so for a bulk load into an empty sub-database)."""
+        if not pairs:
+            return
+        cursor = txn.cursor(db)
+        append = not cursor.last() or cursor.key() < pairs[0][0]
+        consumed, added = cursor.putmulti(pairs, append=append, overwrite=not append)
+        if added != len(pairs):
+            raise CorruptDatabaseError(f"only {added} of {len(pairs)} entries could be written; the batch was not stored")
+
+    def _lookup_id(self, txn: lmdb.Transaction, key: str, key_index: bytes) -> tuple[int, int] | None:
+        """(id, fingerprint) of the document stored under ``key``, if any."""
+        raw_id = txn.get(key_index, db=self._storage.db(KEYS))
+        if raw_id is None:
+            return None
+        stored_key, fingerprint, _ = self._record(txn, raw_id)
+        if stored_key != key:
+            raise CorruptDatabaseError(f"the key index entry for {describe(key)} points at {describe(stored_key)}", "run check()")
+        return decode_id(raw_id), fingerprint
+
+    def _record(self, txn: lmdb.Transaction, raw_id: bytes) -> tuple[str, int, Any]:
+        raw = txn.get(raw_id, db=self._storage.db(DOCS))
+        if raw is None:
+            raise CorruptDatabaseError(f"document id {decode_id(raw_id)} is indexed but missing", "run check()")
+        return codec.unpack_document(raw)
+
+    def remove(self, key: str) -> bool:
+        """Remove the document under ``key``; returns whether there was one."""
+        return self.remove_many([key]) == 1
+
+    def remove_many(self, keys: Iterable[str], *, batch_size: int = DEFAULT_BATCH_SIZE) -> int:
+        """Remove the documents under ``keys`` (absent keys are ignored), one transaction per
+        batch; returns how many were removed.  Cost: O(tables) deletes per key."""
+        removed = 0
+        batch: list[tuple[str, bytes]] = []
+        for key in keys:
+            batch.append((key, index_key(check_key(key))))
+            if len(batch) >= batch_size:
+                removed += self._storage.write(lambda txn: self._delete(txn, batch))
+                batch = []
+        if batch:
+            removed += self._storage.write(lambda txn: self._delete(txn, batch))
+        return removed
+
+    def _delete(self, txn: lmdb.Transaction, batch: list[tuple[str, bytes]]) -> int:
+        storage = self._storage
+        removed = 0
+        for key, key_index in batch:
+            found = self._lookup_id(txn, key, key_index)
+            if found is None:
+                continue
+            doc_id, fingerprint = found
+            txn.delete(encode_id(doc_id), db=storage.db(DOCS))
+            txn.delete(key_index, db=storage.db(KEYS))
+            for table, name in zip(self.plan.tables, self._table_names):
+                txn.delete(table_key(table.permute(fingerprint), doc_id), db=storage.db(name))
+            removed += 1
+        return removed
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _permutations(self, fingerprint: int) -> list[int]:
+        return [table.permute(fingerprint) for table in self.plan.tables]
+
+    def _probe(self, txn: lmdb.Transaction, permuted: Sequence[int], k: int, cursors: list[lmdb.Cursor] | None = None) -> dict[bytes, int]:
+        """Ids (8-byte) of stored fingerprints within ``k`` bits, with their distances:
+        one range scan per table over the query's leading bits.  Permutations preserve
+        Hamming distance, so candidates are checked on their permuted form."""
+        if cursors is None:
+            cursors = [txn.cursor(self._storage.db(name)) for name in self._table_names]
+        found: dict[bytes, int] = {}
+        for table, cursor, query in zip(self.plan.tables, cursors, permuted):
+            low = query & table.prefix_mask
+            high = low | (_ALL_ONES ^ table.prefix_mask)
+            # Every 16-byte key whose fingerprint half is <= high sorts below high + 1.
+            bound = (high + 1).to_bytes(8, "big") if high != _ALL_ONES else b"\xff" * 17
+            if not cursor.set_range(low.to_bytes(8, "big")):
+                continue
+            for entry in cursor.iternext(values=False):
+                if entry >= bound:
+                    break
+                distance = (int.from_bytes(entry[:8], "big") ^ query).bit_count()
+                if distance <= k:
+                    found[entry[8:]] = distance
+        return found
+
+    def _matches(self, txn: lmdb.Transaction, found: dict[bytes, int], limit: int | None) -> list[Match]:
+        ranked = sorted(found.items(), key=lambda pair: (pair[1], pair[0]))
+        if limit is not None:
+            ranked = ranked[:limit]
+        docs = self._storage.db(DOCS)
+        matches = []
+        for raw_id, distance in ranked:
+            raw = txn.get(raw_id, db=docs)
+            if raw is None:
+                raise CorruptDatabaseError(f"document id {decode_id(raw_id)} is in a table but missing", "run check()")
+            key, fingerprint, meta = codec.unpack_document(raw)
+            matches.append(Match(key, fingerprint, distance, meta))
+        return matches
+
+    def query(self, fingerprint: int | None = None, k: int | None = None, *, text: str | None = None, limit: int | None = None) -> list[Match]:
+        """Every stored document within ``k`` bits (default: the index's k), nearest first
+        (ties in insertion order).  Cost: one range scan per table plus one read per match."""
+        query = self._resolve(fingerprint, text)
+        k = self._check_k(k)
+        limit = self._check_limit(limit)
+        with self._storage.read() as txn:
+            return self._matches(txn, self._probe(txn, self._permutations(query), k), limit)
+
+    def query_many(self, fingerprints: Iterable[int] | None = None, k: int | None = None, *, texts: Iterable[str] | None = None, limit: int | None = None) -> list[list[Match]]:
+        """:meth:`query` for many fingerprints (or ``texts``) in one read transaction, with
+        the permutations computed vectorised; one result list per query, in order."""
+        if texts is not None:
+            if fingerprints is not None:
+                raise InvalidInputError("both fingerprints and texts= were given", "give one of them")
+            queries = self._text_fingerprinter().fingerprint_many(list(texts))
+        elif fingerprints is None:
+            raise InvalidInputError("no fingerprints were given", "pass fingerprints or texts=")
+        else:
+            queries = [check_fingerprint(fp) for fp in fingerprints]
+        k = self._check_k(k)
+        limit = self._check_limit(limit)
+        if not queries:
+            return []
+        as_array = np.array(queries, dtype=np.uint64)
+        permuted_rows = list(zip(*(table.permute_array(as_array).tolist() for table in self.plan.tables)))
+        with self._storage.read() as txn:
+            cursors = [txn.cursor(self._storage.db(name)) for name in self._table_names]
+            return [self._matches(txn, self._probe(txn, row, k, cursors), limit) for row in permuted_rows]
+
+    @staticmethod
+    def _check_limit(limit: int | None) -> int | None:
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise InvalidInputError(f"limit={describe(limit)} is not a non-negative int")
+        return limit
+
+    def get(self, key: str) -> Document | None:
+        """The document stored under ``key``, or None."""
+        encoded = check_key(key)
+        with self._storage.read() as txn:
+            raw_id = txn.get(index_key(encoded), db=self._storage.db(KEYS))
+            if raw_id is None:
+                return None
+            stored_key, fingerprint, meta = self._record(txn, raw_id)
+        if stored_key != key:
+            raise CorruptDatabaseError(f"the key index entry for {describe(key)} points at {describe(stored_key)}", "run check()")
+        return Document(stored_key, fingerprint, meta)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and bool(key) and self.get(key) is not None
+
+    def __len__(self) -> int:
+        with self._storage.read() as txn:
+            return int(txn.stat(self._storage.db(DOCS))["entries"])
+
+    def items(self, *, chunk: int = 10_000) -> Iterator[Document]:
+        """Every document, in insertion order.  Reads ``chunk`` documents per transaction,
+        so a slow consumer never pins old pages (documents changed meanwhile may be seen in
+        their new state, or not at all if removed)."""
+        after = b""
+        while True:
+            with self._storage.read() as txn:
+                cursor = txn.cursor(self._storage.db(DOCS))
+                if not cursor.set_range(after):
+                    return
+                if cursor.key() == after:
+                    if not cursor.next():
+                        return
+                rows = []
+                for raw_id, raw in cursor:
+                    rows.append(codec.unpack_document(raw))
+                    after = raw_id
+                    if len(rows) >= chunk:
+                        break
+            yield from (Document(*row) for row in rows)
+            if len(rows) < chunk:
+                return
+
+    def keys(self) -> Iterator[str]:
+        """Every key, in insertion order."""
+        return (document.key for document in self.items())
+
+    def __iter__(self) -> Iterator[str]:
+        return self.keys()
+
+    def fingerprint_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """All (ids, fingerprints) as uint64 arrays in insertion order, read from the first
+        table in one scan (no per-document decoding).  O(n log n)."""
+        table = self.plan.tables[0]
+        with self._storage.read() as txn:
+            cursor = txn.cursor(self._storage.db(self._table_names[0]))
+            joined = b"".join(cursor.iternext(values=False))
+        permuted, ids = decode_table_keys(joined)
+        order = np.argsort(ids, kind="stable")
+        return ids[order], table.unpermute_array(permuted[order])
+
+    # -- maintenance ---------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Counts, plan, sizes and settings.  O(tables)."""
+        storage = self._storage
+        with storage.read() as txn:
+            documents = int(txn.stat(storage.db(DOCS))["entries"])
+            page_size = int(txn.stat(storage.db(DOCS))["psize"])
+            table_pages = [
+                sum(int(s[kind]) for kind in ("branch_pages", "leaf_pages", "overflow_pages"))
+                for s in (txn.stat(storage.db(name)) for name in self._table_names)
+            ]
+            info = storage.env.info()
+        leading = [table.leading_bits for table in self.plan.tables]
+        size = storage.size_on_disk()
+        return {
+            "path": self.path,
+            "format_version": FORMAT_VERSION,
+            "documents": documents,
+            "bits": self.plan.bits,
+            "k": self.plan.k,
+            "blocks": self.plan.blocks,
+            "block_widths": self.plan.widths,
+            "tables": len(self.plan.tables),
+            "leading_bits": leading,
+            # A random fingerprint shares a table's leading bits with N / 2**bits others.
+            "expected_candidates_per_probe": sum(documents / 2**bits for bits in leading) / len(leading),
+            "size_bytes": size,
+            "bytes_per_document": size / documents if documents else None,
+            "bytes_per_table_entry": (sum(table_pages) * page_size / (documents * len(leading))) if documents else None,
+            "map_size": int(info["map_size"]),
+            "generation": storage.generation,
+            "fingerprinter": self._fingerprinter.to_dict() if self._fingerprinter is not None else None,
+        }
+
+    def check(self) -> CheckReport:
+        """Verify that every document is in every table exactly once, nothing else is in
+        the tables, and the key index and documents agree.  One read transaction; O(n log n)
+        with n documents, vectorised per table."""
+        storage = self._storage
+        problems: list[str] = []
+        entries_seen = 0
+        with storage.read() as txn:
+            ids: list[int] = []
+            fingerprints: list[int] = []
+            id_by_index_key: dict[bytes, int] = {}
+            next_id = codec.unpack(txn.get(NEXT_ID_KEY, db=storage.db(META)), "the next id")
+            for raw_id, raw in txn.cursor(storage.db(DOCS)):
+                doc_id = decode_id(raw_id)
+                try:
+                    key, fingerprint, _ = codec.unpack_document(raw)
+                    check_fingerprint(fingerprint)
+                    id_by_index_key[index_key(check_key(key))] = doc_id
+                except Exception as exc:  # noqa: BLE001 - a check reports damage, it doesn't stop at it
+                    problems.append(f"document {doc_id}: {exc}")
+                    continue
+                if doc_id >= next_id:
+                    problems.append(f"document {doc_id} is at or above the next id {next_id}")
+                ids.append(doc_id)
+                fingerprints.append(fingerprint)
+            for key_index, raw_id in txn.cursor(storage.db(KEYS)):
+                if id_by_index_key.pop(key_index, None) != decode_id(raw_id):
+                    problems.append(f"key index entry {describe(key_index)} -> {decode_id(raw_id)} has no matching document")
+            for key_index, doc_id in id_by_index_key.items():
+                problems.append(f"document {doc_id} ({describe(key_index)}) is missing from the key index")
+            id_array = np.array(ids, dtype=np.uint64)
+            fp_array = np.array(fingerprints, dtype=np.uint64)
+            for table, name in zip(self.plan.tables, self._table_names):
+                joined = b"".join(txn.cursor(storage.db(name)).iternext(values=False))
+                if len(joined) % 16:
+                    problems.append(f"{name.decode()} holds keys that are not 16 bytes long")
+                    continue
+                permuted, entry_ids = decode_table_keys(joined)
+                entries_seen += len(entry_ids)
+                expected = np.sort(table_keys_as_pairs(table.permute_array(fp_array), id_array))
+                actual = np.sort(table_keys_as_pairs(permuted, entry_ids))
+                missing = np.setdiff1d(expected, actual)
+                extra = np.setdiff1d(actual, expected)
+                for label, wrong in (("missing from", missing), ("unexpected in", extra)):
+                    if len(wrong):
+                        shown = ", ".join(f"id {int(pair['id'])}" for pair in wrong[:5])
+                        problems.append(f"{len(wrong)} entries {label} {name.decode()} ({shown}{', ...' if len(wrong) > 5 else ''})")
+        return CheckReport(documents=len(ids), table_entries=entries_seen, problems=problems)
+
+    def compact(self) -> CompactResult:
+        """Rewrite the database into a fresh file, every sub-database in key order with full
+        pages, and swap it in atomically.  Writers in other processes wait, then continue
+        in the new file; readers move over at their next transaction.  O(size)."""
+        before = self._storage.size_on_disk()
+        names = [META, DOCS, KEYS, *self._table_names]
+
+        def rewrite(source: lmdb.Transaction, target: lmdb.Environment) -> None:
+            for name in names:
+                with target.begin(write=True) as txn:
+                    cursor = txn.cursor(target.open_db(name, txn=txn))
+                    cursor.putmulti(source.cursor(self._storage.db(name)).iternext(), append=True)
+
+        self._storage.swap_in_rewrite(rewrite)
+        return CompactResult(before, self._storage.size_on_disk())
+
+    # -- all pairs -----------------------------------------------------------------------
+
+    def pairs(self, k: int | None = None) -> Iterator[tuple[str, str, int]]:
+        """Every near-duplicate pair ``(key_a, key_b, distance)`` within ``k`` bits, each
+        unordered pair once (``key_a`` added first), identical fingerprints included.
+        Reads the fingerprints once, then streams."""
+        from simdb.allpairs import iter_pair_blocks
+
+        k = self._check_k(k)
+        ids, fingerprints = self.fingerprint_arrays()
+        names = _KeyNames(self, ids)
+        for left, right, distances in iter_pair_blocks(fingerprints, self.plan, k):
+            for a, b, distance in zip(left.tolist(), right.tolist(), distances.tolist()):
+                first, second = (a, b) if a < b else (b, a)
+                yield names[first], names[second], distance
+
+    def clusters(self, k: int | None = None, *, singletons: bool = False) -> Iterator[list[str]]:
+        """Connected groups of the "within k bits" graph, each a list of keys with the
+        first-added key first; clusters come in order of their first-added key."""
+        from simdb.allpairs import clusters_from_pairs, iter_pair_blocks
+
+        k = self._check_k(k)
+        ids, fingerprints = self.fingerprint_arrays()
+        names = _KeyNames(self, ids)
+        for members in clusters_from_pairs(len(fingerprints), iter_pair_blocks(fingerprints, self.plan, k), singletons=singletons):
+            yield [names[index] for index in members]
+
+
+def table_keys_as_pairs(permuted: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """(permuted, id) as a structured array, for set operations in :meth:`Database.check`."""
+    pairs = np.empty(len(ids), dtype=[("fp", np.uint64), ("id", np.uint64)])
+    pairs["fp"] = permuted
+    pairs["id"] = ids
+    return pairs
+
+
+class _KeyNames:
+    """Keys of documents by their position in :meth:`Database.fingerprint_arrays`, read on
+    demand in batches and cached."""
+
+    def __init__(self, database: Database, ids: np.ndarray) -> None:
+        self._database = database
+        self._ids = ids
+        self._cache: dict[int, str] = {}
+
+    def __getitem__(self, position: int) -> str:
+        key = self._cache.get(position)
+        if key is None:
+            with self._database._storage.read() as txn:
+                key = self._database._record(txn, encode_id(int(self._ids[position])))[0]
+            if len(self._cache) > 1_000_000:
+                self._cache.clear()
+            self._cache[position] = key
+        return key
+
