@@ -1,0 +1,697 @@
+"""All near-duplicate pairs and clusters of a fingerprint collection (Manku's batch mode).
+
+The search runs over the permutation tables of a :class:`~simdb.plan.TablePlan`.  Every pair
+within ``k`` bits agrees on all leading blocks of at least one table, so it shares that
+table's prefix.  For each table we build a sort key (table prefix above a row number), sort it
+with numpy, and compare rows that share a prefix, gap by gap, fully vectorised.
+
+Three ideas keep it fast and bounded:
+
+* **Exact duplicates are collapsed first.**  The search runs over the distinct fingerprints,
+  so 10,000 identical pages are one row, not 50 million comparisons.  Duplicates are expanded
+  only when pairs are emitted (pairs inside a group at distance 0, and the cross product
+  between two groups within ``k``).
+* **Each pair is reported once without a set of seen pairs.**  A pair is emitted only by the
+  first table (in plan order) whose leading blocks all agree between the two fingerprints,
+  which is decided from their xor alone (see :func:`_claim_rules`).
+* **Output is streamed in blocks.**  :func:`iter_pair_blocks` yields arrays of at most
+  ``block_size`` pairs, so memory stays O(N + block) whatever the output size.  A long run of
+  rows sharing a prefix is walked one gap at a time: O(run) memory per step, never O(run^2).
+
+Clusters (connected components of the "within k bits" graph) come from a vectorised
+union-find, :class:`ComponentLabeler`, which also accepts pairs block by block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from simdb.errors import DistanceError, InvalidFingerprintError, InvalidInputError
+from simdb.plan import BITS, Table, TablePlan
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "ComponentLabeler",
+    "as_fingerprint_array",
+    "cluster_labels",
+    "clusters_from_labels",
+    "clusters_from_pairs",
+    "connected_components",
+    "find_all",
+    "find_clusters",
+    "iter_clusters",
+    "iter_pair_blocks",
+]
+
+UInt64Array = npt.NDArray[np.uint64]
+Int64Array = npt.NDArray[np.int64]
+UInt8Array = npt.NDArray[np.uint8]
+PairBlock = tuple[Int64Array, Int64Array, UInt8Array]
+
+#: Largest number of pairs in one block yielded by :func:`iter_pair_blocks` (about 17 MB).
+DEFAULT_BLOCK_SIZE = 1 << 20
+
+_FULL64 = (1 << BITS) - 1
+
+
+# --------------------------------------------------------------------------------------
+# Input validation
+# --------------------------------------------------------------------------------------
+
+
+def as_fingerprint_array(fingerprints: Any, name: str = "fingerprints") -> UInt64Array:
+    """Return ``fingerprints`` as a 1-D ``uint64`` array, or raise
+    :class:`InvalidFingerprintError` naming the first bad element.
+
+    Accepts a numpy integer array (unsigned, or signed without negatives) or a sequence of
+    ints in [0, 2**64).  Bools, floats and strings are refused rather than coerced, because
+    numpy would silently truncate 1.5 to 1 or parse "12".  O(n); a ``uint64`` array is
+    returned without a copy.
+    """
+    if isinstance(fingerprints, (str, bytes)):
+        raise InvalidFingerprintError(f"{name} must be a sequence of ints, not {type(fingerprints).__name__}")
+    if isinstance(fingerprints, np.ndarray):
+        array = fingerprints
+    else:
+        try:
+            array = np.asarray(fingerprints)
+        except (OverflowError, ValueError, TypeError):
+            # Mixed huge and negative ints, ragged nesting...: find the culprit one by one.
+            array = np.empty(len(fingerprints), dtype=object)
+            array[:] = list(fingerprints)
+    if array.ndim != 1:
+        if array.size == 0:
+            return np.zeros(0, dtype=np.uint64)
+        raise InvalidFingerprintError(f"{name} must be one-dimensional, got shape {array.shape}")
+    kind = array.dtype.kind
+    if kind == "u":
+        return array if array.dtype == np.uint64 else array.astype(np.uint64)
+    if kind == "i":
+        negative = np.flatnonzero(array < 0)
+        if negative.size:
+            first = int(negative[0])
+            raise InvalidFingerprintError(
+                f"{name}[{first}] = {int(array[first])} is negative; a fingerprint is an int in [0, 2**64)",
+                "pass an unsigned (uint64) array, e.g. signed.view(np.uint64) if the values are bit patterns",
+            )
+        return array.astype(np.uint64)
+    if kind == "O":
+        return _object_to_uint64(array, name)
+    if array.size == 0:
+        return np.zeros(0, dtype=np.uint64)
+    raise InvalidFingerprintError(
+        f"{name} has dtype {array.dtype}; fingerprints must be ints in [0, 2**64)",
+        "convert to np.uint64 explicitly if the values really are fingerprints",
+    )
+
+
+def _object_to_uint64(array: npt.NDArray[Any], name: str) -> UInt64Array:
+    """Validate an object array element by element (the slow path).  O(n) Python."""
+    out = np.empty(len(array), dtype=np.uint64)
+    for position, value in enumerate(array):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise InvalidFingerprintError(
+                f"{name}[{position}] = {value!r} is a {type(value).__name__}, not an int fingerprint"
+            )
+        value = int(value)
+        if not 0 <= value <= _FULL64:
+            raise InvalidFingerprintError(f"{name}[{position}] = {value} is outside [0, 2**64)")
+        out[position] = value
+    return out
+
+
+def _check_distance(k: int | None, plan: TablePlan) -> int:
+    """Return the search distance: ``plan.k`` when ``k`` is None, else ``k`` if 0 <= k <= plan.k."""
+    if k is None:
+        return plan.k
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+        raise InvalidInputError(f"k={k!r} is not a distance (an int >= 0)")
+    if k > plan.k:
+        raise DistanceError(
+            f"k={k} exceeds the plan's largest distance {plan.k}",
+            f"build a plan with TablePlan.create(k={k}) to search that far",
+        )
+    return int(k)
+
+
+# --------------------------------------------------------------------------------------
+# Collapsing exact duplicates
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Collapsed:
+    """Distinct fingerprints and how they map back to input positions.
+
+    ``uniques`` is sorted ascending.  ``members`` lists input positions grouped by distinct
+    value (in ``uniques`` order) and ascending inside each group; group ``g`` is
+    ``members[starts[g]:starts[g] + counts[g]]``.  Without duplicates ``starts`` is
+    ``arange(U)`` and ``counts`` is all ones.
+    """
+
+    uniques: UInt64Array
+    members: Int64Array
+    starts: Int64Array
+    counts: Int64Array
+    has_duplicates: bool
+
+    @property
+    def first_member(self) -> Int64Array:
+        """Smallest input position holding each distinct value."""
+        return self.members[self.starts] if self.has_duplicates else self.members
+
+
+def _collapse(fingerprints: UInt64Array) -> _Collapsed:
+    """Group equal fingerprints: one stable argsort, O(n log n) time, O(n) memory."""
+    # Stable, so positions inside a group stay ascending: the first-added comes first.
+    order = np.argsort(fingerprints, kind="stable")
+    ordered = fingerprints[order]
+    if ordered.size < 2:
+        starts = np.arange(ordered.size, dtype=np.int64)
+        return _Collapsed(ordered, order, starts, np.ones(ordered.size, dtype=np.int64), False)
+    new_value = np.empty(ordered.size, dtype=bool)
+    new_value[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new_value[1:])
+    if new_value.all():
+        starts = np.arange(ordered.size, dtype=np.int64)
+        return _Collapsed(ordered, order, starts, np.ones(ordered.size, dtype=np.int64), False)
+    starts = np.flatnonzero(new_value)
+    counts = np.diff(np.append(starts, ordered.size))
+    return _Collapsed(ordered[starts], order, starts, counts, True)
+
+
+# --------------------------------------------------------------------------------------
+# Which table reports a pair
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ClaimRule:
+    """When table ``table.index`` is the one that reports a pair with xor ``x``.
+
+    The table reports it iff ``x & leading_mask == 0`` (all its leading blocks agree) and
+    ``x & mask != 0`` for every mask in ``conflicts`` (no earlier table had all its leading
+    blocks agree).  ``min_blocks_differing`` is a lower bound on how many blocks differ in any
+    pair the table reports; when it exceeds the search distance the table can be skipped.
+    """
+
+    table: Table
+    leading_mask: int
+    conflicts: tuple[int, ...]
+    min_blocks_differing: int
+
+
+def _block_masks(plan: TablePlan) -> list[int]:
+    """Mask of each block in original bit positions, most significant block first."""
+    masks, top = [], plan.bits
+    for width in plan.widths:
+        top -= width
+        masks.append(((1 << width) - 1) << top)
+    return masks
+
+
+def _claim_rules(plan: TablePlan, assume_lexicographic: bool | None = None) -> list[_ClaimRule]:
+    """Build the rule that assigns every pair to exactly one table.
+
+    A pair is claimed by the first table whose leading blocks all agree.  From table t's
+    view that means: for each earlier table t', some block of t' that is not leading in t
+    differs.  Those "conflict" block sets are reduced to the inclusion-minimal ones.  For the
+    plan's lexicographic order of leading-block combinations the minimal sets are exactly
+    the singletons {c} for non-leading blocks c before t's last leading block, which is
+    computed directly in O(blocks) per table; any other table order falls back to the general
+    O(tables^2) reduction.  ``assume_lexicographic`` forces a path (for tests).
+    """
+    masks = _block_masks(plan)
+    leading_sets = [t.leading_blocks for t in plan.tables]
+    if assume_lexicographic is None:
+        width = plan.blocks - plan.k
+        assume_lexicographic = leading_sets == list(combinations(range(plan.blocks), width))
+    rules = []
+    for position, table in enumerate(plan.tables):
+        leading = set(table.leading_blocks)
+        if assume_lexicographic:
+            last = max(table.leading_blocks)
+            minimal = [frozenset([c]) for c in range(last) if c not in leading]
+        else:
+            candidates = {frozenset(earlier) - leading for earlier in leading_sets[:position]}
+            minimal = [s for s in candidates if not any(o < s for o in candidates)]
+        # Greedy disjoint packing: each packed set needs its own differing block, so its
+        # size is a sound lower bound on the blocks that differ.
+        used: set[int] = set()
+        packed = 0
+        for conflict in sorted(minimal, key=len):
+            if not conflict & used:
+                used |= conflict
+                packed += 1
+        rules.append(
+            _ClaimRule(
+                table=table,
+                leading_mask=_or_masks(masks, table.leading_blocks),
+                conflicts=tuple(sorted(_or_masks(masks, c) for c in minimal)),
+                min_blocks_differing=packed,
+            )
+        )
+    return rules
+
+
+def _or_masks(masks: Sequence[int], blocks: Iterable[int]) -> int:
+    out = 0
+    for block in blocks:
+        out |= masks[block]
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# The search over distinct fingerprints
+# --------------------------------------------------------------------------------------
+
+
+def _sorted_keys(uniques: UInt64Array, table: Table, index_bits: int, presorted: bool) -> UInt64Array:
+    """Sort keys for one table: the table prefix in the top bits, the row number in the low
+    ``index_bits`` bits.  One ``np.sort`` of N uint64, O(N log N); O(N) extra memory.
+
+    Packing the row number into the key lets a plain value sort (faster than argsort) carry
+    the permutation.  When the prefix and the row number do not both fit, the lowest prefix
+    bits are dropped: groups get coarser (more candidates), never finer, so nothing is missed;
+    the claim rule re-checks the full leading blocks.
+    """
+    prefix_low = BITS - table.leading_bits
+    keys = np.zeros(uniques.size, dtype=np.uint64)
+    scratch = np.empty_like(uniques)
+    for source, width, target in table.moves:
+        if target < prefix_low:
+            continue  # not a leading block: not part of the prefix
+        block_mask = np.uint64(((1 << width) - 1) << target)
+        if source > target:
+            np.right_shift(uniques, np.uint64(source - target), out=scratch)
+        elif source < target:
+            np.left_shift(uniques, np.uint64(target - source), out=scratch)
+        else:
+            np.copyto(scratch, uniques)
+        scratch &= block_mask
+        keys |= scratch
+    del scratch
+    if prefix_low < index_bits:
+        keys &= np.uint64(_FULL64 ^ ((1 << index_bits) - 1))
+    keys |= np.arange(uniques.size, dtype=np.uint64)
+    if not presorted:
+        keys.sort()
+    return keys
+
+
+def _unique_pair_blocks(
+    uniques: UInt64Array,
+    plan: TablePlan,
+    k: int,
+    block_size: int,
+    uniques_sorted: bool,
+) -> Iterator[tuple[Int64Array, Int64Array, UInt8Array]]:
+    """Yield (row_a, row_b, distance) for every pair of distinct fingerprints within ``k``
+    bits, each once, rows in arbitrary order within a pair.
+
+    Cost per table that can report anything: one sort of N keys plus O(candidates), where
+    candidates are the pairs sharing the table prefix.  Memory: O(N) for the keys plus
+    O(block_size) per step.
+    """
+    n = uniques.size
+    if n < 2 or k == 0:
+        return  # distinct fingerprints are at least 1 bit apart
+    index_bits = max(1, (n - 1).bit_length())
+    index_mask = np.uint64((1 << index_bits) - 1)
+    rows_limit = np.uint64(1 << index_bits)
+    for rule in _claim_rules(plan):
+        if rule.min_blocks_differing > k:
+            continue  # every pair this table would report differs in more than k blocks
+        table = rule.table
+        presorted = uniques_sorted and table.leading_blocks == tuple(range(len(table.leading_blocks)))
+        keys = _sorted_keys(uniques, table, index_bits, presorted)
+        # A coarsened key groups rows that may disagree on low leading bits: re-check them.
+        coarsened = BITS - table.leading_bits < index_bits
+        # same_prefix[p]: sorted rows p and p+1 share the (possibly coarsened) prefix.
+        same_prefix = np.bitwise_xor(keys[1:], keys[:-1]) < rows_limit
+        active = np.flatnonzero(same_prefix)
+        gap = 1
+        # Walk gap by gap: at gap g, `active` holds the p whose rows p..p+g share a prefix,
+        # so a run of length r costs r-1 steps of at most r rows each.
+        while active.size:
+            for lo in range(0, active.size, block_size):
+                chunk = active[lo : lo + block_size]
+                row_a = (keys[chunk] & index_mask).astype(np.int64)
+                row_b = (keys[chunk + gap] & index_mask).astype(np.int64)
+                xor = uniques[row_a] ^ uniques[row_b]
+                distance = np.bitwise_count(xor)
+                keep = distance <= k
+                if coarsened:
+                    keep &= (xor & np.uint64(rule.leading_mask)) == 0
+                for conflict in rule.conflicts:
+                    keep &= (xor & np.uint64(conflict)) != 0
+                if keep.any():
+                    yield row_a[keep], row_b[keep], distance[keep]
+            active = active[active + gap < same_prefix.size]
+            active = active[same_prefix[active + gap]]
+            gap += 1
+        del keys, same_prefix, active
+
+
+# --------------------------------------------------------------------------------------
+# Expanding duplicate groups
+# --------------------------------------------------------------------------------------
+
+
+def _triangle(offsets: Int64Array) -> tuple[Int64Array, Int64Array]:
+    """Map offsets o in [0, c(c-1)/2) to pairs (i, j), i < j, with o = j(j-1)/2 + i."""
+    j = np.floor((1.0 + np.sqrt(1.0 + 8.0 * offsets.astype(np.float64))) / 2.0).astype(np.int64)
+    # Float rounding can be off by one either way for huge offsets: correct it exactly.
+    j -= (j * (j - 1) // 2) > offsets
+    j += ((j + 1) * j // 2) <= offsets
+    return offsets - j * (j - 1) // 2, j
+
+
+def _within_group_blocks(collapsed: _Collapsed, block_size: int) -> Iterator[PairBlock]:
+    """Yield every pair inside each duplicate group, at distance 0.  O(output) time,
+    O(groups + block_size) memory."""
+    groups = np.flatnonzero(collapsed.counts > 1)
+    if not groups.size:
+        return
+    counts = collapsed.counts[groups]
+    per_group = counts * (counts - 1) // 2
+    ends = np.cumsum(per_group)
+    total = int(ends[-1])
+    for lo in range(0, total, block_size):
+        offsets = np.arange(lo, min(total, lo + block_size), dtype=np.int64)
+        which = np.searchsorted(ends, offsets, side="right")
+        i, j = _triangle(offsets - (ends[which] - per_group[which]))
+        base = collapsed.starts[groups[which]]
+        # Members are ascending inside a group, so i < j gives left < right.
+        left = collapsed.members[base + i]
+        right = collapsed.members[base + j]
+        yield left, right, np.zeros(left.size, dtype=np.uint8)
+
+
+def _expand_blocks(
+    collapsed: _Collapsed, row_a: Int64Array, row_b: Int64Array, distance: UInt8Array, block_size: int
+) -> Iterator[PairBlock]:
+    """Turn pairs of distinct rows into pairs of input positions (left < right): the cross
+    product of the two duplicate groups.  O(output) time, O(input + block_size) memory."""
+    if not collapsed.has_duplicates:
+        left = collapsed.members[row_a]
+        right = collapsed.members[row_b]
+        yield np.minimum(left, right), np.maximum(left, right), distance
+        return
+    count_a = collapsed.counts[row_a]
+    count_b = collapsed.counts[row_b]
+    per_pair = count_a * count_b
+    ends = np.cumsum(per_pair)
+    total = int(ends[-1])
+    for lo in range(0, total, block_size):
+        offsets = np.arange(lo, min(total, lo + block_size), dtype=np.int64)
+        which = np.searchsorted(ends, offsets, side="right")
+        local = offsets - (ends[which] - per_pair[which])
+        i, j = np.divmod(local, count_b[which])
+        left = collapsed.members[collapsed.starts[row_a[which]] + i]
+        right = collapsed.members[collapsed.starts[row_b[which]] + j]
+        yield np.minimum(left, right), np.maximum(left, right), distance[which]
+
+
+# --------------------------------------------------------------------------------------
+# Public search API
+# --------------------------------------------------------------------------------------
+
+
+def iter_pair_blocks(
+    fingerprints: UInt64Array,
+    plan: TablePlan,
+    k: int | None = None,
+    *,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+) -> Iterator[PairBlock]:
+    """Stream every pair of positions whose fingerprints are within ``k`` bits.
+
+    Yields blocks ``(left, right, distance)``: int64, int64 and uint8 arrays of equal length
+    (at most ``block_size``), with ``left < right`` positions into ``fingerprints``.  Every
+    unordered pair appears exactly once over all blocks, in no particular order; identical
+    fingerprints are included at distance 0.  ``k`` defaults to ``plan.k`` and may be any
+    smaller distance (the same tables serve it; tables that cannot report a pair within
+    ``k`` are skipped).
+
+    Cost: one stable argsort of N to collapse duplicates, then one sort of the D distinct
+    fingerprints per table plus O(candidates + output).  Memory: O(N + block_size); the
+    output is never held whole.
+    """
+    array = as_fingerprint_array(fingerprints)
+    if not isinstance(plan, TablePlan):
+        raise InvalidInputError(f"plan must be a TablePlan, not {type(plan).__name__}", "use TablePlan.create(k)")
+    distance_limit = _check_distance(k, plan)
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise InvalidInputError(f"block_size={block_size!r} must be a positive int")
+    if array.size < 2:
+        return
+    collapsed = _collapse(array)
+    yield from _within_group_blocks(collapsed, block_size)
+    for row_a, row_b, distance in _unique_pair_blocks(
+        collapsed.uniques, plan, distance_limit, block_size, uniques_sorted=True
+    ):
+        yield from _expand_blocks(collapsed, row_a, row_b, distance, block_size)
+
+
+def find_all(
+    fingerprints: Sequence[int] | npt.NDArray[Any], k: int = 3, blocks: int | None = None
+) -> tuple[Int64Array, UInt8Array]:
+    """Every pair of positions in ``fingerprints`` whose fingerprints are within ``k`` bits.
+
+    Returns ``(pairs, distances)``: ``pairs`` is an int64 array of shape (n, 2) with
+    ``pairs[:, 0] < pairs[:, 1]``, each unordered pair once, no self-pairs, identical
+    fingerprints included; ``distances`` is the uint8 Hamming distance of each pair.  Pairs
+    come in no particular order.  ``blocks`` is the plan's block count (default: see
+    :func:`simdb.plan.default_blocks`).
+
+    Cost: see :func:`iter_pair_blocks`; the result is O(output) memory on top.
+    """
+    array = as_fingerprint_array(fingerprints)
+    plan = TablePlan.create(k, blocks)
+    lefts, rights, distances = [], [], []
+    for left, right, distance in iter_pair_blocks(array, plan, k):
+        lefts.append(left)
+        rights.append(right)
+        distances.append(distance)
+    if not lefts:
+        return np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.uint8)
+    pairs = np.empty((sum(a.size for a in lefts), 2), dtype=np.int64)
+    pairs[:, 0] = np.concatenate(lefts)
+    pairs[:, 1] = np.concatenate(rights)
+    return pairs, np.concatenate(distances)
+
+
+# --------------------------------------------------------------------------------------
+# Connected components
+# --------------------------------------------------------------------------------------
+
+
+class ComponentLabeler:
+    """Union-find over ``n`` nodes, fed edges a block at a time, fully vectorised.
+
+    Each node's parent is never larger than the node, so every component's root is its
+    smallest index, which :meth:`labels` returns per node.  With positions in insertion order,
+    that is the first-added member.
+
+    Cost: :meth:`add` is O(E log E) for a block of E edges plus a root chase whose depth is
+    small in practice (endpoints are path-compressed); :meth:`labels` is O(n log depth).
+    Memory: one int64 per node plus O(E).
+    """
+
+    def __init__(self, n: int) -> None:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise InvalidInputError(f"n={n!r} must be a node count (an int >= 0)")
+        self.n = int(n)
+        self._parent = np.arange(self.n, dtype=np.int64)
+
+    def _find(self, nodes: Int64Array) -> Int64Array:
+        """Roots of ``nodes``; compresses their paths.  O(len(nodes) * depth)."""
+        roots = self._parent[nodes]
+        while True:
+            above = self._parent[roots]
+            if np.array_equal(above, roots):
+                break
+            roots = above
+        self._parent[nodes] = roots
+        return roots
+
+    def add(self, left: npt.ArrayLike, right: npt.ArrayLike) -> None:
+        """Join ``left[i]`` and ``right[i]`` for every i.  Both are int arrays in [0, n)."""
+        left = np.asarray(left, dtype=np.int64).ravel()
+        right = np.asarray(right, dtype=np.int64).ravel()
+        if left.shape != right.shape:
+            raise InvalidInputError(f"left and right differ in length ({left.size} vs {right.size})")
+        if not left.size:
+            return
+        low = min(int(left.min()), int(right.min()))
+        high = max(int(left.max()), int(right.max()))
+        if low < 0 or high >= self.n:
+            raise InvalidInputError(f"edge endpoint {low if low < 0 else high} is outside [0, {self.n})")
+        root_left = self._find(left)
+        root_right = self._find(right)
+        differ = root_left != root_right
+        if not differ.any():
+            return
+        root_left, root_right = root_left[differ], root_right[differ]
+        # Solve the block on a compact numbering of the roots it touches (O(E), not O(n)).
+        nodes, local = _compact(np.concatenate([root_left, root_right]))
+        local_left, local_right = local[: root_left.size], local[root_left.size :]
+        label = _hook_and_jump(nodes.size, local_left, local_right)
+        # `nodes` is ascending, so the smallest local label is the smallest root.
+        self._parent[nodes] = nodes[label]
+
+    def labels(self) -> Int64Array:
+        """Component label of every node: the smallest node index in its component."""
+        parent = self._parent
+        while True:
+            above = parent[parent]
+            if np.array_equal(above, parent):
+                break
+            parent = above
+        self._parent = parent
+        return parent.copy()
+
+
+def _compact(values: Int64Array) -> tuple[Int64Array, Int64Array]:
+    """(distinct values ascending, position of each value among them), via one argsort."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    new_value = np.empty(ordered.size, dtype=bool)
+    new_value[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new_value[1:])
+    local = np.empty(values.size, dtype=np.int64)
+    local[order] = np.cumsum(new_value) - 1
+    return ordered[new_value], local
+
+
+def _hook_and_jump(m: int, left: Int64Array, right: Int64Array) -> Int64Array:
+    """Connected components of a graph on ``m`` nodes; label = smallest node in the component.
+
+    Rounds of: hook each root onto the smallest root it shares an edge with, then pointer-jump
+    until every node points at its root.  Edges already inside one component are dropped.
+    """
+    label = np.arange(m, dtype=np.int64)
+    while left.size:
+        a, b = label[left], label[right]
+        differ = a != b
+        if not differ.any():
+            break
+        left, right, a, b = left[differ], right[differ], a[differ], b[differ]
+        np.minimum.at(label, np.maximum(a, b), np.minimum(a, b))
+        while True:
+            above = label[label]
+            if np.array_equal(above, label):
+                break
+            label = above
+    return label
+
+
+def connected_components(n: int, left: npt.ArrayLike, right: npt.ArrayLike) -> Int64Array:
+    """Label nodes 0..n-1 by connected component of the edges (left[i], right[i]).
+
+    Returns an int64 array: each node's label is the smallest node index in its component.
+    O(n + E log E) time, O(n + E) memory.
+    """
+    labeler = ComponentLabeler(n)
+    labeler.add(left, right)
+    return labeler.labels()
+
+
+def iter_clusters(labels: npt.ArrayLike, include_singletons: bool = False) -> Iterator[Int64Array]:
+    """Yield each component of ``labels`` as an ascending int64 array of node indices.
+
+    Components come in order of their smallest index (which each one yields first).
+    Singletons are skipped unless asked for.  O(n log n) for one stable argsort.
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    order = np.argsort(labels, kind="stable")
+    ordered = labels[order]
+    if not ordered.size:
+        return
+    starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
+    ends = np.append(starts[1:], ordered.size)
+    if not include_singletons:
+        big = ends - starts > 1
+        starts, ends = starts[big], ends[big]
+    # Stable sort on labels that are the smallest member keeps both orders ascending.
+    for start, end in zip(starts.tolist(), ends.tolist()):
+        yield order[start:end]
+
+
+def clusters_from_labels(labels: npt.ArrayLike, include_singletons: bool = False) -> list[list[int]]:
+    """The components of ``labels`` as lists of indices, smallest index first, ordered by it."""
+    return [cluster.tolist() for cluster in iter_clusters(labels, include_singletons)]
+
+
+def clusters_from_pairs(
+    n: int,
+    pairs: npt.ArrayLike | Iterable[tuple[npt.ArrayLike, ...]],
+    include_singletons: bool = False,
+) -> list[list[int]]:
+    """Connected components of the graph on nodes 0..n-1 given by ``pairs``.
+
+    ``pairs`` is either an (E, 2) int array (as returned by :func:`find_all`) or an iterable of
+    blocks ``(left, right, ...)`` (as yielded by :func:`iter_pair_blocks`), consumed one block
+    at a time.  Each cluster is an ascending list of indices; clusters are ordered by their
+    smallest index.  O(n + E log E) time; O(n + block) memory for a block iterable.
+    """
+    labeler = ComponentLabeler(n)
+    if isinstance(pairs, np.ndarray):
+        if pairs.size:
+            if pairs.ndim != 2 or pairs.shape[1] != 2:
+                raise InvalidInputError(f"pairs must have shape (E, 2), got {pairs.shape}")
+            labeler.add(pairs[:, 0], pairs[:, 1])
+    else:
+        for block in pairs:  # type: ignore[union-attr]
+            labeler.add(block[0], block[1])
+    return clusters_from_labels(labeler.labels(), include_singletons)
+
+
+def cluster_labels(fingerprints: UInt64Array, plan: TablePlan, k: int | None = None) -> Int64Array:
+    """Component label of every position of the "within k bits" graph: the smallest position
+    in its component.
+
+    Works on distinct fingerprints, so duplicate groups are never expanded into pairs (10,000
+    identical fingerprints cost one node).  Cost as :func:`iter_pair_blocks` without the
+    output expansion; O(N) memory.
+    """
+    array = as_fingerprint_array(fingerprints)
+    if not isinstance(plan, TablePlan):
+        raise InvalidInputError(f"plan must be a TablePlan, not {type(plan).__name__}", "use TablePlan.create(k)")
+    distance_limit = _check_distance(k, plan)
+    if array.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    collapsed = _collapse(array)
+    labeler = ComponentLabeler(collapsed.uniques.size)
+    for row_a, row_b, _ in _unique_pair_blocks(
+        collapsed.uniques, plan, distance_limit, DEFAULT_BLOCK_SIZE, uniques_sorted=True
+    ):
+        labeler.add(row_a, row_b)
+    row_label = labeler.labels()
+    # Rows are in fingerprint order, not input order: relabel each component by the
+    # smallest input position among its rows.
+    first = collapsed.first_member
+    smallest = np.full(row_label.size, array.size, dtype=np.int64)
+    np.minimum.at(smallest, row_label, first)
+    row_of_position = np.empty(array.size, dtype=np.int64)
+    row_of_position[collapsed.members] = np.repeat(np.arange(row_label.size), collapsed.counts)
+    return smallest[row_label[row_of_position]]
+
+
+def find_clusters(
+    fingerprints: Sequence[int] | npt.NDArray[Any],
+    k: int = 3,
+    blocks: int | None = None,
+    include_singletons: bool = False,
+) -> list[list[int]]:
+    """Clusters of positions whose fingerprints are linked by chains of pairs within ``k``
+    bits: ascending lists, ordered by smallest position.  See :func:`cluster_labels`."""
+    array = as_fingerprint_array(fingerprints)
+    return clusters_from_labels(cluster_labels(array, TablePlan.create(k, blocks), k), include_singletons)
