@@ -1,0 +1,942 @@
+"""SimHash fingerprints of text (Charikar 2002), fast, reproducible and configurable.
+
+The fingerprint of a text is defined exactly, so that it is the same in every process, on
+every platform and in every release that keeps :data:`SETTINGS_VERSION`:
+
+1. The text is tokenised by :mod:`simdb.features` (NFKC, casefolding, punctuation and
+   whitespace folding, optional stop words, one token per character for scripts written
+   without spaces).
+2. **Token hash.**  Each token (for ``features="char"``: each character of the tokens
+   joined by single spaces) is hashed with MurmurHash3 x64 128 (``mmh3``) of its UTF-8
+   bytes with the fixed seed :data:`SEED`, giving two 64-bit lanes: lane 0 is the low half
+   of ``mmh3.hash128``, lane 1 the high half.  Python's salted ``hash`` is never used.
+3. **Feature hash.**  A feature is ``ngram`` consecutive tokens ``t1 .. tn`` (one token for
+   ``features="word"``).  Per lane, its hash is ``fmix64(((t1 * P + t2) * P + ...) + tn)``
+   with arithmetic mod 2**64, ``P`` = :data:`MULTIPLIER` and ``fmix64`` the MurmurHash3
+   finaliser.  A text with fewer than ``ngram`` tokens (characters) but at least one has
+   one feature made of all of them.  A ``bits=64`` fingerprint uses lane 0, ``bits=128``
+   uses ``lane0 | lane1 << 64`` and ``bits=32`` uses ``lane0 >> 32``.
+4. **Weights.**  ``weights="tf"`` counts every occurrence (weight 1 each);
+   ``weights="binary"`` counts each distinct feature once.  A fitted IDF table
+   (:meth:`Fingerprinter.fit_idf`) multiplies each by the feature's integer IDF weight.
+5. **Bits.**  Bit ``j`` of the fingerprint is 1 exactly when the weights of the features
+   whose hash has bit ``j`` set make up *more than half* of the total weight; ties give 0.
+
+All weights are integers, and sums of integers below 2**53 are exact in float64, so the
+vectorised numpy summation gives the same bits in any order on any BLAS.
+
+Defined results for edge cases: the empty text, a text of only punctuation or whitespace
+(no tokens) and a text whose tokens are all stop words have no features and fingerprint 0.
+A text of one token has one feature, so its fingerprint is that feature's hash.  Lone
+surrogates are replaced by U+FFFD and so act as separators.  ``bytes`` are decoded as UTF-8
+with invalid sequences replaced by U+FFFD.  A text of any length is processed in chunks of
+:data:`simdb.features.CHUNK_CHARS` characters with per-bit sums carried across chunks, so
+with ``weights="tf"`` memory stays bounded (a few megabytes); ``weights="binary"`` must
+remember every distinct feature and needs 8 bytes (16 at 128 bits) per distinct feature.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from functools import lru_cache
+from itertools import islice
+from typing import Any
+
+import mmh3
+import numpy as np
+import numpy.typing as npt
+
+from simdb.errors import FingerprinterError, InvalidFingerprintError, InvalidInputError
+from simdb import features as _features_module
+from simdb.features import iter_chunks, tokenize
+from simdb.stopwords import STOPWORD_LISTS, stopword_list
+
+#: Version of the fingerprint definition above.  Bump it whenever a change to this module
+#: could change any fingerprint, so stored settings from another version are refused.
+SETTINGS_VERSION = 1
+#: The mmh3 seed of every token hash.
+SEED = 0x51D_B5EED & 0xFFFFFFFF
+#: The odd multiplier of the polynomial that combines token hashes into a shingle hash.
+MULTIPLIER = 0x9E3779B97F4A7C15
+#: Fixed-point scale of IDF weights: a weight of ``w`` is stored as ``round(w * IDF_SCALE)``.
+IDF_SCALE = 64
+
+FEATURE_KINDS = ("word", "word-shingle", "char")
+WEIGHT_KINDS = ("tf", "binary")
+FINGERPRINT_BITS = (32, 64, 128)
+MAX_NGRAM = {"word": 1, "word-shingle": 16, "char": 64}
+DEFAULT_NGRAM = {"word": 1, "word-shingle": 3, "char": 5}
+_DEFAULT_WORD_NGRAM = DEFAULT_NGRAM["word-shingle"]
+
+_MASK64 = (1 << 64) - 1
+_FMIX_SHIFT = np.uint64(33)
+_FMIX_C1 = np.uint64(0xFF51AFD7ED558CCD)
+_FMIX_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+_MULTIPLIER = np.uint64(MULTIPLIER)
+# Token-hash caches are cleared when they grow past this many entries; a cache only saves
+# time, every result is the same with or without it.
+_CACHE_LIMIT = 1 << 20
+# Documents per task of the process pool: big enough that pickling and scheduling are a
+# small fraction of the work, small enough to balance two workers on modest batches.
+_POOL_CHUNK_DOCS = 256
+# Most documents fingerprinted together in one numpy batch (fewer when they are long).
+_BATCH_DOCS = 1024
+# Every byte of an ASCII text maps to itself lowercased if it is a letter or digit, else to
+# a space; the tokens are then bytes.split().
+_ASCII_FOLD = bytes(
+    byte if chr(byte).isascii() and chr(byte).isalnum() else 0x20 for byte in range(256)
+).lower()
+
+UInt64Array = npt.NDArray[np.uint64]
+FloatArray = npt.NDArray[np.float64]
+Text = str | bytes
+Feature = tuple[str | bytes | int, int | float]
+
+
+class _Lane0Cache(dict[str, int]):
+    """token → lane 0 of its mmh3 hash, as a signed 64-bit int (computed on first use)."""
+
+    def __missing__(self, token: str) -> int:
+        if len(self) >= _CACHE_LIMIT:
+            self.clear()
+        value = mmh3.hash64(token, SEED)[0]
+        self[token] = value
+        return value
+
+
+class _BothLanesCache(dict[str, tuple[int, int]]):
+    """token → both lanes of its mmh3 hash, as signed 64-bit ints (for 128-bit fingerprints)."""
+
+    def __missing__(self, token: str) -> tuple[int, int]:
+        if len(self) >= _CACHE_LIMIT:
+            self.clear()
+        value = mmh3.hash64(token, SEED)
+        self[token] = value
+        return value
+
+
+_LANE0 = _Lane0Cache()
+_BOTH_LANES = _BothLanesCache()
+
+
+def _token_hashes(tokens: Sequence[str], lanes: int) -> UInt64Array:
+    """The mmh3 hashes of ``tokens`` as a (len(tokens), lanes) uint64 array.  O(n)."""
+    if lanes == 1:
+        signed = np.fromiter(map(_LANE0.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+        return signed.view(np.uint64).reshape(-1, 1)
+    pairs = np.array(list(map(_BOTH_LANES.__getitem__, tokens)), dtype=np.int64).reshape(-1, 2)
+    return pairs.view(np.uint64)
+
+
+def _fmix64(values: UInt64Array) -> UInt64Array:
+    """MurmurHash3's 64-bit finaliser, in place on a uint64 array; returns it.  O(n)."""
+    values ^= values >> _FMIX_SHIFT
+    values *= _FMIX_C1
+    values ^= values >> _FMIX_SHIFT
+    values *= _FMIX_C2
+    values ^= values >> _FMIX_SHIFT
+    return values
+
+
+def _shingle_hashes(token_hashes: UInt64Array, ngram: int) -> UInt64Array:
+    """Feature hashes of every window of ``ngram`` consecutive token hashes (rows), by
+    Horner's rule with :data:`MULTIPLIER`, then :func:`_fmix64`.  O(rows * ngram), with
+    ``ngram`` vectorised passes; ``ngram`` must not exceed the number of rows."""
+    windows = token_hashes.shape[0] - ngram + 1
+    combined = token_hashes[:windows].copy()
+    for offset in range(1, ngram):
+        combined *= _MULTIPLIER
+        combined += token_hashes[offset : offset + windows]
+    return _fmix64(combined)
+
+
+def _bit_matrix(feature_hashes: UInt64Array, bits: int) -> npt.NDArray[np.uint8]:
+    """A (rows, bits) 0/1 matrix: column ``j`` is bit ``j`` of each feature's hash.  O(rows * bits),
+    vectorised by ``unpackbits`` over the little-endian bytes of the hashes."""
+    if bits == 32:
+        raw = (feature_hashes[:, 0] >> np.uint64(32)).astype("<u4").view(np.uint8)
+    else:
+        columns = feature_hashes if bits == 128 else feature_hashes[:, :1]
+        raw = np.ascontiguousarray(columns, dtype="<u8").view(np.uint8)
+    return np.unpackbits(raw, bitorder="little").reshape(-1, bits)
+
+
+def _fingerprint_from_sums(sums: FloatArray, total: float) -> int:
+    """Bit j is set when ``2 * sums[j] > total`` (a strict majority of the weight).  O(bits)."""
+    packed = np.packbits(2.0 * sums > total, bitorder="little")
+    return int.from_bytes(packed.tobytes(), "little")
+
+
+def _char_hashes(joined: str, lanes: int) -> UInt64Array:
+    """Token hashes of every character of ``joined``: each distinct character is hashed
+    once (a 128-entry table for ASCII), then gathered.  O(n log n) for non-ASCII text."""
+    if not joined:
+        return np.empty((0, lanes), dtype=np.uint64)
+    if joined.isascii():
+        return _ascii_char_table(lanes)[np.frombuffer(joined.encode("ascii"), dtype=np.uint8)]
+    codes = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
+    distinct, positions = np.unique(codes, return_inverse=True)
+    return _token_hashes([chr(code) for code in distinct.tolist()], lanes)[positions.reshape(-1)]
+
+
+@lru_cache(maxsize=2)
+def _ascii_char_table(lanes: int) -> UInt64Array:
+    table = _token_hashes([chr(code) for code in range(128)], lanes)
+    table.flags.writeable = False
+    return table
+
+
+def _distinct_per_document(features: UInt64Array, counts: npt.NDArray[np.int64]) -> tuple[UInt64Array, npt.NDArray[np.int64]]:
+    """Drop repeated features within each document (binary weighting).  Features are grouped
+    by document in order; the result is too, sorted by hash inside each.  O(n log n)."""
+    documents = np.repeat(np.arange(counts.size), counts)
+    keys = tuple(features[:, lane] for lane in reversed(range(features.shape[1])))
+    order = np.lexsort((*keys, documents))
+    features, documents = features[order], documents[order]
+    first = np.ones(documents.size, dtype=bool)
+    first[1:] = (documents[1:] != documents[:-1]) | np.any(features[1:] != features[:-1], axis=1)
+    return features[first], np.bincount(documents[first], minlength=counts.size)
+
+
+def _segment_bit_counts(matrix: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Per-segment column sums of a 0/1 (rows, bits) matrix whose segments (one per
+    document) start at ``starts`` and have ``counts`` rows, all non-empty.
+
+    Eight 0/1 bytes are summed at once as one uint64 (byte lanes cannot carry while a
+    sub-segment has at most 255 rows), then the sub-segment byte counts are added up per
+    document.  About 8× faster than summing the bytes as ints."""
+    subsegments = (counts + 254) // 255
+    first_sub = np.cumsum(subsegments) - subsegments
+    sub_index = np.arange(int(subsegments.sum())) - np.repeat(first_sub, subsegments)
+    sub_starts = np.repeat(starts, subsegments) + 255 * sub_index
+    words = matrix.view(np.uint64)
+    partial = np.add.reduceat(words, sub_starts, axis=0).view(np.uint8)
+    return np.add.reduceat(partial, first_sub, axis=0, dtype=np.int64)
+
+
+def _packed_rows_to_ints(packed: npt.NDArray[np.uint8], bits: int) -> list[int]:
+    """Rows of little-endian packed bits as Python ints."""
+    if bits == 32:
+        return packed.view("<u4").reshape(-1).tolist()
+    words = packed.view("<u8")
+    if bits == 64:
+        return words.reshape(-1).tolist()
+    return [low | high << 64 for low, high in words.tolist()]
+
+
+class _IdfTable:
+    """A frozen IDF table: sorted 64-bit feature hashes (lane 0) and their integer weights.
+
+    Features that are not in the table get ``default_weight``, the weight of a feature seen
+    in one fitting document, so a table need not store the (many) features seen once.
+    Lookup is a binary search: O(n log size) for n features.
+    """
+
+    __slots__ = ("documents", "default_weight", "hashes", "weights")
+
+    def __init__(self, documents: int, default_weight: int, hashes: UInt64Array, weights: npt.NDArray[np.uint32]) -> None:
+        self.documents = documents
+        self.default_weight = default_weight
+        self.hashes = hashes
+        self.weights = weights
+
+    def lookup(self, lane0: UInt64Array) -> FloatArray:
+        """Weights of the given feature hashes, as float64 (exact small integers)."""
+        if self.hashes.size == 0:
+            return np.full(lane0.shape[0], float(self.default_weight))
+        positions = np.searchsorted(self.hashes, lane0)
+        np.minimum(positions, self.hashes.size - 1, out=positions)
+        found = self.hashes[positions] == lane0
+        return np.where(found, self.weights[positions], self.default_weight).astype(np.float64)
+
+    def key(self) -> tuple[int, int, bytes, bytes]:
+        return (self.documents, self.default_weight, self.hashes.tobytes(), self.weights.tobytes())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "documents": self.documents,
+            "scale": IDF_SCALE,
+            "default_weight": self.default_weight,
+            "hashes": self.hashes.astype("<u8").tobytes(),
+            "weights": self.weights.astype("<u4").tobytes(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> _IdfTable:
+        """Validate a dict made by :meth:`to_dict`; raise InvalidInputError naming the field."""
+        if not isinstance(data, dict):
+            raise InvalidInputError(f"idf={type(data).__name__} is not a dict")
+        expected = {"documents", "scale", "default_weight", "hashes", "weights"}
+        if set(data) != expected:
+            raise InvalidInputError(f"idf has fields {sorted(map(str, data))}, expected {sorted(expected)}")
+        for name in ("documents", "scale", "default_weight"):
+            if isinstance(data[name], bool) or not isinstance(data[name], int) or data[name] < 0:
+                raise InvalidInputError(f"idf.{name}={data[name]!r} is not a non-negative int")
+        if data["scale"] != IDF_SCALE:
+            raise InvalidInputError(f"idf.scale={data['scale']!r} is not {IDF_SCALE}")
+        if data["default_weight"] < 1:
+            raise InvalidInputError(f"idf.default_weight={data['default_weight']!r} is not positive")
+        for name, width in (("hashes", 8), ("weights", 4)):
+            if not isinstance(data[name], bytes) or len(data[name]) % width:
+                raise InvalidInputError(f"idf.{name} is not bytes of {width}-byte values")
+        hashes = np.frombuffer(data["hashes"], dtype="<u8").astype(np.uint64)
+        weights = np.frombuffer(data["weights"], dtype="<u4").astype(np.uint32)
+        if hashes.size != weights.size:
+            raise InvalidInputError(f"idf.hashes has {hashes.size} entries but idf.weights has {weights.size}")
+        if hashes.size > 1 and not bool(np.all(hashes[1:] > hashes[:-1])):
+            raise InvalidInputError("idf.hashes is not strictly increasing")
+        if weights.size and int(weights.min()) < 1:
+            raise InvalidInputError("idf.weights has a weight below 1")
+        return cls(data["documents"], data["default_weight"], hashes, weights)
+
+
+def _idf_weight(documents: int, document_frequency: int) -> int:
+    """The smoothed IDF ``1 + ln((1 + N) / (1 + df))`` in fixed point, at least 1."""
+    return max(1, round(IDF_SCALE * (1.0 + math.log((1 + documents) / (1 + document_frequency)))))
+
+
+class _Accumulator:
+    """Per-bit weight sums of a stream of feature-hash batches, for one text."""
+
+    __slots__ = ("bits", "binary", "idf", "sums", "total", "distinct", "distinct_rows")
+
+    def __init__(self, bits: int, binary: bool, idf: _IdfTable | None) -> None:
+        self.bits = bits
+        self.binary = binary
+        self.idf = idf
+        self.sums: FloatArray | None = None
+        self.total = 0.0
+        # Binary weighting: distinct feature hashes seen so far, as a list of arrays that
+        # is compacted whenever it has doubled, so the work is O(n log n) overall.
+        self.distinct: list[UInt64Array] = []
+        self.distinct_rows = 0
+
+    def add(self, feature_hashes: UInt64Array) -> None:
+        """Add a (rows, lanes) batch of feature hashes, one row per occurrence."""
+        if self.binary:
+            batch = _unique_rows(feature_hashes)
+            self.distinct.append(batch)
+            pending = sum(part.shape[0] for part in self.distinct)
+            if len(self.distinct) > 1 and pending > 2 * max(self.distinct_rows, 1 << 16):
+                merged = _unique_rows(np.concatenate(self.distinct))
+                self.distinct = [merged]
+                self.distinct_rows = merged.shape[0]
+            return
+        self._sum(feature_hashes)
+
+    def _sum(self, feature_hashes: UInt64Array) -> None:
+        if self.idf is None:
+            weights = np.ones(feature_hashes.shape[0])
+        else:
+            weights = self.idf.lookup(feature_hashes[:, 0])
+        partial = weights @ _bit_matrix(feature_hashes, self.bits)
+        if self.sums is None:
+            self.sums = partial
+        else:
+            self.sums += partial
+        self.total += float(weights.sum())
+
+    def fingerprint(self) -> int:
+        """The fingerprint of everything added.  0 when nothing was added."""
+        if self.binary and self.distinct:
+            distinct = _unique_rows(np.concatenate(self.distinct)) if len(self.distinct) > 1 else self.distinct[0]
+            self.distinct = []
+            # Sum in slices so the bit matrix stays small for huge texts.
+            for start in range(0, distinct.shape[0], 1 << 16):
+                self._sum(distinct[start : start + (1 << 16)])
+        if self.sums is None:
+            return 0
+        return _fingerprint_from_sums(self.sums, self.total)
+
+
+def _unique_rows(feature_hashes: UInt64Array) -> UInt64Array:
+    """The distinct rows of a (rows, lanes) uint64 array, sorted.  O(n log n)."""
+    if feature_hashes.shape[1] == 1:
+        return np.unique(feature_hashes[:, 0]).reshape(-1, 1)
+    return np.unique(feature_hashes, axis=0)
+
+
+def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
+    if isinstance(value, bool) or value not in choices:
+        raise InvalidInputError(f"{name}={value!r} is not a valid setting", f"use one of {list(choices)}")
+
+
+def _as_text(text: Any) -> str:
+    if isinstance(text, str):
+        return text
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        return bytes(text).decode("utf-8", errors="replace")
+    raise InvalidInputError(f"text={type(text).__name__} is not str or bytes")
+
+
+class Fingerprinter:
+    """Reusable, immutable, serialisable fingerprint settings: text → SimHash fingerprint.
+
+    Parameters (every one is validated; a bad value raises :class:`InvalidInputError` naming
+    the setting):
+
+    * ``features`` — ``"word-shingle"`` (word n-grams, the default), ``"word"`` (single words)
+      or ``"char"`` (character n-grams of the normalised text).
+    * ``ngram`` — tokens per feature: default 3 for word shingles, 5 for characters, 1 for
+      ``"word"`` (word shingles with ``ngram=1`` *are* ``"word"`` and are stored as such).
+    * ``bits`` — 64 (the database's width), 32 or 128.
+    * ``weights`` — ``"tf"`` (every occurrence counts; streams in bounded memory) or
+      ``"binary"`` (each distinct feature counts once).
+    * ``stopwords`` — ``None`` or a language of :data:`simdb.stopwords.STOPWORD_LISTS`
+      (``"english"``); stop words are dropped before features are formed.
+    * ``split_unspaced`` — give each character of Chinese, Japanese, Thai, ... its own token
+      (word features only; character features never need it, so it is stored as ``True``).
+
+    Two Fingerprinters are ``==`` (and hash alike) exactly when their settings and IDF tables
+    are equal, which is when they give the same fingerprints.  :meth:`to_dict` and
+    :meth:`from_dict` round-trip them through plain data.
+    """
+
+    __slots__ = ("_features", "_ngram", "_bits", "_weights", "_stopwords", "_split_unspaced", "_idf", "_stopword_set", "_stopword_bytes", "_hash")
+
+    def __init__(
+        self,
+        features: str = "word-shingle",
+        ngram: int | None = None,
+        bits: int = 64,
+        weights: str = "tf",
+        stopwords: str | None = None,
+        split_unspaced: bool = True,
+        *,
+        _idf: _IdfTable | None = None,
+    ) -> None:
+        _check_choice("features", features, FEATURE_KINDS)
+        if ngram is None:
+            ngram = DEFAULT_NGRAM[features]
+        if isinstance(ngram, bool) or not isinstance(ngram, int) or not 1 <= ngram <= MAX_NGRAM[features]:
+            raise InvalidInputError(
+                f"ngram={ngram!r} is invalid for features={features!r}",
+                f"use an int from 1 to {MAX_NGRAM[features]}",
+            )
+        if features == "word-shingle" and ngram == 1:
+            features = "word"
+        _check_choice("bits", bits, FINGERPRINT_BITS)
+        _check_choice("weights", weights, WEIGHT_KINDS)
+        stopword_set = frozenset() if stopwords is None else stopword_list(stopwords)
+        if not isinstance(split_unspaced, bool):
+            raise InvalidInputError(f"split_unspaced={split_unspaced!r} is not a bool")
+        if features == "char":
+            split_unspaced = True
+        setter = object.__setattr__
+        setter(self, "_features", features)
+        setter(self, "_ngram", ngram)
+        setter(self, "_bits", bits)
+        setter(self, "_weights", weights)
+        setter(self, "_stopwords", stopwords)
+        setter(self, "_split_unspaced", split_unspaced)
+        setter(self, "_idf", _idf)
+        setter(self, "_stopword_set", stopword_set)
+        setter(self, "_stopword_bytes", frozenset(word.encode() for word in stopword_set if word.isascii()))
+        if _idf is None:
+            idf_digest = None
+        else:
+            documents, default_weight, hashes, idf_weights = _idf.key()
+            idf_digest = mmh3.hash64(f"{documents}:{default_weight}:".encode() + hashes + idf_weights, SEED)
+        setter(self, "_hash", hash((self.settings_key(), idf_digest)))
+
+    # -- settings -----------------------------------------------------------------------
+
+    @property
+    def features(self) -> str:
+        return self._features
+
+    @property
+    def ngram(self) -> int:
+        return self._ngram
+
+    @property
+    def bits(self) -> int:
+        return self._bits
+
+    @property
+    def weights(self) -> str:
+        return self._weights
+
+    @property
+    def stopwords(self) -> str | None:
+        return self._stopwords
+
+    @property
+    def split_unspaced(self) -> bool:
+        return self._split_unspaced
+
+    @property
+    def idf_size(self) -> int | None:
+        """Entries of the frozen IDF table, or None when no table was fitted."""
+        return None if self._idf is None else int(self._idf.hashes.size)
+
+    def settings_key(self) -> tuple[str, int, int, str, str | None, bool]:
+        """The settings other than the IDF table, as a tuple."""
+        return (self._features, self._ngram, self._bits, self._weights, self._stopwords, self._split_unspaced)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Fingerprinter is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Fingerprinter):
+            return NotImplemented
+        if self.settings_key() != other.settings_key():
+            return False
+        if self._idf is None or other._idf is None:
+            return self._idf is other._idf
+        return self._idf.key() == other._idf.key()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        idf = "" if self._idf is None else f", idf=<{self._idf.hashes.size} features of {self._idf.documents} texts>"
+        return (
+            f"Fingerprinter(features={self._features!r}, ngram={self._ngram}, bits={self._bits}, "
+            f"weights={self._weights!r}, stopwords={self._stopwords!r}, split_unspaced={self._split_unspaced}{idf})"
+        )
+
+    def __reduce__(self) -> tuple[Callable[[dict[str, Any]], Fingerprinter], tuple[dict[str, Any]]]:
+        return (Fingerprinter.from_dict, (self.to_dict(),))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as plain data (str, int, bool, None, bytes, dict), including
+        :data:`SETTINGS_VERSION` and the IDF table.  O(size of the IDF table)."""
+        return {
+            "version": SETTINGS_VERSION,
+            "features": self._features,
+            "ngram": self._ngram,
+            "bits": self._bits,
+            "weights": self._weights,
+            "stopwords": self._stopwords,
+            "split_unspaced": self._split_unspaced,
+            "idf": None if self._idf is None else self._idf.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Fingerprinter:
+        """Rebuild a Fingerprinter from :meth:`to_dict` output, validating every field.
+
+        Every field must be present (a missing field is not silently defaulted, because
+        defaults may change between releases).  Raises :class:`InvalidInputError` naming the
+        bad field.  O(size of the IDF table)."""
+        if not isinstance(data, dict):
+            raise InvalidInputError(f"fingerprinter settings={type(data).__name__} is not a dict")
+        version = data.get("version")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise InvalidInputError(f"version={version!r} is not a fingerprinter settings version")
+        if version != SETTINGS_VERSION:
+            raise InvalidInputError(
+                f"version={version} of the fingerprinter settings is not supported",
+                f"this simdb reads version {SETTINGS_VERSION}; upgrade simdb",
+            )
+        expected = {"version", "features", "ngram", "bits", "weights", "stopwords", "split_unspaced", "idf"}
+        unknown = sorted(str(key) for key in data if key not in expected)
+        if unknown:
+            raise InvalidInputError(f"unknown fingerprinter setting {unknown[0]!r}")
+        missing = sorted(expected - set(data))
+        if missing:
+            raise InvalidInputError(f"fingerprinter setting {missing[0]!r} is missing")
+        if data["ngram"] is None:
+            raise InvalidInputError("ngram=None is not a valid stored setting")
+        idf = None if data["idf"] is None else _IdfTable.from_dict(data["idf"])
+        made = cls(
+            features=data["features"],
+            ngram=data["ngram"],
+            bits=data["bits"],
+            weights=data["weights"],
+            stopwords=data["stopwords"],
+            split_unspaced=data["split_unspaced"],
+            _idf=idf,
+        )
+        if made.features != data["features"] or made.split_unspaced != data["split_unspaced"]:
+            raise InvalidInputError("fingerprinter settings are not in canonical form", "store Fingerprinter.to_dict() output")
+        return made
+
+    # -- features -----------------------------------------------------------------------
+
+    def _piece_hashes(self, piece: str) -> UInt64Array:
+        """The (rows, lanes) token hashes of one chunk of text: one row per token after stop
+        words are dropped, or for ``features="char"`` one row per character of the tokens
+        joined by single spaces.  O(len(piece))."""
+        lanes = 2 if self._bits == 128 else 1
+        tokens: Sequence[str] | Sequence[bytes]
+        if piece.isascii():
+            # Fast path, same tokens as features.tokenize: one C pass lowercases, folds
+            # every non-alphanumeric byte to a space and deletes apostrophes.
+            tokens = piece.encode("ascii").translate(_ASCII_FOLD, b"'").split()
+            stop: frozenset[Any] = self._stopword_bytes
+        else:
+            tokens = tokenize(piece, self._split_unspaced and self._features != "char")
+            stop = self._stopword_set
+        if stop:
+            tokens = [token for token in tokens if token not in stop]  # type: ignore[misc]
+        if self._features == "char":
+            return _char_hashes(" ".join(token if isinstance(token, str) else token.decode("ascii") for token in tokens), lanes)
+        return _token_hashes(tokens, lanes)
+
+    def _feature_batches(self, text: str) -> Iterator[UInt64Array]:
+        """Yield (rows, lanes) uint64 arrays of feature hashes, one row per occurrence, chunk
+        by chunk.  Memory is bounded by the chunk size whatever the text's length."""
+        lanes = 2 if self._bits == 128 else 1
+        ngram = self._ngram
+        char_mode = self._features == "char"
+        # Only the last ngram - 1 tokens (characters) are carried into the next chunk.
+        carry: UInt64Array = np.empty((0, lanes), dtype=np.uint64)
+        seen_text = False
+        emitted = False
+        for piece in iter_chunks(text, _features_module.CHUNK_CHARS):
+            hashes = self._piece_hashes(piece)
+            if not hashes.shape[0]:
+                continue
+            if char_mode and seen_text:
+                # The joined text of all chunks has one space between chunks.
+                hashes = np.concatenate((_char_hashes(" ", lanes), hashes))
+            seen_text = True
+            if carry.shape[0]:
+                hashes = np.concatenate((carry, hashes))
+            if hashes.shape[0] >= ngram:
+                emitted = True
+                yield _shingle_hashes(hashes, ngram)
+            if ngram > 1:
+                carry = hashes[max(0, hashes.shape[0] - ngram + 1) :]
+        if not emitted and carry.shape[0]:
+            # Fewer tokens than ngram, but some: one feature made of all of them.
+            yield _shingle_hashes(carry, carry.shape[0])
+
+    def _fingerprint_streaming(self, text: str) -> int:
+        """Fingerprint one text of any length chunk by chunk, carrying per-bit sums."""
+        accumulator = _Accumulator(self._bits, self._weights == "binary", self._idf)
+        for batch in self._feature_batches(text):
+            accumulator.add(batch)
+        return accumulator.fingerprint()
+
+    def _fingerprint_short_texts(self, texts: Sequence[str]) -> list[int]:
+        """Fingerprints of texts that each fit in one chunk, computed together: the Python
+        work is tokenising and one dict lookup per token; hashing shingles, unpacking bits and
+        the per-document sums are a fixed number of numpy passes over the whole batch."""
+        lanes = 2 if self._bits == 128 else 1
+        ngram = self._ngram
+        arrays = [self._piece_hashes(text) for text in texts]
+        documents = len(arrays)
+        lengths = np.fromiter((array.shape[0] for array in arrays), dtype=np.int64, count=documents)
+        if not lengths.any():
+            return [0] * documents
+        tokens = np.concatenate(arrays)
+        window_counts = np.maximum(lengths - ngram + 1, 0)
+        windows_total = int(window_counts.sum())
+        if windows_total:
+            # Shingle across the whole batch, then keep the windows inside one document.
+            windows = _shingle_hashes(tokens, ngram)
+            token_starts = np.cumsum(lengths) - lengths
+            window_starts = np.cumsum(window_counts) - window_counts
+            keep = np.arange(windows_total) + np.repeat(token_starts - window_starts, window_counts)
+            features = windows[keep]
+        else:
+            features = np.empty((0, lanes), dtype=np.uint64)
+            window_starts = np.zeros(documents, dtype=np.int64)
+        counts = window_counts
+        short = np.flatnonzero((lengths > 0) & (lengths < ngram))
+        if short.size:
+            # A document with fewer tokens than ngram has one feature of all its tokens.
+            extra = np.concatenate([_shingle_hashes(arrays[d], arrays[d].shape[0]) for d in short.tolist()])
+            features = np.insert(features, window_starts[short], extra, axis=0)
+            counts = counts.copy()
+            counts[short] = 1
+        if self._weights == "binary":
+            features, counts = _distinct_per_document(features, counts)
+        present = np.flatnonzero(counts)
+        feature_starts = (np.cumsum(counts) - counts)[present]
+        matrix = _bit_matrix(features, self._bits)
+        if self._idf is None:
+            sums = _segment_bit_counts(matrix, feature_starts, counts[present])
+            totals = counts[present].astype(np.float64)
+        else:
+            weights = self._idf.lookup(features[:, 0])
+            sums = np.add.reduceat(matrix * weights[:, None], feature_starts, axis=0)
+            totals = np.add.reduceat(weights, feature_starts)
+        packed = np.packbits(2.0 * sums > totals[:, None], axis=1, bitorder="little")
+        results = [0] * documents
+        for document, row in zip(present.tolist(), _packed_rows_to_ints(packed, self._bits)):
+            results[document] = row
+        return results
+
+    def fingerprint(self, text: Text) -> int:
+        """The ``bits``-wide SimHash of ``text`` (see the module docstring for the exact
+        definition and the edge cases).  O(len(text)); a text longer than one chunk is
+        streamed, with memory bounded by the chunk size for ``weights="tf"``."""
+        text = _as_text(text)
+        if len(text) <= _features_module.CHUNK_CHARS:
+            return self._fingerprint_short_texts([text])[0]
+        return self._fingerprint_streaming(text)
+
+    def _fingerprint_list(self, texts: Iterable[Text]) -> list[int]:
+        """Fingerprints in this process: short texts in batches of about one chunk of text,
+        long texts streamed one by one."""
+        results: list[int] = []
+        batch: list[str] = []
+        batch_chars = 0
+        limit = _features_module.CHUNK_CHARS
+        for raw in texts:
+            text = _as_text(raw)
+            if len(text) > limit:
+                results.extend(self._fingerprint_short_texts(batch) if batch else [])
+                batch, batch_chars = [], 0
+                results.append(self._fingerprint_streaming(text))
+                continue
+            batch.append(text)
+            batch_chars += len(text)
+            if batch_chars >= limit or len(batch) >= _BATCH_DOCS:
+                results.extend(self._fingerprint_short_texts(batch))
+                batch, batch_chars = [], 0
+        if batch:
+            results.extend(self._fingerprint_short_texts(batch))
+        return results
+
+    def weighted_features(self, text: Text) -> list[tuple[int, int]]:
+        """The distinct feature hashes of ``text`` (``bits`` wide) with their total integer
+        weights, sorted by hash: ``simhash_features(fp.weighted_features(t), bits=fp.bits)
+        == fp.fingerprint(t)``.  For inspection; O(n log n) time and O(n) memory."""
+        batches = list(self._feature_batches(_as_text(text)))
+        if not batches:
+            return []
+        rows = np.concatenate(batches)
+        weights = np.ones(rows.shape[0], dtype=np.int64) if self._idf is None else self._idf.lookup(rows[:, 0]).astype(np.int64)
+        keys = [_row_to_int(row, self._bits) for row in rows.tolist()]
+        totals: dict[int, int] = {}
+        for key, weight in zip(keys, weights.tolist()):
+            if self._weights == "binary":
+                totals[key] = weight
+            else:
+                totals[key] = totals.get(key, 0) + weight
+        return sorted(totals.items())
+
+    def fingerprint_many(self, texts: Iterable[Text], workers: int | None = None) -> list[int]:
+        """Fingerprints of ``texts``, in order.
+
+        ``workers=None`` or 1 works in this process.  ``workers > 1`` uses a pool of that many
+        processes (forked where the platform allows), shipping documents in chunks of 256 so
+        the per-task overhead is negligible, with a bounded number of chunks in flight so an
+        iterator of texts is never materialised at once.  O(total text length)."""
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            raise InvalidInputError(f"workers={workers!r} is not a positive int or None")
+        if workers is None or workers == 1:
+            return self._fingerprint_list(texts)
+        return _fingerprint_in_pool(self, texts, workers)
+
+    def fit_idf(self, texts: Iterable[Text], min_df: int = 2) -> Fingerprinter:
+        """A new Fingerprinter with these settings and an IDF table fitted on ``texts``.
+
+        The weight of a feature is ``1 + ln((1 + N) / (1 + df))`` (N texts, df of them
+        containing it), stored in fixed point as an int.  Features in fewer than ``min_df``
+        texts are left out of the table and weigh as if seen once, which keeps the table to
+        the features that repeat.  The table is frozen: fingerprints never drift as a
+        collection grows.  O(total features · log); memory O(distinct features)."""
+        if isinstance(min_df, bool) or not isinstance(min_df, int) or min_df < 1:
+            raise InvalidInputError(f"min_df={min_df!r} is not a positive int")
+        base = Fingerprinter(*self.settings_key())
+        documents = 0
+        pending: list[UInt64Array] = []
+        pending_rows = 0
+        known = np.empty(0, dtype=np.uint64)
+        known_counts = np.empty(0, dtype=np.int64)
+        for text in texts:
+            documents += 1
+            batches = [batch[:, 0] for batch in base._feature_batches(_as_text(text))]
+            if batches:
+                distinct = np.unique(np.concatenate(batches))
+                pending.append(distinct)
+                pending_rows += distinct.size
+            if pending_rows > 1 << 22:
+                known, known_counts = _merge_counts(known, known_counts, pending)
+                pending, pending_rows = [], 0
+        known, known_counts = _merge_counts(known, known_counts, pending)
+        keep = known_counts >= max(min_df, 2)
+        weights = np.array([_idf_weight(documents, df) for df in known_counts[keep].tolist()], dtype=np.uint32)
+        table = _IdfTable(documents, _idf_weight(documents, 1), known[keep], weights)
+        return Fingerprinter(*self.settings_key(), _idf=table)
+
+
+def _merge_counts(
+    known: UInt64Array, counts: npt.NDArray[np.int64], pending: list[UInt64Array]
+) -> tuple[UInt64Array, npt.NDArray[np.int64]]:
+    """Add the occurrences in ``pending`` to the sorted (hash, count) table."""
+    if not pending:
+        return known, counts
+    hashes = np.concatenate([known, *pending])
+    weights = np.concatenate([counts, np.ones(hashes.size - known.size, dtype=np.int64)])
+    merged, inverse = np.unique(hashes, return_inverse=True)
+    return merged, np.bincount(inverse.reshape(-1), weights=weights, minlength=merged.size).astype(np.int64)
+
+
+def _row_to_int(row: Sequence[int], bits: int) -> int:
+    if bits == 32:
+        return row[0] >> 32
+    if bits == 64:
+        return row[0]
+    return row[0] | row[1] << 64
+
+
+# -- the process pool ---------------------------------------------------------------------
+
+_WORKER_FINGERPRINTER: Fingerprinter | None = None
+
+
+def _init_worker(settings: dict[str, Any]) -> None:
+    global _WORKER_FINGERPRINTER
+    _WORKER_FINGERPRINTER = Fingerprinter.from_dict(settings)
+
+
+def _fingerprint_chunk(texts: list[Text]) -> list[int]:
+    fingerprinter = _WORKER_FINGERPRINTER
+    if fingerprinter is None:  # pragma: no cover - the initializer always runs first
+        raise FingerprinterError("worker process has no fingerprinter settings")
+    return fingerprinter._fingerprint_list(texts)
+
+
+def _fingerprint_in_pool(fingerprinter: Fingerprinter, texts: Iterable[Text], workers: int) -> list[int]:
+    methods = multiprocessing.get_all_start_methods()
+    # fork starts a worker in milliseconds; elsewhere use the platform default.
+    context = multiprocessing.get_context("fork" if "fork" in methods and os.name == "posix" else None)
+    results: list[int] = []
+    iterator = iter(texts)
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(fingerprinter.to_dict(),)) as pool:
+        in_flight: deque[Future[list[int]]] = deque()
+        while True:
+            while len(in_flight) < 4 * workers:
+                chunk = list(islice(iterator, _POOL_CHUNK_DOCS))
+                if not chunk:
+                    break
+                for text in chunk:
+                    if not isinstance(text, (str, bytes, bytearray, memoryview)):
+                        _as_text(text)  # raises InvalidInputError in this process
+                in_flight.append(pool.submit(_fingerprint_chunk, chunk))
+            if not in_flight:
+                return results
+            results.extend(in_flight.popleft().result())
+
+
+# -- module-level functions ---------------------------------------------------------------
+
+_SETTING_NAMES = ("features", "ngram", "bits", "weights", "stopwords", "split_unspaced")
+
+
+@lru_cache(maxsize=64)
+def _cached_fingerprinter(settings: tuple[tuple[str, Any], ...]) -> Fingerprinter:
+    return Fingerprinter(**dict(settings))
+
+
+def _fingerprinter_for(settings: dict[str, Any]) -> Fingerprinter:
+    for name in settings:
+        if name not in _SETTING_NAMES:
+            raise InvalidInputError(f"unknown fingerprint setting {name!r}", f"use {list(_SETTING_NAMES)}")
+    try:
+        return _cached_fingerprinter(tuple(sorted(settings.items())))
+    except TypeError:  # an unhashable value: build it uncached, so it is validated
+        return Fingerprinter(**settings)
+
+
+def simhash(text: Text, **settings: Any) -> int:
+    """The SimHash fingerprint of ``text`` with the given :class:`Fingerprinter` settings
+    (``features``, ``ngram``, ``bits`` = 32, 64 or 128, ``weights``, ``stopwords``,
+    ``split_unspaced``).  ``simhash(t, **s) == Fingerprinter(**s).fingerprint(t)``.  O(len(text))."""
+    return _fingerprinter_for(settings).fingerprint(text)
+
+
+def simhash_many(texts: Iterable[Text], workers: int | None = None, **settings: Any) -> list[int]:
+    """Fingerprints of ``texts`` in order, like :func:`simhash` on each; ``workers > 1`` uses a
+    process pool (see :meth:`Fingerprinter.fingerprint_many`)."""
+    return _fingerprinter_for(settings).fingerprint_many(texts, workers=workers)
+
+
+def simhash_features(features: Iterable[Feature], bits: int = 64) -> int:
+    """The SimHash of precomputed weighted features: ``(feature, weight)`` pairs where a
+    feature is a ``str``/``bytes`` (hashed like a one-word feature, so a list of words with
+    weight 1 gives ``simhash(text, features="word")``) or an ``int`` hash in ``[0, 2**bits)``
+    used as is.  Weights are finite ints or floats, possibly negative; integer weights give
+    exact, order-independent results.  Bit j is set when the weights of the features with
+    bit j set exceed half the total; no features (or total weight 0 with no positive
+    majority) give 0.  O(n) with vectorised bit sums."""
+    _check_choice("bits", bits, FINGERPRINT_BITS)
+    lanes = 2 if bits == 128 else 1
+    rows: list[Sequence[int]] = []
+    weights: list[float] = []
+    for position, pair in enumerate(features):
+        try:
+            feature, weight = pair
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"features[{position}]={pair!r} is not a (feature, weight) pair") from None
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+            raise InvalidInputError(f"features[{position}] has weight={weight!r}, not a finite number")
+        if isinstance(feature, bool):
+            raise InvalidInputError(f"features[{position}]={feature!r} is not a str, bytes or int feature")
+        if isinstance(feature, int):
+            if not 0 <= feature < 1 << bits:
+                raise InvalidFingerprintError(f"features[{position}] hash {feature} is not in [0, 2**{bits})")
+            rows.append(_int_to_row(feature, bits))
+        elif isinstance(feature, (str, bytes)):
+            if isinstance(feature, str):
+                feature = feature.encode("utf-8", errors="surrogatepass")
+            lane0, lane1 = mmh3.hash64(feature, SEED, signed=False)
+            rows.append(_fmix64(np.array([lane0, lane1][:lanes], dtype=np.uint64)).tolist())
+        else:
+            raise InvalidInputError(f"features[{position}]={feature!r} is not a str, bytes or int feature")
+        weights.append(float(weight))
+    if not rows:
+        return 0
+    matrix = _bit_matrix(np.array(rows, dtype=np.uint64).reshape(-1, lanes), bits)
+    weight_array = np.array(weights, dtype=np.float64)
+    return _fingerprint_from_sums(weight_array @ matrix, float(weight_array.sum()))
+
+
+def _int_to_row(value: int, bits: int) -> list[int]:
+    """A feature hash as the lane(s) that :func:`_bit_matrix` reads."""
+    if bits == 32:
+        return [value << 32]
+    if bits == 64:
+        return [value]
+    return [value & _MASK64, value >> 64]
+
+
+def _check_fingerprint(name: str, value: Any, bits: int | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidFingerprintError(f"{name}={value!r} is not a non-negative int fingerprint")
+    if bits is not None and value >> bits:
+        raise InvalidFingerprintError(f"{name}={value!r} does not fit in {bits} bits")
+    return value
+
+
+def hamming(a: int, b: int) -> int:
+    """The Hamming distance between two fingerprints (non-negative ints).  O(1) for 64 bits."""
+    return (_check_fingerprint("a", a, None) ^ _check_fingerprint("b", b, None)).bit_count()
+
+
+def similarity(a: int, b: int, bits: int = 64) -> float:
+    """``1 - hamming(a, b) / bits``: 1.0 for equal fingerprints, 0.0 for complements.  Both
+    must fit in ``bits`` bits (a positive int)."""
+    if isinstance(bits, bool) or not isinstance(bits, int) or bits < 1:
+        raise InvalidInputError(f"bits={bits!r} is not a positive int")
+    distance = (_check_fingerprint("a", a, bits) ^ _check_fingerprint("b", b, bits)).bit_count()
+    return 1.0 - distance / bits
+
+
+__all__ = [
+    "DEFAULT_NGRAM",
+    "FEATURE_KINDS",
+    "FINGERPRINT_BITS",
+    "Fingerprinter",
+    "SEED",
+    "SETTINGS_VERSION",
+    "STOPWORD_LISTS",
+    "WEIGHT_KINDS",
+    "hamming",
+    "similarity",
+    "simhash",
+    "simhash_features",
+    "simhash_many",
+]
