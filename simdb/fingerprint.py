@@ -330,16 +330,21 @@ class _Accumulator:
         self._sum(feature_hashes)
 
     def _sum(self, feature_hashes: UInt64Array) -> None:
+        matrix = _bit_matrix(feature_hashes, self.bits)
+        rows = feature_hashes.shape[0]
         if self.idf is None:
-            weights = np.ones(feature_hashes.shape[0])
+            # Integer counts without converting the bit matrix to floats (8x its size).
+            partial = _segment_bit_counts(matrix, np.zeros(1, dtype=np.int64), np.array([rows])).reshape(-1).astype(np.float64)
+            total = float(rows)
         else:
             weights = self.idf.lookup(feature_hashes[:, 0])
-        partial = weights @ _bit_matrix(feature_hashes, self.bits)
+            partial = weights @ matrix
+            total = float(weights.sum())
         if self.sums is None:
             self.sums = partial
         else:
             self.sums += partial
-        self.total += float(weights.sum())
+        self.total += total
 
     def fingerprint(self) -> int:
         """The fingerprint of everything added.  0 when nothing was added."""
@@ -827,8 +832,8 @@ _SETTING_NAMES = ("features", "ngram", "bits", "weights", "stopwords", "split_un
 
 
 @lru_cache(maxsize=64)
-def _cached_fingerprinter(settings: tuple[tuple[str, Any], ...]) -> Fingerprinter:
-    return Fingerprinter(**dict(settings))
+def _cached_fingerprinter(settings: tuple[tuple[str, type, Any], ...]) -> Fingerprinter:
+    return Fingerprinter(**{name: value for name, _, value in settings})
 
 
 def _fingerprinter_for(settings: dict[str, Any]) -> Fingerprinter:
@@ -836,7 +841,8 @@ def _fingerprinter_for(settings: dict[str, Any]) -> Fingerprinter:
         if name not in _SETTING_NAMES:
             raise InvalidInputError(f"unknown fingerprint setting {name!r}", f"use {list(_SETTING_NAMES)}")
     try:
-        return _cached_fingerprinter(tuple(sorted(settings.items())))
+        # The type is part of the key: True == 1 and 2.0 == 2 must not hit a valid entry.
+        return _cached_fingerprinter(tuple(sorted((name, type(value), value) for name, value in settings.items())))
     except TypeError:  # an unhashable value: build it uncached, so it is validated
         return Fingerprinter(**settings)
 

@@ -1,0 +1,502 @@
+"""Tests of simdb.fingerprint and simdb.features.
+
+The central check is a slow reference implementation written here from the definition in
+the fingerprint module's docstring: it hashes every token with ``mmh3.hash128`` (a different
+entry point from the one the code uses), combines shingles with Python ints, and sums the
+weights bit by bit in a Python loop.  The pinned vectors below were produced by that
+reference implementation, not by the code under test.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import re
+import tracemalloc
+from collections import Counter
+from typing import Any
+
+import mmh3
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import simdb.features as features_module
+from simdb.errors import FingerprinterError, InvalidFingerprintError, InvalidInputError
+from simdb.features import char_shingles, iter_chunks, normalize, tokenize, word_shingles
+from simdb.fingerprint import (
+    Fingerprinter,
+    hamming,
+    similarity,
+    simhash,
+    simhash_features,
+    simhash_many,
+)
+from simdb.stopwords import STOPWORD_LISTS
+
+# -- the reference implementation ----------------------------------------------------------
+
+REF_SEED = 0x51DB5EED
+REF_MULTIPLIER = 0x9E3779B97F4A7C15
+MASK64 = (1 << 64) - 1
+
+
+def ref_fmix64(value: int) -> int:
+    value ^= value >> 33
+    value = (value * 0xFF51AFD7ED558CCD) & MASK64
+    value ^= value >> 33
+    value = (value * 0xC4CEB9FE1A85EC53) & MASK64
+    value ^= value >> 33
+    return value
+
+
+def ref_token_lanes(token: str) -> tuple[int, int]:
+    full = mmh3.hash128(token.encode("utf-8"), REF_SEED)  # unsigned 128-bit int
+    return full & MASK64, full >> 64
+
+
+def ref_feature_hash(tokens: list[str], bits: int) -> int:
+    lanes = []
+    for lane in (0, 1):
+        accumulated = 0
+        for token in tokens:
+            accumulated = (accumulated * REF_MULTIPLIER + ref_token_lanes(token)[lane]) & MASK64
+        lanes.append(ref_fmix64(accumulated))
+    if bits == 64:
+        return lanes[0]
+    if bits == 32:
+        return lanes[0] >> 32
+    return lanes[0] | lanes[1] << 64
+
+
+def ref_ascii_tokens(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower().replace("'", ""))
+
+
+def ref_features(text: str, features: str = "word-shingle", ngram: int | None = None, stopwords: str | None = None,
+                 split_unspaced: bool = True) -> list[list[str]]:
+    """Each feature as its list of tokens (characters for char features), in order."""
+    if ngram is None:
+        ngram = {"word": 1, "word-shingle": 3, "char": 5}[features]
+    if text.isascii():
+        tokens = ref_ascii_tokens(text)
+    else:
+        tokens = tokenize(text, split_unspaced and features != "char")
+    if stopwords:
+        tokens = [token for token in tokens if token not in STOPWORD_LISTS[stopwords]]
+    units = list(" ".join(tokens)) if features == "char" else tokens
+    if not units:
+        return []
+    if len(units) < ngram:
+        return [units]
+    return [units[i : i + ngram] for i in range(len(units) - ngram + 1)]
+
+
+def ref_simhash_of_weighted(hashed: list[tuple[int, float]], bits: int) -> int:
+    total = sum(weight for _, weight in hashed)
+    fingerprint = 0
+    for bit in range(bits):
+        weight_with_bit = sum(weight for feature, weight in hashed if feature >> bit & 1)
+        if 2 * weight_with_bit > total:
+            fingerprint |= 1 << bit
+    return fingerprint
+
+
+def ref_idf_weights(texts: list[str], min_df: int = 2, **settings: Any) -> tuple[dict[int, int], int]:
+    """(lane-0 feature hash -> fixed-point idf weight, default weight), from the definition."""
+    document_frequency: Counter[int] = Counter()
+    for text in texts:
+        document_frequency.update({ref_feature_hash(f, 64) for f in ref_features(text, **settings)})
+    documents = len(texts)
+
+    def weight(df: int) -> int:
+        return max(1, round(64 * (1 + math.log((1 + documents) / (1 + df)))))
+
+    return {h: weight(df) for h, df in document_frequency.items() if df >= max(min_df, 2)}, weight(1)
+
+
+def ref_simhash(text: str, bits: int = 64, weights: str = "tf", idf: tuple[dict[int, int], int] | None = None,
+                **settings: Any) -> int:
+    feature_lists = ref_features(text, **settings)
+    occurrences = [(ref_feature_hash(f, bits), ref_feature_hash(f, 64)) for f in feature_lists]
+    if weights == "binary":
+        occurrences = sorted(set(occurrences))
+    table, default = idf if idf else ({}, 1)
+    hashed = [(h, table.get(lane0, default) if idf else 1) for h, lane0 in occurrences]
+    return ref_simhash_of_weighted(hashed, bits)
+
+
+# -- pinned vectors (computed by the reference implementation above) ----------------------
+
+PINNED = [
+    ("", {}, 0),
+    ("hello", {}, 0x51F25233F20100B9),
+    ("The quick brown fox jumps over the lazy dog.", {}, 0x141BF45A31B8E11B),
+    ("The quick brown fox jumps over the lazy dog.", {"features": "char"}, 0xB23D7D2489CD7AFF),
+    ("The quick brown fox jumps over the lazy dog.", {"bits": 128}, 0x81ABE16E882C5DCC141BF45A31B8E11B),
+    ("The quick brown fox jumps over the lazy dog.", {"bits": 32}, 0x141BF45A),
+    ("Don't panic: it's only a test, a TEST!", {"weights": "binary", "features": "word"}, 0xA0884116E090C081),
+    ("Grüße aus 東京都 — ﬁne!", {}, 0x3E4D19605129C1E0),
+    ("ภาษาไทย ง่าย", {"features": "word"}, 0x185F9CCF45F11CF0),
+]
+
+
+@pytest.mark.parametrize(("text", "settings_", "expected"), PINNED)
+def test_pinned_vectors(text: str, settings_: dict[str, Any], expected: int) -> None:
+    assert ref_simhash(text, **settings_) == expected  # the pin is the reference's value
+    assert simhash(text, **settings_) == expected
+
+
+# -- cross-checks against the reference ----------------------------------------------------
+
+ASCII_TEXT = st.text(alphabet="abcXYZ019 '.,!?-_\n\t", max_size=120)
+UNICODE_TEXT = st.text(
+    alphabet=st.sampled_from(list("abcÄöß ﬁ'’.,!东京都はタイภาษ\u0301\u0915\u093f\ufb01\u00a0 \ud800\U0001d400_-")),
+    max_size=60,
+)
+SETTINGS = st.fixed_dictionaries(
+    {},
+    optional={
+        "features": st.sampled_from(["word", "word-shingle", "char"]),
+        "bits": st.sampled_from([32, 64, 128]),
+        "weights": st.sampled_from(["tf", "binary"]),
+        "stopwords": st.sampled_from([None, "english"]),
+        "split_unspaced": st.booleans(),
+    },
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ASCII_TEXT, SETTINGS, st.integers(1, 4))
+def test_matches_reference_on_ascii_text(text: str, settings_: dict[str, Any], ngram: int) -> None:
+    if settings_.get("features") != "word":
+        settings_ = {**settings_, "ngram": ngram}
+    assert simhash(text, **settings_) == ref_simhash(text, **settings_)
+
+
+@settings(max_examples=100, deadline=None)
+@given(UNICODE_TEXT, SETTINGS)
+def test_matches_reference_on_unicode_text(text: str, settings_: dict[str, Any]) -> None:
+    assert simhash(text, **settings_) == ref_simhash(text, **settings_)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(ASCII_TEXT, UNICODE_TEXT), max_size=12), SETTINGS)
+def test_batch_single_and_streaming_agree(texts: list[str], settings_: dict[str, Any]) -> None:
+    fingerprinter = Fingerprinter(**settings_)
+    singles = [ref_simhash(text, **settings_) for text in texts]
+    assert fingerprinter.fingerprint_many(texts) == singles
+    assert simhash_many(texts, **settings_) == singles
+    # Force every text through the chunked streaming path with tiny chunks.  A run of
+    # non-space characters longer than a chunk is split (documented), so avoid those.
+    chunk_chars = 12
+    texts = [text for text in texts if all(len(run) < chunk_chars for run in re.findall(r"[^ \n\t]+", text))]
+    singles = [ref_simhash(text, **settings_) for text in texts]
+    original = features_module.CHUNK_CHARS
+    features_module.CHUNK_CHARS = chunk_chars
+    try:
+        assert [fingerprinter.fingerprint(text) for text in texts] == singles
+        assert fingerprinter.fingerprint_many(texts) == singles
+    finally:
+        features_module.CHUNK_CHARS = original
+
+
+@settings(max_examples=60, deadline=None)
+@given(ASCII_TEXT)
+def test_ascii_fast_path_tokens_equal_general_path(text: str) -> None:
+    general = features_module._token_finder(True).findall(normalize(text))
+    assert tokenize(text) == general == ref_ascii_tokens(text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=300), st.integers(2, 40))
+def test_chunks_reassemble_the_text(text: str, chunk_chars: int) -> None:
+    pieces = list(iter_chunks(text, chunk_chars))
+    assert "".join(pieces) == text
+    assert all(pieces) or text == ""
+
+
+# -- normalisation and features -------------------------------------------------------------
+
+
+def test_tokenize_normalises() -> None:
+    assert tokenize("Hello, WORLD!! don't  stop_me 3.14") == ["hello", "world", "dont", "stop", "me", "3", "14"]
+    assert tokenize("Straße ﬁne ＦＵＬＬ don’t") == ["strasse", "fine", "full", "dont"]
+    assert tokenize("नमस्ते दुनिया") == ["नमस्ते", "दुनिया"]  # combining marks stay inside words
+    assert tokenize("東京都 abc") == ["東", "京", "都", "abc"]
+    assert tokenize("東京都 abc", split_unspaced=False) == ["東京都", "abc"]
+    assert tokenize("a\ud800b") == ["a", "b"]  # a lone surrogate separates like punctuation
+    assert tokenize("...!!! \n\t") == []
+
+
+def test_shingle_helpers() -> None:
+    assert char_shingles(["the", "earth", "is", "moving"], 5)[:2] == ["the e", "he ea"]
+    assert word_shingles(["a", "b", "c", "d"], 3) == ["a b c", "b c d"]
+    assert word_shingles(["a"], 3) == ["a"]
+    assert word_shingles([], 3) == [] and char_shingles([], 5) == []
+
+
+def test_unspaced_scripts_do_not_collapse_to_one_feature() -> None:
+    text = "東京都庁は新宿にあります"
+    assert len(Fingerprinter().weighted_features(text)) == len(text) - 2
+    assert len(Fingerprinter(split_unspaced=False).weighted_features(text)) == 1
+
+
+# -- edge cases -----------------------------------------------------------------------------
+
+
+def test_edge_cases_have_defined_results() -> None:
+    assert simhash("") == 0
+    assert simhash("!!! ... ---") == 0
+    assert simhash("the of and", stopwords="english") == 0
+    assert simhash("Hello!") == ref_feature_hash(["hello"], 64)  # one token: its feature hash
+    assert simhash("a\ud800b") == simhash("a b")
+    assert simhash(b"caf\xc3\xa9 au lait") == simhash("café au lait")
+    assert simhash(b"bad \xff bytes") == simhash("bad \ufffd bytes") == simhash("bad bytes")
+    with pytest.raises(InvalidInputError, match="text"):
+        simhash(12)  # type: ignore[arg-type]
+
+
+def _peak_bytes_while_fingerprinting(text: str) -> tuple[int, int]:
+    tracemalloc.start()
+    try:
+        fingerprint = Fingerprinter().fingerprint(text)
+        return fingerprint, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_long_text_memory_stays_bounded() -> None:
+    words = [f"w{i * 7919 % 3001}" for i in range(40_000)]
+    block = " ".join(words) + "\n"
+    small = block * 8  # ~2 MB
+    large = block * 64  # ~16 MB
+    small_fingerprint, small_peak = _peak_bytes_while_fingerprinting(small)
+    large_fingerprint, large_peak = _peak_bytes_while_fingerprinting(large)
+    assert large_peak < 12 * 2**20  # far below the 16 MB text itself
+    assert large_peak < 1.5 * small_peak + 2**20  # does not grow with the text
+    # The same block repeated has the same tf proportions, hence the same fingerprint.
+    assert small_fingerprint == large_fingerprint == Fingerprinter().fingerprint(block * 2)
+
+
+# -- settings ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("settings_", "name"),
+    [
+        ({"features": "sentence"}, "features"),
+        ({"ngram": 0}, "ngram"),
+        ({"ngram": True}, "ngram"),
+        ({"ngram": 2.0}, "ngram"),
+        ({"features": "word", "ngram": 2}, "ngram"),
+        ({"bits": 63}, "bits"),
+        ({"bits": True}, "bits"),
+        ({"weights": "sublinear"}, "weights"),
+        ({"stopwords": "klingon"}, "stopwords"),
+        ({"stopwords": ["a"]}, "stopwords"),
+        ({"split_unspaced": "yes"}, "split_unspaced"),
+        ({"colour": "red"}, "colour"),
+    ],
+)
+def test_bad_settings_name_the_setting(settings_: dict[str, Any], name: str) -> None:
+    with pytest.raises(InvalidInputError, match=name):
+        simhash("text", **settings_)
+
+
+def test_fingerprinter_equality_hash_and_canonical_form() -> None:
+    assert Fingerprinter() == Fingerprinter(features="word-shingle", ngram=3, bits=64)
+    assert hash(Fingerprinter()) == hash(Fingerprinter(ngram=3))
+    assert Fingerprinter(ngram=1) == Fingerprinter(features="word")
+    assert Fingerprinter(features="char", split_unspaced=False) == Fingerprinter(features="char")
+    assert Fingerprinter() != Fingerprinter(ngram=4)
+    assert Fingerprinter() != Fingerprinter(weights="binary")
+    assert len({Fingerprinter(), Fingerprinter(ngram=3), Fingerprinter(bits=128)}) == 2
+    with pytest.raises(AttributeError):
+        Fingerprinter().bits = 32  # type: ignore[misc]
+
+
+def _is_plain(value: Any) -> bool:
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(map(_is_plain, value))
+    return value is None or type(value) in (str, int, float, bool, bytes)
+
+
+CORPUS = [
+    "the cat sat on the mat today",
+    "the cat sat on the mat yesterday",
+    "a dog sat on the mat today",
+    "stocks fell sharply on the news today",
+    "the cat sat on the mat today and purred",
+]
+
+
+def test_to_dict_round_trips_with_and_without_idf() -> None:
+    for fingerprinter in (Fingerprinter(), Fingerprinter(features="char", bits=128, stopwords="english"),
+                          Fingerprinter(weights="binary").fit_idf(CORPUS)):
+        data = fingerprinter.to_dict()
+        assert _is_plain(data) and data["version"] == 1
+        again = Fingerprinter.from_dict(data)
+        assert again == fingerprinter and hash(again) == hash(fingerprinter)
+        assert again.fingerprint(CORPUS[0]) == fingerprinter.fingerprint(CORPUS[0])
+        assert pickle.loads(pickle.dumps(fingerprinter)) == fingerprinter
+
+
+@pytest.mark.parametrize(
+    ("change", "name"),
+    [
+        ({"version": 2}, "version"),
+        ({"version": "1"}, "version"),
+        ({"shoe_size": 9}, "shoe_size"),
+        ({"ngram": None}, "ngram"),
+        ({"ngram": -3}, "ngram"),
+        ({"bits": 48}, "bits"),
+        ({"features": "word-shingle", "ngram": 1}, "canonical"),
+        ({"idf": {"documents": 1}}, "idf"),
+        ({"idf": "table"}, "idf"),
+    ],
+)
+def test_from_dict_rejects_bad_settings_naming_the_field(change: dict[str, Any], name: str) -> None:
+    data = {**Fingerprinter().to_dict(), **change}
+    with pytest.raises(InvalidInputError, match=name):
+        Fingerprinter.from_dict(data)
+
+
+def test_from_dict_rejects_missing_fields_and_bad_idf_tables() -> None:
+    data = Fingerprinter().to_dict()
+    del data["weights"]
+    with pytest.raises(InvalidInputError, match="weights"):
+        Fingerprinter.from_dict(data)
+    idf = Fingerprinter().fit_idf(CORPUS).to_dict()
+    broken = {**idf, "idf": {**idf["idf"], "hashes": idf["idf"]["hashes"][::-1]}}
+    with pytest.raises(InvalidInputError, match="idf.hashes"):
+        Fingerprinter.from_dict(broken)
+    broken = {**idf, "idf": {**idf["idf"], "weights": b"\x00" * 3}}
+    with pytest.raises(InvalidInputError, match="idf.weights"):
+        Fingerprinter.from_dict(broken)
+    with pytest.raises(InvalidInputError):
+        Fingerprinter.from_dict([1, 2])
+
+
+@pytest.mark.parametrize("settings_", [{}, {"weights": "binary", "bits": 128}, {"features": "char", "ngram": 4}])
+def test_fit_idf_matches_reference(settings_: dict[str, Any]) -> None:
+    fitted = Fingerprinter(**settings_).fit_idf(CORPUS)
+    assert fitted.idf_size is not None and fitted.idf_size > 0
+    assert fitted != Fingerprinter(**settings_)
+    assert fitted == Fingerprinter(**settings_).fit_idf(CORPUS)
+    reference_settings = {k: v for k, v in settings_.items() if k not in ("weights", "bits")}
+    table = ref_idf_weights(CORPUS, **reference_settings)
+    texts = [*CORPUS, "an unseen text about the cat", ""]
+    expected = [ref_simhash(text, idf=table, **settings_) for text in texts]
+    assert fitted.fingerprint_many(texts) == expected
+    assert [fitted.fingerprint(text) for text in texts] == expected
+    original = features_module.CHUNK_CHARS
+    features_module.CHUNK_CHARS = 12
+    try:
+        assert [fitted.fingerprint(text) for text in texts] == expected
+    finally:
+        features_module.CHUNK_CHARS = original
+
+
+def test_weighted_features_reproduce_the_fingerprint() -> None:
+    for fingerprinter in (Fingerprinter(), Fingerprinter(bits=32, weights="binary"), Fingerprinter(bits=128).fit_idf(CORPUS)):
+        text = "the cat sat on the mat, the cat sat on the mat again"
+        pairs = fingerprinter.weighted_features(text)
+        assert simhash_features(pairs, bits=fingerprinter.bits) == fingerprinter.fingerprint(text)
+
+
+def test_fit_idf_rejects_bad_min_df() -> None:
+    with pytest.raises(InvalidInputError, match="min_df"):
+        Fingerprinter().fit_idf(CORPUS, min_df=0)
+
+
+# -- simhash_features, hamming, similarity ------------------------------------------------------
+
+
+def test_simhash_features_strings_match_word_features() -> None:
+    text = "alpha beta gamma beta"
+    assert simhash_features([(word, 1) for word in text.split()]) == simhash(text, features="word")
+    assert simhash_features([(word.encode(), 1) for word in text.split()], bits=128) == simhash(
+        text, features="word", bits=128
+    )
+    assert simhash_features([]) == 0
+
+
+def test_simhash_features_ints_and_weights() -> None:
+    assert simhash_features([(0b1010, 1)], bits=32) == 0b1010
+    assert simhash_features([(0b1100, 3), (0b1010, 2)], bits=64) == 0b1100
+    assert simhash_features([(0b1100, 3), (0b1010, -2)], bits=64) == ref_simhash_of_weighted([(0b1100, 3), (0b1010, -2)], 64)
+    assert simhash_features([(2**127 + 1, 1.5)], bits=128) == 2**127 + 1
+
+
+@pytest.mark.parametrize(
+    ("features", "bits", "error"),
+    [
+        ([(2**64, 1)], 64, InvalidFingerprintError),
+        ([(-1, 1)], 64, InvalidFingerprintError),
+        ([("a", math.inf)], 64, InvalidInputError),
+        ([("a", "1")], 64, InvalidInputError),
+        ([("a",)], 64, InvalidInputError),
+        ([(1.5, 1)], 64, InvalidInputError),
+        ([("a", 1)], 16, InvalidInputError),
+    ],
+)
+def test_simhash_features_rejects_bad_input(features: Any, bits: int, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        simhash_features(features, bits=bits)
+
+
+def test_hamming_and_similarity() -> None:
+    assert hamming(0, 0) == 0
+    assert hamming(0b1011, 0b0001) == 2
+    assert hamming(2**64 - 1, 0) == 64
+    assert similarity(0, 2**64 - 1) == 0.0
+    assert similarity(0b11, 0b00) == 1 - 2 / 64
+    assert similarity(0, 1, bits=128) == 1 - 1 / 128
+    for bad in (-1, 1.0, True, "3"):
+        with pytest.raises(InvalidFingerprintError):
+            hamming(bad, 0)  # type: ignore[arg-type]
+    with pytest.raises(InvalidFingerprintError):
+        similarity(2**64, 0)
+    with pytest.raises(InvalidInputError, match="bits"):
+        similarity(0, 0, bits=0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1))
+def test_hamming_counts_differing_bits(a: int, b: int) -> None:
+    assert hamming(a, b) == sum((a >> bit & 1) != (b >> bit & 1) for bit in range(64)) == hamming(b, a)
+    assert similarity(a, b) == 1 - hamming(a, b) / 64
+
+
+def test_near_duplicates_are_close_and_unrelated_texts_are_not() -> None:
+    words = [f"word{i * 7 % 97}" for i in range(400)]
+    original = " ".join(words)
+    edited = " ".join(words[:200] + ["inserted"] + words[200:])
+    unrelated = " ".join(f"other{i * 13 % 89}" for i in range(400))
+    assert hamming(simhash(original), simhash(edited)) <= 3
+    assert hamming(simhash(original), simhash(unrelated)) >= 16
+
+
+# -- the process pool ---------------------------------------------------------------------------------
+
+
+def test_workers_give_the_same_fingerprints_in_order() -> None:
+    texts = [f"document number {i} about {'cats' if i % 2 else 'dogs'} and more {i * i}" for i in range(700)]
+    fitted = Fingerprinter(bits=128).fit_idf(texts[:50])
+    assert fitted.fingerprint_many(iter(texts), workers=2) == fitted.fingerprint_many(texts)
+    assert simhash_many(texts, workers=2) == simhash_many(texts)
+
+
+@pytest.mark.parametrize("workers", [0, -1, True, 1.5])
+def test_bad_worker_counts_are_rejected(workers: Any) -> None:
+    with pytest.raises(InvalidInputError, match="workers"):
+        simhash_many(["a"], workers=workers)
+
+
+def test_fingerprinter_error_is_the_settings_family() -> None:
+    # Not raised by this module for text (settings always exist here); the class is the
+    # database's, but it must stay distinct from InvalidInputError.
+    assert not issubclass(FingerprinterError, InvalidInputError)
