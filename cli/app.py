@@ -1,0 +1,888 @@
+"""The ``simdb`` command: add, query, pairs, clusters, remove, compact, stats, check, hash,
+export, import and demo.
+
+A thin layer: each command parses its arguments, opens the database, calls the library and
+prints.  Results go to stdout (``--json`` makes them JSON lines); progress and diagnostics
+go to stderr.  Errors are turned into exit codes in one place, :func:`guarded`:
+
+====  =================================================================================
+0     success
+1     nothing found: a query, pairs or clusters with no result, a remove that found none
+      of its keys, or a check that found problems (like grep)
+2     bad usage or bad input (including inputs that could not be read during ``add``)
+3     a database error (missing, damaged, unwritable)
+130   interrupted with Ctrl-C
+====  =================================================================================
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from itertools import chain
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+from typer.exceptions import TyperException
+
+import simdb
+from cli import output
+from cli.output import err, hex_fingerprint, json_line, out
+from cli.sources import (
+    FINGERPRINTS,
+    JSONL,
+    Input,
+    Intake,
+    decode,
+    expand_paths,
+    read_documents,
+    read_export,
+    read_fingerprint_tsv,
+    read_jsonl,
+    stream_inputs,
+)
+from simdb import AddResult, DatabaseError, NotADatabaseError, SimdbError
+
+if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to the commands that need it
+    from simdb.fingerprint import Fingerprinter
+
+#: Where the database lives when neither --db nor $SIMDB_PATH says otherwise.
+DEFAULT_DB_PATH = "simdb-data"
+DEFAULT_BATCH_SIZE = 5_000
+EXIT_NOTHING_FOUND = 1
+EXIT_USAGE = 2
+EXIT_DATABASE = 3
+EXIT_INTERRUPTED = 130
+
+app = typer.Typer(
+    name="simdb",
+    help="A persistent database of 64-bit SimHash fingerprints for near-duplicate detection.\n\n"
+    "Exit codes: 0 success; 1 nothing found (query, pairs, clusters, remove) or check found problems; "
+    "2 bad usage or input; 3 database error; 130 interrupted.",
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+# -- options shared by several commands ----------------------------------------------------
+
+DbOption = Annotated[
+    str,
+    typer.Option(
+        "--db",
+        envvar="SIMDB_PATH",
+        show_envvar=True,
+        help=f"Database directory. Defaults to $SIMDB_PATH, then ./{DEFAULT_DB_PATH} in the working directory.",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON lines on stdout (one object per line) instead of tables.")]
+DebugOption = Annotated[bool, typer.Option("--debug", help="On an error, show the full traceback as well as the one-line message.")]
+ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr (only on a terminal).")]
+WorkersOption = Annotated[
+    int | None, typer.Option("--workers", min=1, help="Processes that compute fingerprints. Default: every available core.", show_default=False)
+]
+BatchOption = Annotated[int, typer.Option("--batch-size", min=1, help="Documents per write transaction; Ctrl-C keeps every committed batch.")]
+IfNewOption = Annotated[
+    bool,
+    typer.Option("--if-new", help="Skip each document within k bits of one already stored (or added earlier in this run), and report the key it duplicates."),
+]
+CreateKOption = Annotated[
+    int | None, typer.Option("-k", min=0, help="The index's k (largest distance answered exactly), when the database is created. Default 3.", show_default=False)
+]
+BlocksOption = Annotated[
+    int | None, typer.Option("--blocks", min=1, help="Blocks of the permutation plan (more than k), when the database is created.", show_default=False)
+]
+FeaturesOption = Annotated[
+    str | None,
+    typer.Option("--features", help="Fingerprint features: word-shingle (default), word or char. Fixed at the first text added.", show_default=False),
+]
+NgramOption = Annotated[
+    int | None,
+    typer.Option("--ngram", min=1, help="Tokens per feature (default 3 for word-shingle, 5 for char). Fixed at the first text added.", show_default=False),
+]
+QueryKOption = Annotated[int | None, typer.Option("-k", min=0, help="Largest Hamming distance to report, at most the index's k (the default).", show_default=False)]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# -- errors, in one place --------------------------------------------------------------------
+
+
+def exit_code_for(error: BaseException) -> int:
+    """The exit code of an error: 3 for the database, 2 for anything the user gave."""
+    if isinstance(error, DatabaseError):
+        return EXIT_DATABASE
+    if isinstance(error, SimdbError):  # InvalidInputError, ConfigMismatchError, FingerprinterError
+        return EXIT_USAGE
+    return EXIT_DATABASE
+
+
+def guarded(command: F) -> F:
+    """Run ``command`` so that any error ends it with one line on stderr and its exit code,
+    never a traceback (unless ``--debug`` or ``$SIMDB_DEBUG`` asks for one)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        debug = bool(kwargs.get("debug")) or bool(os.environ.get("SIMDB_DEBUG"))
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, TyperException):  # typer's own exits and usage errors
+            raise
+        except KeyboardInterrupt:
+            err("simdb: interrupted")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except BrokenPipeError:
+            # The reader went away (``simdb pairs | head``): stop quietly, and keep Python
+            # from complaining about the unflushable stdout at exit.
+            _silence_stdout()
+            raise typer.Exit(0) from None
+        except SimdbError as error:
+            if debug:
+                traceback.print_exc()
+            err(f"simdb: {error}")
+            raise typer.Exit(exit_code_for(error)) from None
+        except Exception as error:  # noqa: BLE001 - the one place that turns bugs into a message
+            if debug:
+                traceback.print_exc()
+            err(f"simdb: unexpected {type(error).__name__}: {error} (run with --debug to see where)")
+            raise typer.Exit(exit_code_for(error)) from None
+
+    return run  # type: ignore[return-value]
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (a test runner's buffer): nothing to silence
+
+
+def usage_error(message: str) -> typer.Exit:
+    """Report a usage problem found after parsing; raise the result."""
+    err(f"simdb: {message}")
+    return typer.Exit(EXIT_USAGE)
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def open_existing(path: str, *, readonly: bool = True) -> simdb.Database:
+    """Open a database that must already exist, with a message that says how to make one."""
+    if not os.path.exists(path):
+        raise NotADatabaseError(f"no database at {path}", "add documents with `simdb add`, or point --db / $SIMDB_PATH at one")
+    return simdb.open(path, readonly=readonly, create=False)
+
+
+def make_fingerprinter(features: str | None, ngram: int | None, bits: int = 64, *, always: bool = False) -> Fingerprinter | None:
+    """Fingerprint settings from the command line; None (use the database's) if none given."""
+    if features is None and ngram is None and bits == 64 and not always:
+        return None
+    from simdb.fingerprint import Fingerprinter
+
+    return Fingerprinter(features=features or "word-shingle", ngram=ngram, bits=bits)
+
+
+def read_argument_text(text: str, what: str) -> str:
+    """``text``, or stdin when it is "-"."""
+    return sys.stdin.read() if text == "-" else text
+
+
+def read_text_file(path: str) -> str:
+    """A whole text file for ``query --file`` and ``hash --file`` ("-" is stdin); invalid
+    UTF-8 is replaced with a notice, a binary or unreadable file is a usage error."""
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise simdb.InvalidInputError(f"cannot read {path}: {error.strerror or error}") from None
+    if b"\0" in data[:8192]:
+        raise simdb.InvalidInputError(f"{path} is a binary file (contains NUL bytes), not text")
+    return decode(data, path, Intake(on_problem=_print_problem, on_notice=_print_notice))
+
+
+def _print_problem(where: str, cause: str) -> None:
+    err(f"simdb: {where}: {cause}")
+
+
+def _print_notice(where: str, message: str) -> None:
+    err(f"simdb: {where}: {message}")
+
+
+@contextmanager
+def interrupts_in_this_process_only() -> Iterator[None]:
+    """Let Ctrl-C raise KeyboardInterrupt in this process but not in the fingerprinting
+    worker processes forked meanwhile.  They inherit this handler, which does nothing when
+    it finds itself in another process, so they finish their chunk and exit quietly
+    instead of each printing a traceback.  A no-op off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    owner = os.getpid()
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        if os.getpid() == owner:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class Ingest:
+    """Feeds documents to the database batch by batch, keeping the committed totals, the
+    progress bar and the per-skip reports up to date after every commit."""
+
+    def __init__(
+        self,
+        database: simdb.Database,
+        intake: Intake,
+        *,
+        if_new: bool,
+        workers: int,
+        batch_size: int,
+        json_output: bool,
+        progress: Any,
+        task: Any,
+    ) -> None:
+        self.database = database
+        self.intake = intake
+        self.if_new = if_new
+        self.workers = workers
+        self.batch_size = batch_size
+        self.json_output = json_output
+        self.progress = progress
+        self.task = task
+        self.finished = AddResult()  # totals of completed add calls
+        self._running = AddResult()  # totals of the call in progress, as of its last commit
+        self._skips_shown = 0
+
+    def texts(self, items: Iterable[tuple[str, str, Any]]) -> None:
+        """Fingerprint and store ``(key, text, meta)`` items (``workers`` processes)."""
+        self._call(lambda on_batch: self.database.add_texts(items, workers=self.workers, batch_size=self.batch_size, if_new=self.if_new, on_batch=on_batch))
+
+    def fingerprints(self, items: Iterable[tuple[str, int, Any]]) -> None:
+        """Store ``(key, fingerprint, meta)`` items."""
+        self._call(lambda on_batch: self.database.add_many(items, batch_size=self.batch_size, if_new=self.if_new, on_batch=on_batch))
+
+    def _call(self, run: Callable[[Callable[[AddResult], None]], AddResult]) -> None:
+        self._running, self._skips_shown = AddResult(), 0
+        result = run(self._on_batch)
+        self.finished.merge(result)
+        self._running, self._skips_shown = AddResult(), 0
+
+    def _on_batch(self, totals: AddResult) -> None:
+        for skip in totals.skipped[self._skips_shown :]:
+            if self.json_output:
+                out(json_line({"event": "skipped", "key": skip.key, "duplicate_of": skip.duplicate_of, "distance": skip.distance}))
+            else:
+                out(f"skipped {skip.key}: near-duplicate of {skip.duplicate_of} (distance {skip.distance})")
+        self._skips_shown = len(totals.skipped)
+        self._running = totals
+        added, replaced, skipped = self.counts()
+        self.progress.update(self.task, completed=self.intake.bytes_done, documents=added + replaced + skipped)
+
+    def counts(self) -> tuple[int, int, int]:
+        """(added, replaced, skipped) over every committed batch."""
+        done, running = self.finished, self._running
+        return done.added + running.added, done.replaced + running.replaced, len(done.skipped) + len(running.skipped)
+
+
+def problem_printer(json_output: bool) -> Callable[[str, str], None]:
+    """How a failed input is reported: a JSON line on stdout, or a line on stderr."""
+    if json_output:
+        return lambda where, cause: out(json_line({"event": "failed", "input": where, "cause": cause}))
+    return _print_problem
+
+
+def run_ingest(
+    database: simdb.Database,
+    intake: Intake,
+    feed: Callable[[Ingest], None],
+    *,
+    total_bytes: int | None,
+    if_new: bool,
+    workers: int,
+    batch_size: int,
+    json_output: bool,
+    show_progress: bool,
+) -> int:
+    """Run ``feed`` against the database with a progress bar, print the summary line, and
+    return the exit code: 130 after Ctrl-C (the committed batches stay and the message says
+    how many documents they added), 2 if any input failed, else 0."""
+    started = time.monotonic()
+    documents_before = len(database)
+    interrupted = False
+    with output.progress_bar(show_progress) as progress:
+        task = progress.add_task("adding", total=total_bytes, documents=0)
+        ingest = Ingest(database, intake, if_new=if_new, workers=workers, batch_size=batch_size, json_output=json_output, progress=progress, task=task)
+        try:
+            with interrupts_in_this_process_only():
+                feed(ingest)
+        except KeyboardInterrupt:
+            interrupted = True
+    added, replaced, skipped = ingest.counts()
+    if interrupted:
+        # Counted from the database itself, so a batch that committed just as Ctrl-C came
+        # is counted too.
+        added = len(database) - documents_before
+        err(f"simdb: interrupted; {added:,} documents were added before Ctrl-C (every committed batch is kept; the batch in progress was not stored)")
+    seconds = time.monotonic() - started
+    summary = {
+        "added": added,
+        "replaced": replaced,
+        "skipped": skipped,
+        "failed": intake.failed,
+        "decoded_with_replacement": intake.decoded_with_replacement,
+        "interrupted": interrupted,
+        "seconds": round(seconds, 3),
+    }
+    if json_output:
+        out(json_line({"event": "summary", **summary}))
+    else:
+        line = f"added {added:,}, replaced {replaced:,}, skipped {skipped:,}, failed {intake.failed:,}"
+        if intake.decoded_with_replacement:
+            line += f"; {intake.decoded_with_replacement:,} decoded with replacement"
+        out(f"{line} ({seconds:.1f} s)")
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_USAGE if intake.failed else 0
+
+
+def _total(inputs: Iterable[Input]) -> int | None:
+    sizes = [item.size for item in inputs]
+    return None if any(size is None for size in sizes) else sum(sizes)  # type: ignore[arg-type]
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+
+@app.command()
+@guarded
+def add(
+    paths: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Text files or directories to add; '-' reads more paths from stdin, one per line. "
+            "WARC/WET archives (.warc, .wet, .warc.wet.gz, ...) add one document per text record, keyed by WARC-Target-URI.",
+            show_default=False,
+        ),
+    ] = None,
+    recursive: Annotated[bool, typer.Option("--recursive", "-r", help="Also add the files in subdirectories of the directories given.")] = False,
+    glob: Annotated[str | None, typer.Option("--glob", help="In directories, add only files whose name matches this pattern, e.g. '*.txt'.", show_default=False)] = None,
+    jsonl: Annotated[list[str] | None, typer.Option("--jsonl", help="A JSON-lines file ('-' for stdin, .gz allowed) with one document per line; repeatable.", show_default=False)] = None,
+    id_field: Annotated[str, typer.Option("--id-field", help="JSONL field holding the key (lines without it get the key FILE:LINE).")] = "id",
+    text_field: Annotated[str, typer.Option("--text-field", help="JSONL field holding the text; other fields are stored as meta.")] = "text",
+    fingerprints: Annotated[
+        list[str] | None, typer.Option("--fingerprints", help="A TSV file of KEY<TAB>FINGERPRINT (hex or decimal), optionally <TAB>META-JSON; repeatable.", show_default=False)
+    ] = None,
+    if_new: IfNewOption = False,
+    workers: WorkersOption = None,
+    batch_size: BatchOption = DEFAULT_BATCH_SIZE,
+    k: CreateKOption = None,
+    blocks: BlocksOption = None,
+    features: FeaturesOption = None,
+    ngram: NgramOption = None,
+    progress: ProgressOption = True,
+    db: DbOption = DEFAULT_DB_PATH,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Add documents: files, directories, JSONL, WARC/WET archives or precomputed fingerprints.
+
+    A document's key is its file path (as given or found), its JSONL id, or its
+    WARC-Target-URI; adding an existing key replaces it.  Inputs are read in this order:
+    --fingerprints files, PATH arguments, --jsonl files.  An unreadable or binary file is
+    reported once and counted as failed (exit code 2 at the end); text that is not valid
+    UTF-8 is decoded with replacement and counted.  Ctrl-C stops cleanly: every committed
+    batch stays.  Ends with a summary line: added, replaced, skipped, failed.
+    """
+    if not (paths or jsonl or fingerprints):
+        raise usage_error("nothing to add: give files or directories, --jsonl FILE or --fingerprints FILE (see simdb add --help)")
+    intake = Intake(on_problem=problem_printer(json_output), on_notice=_print_notice)
+    fingerprint_inputs = stream_inputs(fingerprints or [], FINGERPRINTS, intake)
+    path_inputs = expand_paths(paths or [], intake, recursive=recursive, pattern=glob)
+    jsonl_inputs = stream_inputs(jsonl or [], JSONL, intake)
+    inputs = fingerprint_inputs + path_inputs + jsonl_inputs
+    fingerprinter = make_fingerprinter(features, ngram)
+
+    def feed(ingest: Ingest) -> None:
+        if fingerprint_inputs:
+            ingest.fingerprints(read_fingerprint_tsv(fingerprint_inputs, intake))
+        if path_inputs or jsonl_inputs:
+            ingest.texts(chain(read_documents(path_inputs, intake), read_jsonl(jsonl_inputs, intake, id_field=id_field, text_field=text_field)))
+
+    with simdb.open(db, k=k, blocks=blocks, fingerprinter=fingerprinter) as database:
+        code = run_ingest(
+            database,
+            intake,
+            feed,
+            total_bytes=_total(inputs),
+            if_new=if_new,
+            workers=workers or available_cores(),
+            batch_size=batch_size,
+            json_output=json_output,
+            show_progress=progress,
+        )
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command()
+@guarded
+def query(
+    text: Annotated[str | None, typer.Argument(help="The text to look for; '-' reads it from stdin.", show_default=False)] = None,
+    file: Annotated[str | None, typer.Option("--file", "-f", help="Look for the text of this file ('-' for stdin).", show_default=False)] = None,
+    fingerprint: Annotated[str | None, typer.Option("--fingerprint", help="Look for this fingerprint (hex, e.g. 0x1f..., or decimal).", show_default=False)] = None,
+    k: QueryKOption = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=0, help="Show at most this many matches (the nearest).", show_default=False)] = None,
+    db: DbOption = DEFAULT_DB_PATH,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Find the stored documents within k bits of a text, a file or a fingerprint.
+
+    Prints key, distance and similarity (1 - distance/64), nearest first.  Exits 1 when
+    nothing matches, like grep.
+    """
+    given = [value for value in (text, file, fingerprint) if value is not None]
+    if len(given) != 1:
+        raise usage_error("give exactly one of TEXT, --file FILE or --fingerprint HEX")
+    with open_existing(db) as database:
+        if fingerprint is not None:
+            matches = database.query(simdb.parse_fingerprint(fingerprint), k, limit=limit)
+        else:
+            query_text = read_text_file(file) if file is not None else read_argument_text(text or "", "TEXT")
+            matches = database.query(k=k, text=query_text, limit=limit)
+        distance_limit = database.k if k is None else k
+    if json_output:
+        for match in matches:
+            out(json_line({"key": match.key, "fingerprint": hex_fingerprint(match.fingerprint), "distance": match.distance, "similarity": 1 - match.distance / 64, "meta": match.meta}))
+    elif matches:
+        rows = ([match.distance, f"{1 - match.distance / 64:.3f}", hex_fingerprint(match.fingerprint), match.key] for match in matches)
+        output.table(["distance", "similarity", "fingerprint", "key"], rows, right_aligned=(0, 1))
+    if not matches:
+        err(f"simdb: no document within {distance_limit} bits")
+        raise typer.Exit(EXIT_NOTHING_FOUND)
+
+
+@app.command()
+@guarded
+def pairs(
+    k: QueryKOption = None,
+    histogram: Annotated[bool, typer.Option("--histogram", help="Instead of the pairs, print a bar chart of how many pairs there are at each distance 0..k.")] = False,
+    db: DbOption = DEFAULT_DB_PATH,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Print every near-duplicate pair: two keys within k bits, and their distance.
+
+    Each unordered pair is printed once, the first-added key first; pairs stream out as
+    they are found, not sorted.  Exits 1 when there are none.
+    """
+    with open_existing(db) as database:
+        distance_limit = database.k if k is None else k
+        found = database.pairs(k)
+        if histogram:
+            counts = [0] * (distance_limit + 1)
+            for _, _, distance in found:
+                counts[distance] += 1
+            total = sum(counts)
+            if json_output:
+                for distance, count in enumerate(counts):
+                    out(json_line({"distance": distance, "pairs": count}))
+            else:
+                output.histogram("pairs", counts)
+        else:
+            first = next(found, None)
+            total = 0 if first is None else 1
+            rest = chain([first], found) if first is not None else iter(())
+            if json_output:
+                for key_a, key_b, distance in rest:
+                    out(json_line({"key_a": key_a, "key_b": key_b, "distance": distance}))
+            elif first is not None:
+                total = output.table(["distance", "key_a", "key_b"], ([distance, key_a, key_b] for key_a, key_b, distance in rest), right_aligned=(0,))
+    if not total:
+        err(f"simdb: no pairs within {distance_limit} bits")
+        raise typer.Exit(EXIT_NOTHING_FOUND)
+
+
+@app.command()
+@guarded
+def clusters(
+    k: QueryKOption = None,
+    histogram: Annotated[
+        bool,
+        typer.Option("--histogram", help="Instead of the clusters, print for each distance d in 0..k how many clusters and clustered documents k=d gives, as a bar chart."),
+    ] = False,
+    singletons: Annotated[bool, typer.Option("--singletons", help="Also print documents with no near-duplicate, as clusters of one.")] = False,
+    db: DbOption = DEFAULT_DB_PATH,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Print groups of near-duplicates: documents connected by chains of pairs within k bits.
+
+    Each cluster shows its representative (the first-added member) and its other members;
+    clusters come in order of their representatives.  Exits 1 when there are none.
+    """
+    with open_existing(db) as database:
+        distance_limit = database.k if k is None else k
+        if histogram:
+            documents, groups = [], []
+            for distance in range(distance_limit + 1):
+                found = list(database.clusters(distance, singletons=singletons))
+                groups.append(len(found))
+                documents.append(sum(len(members) for members in found))
+            total = groups[-1]
+            if json_output:
+                for distance in range(distance_limit + 1):
+                    out(json_line({"k": distance, "clusters": groups[distance], "documents": documents[distance]}))
+            else:
+                output.histogram("documents", documents, [("clusters", groups)], first_column="k")
+        else:
+            total = 0
+            for number, members in enumerate(database.clusters(k, singletons=singletons), 1):
+                total = number
+                if json_output:
+                    out(json_line({"cluster": number, "representative": members[0], "size": len(members), "members": members}))
+                else:
+                    out(f"cluster {number}: {len(members)} documents, representative {members[0]}")
+                    for member in members[1:]:
+                        out(f"    {member}")
+    if not total:
+        err(f"simdb: no clusters within {distance_limit} bits")
+        raise typer.Exit(EXIT_NOTHING_FOUND)
+
+
+@app.command()
+@guarded
+def remove(
+    keys: Annotated[list[str], typer.Argument(help="Keys of the documents to remove; '-' reads keys from stdin, one per line.", show_default=False)],
+    db: DbOption = DEFAULT_DB_PATH,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Remove documents by key.
+
+    Keys that are not stored are counted, not errors; exits 1 if none of them was found.
+    """
+    wanted: list[str] = []
+    for key in keys:
+        wanted.extend((line for line in sys.stdin.read().splitlines() if line) if key == "-" else [key])
+    with open_existing(db, readonly=False) as database:
+        removed = database.remove_many(wanted)
+    not_found = len(set(wanted)) - removed
+    if json_output:
+        out(json_line({"removed": removed, "not_found": not_found}))
+    else:
+        out(f"removed {removed:,} documents" + (f"; {not_found:,} keys were not stored" if not_found else ""))
+    if wanted and not removed:
+        raise typer.Exit(EXIT_NOTHING_FOUND)
+
+
+@app.command()
+@guarded
+def compact(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug: DebugOption = False) -> None:
+    """Shrink the database file and report its size before and after.
+
+    Rewrites the database without the space left by removed and replaced documents; safe
+    while other processes use it.
+    """
+    with open_existing(db, readonly=False) as database:
+        result = database.compact()
+    if json_output:
+        out(json_line({"bytes_before": result.bytes_before, "bytes_after": result.bytes_after}))
+    else:
+        saved = result.bytes_before - result.bytes_after
+        share = f" ({saved / result.bytes_before:.0%} smaller)" if result.bytes_before and saved > 0 else ""
+        out(f"compacted {db}: {output.human_bytes(result.bytes_before)} -> {output.human_bytes(result.bytes_after)}{share}")
+
+
+def _settings_summary(settings: dict[str, Any] | None) -> str:
+    if settings is None:
+        return "none yet (set by the first text added)"
+    parts = [f"{settings.get('features')}", f"ngram {settings.get('ngram')}", f"{settings.get('bits')} bits", f"{settings.get('weights')} weights"]
+    if settings.get("stopwords"):
+        parts.append(f"stopwords {settings['stopwords']}")
+    if settings.get("idf"):
+        parts.append("IDF table")
+    return ", ".join(parts)
+
+
+@app.command()
+@guarded
+def stats(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug: DebugOption = False) -> None:
+    """Show documents, tables, leading bits, expected candidates per probe, size and settings."""
+    with open_existing(db) as database:
+        info = database.stats()
+    if json_output:
+        out(json_line(info))
+        return
+    per_document = info.get("bytes_per_document")
+    rows = [
+        ("path", info["path"]),
+        ("documents", f"{info['documents']:,}"),
+        ("k", info["k"]),
+        ("blocks", f"{info['blocks']} (widths {', '.join(map(str, info['block_widths']))})"),
+        ("tables", info["tables"]),
+        ("leading bits", ", ".join(map(str, info["leading_bits"]))),
+        ("expected candidates per probe", f"{info['expected_candidates_per_probe']:.3g}"),
+        ("size on disk", output.human_bytes(info["size_bytes"]) + (f" ({per_document:,.0f} bytes per document)" if per_document else "")),
+        ("fingerprint settings", _settings_summary(info.get("fingerprinter"))),
+        ("format version", info["format_version"]),
+    ]
+    output.table(["statistic", "value"], rows)
+
+
+@app.command()
+@guarded
+def check(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug: DebugOption = False) -> None:
+    """Verify the database's consistency; exits 1 and lists the problems if anything is wrong.
+
+    Checks that every document is in every table exactly once, that nothing else is there,
+    and that keys and documents agree.
+    """
+    with open_existing(db) as database:
+        report = database.check()
+    if json_output:
+        out(json_line({"ok": bool(report), "documents": report.documents, "table_entries": report.table_entries, "problems": report.problems}))
+    elif report:
+        out(f"ok: {report.documents:,} documents, {report.table_entries:,} table entries, no problems")
+    else:
+        for problem in report.problems:
+            out(f"problem: {problem}")
+        out(f"{len(report.problems)} problems in {report.documents:,} documents and {report.table_entries:,} table entries")
+    if not report:
+        raise typer.Exit(EXIT_NOTHING_FOUND)
+
+
+@app.command("hash")
+@guarded
+def hash_command(
+    text: Annotated[str | None, typer.Argument(help="The text to fingerprint; '-' reads it from stdin.", show_default=False)] = None,
+    file: Annotated[list[str] | None, typer.Option("--file", "-f", help="Fingerprint this file's text instead ('-' for stdin); repeatable.", show_default=False)] = None,
+    bits: Annotated[int, typer.Option("--bits", help="Fingerprint width: 32, 64 or 128.")] = 64,
+    binary: Annotated[bool, typer.Option("--binary", help="Print the fingerprint as a string of 0s and 1s instead of hex.")] = False,
+    features: FeaturesOption = None,
+    ngram: NgramOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Print the SimHash fingerprint of a text or of files, without a database.
+
+    Uses the default settings unless --features/--ngram say otherwise; a database created
+    with other settings fingerprints differently (see simdb stats).
+    """
+    if (text is None) == (not file):
+        raise usage_error("give either TEXT or --file FILE")
+    fingerprinter = make_fingerprinter(features, ngram, bits, always=True)
+    assert fingerprinter is not None
+    named = [(path, read_text_file(path)) for path in file] if file else [(None, read_argument_text(text or "", "TEXT"))]
+    for name, content in named:
+        value = fingerprinter.fingerprint(content)
+        shown = format(value, f"0{bits}b") if binary else hex_fingerprint(value, bits)
+        if json_output:
+            out(json_line({"fingerprint": shown, "bits": bits, **({"file": name} if name is not None else {})}))
+        else:
+            out(shown if name is None else f"{shown}  {name}")
+
+
+EXPORT_FORMATS = ("jsonl", "tsv")
+
+
+@app.command()
+@guarded
+def export(
+    file_format: Annotated[str, typer.Option("--format", help="jsonl (a settings header line, then one object per document) or tsv (KEY, FINGERPRINT, META-JSON).")] = "jsonl",
+    output_path: Annotated[str, typer.Option("--output", "-o", help="Write here instead of stdout.")] = "-",
+    db: DbOption = DEFAULT_DB_PATH,
+    debug: DebugOption = False,
+) -> None:
+    """Write every document's key, fingerprint and meta, in insertion order, for simdb import.
+
+    JSONL keeps the fingerprint settings too, so an imported copy fingerprints text the same
+    way; rebuild with another block plan by importing with -k/--blocks.
+    """
+    if file_format == "parquet":
+        raise usage_error("--format parquet needs the dask extra, which this command does not support yet (pip install 'simdb[dask]'); use jsonl or tsv")
+    if file_format not in EXPORT_FORMATS:
+        raise usage_error(f"--format {file_format!r} is not one of {', '.join(EXPORT_FORMATS)}")
+    with open_existing(db) as database:
+        stream = sys.stdout if output_path == "-" else open(output_path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+        try:
+            if file_format == "jsonl":
+                settings = database.fingerprinter.to_dict() if database.fingerprinter is not None else None
+                stream.write(json_line({"simdb": "export", "format_version": 1, "k": database.k, "blocks": database.plan.blocks, "fingerprinter": settings}) + "\n")
+                for document in database.items():
+                    stream.write(json_line({"key": document.key, "fingerprint": hex_fingerprint(document.fingerprint), "meta": document.meta}) + "\n")
+            else:
+                for document in database.items():
+                    if any(mark in document.key for mark in "\t\n\r"):
+                        raise simdb.InvalidInputError(f"key {document.key!r} holds a tab or line break, which TSV cannot carry", "export with --format jsonl")
+                    meta = "" if document.meta is None else json_line(document.meta)
+                    stream.write(f"{document.key}\t{hex_fingerprint(document.fingerprint)}\t{meta}\n")
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise simdb.InvalidInputError(f"cannot write {output_path}: {error.strerror or error}") from None
+        finally:
+            if stream is not sys.stdout:
+                stream.close()
+
+
+@app.command("import")
+@guarded
+def import_command(
+    files: Annotated[list[str], typer.Argument(help="Files written by simdb export ('-' for stdin, .gz allowed).", show_default=False)],
+    file_format: Annotated[str, typer.Option("--format", help="auto (tsv if the name ends in .tsv, else jsonl), jsonl or tsv.")] = "auto",
+    k: CreateKOption = None,
+    blocks: BlocksOption = None,
+    if_new: IfNewOption = False,
+    batch_size: BatchOption = DEFAULT_BATCH_SIZE,
+    progress: ProgressOption = True,
+    db: DbOption = DEFAULT_DB_PATH,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Add the documents of export files, with their fingerprints and meta.
+
+    A new database takes k, blocks and fingerprint settings from a JSONL export's header
+    unless -k/--blocks are given; that is how to rebuild with another block plan.
+    """
+    if file_format not in ("auto", "jsonl", "tsv"):
+        raise usage_error(f"--format {file_format!r} is not one of auto, jsonl, tsv")
+    intake = Intake(on_problem=problem_printer(json_output), on_notice=_print_notice)
+    inputs = stream_inputs(files, "export", intake)
+    header: dict[str, Any] = {}
+    items = read_export(inputs, intake, header, file_format)
+    # Read up to the first document, so a JSONL header is known before the database opens.
+    first = next(items, None)
+    fingerprinter = None
+    if header.get("fingerprinter") is not None:
+        from simdb.fingerprint import Fingerprinter
+
+        fingerprinter = Fingerprinter.from_dict(output.unplain(header["fingerprinter"]))
+    if not os.path.exists(db) and k is None and blocks is None:
+        k, blocks = header.get("k"), header.get("blocks")
+    documents = chain([first], items) if first is not None else iter(())
+    restored = ((key, fingerprint, output.unplain(meta)) for key, fingerprint, meta in documents)
+    with simdb.open(db, k=k, blocks=blocks, fingerprinter=fingerprinter) as database:
+        code = run_ingest(
+            database,
+            intake,
+            lambda ingest: ingest.fingerprints(restored),
+            total_bytes=_total(inputs),
+            if_new=if_new,
+            workers=1,
+            batch_size=batch_size,
+            json_output=json_output,
+            show_progress=progress,
+        )
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command()
+@guarded
+def demo(
+    directory: Annotated[str, typer.Option("--dir", help="Where to write the generated documents (DIR/docs) and the database (DIR/db).")] = "simdb-demo",
+    documents: Annotated[int, typer.Option("--documents", min=10, help="How many documents to generate, of which about one in eight are planted near-duplicates.")] = 300,
+    workers: WorkersOption = None,
+    progress: ProgressOption = True,
+    debug: DebugOption = False,
+) -> None:
+    """Run the whole job end to end on a generated collection with planted near-duplicates.
+
+    Writes a few hundred text files to DIR/docs, adds them to the database DIR/db, runs a
+    query and prints the pairs found, in a few seconds.
+    """
+    from cli import demo as generator
+
+    docs_dir = Path(directory) / "docs"
+    db_path = str(Path(directory) / "db")
+    collection = generator.generate(documents, copies=max(1, documents * 2 // 15))
+    paths = generator.write(collection, docs_dir)
+    keys = {path.name: str(path) for path in paths}
+    out(f"1. Wrote {len(paths)} documents to {docs_dir}/, with {len(collection.planted)} planted near-duplicate copies")
+    out(f"   (files named like article-007-replaced.txt: one word replaced, one inserted, or case and punctuation changed).\n")
+
+    out(f"2. simdb add {docs_dir} --db {db_path}")
+    intake = Intake(on_problem=_print_problem, on_notice=_print_notice)
+    inputs = expand_paths([str(docs_dir)], intake, recursive=False, pattern="*.txt")
+    with simdb.open(db_path) as database:
+        # A rerun with another --documents leaves no stale documents behind.
+        database.remove_many([key for key in database.keys() if key not in set(keys.values())])
+        code = run_ingest(
+            database,
+            intake,
+            lambda ingest: ingest.texts(read_documents(inputs, intake)),
+            total_bytes=_total(inputs),
+            if_new=False,
+            workers=workers or available_cores(),
+            batch_size=DEFAULT_BATCH_SIZE,
+            json_output=False,
+            show_progress=progress,
+        )
+        if code:
+            raise typer.Exit(code)
+        found = sorted(database.pairs(), key=lambda pair: (pair[2], pair[0], pair[1]))
+        planted = {frozenset((keys[a], keys[b])) for a, b in collection.planted}
+        # Query with the planted copy farthest from its original that is still found, so the
+        # answer shows a non-zero distance; any copy if none was found.
+        found_planted = [(distance, a, b) for a, b, distance in found if frozenset((a, b)) in planted]
+        example = max(found_planted)[1] if found_planted else keys[collection.planted[0][1]]
+        out(f"\n3. simdb query --file {example} --db {db_path}")
+        matches = database.query(text=Path(example).read_text(encoding="utf-8"))
+        output.table(["distance", "similarity", "key"], ([m.distance, f"{1 - m.distance / 64:.3f}", m.key] for m in matches), right_aligned=(0, 1))
+
+        out(f"\n4. simdb pairs --db {db_path}")
+        output.table(["distance", "key_a", "key_b"], ([distance, a, b] for a, b, distance in found), right_aligned=(0,))
+        hits = sum(1 for a, b, _ in found if frozenset((a, b)) in planted)
+        out(
+            f"\nFound {hits} of the {len(planted)} planted pairs within k={database.k} bits, and {len(found) - hits} other pairs."
+            + (" The planted copies not found differ in more bits: SimHash distances of one-word edits vary." if hits < len(planted) else "")
+        )
+    out(f"\nTry next:  export SIMDB_PATH={db_path}   then   simdb stats;  simdb clusters;  simdb pairs --histogram")
+
+
+@app.callback(invoke_without_command=True)
+def root(
+    context: typer.Context,
+    version: Annotated[bool, typer.Option("--version", help="Print simdb's version and exit.", is_eager=True)] = False,
+) -> None:
+    """simdb: find near-duplicate documents with SimHash fingerprints stored on disk."""
+    if version:
+        out(f"simdb {simdb.__version__}")
+        raise typer.Exit(0)
+    if context.invoked_subcommand is None:
+        out(context.get_help())
+        raise typer.Exit(0)
+
+
+def main() -> None:
+    """The ``simdb`` console script."""
+    app(prog_name="simdb")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""Printing for the command line: JSON lines, streamed tables, bar charts, sizes, and the
+progress bar of ``simdb add``.
+
+Results go to stdout, diagnostics and progress to stderr.  ``sys.stdout`` and
+``sys.stderr`` are looked up at each call, not at import, so test runners that swap them
+see everything.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, islice
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.text import Text
+
+#: Rows read ahead to size a streamed table's columns; later rows never change the widths.
+WIDTH_SAMPLE_ROWS = 200
+BAR_WIDTH = 40
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON-ready data: bytes become ``{"base64": ...}``."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"base64": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, dict):
+        return {str(name): _plain(part) for name, part in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(part) for part in value]
+    return value
+
+
+def unplain(value: Any) -> Any:
+    """The inverse of the bytes encoding of :func:`json_line`."""
+    if isinstance(value, dict):
+        if set(value) == {"base64"} and isinstance(value["base64"], str):
+            return base64.b64decode(value["base64"])
+        return {name: unplain(part) for name, part in value.items()}
+    if isinstance(value, list):
+        return [unplain(part) for part in value]
+    return value
+
+
+def json_line(value: Any) -> str:
+    """One compact JSON line (UTF-8 kept as is, bytes as base64)."""
+    return json.dumps(_plain(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def out(line: str = "") -> None:
+    """Write one line of results to stdout."""
+    sys.stdout.write(line + "\n")
+
+
+def err(line: str) -> None:
+    """Write one diagnostic line to stderr."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def hex_fingerprint(value: int, bits: int = 64) -> str:
+    return f"0x{value:0{bits // 4}x}"
+
+
+def human_bytes(size: float | None) -> str:
+    if size is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[Any]], right_aligned: Sequence[int] = ()) -> int:
+    """Print ``rows`` under ``header`` as aligned columns, streaming: widths come from the
+    first :data:`WIDTH_SAMPLE_ROWS` rows, so a million rows never sit in memory.  The last
+    column is never padded.  Returns the number of rows."""
+    iterator: Iterator[Sequence[Any]] = iter(rows)
+    sample = [[str(cell) for cell in row] for row in islice(iterator, WIDTH_SAMPLE_ROWS)]
+    widths = [max([len(name)] + [len(row[column]) for row in sample]) for column, name in enumerate(header)]
+    last = len(header) - 1
+
+    def render(cells: Sequence[str]) -> str:
+        parts = []
+        for column, cell in enumerate(cells):
+            if column == last:
+                parts.append(cell)
+            elif column in right_aligned:
+                parts.append(cell.rjust(widths[column]))
+            else:
+                parts.append(cell.ljust(widths[column]))
+        return "  ".join(parts)
+
+    out(render(list(header)))
+    count = 0
+    for row in chain(sample, ([str(cell) for cell in row] for row in iterator)):
+        out(render(row))
+        count += 1
+    return count
+
+
+def bar(value: float, largest: float, width: int = BAR_WIDTH) -> str:
+    """A horizontal bar of ``value`` against ``largest``, in eighths of a character; any
+    non-zero value shows at least a sliver."""
+    if largest <= 0 or value <= 0:
+        return ""
+    eighths = max(1, round(value / largest * width * 8))
+    return "█" * (eighths // 8) + (_EIGHTHS[eighths % 8] if eighths % 8 else "")
+
+
+def histogram(label: str, counts: Sequence[int], columns: Sequence[tuple[str, Sequence[Any]]] = (), first_column: str = "distance") -> None:
+    """A bar chart with one row per distance 0..len(counts)-1: the distance (headed
+    ``first_column``), the count named ``label``, any extra ``columns``, and a bar scaled to
+    the largest count."""
+    largest = max(counts, default=0)
+    header = [first_column, label, *(name for name, _ in columns), ""]
+    rows = [[distance, f"{count:,}", *(f"{values[distance]:,}" for _, values in columns), bar(count, largest)] for distance, count in enumerate(counts)]
+    table(header, rows, right_aligned=range(len(header) - 1))
+
+
+class _DocumentRate(ProgressColumn):
+    """Documents stored so far and documents per second since the start."""
+
+    def render(self, task: Task) -> Text:
+        documents = task.fields.get("documents", 0)
+        elapsed = task.elapsed or 0.0
+        rate = documents / elapsed if elapsed > 0 else 0.0
+        return Text(f"{documents:,} docs  {rate:,.0f} docs/s", style="progress.data.speed")
+
+
+def progress_bar(enabled: bool) -> Progress:
+    """The ``simdb add`` progress bar on stderr: share of input bytes read, documents
+    stored, documents per second and ETA.  Drawn only on a terminal and when ``enabled``."""
+    console = Console(stderr=True)
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        _DocumentRate(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not (enabled and console.is_terminal),
+        transient=False,
+    )

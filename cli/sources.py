@@ -1,0 +1,506 @@
+"""Reading the inputs of ``simdb add`` and ``simdb import``: plain text files, directories,
+lists of paths on stdin, JSONL, WARC/WET archives and TSV fingerprint files.
+
+Every reader is a generator of ``(key, text_or_fingerprint, meta)`` tuples, ready for
+:meth:`simdb.Database.add_texts` or :meth:`simdb.Database.add_many`.  Readers never raise on
+a bad input: they report it once through an :class:`Intake`, count it, and go on with the
+next one.  The :class:`Intake` also tracks how many input bytes have been consumed, which the
+progress bar turns into an ETA.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import gzip
+import json
+import os
+import re
+import stat
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import IO, Any
+
+from simdb import InvalidInputError, parse_fingerprint
+from simdb.keys import check_key
+
+TEXT = "text"
+WARC = "warc"
+JSONL = "jsonl"
+FINGERPRINTS = "fingerprints"
+
+#: File name endings read as WARC or WET archives (Common Crawl's ``.warc.wet.gz`` included).
+WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz")
+#: How many bytes at the start of a file are searched for a NUL byte, the sign of a binary file.
+BINARY_SNIFF_BYTES = 8192
+#: Problems reported per input before the rest are only counted, so one broken JSONL file of
+#: a million lines cannot flood the terminal.
+MESSAGES_PER_INPUT = 5
+# A JSON \u escape of a lone surrogate, which json.loads turns into an unencodable str.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+Item = tuple[str, Any, Any]
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input to read: ``path`` ("-" is stdin), how to read it, and its size if known."""
+
+    path: str
+    kind: str
+    size: int | None
+
+
+@dataclass
+class Intake:
+    """Counts and reports what the readers could not use.
+
+    ``on_problem(where, cause)`` is called for every failed input (an unreadable or binary
+    file, a bad JSONL line, ...); ``on_notice(where, message)`` for things that were still
+    added (text decoded with replacement, a fallback key).  Messages past
+    :data:`MESSAGES_PER_INPUT` per input are counted but not reported.
+    """
+
+    on_problem: Callable[[str, str], None]
+    on_notice: Callable[[str, str], None]
+    failed: int = 0
+    decoded_with_replacement: int = 0
+    bytes_done: int = 0
+    _messages: dict[str, int] = field(default_factory=dict)
+
+    def _quota(self, source: str) -> bool:
+        count = self._messages.get(source, 0) + 1
+        self._messages[source] = count
+        if count == MESSAGES_PER_INPUT + 1:
+            self.on_notice(source, "more problems in this input are counted but not shown")
+        return count <= MESSAGES_PER_INPUT
+
+    def fail(self, where: str, cause: str, source: str | None = None) -> None:
+        """Count one input (file, line or record) that could not be added."""
+        self.failed += 1
+        if self._quota(source or where):
+            self.on_problem(where, cause)
+
+    def replaced(self, where: str, cause: str, source: str | None = None) -> None:
+        """Count one document whose bytes were not valid UTF-8 and were decoded with U+FFFD."""
+        self.decoded_with_replacement += 1
+        if self._quota(source or where):
+            self.on_notice(where, cause)
+
+    def notice(self, where: str, message: str, source: str | None = None) -> None:
+        if self._quota(source or where):
+            self.on_notice(where, message)
+
+
+def is_warc_name(path: str) -> bool:
+    return path.lower().endswith(WARC_SUFFIXES)
+
+
+def _file_size(info: os.stat_result) -> int | None:
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+def expand_paths(paths: Iterable[str], intake: Intake, *, recursive: bool, pattern: str | None, stdin: IO[str] | None = None) -> list[Input]:
+    """The files to read for the PATH arguments of ``simdb add``, in order.
+
+    A file is taken as given (a WARC/WET archive if its name says so, else text).  A
+    directory contributes its regular files, sorted by name; with ``recursive`` also those
+    of its subdirectories; with ``pattern`` only files whose name matches the glob.  "-"
+    reads more paths from ``stdin``, one per line.  A missing path is reported and counted.
+    Cost: one stat per path, one listing per directory.
+    """
+    found: list[Input] = []
+    for path in paths:
+        if path != "-":
+            found.extend(_expand_one(path, intake, recursive, pattern))
+            continue
+        for line in (stdin or sys.stdin).read().splitlines():
+            if line:
+                # A "-" inside the list is a file named "-", not stdin again.
+                found.extend(_expand_one("./-" if line == "-" else line, intake, recursive, pattern))
+    return found
+
+
+def _expand_one(path: str, intake: Intake, recursive: bool, pattern: str | None) -> list[Input]:
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        intake.fail(path, exc.strerror or str(exc))
+        return []
+    if not stat.S_ISDIR(info.st_mode):
+        return [Input(path, WARC if is_warc_name(path) else TEXT, _file_size(info))]
+    return list(_walk(path, intake, recursive, pattern))
+
+
+def _walk(top: str, intake: Intake, recursive: bool, pattern: str | None) -> Iterator[Input]:
+    try:
+        entries = sorted(os.scandir(top), key=lambda entry: entry.name)
+    except OSError as exc:
+        intake.fail(top, f"cannot list directory: {exc.strerror}")
+        return
+    subdirectories = []
+    for entry in entries:
+        try:
+            if entry.is_dir():
+                subdirectories.append(entry.path)
+                continue
+            if not entry.is_file() or (pattern is not None and not fnmatch.fnmatch(entry.name, pattern)):
+                continue  # sockets, fifos and broken links are not documents
+            size = entry.stat().st_size
+        except OSError as exc:
+            intake.fail(entry.path, exc.strerror or str(exc))
+            continue
+        yield Input(entry.path, WARC if is_warc_name(entry.name) else TEXT, size)
+    if recursive:
+        for subdirectory in subdirectories:
+            yield from _walk(subdirectory, intake, recursive, pattern)
+
+
+def stream_inputs(paths: Iterable[str], kind: str, intake: Intake) -> list[Input]:
+    """Inputs named by ``--jsonl`` or ``--fingerprints`` (or ``simdb import``); "-" is stdin.
+    A missing file is reported and counted."""
+    inputs = []
+    for path in paths:
+        if path == "-":
+            inputs.append(Input(path, kind, None))
+            continue
+        try:
+            inputs.append(Input(path, kind, _file_size(os.stat(path))))
+        except OSError as exc:
+            intake.fail(path, exc.strerror or str(exc))
+    return inputs
+
+
+def decode(data: bytes, where: str, intake: Intake, source: str | None = None) -> str:
+    """UTF-8 text of ``data`` (a leading byte-order mark dropped); invalid bytes become
+    U+FFFD, and the document is reported and counted once."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        intake.replaced(where, f"not valid UTF-8 (byte {exc.start}); decoded with replacement", source)
+        return data.decode("utf-8-sig", errors="replace")
+
+
+def read_text_files(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
+    """``(path, text, None)`` for every readable text file; binary files (a NUL byte in the
+    first 8 KiB) and unreadable ones are reported and counted.  Reads each file whole."""
+    for item in inputs:
+        try:
+            with open(item.path, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            intake.bytes_done += item.size or 0
+            intake.fail(item.path, f"cannot read: {exc.strerror or exc}")
+            continue
+        intake.bytes_done += item.size if item.size is not None else len(data)
+        if b"\0" in data[:BINARY_SNIFF_BYTES]:
+            intake.fail(item.path, "binary file (contains NUL bytes), skipped")
+            continue
+        yield item.path, decode(data, item.path, intake), None
+
+
+def _open_binary(item: Input) -> tuple[IO[bytes], IO[bytes]]:
+    """(stream to read, raw file whose position measures progress); gunzips ``.gz``."""
+    raw: IO[bytes] = sys.stdin.buffer if item.path == "-" else open(item.path, "rb")  # noqa: SIM115 - closed by the caller
+    if item.path.lower().endswith(".gz"):
+        return gzip.GzipFile(fileobj=raw, mode="rb"), raw  # type: ignore[return-value]
+    return raw, raw
+
+
+def _position(raw: IO[bytes]) -> int:
+    try:
+        return raw.tell()
+    except (OSError, ValueError):  # a pipe has no position
+        return 0
+
+
+def _lines(item: Input, intake: Intake) -> Iterator[tuple[int, bytes]]:
+    """Numbered lines of a (possibly gzipped) file, advancing ``intake.bytes_done`` as the
+    raw file is consumed.  An I/O or gzip error is reported and ends this input."""
+    start = intake.bytes_done
+    try:
+        stream, raw = _open_binary(item)
+    except OSError as exc:
+        intake.fail(item.path, f"cannot read: {exc.strerror or exc}")
+        return
+    try:
+        for number, line in enumerate(stream, 1):
+            intake.bytes_done = start + _position(raw)
+            yield number, line
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        intake.fail(item.path, f"cannot read: {getattr(exc, 'strerror', None) or exc}")
+    finally:
+        if raw is not sys.stdin.buffer:
+            raw.close()
+        intake.bytes_done = start + (item.size or 0)
+
+
+def _valid_key(key: str, where: str, intake: Intake, source: str) -> str | None:
+    """``key`` if simdb accepts it; a key with lone surrogates (from a JSON escape) is
+    repaired with U+FFFD; an empty or oversized key fails this one record, not the batch."""
+    try:
+        check_key(key)
+    except InvalidInputError as exc:
+        if key and "Unicode" in exc.message:
+            intake.replaced(where, "key is not valid Unicode; decoded with replacement", source)
+            return key.encode("utf-8", errors="replace").decode("utf-8")
+        intake.fail(where, exc.message, source)
+        return None
+    return key
+
+
+def _scrub(value: Any) -> Any:
+    """``value`` with lone surrogates in its strings replaced, so it can be stored."""
+    if isinstance(value, str):
+        return value.encode("utf-8", errors="replace").decode("utf-8")
+    if isinstance(value, list):
+        return [_scrub(part) for part in value]
+    if isinstance(value, dict):
+        return {_scrub(name): _scrub(part) for name, part in value.items()}
+    return value
+
+
+def _storable_numbers(value: Any) -> bool:
+    """Whether every int in ``value`` fits the 64 bits msgpack can store."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return -(1 << 63) <= value < (1 << 64)
+    if isinstance(value, list):
+        return all(_storable_numbers(part) for part in value)
+    if isinstance(value, dict):
+        return all(_storable_numbers(part) for part in value.values())
+    return True
+
+
+def _json_object(line: bytes, where: str, intake: Intake, source: str) -> dict[str, Any] | None:
+    text = decode(line, where, intake, source)
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as exc:
+        intake.fail(where, f"invalid JSON ({exc.msg} at column {exc.colno})", source)
+        return None
+    if not isinstance(record, dict):
+        intake.fail(where, f"a JSON {type(record).__name__}, not an object", source)
+        return None
+    if _SURROGATE_ESCAPE.search(text):  # rare; only then is the scrub worth its cost
+        record = _scrub(record)
+    return record
+
+
+def read_jsonl(inputs: Iterable[Input], intake: Intake, *, id_field: str, text_field: str) -> Iterator[Item]:
+    """``(id, text, other fields or None)`` per JSON object line.  A line without the id
+    field gets the key ``FILE:LINE`` (noticed once per file); a line without a string text
+    field, or that is not a JSON object, is reported and counted.  Streams; O(file size)."""
+    for item in inputs:
+        name = "<stdin>" if item.path == "-" else item.path
+        warned_missing_id = False
+        for number, line in _lines(item, intake):
+            if not line.strip():
+                continue
+            where = f"{name}:{number}"
+            record = _json_object(line, where, intake, name)
+            if record is None:
+                continue
+            text = record.get(text_field)
+            if not isinstance(text, str):
+                cause = f"no {text_field!r} field" if text is None else f"{text_field!r} is a JSON {type(text).__name__}, not a string"
+                intake.fail(where, cause, name)
+                continue
+            raw_key = record.get(id_field)
+            if raw_key is None:
+                if not warned_missing_id:
+                    intake.notice(name, f"no {id_field!r} field on line {number}; such lines get the key {name}:LINE", name)
+                    warned_missing_id = True
+                raw_key = where
+            elif isinstance(raw_key, bool) or not isinstance(raw_key, (str, int)):
+                intake.fail(where, f"{id_field!r} is a JSON {type(raw_key).__name__}, not a string or integer", name)
+                continue
+            key = _valid_key(str(raw_key), where, intake, name)
+            if key is None:
+                continue
+            meta = {field_name: value for field_name, value in record.items() if field_name not in (id_field, text_field)} or None
+            if meta is not None and not _storable_numbers(meta):
+                intake.fail(where, "a field holds an integer too large to store (over 64 bits)", name)
+                continue
+            yield key, text, meta
+
+
+def read_fingerprint_tsv(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
+    """``(key, fingerprint, meta)`` per ``KEY<TAB>FINGERPRINT[<TAB>META-JSON]`` line, the
+    fingerprint in hex (``0x...`` or 16 digits) or decimal.  Bad lines are reported and
+    counted.  Streams; O(file size)."""
+    for item in inputs:
+        name = "<stdin>" if item.path == "-" else item.path
+        for number, line in _lines(item, intake):
+            where = f"{name}:{number}"
+            text = decode(line, where, intake, name).rstrip("\r\n")
+            if not text.strip():
+                continue
+            fields = text.split("\t")
+            if len(fields) < 2:
+                intake.fail(where, "expected KEY<TAB>FINGERPRINT", name)
+                continue
+            try:
+                fingerprint = parse_fingerprint(fields[1])
+            except InvalidInputError as exc:
+                intake.fail(where, exc.message, name)
+                continue
+            meta = None
+            if len(fields) > 2 and fields[2]:
+                try:
+                    meta = json.loads(fields[2])
+                except json.JSONDecodeError as exc:
+                    intake.fail(where, f"meta is not valid JSON ({exc.msg})", name)
+                    continue
+            key = _valid_key(fields[0], where, intake, name)
+            if key is not None:
+                yield key, fingerprint, meta
+
+
+class _TextExtractor(HTMLParser):
+    """Visible text of an HTML page: the data outside script, style and similar elements."""
+
+    _HIDDEN = frozenset({"script", "style", "noscript", "template", "head"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._hidden_depth = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._HIDDEN:
+            self._hidden_depth += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._HIDDEN and self._hidden_depth:
+            self._hidden_depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self._hidden_depth:
+            self.parts.append(data)
+
+
+def html_to_text(html: str) -> str:
+    """The visible text of ``html``, whitespace-separated.  O(len(html))."""
+    extractor = _TextExtractor()
+    extractor.feed(html)
+    extractor.close()
+    return " ".join(" ".join(extractor.parts).split())
+
+
+def _charset(content_type: str) -> str:
+    match = re.search(r"charset=[\"']?([\w.:-]+)", content_type, re.IGNORECASE)
+    return match.group(1) if match else "utf-8"
+
+
+def _record_text(record: Any, where: str, intake: Intake, source: str) -> str | None:
+    """The text of one WARC record: a WET ``conversion`` record as is; a ``response`` or
+    ``resource`` record with a text or HTML payload (HTML reduced to its visible text);
+    anything else (requests, metadata, images, errors) is not a document: None."""
+    if record.rec_type == "conversion":
+        return decode(record.content_stream().read(), where, intake, source)
+    if record.rec_type not in ("response", "resource"):
+        return None
+    headers = record.http_headers
+    if headers is not None and not (headers.get_statuscode() or "").startswith("2"):
+        return None
+    content_type = (headers.get_header("Content-Type") if headers is not None else record.rec_headers.get_header("Content-Type")) or ""
+    mime = content_type.split(";")[0].strip().lower()
+    if not (mime.startswith("text/") or mime == "application/xhtml+xml"):
+        return None
+    data = record.content_stream().read()
+    charset = _charset(content_type)
+    try:
+        text = data.decode(charset)
+    except (LookupError, UnicodeDecodeError):
+        text = decode(data, where, intake, source)
+    return html_to_text(text) if "html" in mime else text
+
+
+def read_warc(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
+    """``(WARC-Target-URI, text, None)`` per text record of WARC or WET archives (gzipped
+    or not), read with warcio.  A damaged archive is reported; the records before the
+    damage are kept.  Streams; O(archive size)."""
+    from warcio.archiveiterator import ArchiveIterator
+    from warcio.exceptions import ArchiveLoadFailed
+
+    for item in inputs:
+        start = intake.bytes_done
+        try:
+            raw = open(item.path, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            intake.fail(item.path, f"cannot read: {exc.strerror or exc}")
+            continue
+        try:
+            for record in ArchiveIterator(raw):
+                intake.bytes_done = start + _position(raw)
+                where = record.rec_headers.get_header("WARC-Target-URI") or record.rec_headers.get_header("WARC-Record-ID") or item.path
+                text = _record_text(record, where, intake, item.path)
+                if text is None:
+                    continue
+                key = _valid_key(where, where, intake, item.path)
+                if key is not None:
+                    yield key, text, None
+        except (ArchiveLoadFailed, OSError, EOFError, ValueError) as exc:
+            intake.fail(item.path, f"not a readable WARC/WET archive ({str(exc).strip() or type(exc).__name__})")
+        finally:
+            raw.close()
+            intake.bytes_done = start + (item.size or 0)
+
+
+def read_export(inputs: Iterable[Input], intake: Intake, header: dict[str, Any], file_format: str = "auto") -> Iterator[Item]:
+    """``(key, fingerprint, meta)`` from files written by ``simdb export``: JSONL (one
+    ``{"key", "fingerprint", "meta"}`` object per line, after an optional header line that
+    is copied into ``header``) or TSV (as :func:`read_fingerprint_tsv`).  With
+    ``file_format="auto"`` a file is TSV if its name ends in ``.tsv`` (or ``.tsv.gz``),
+    else JSONL."""
+    for item in inputs:
+        is_tsv = file_format == "tsv" or (file_format == "auto" and item.path.lower().endswith((".tsv", ".tsv.gz")))
+        if is_tsv:
+            yield from read_fingerprint_tsv([item], intake)
+        else:
+            yield from _read_export_jsonl(item, intake, header)
+
+
+def _read_export_jsonl(item: Input, intake: Intake, header: dict[str, Any]) -> Iterator[Item]:
+    name = "<stdin>" if item.path == "-" else item.path
+    first = True
+    for number, line in _lines(item, intake):
+        if not line.strip():
+            continue
+        where = f"{name}:{number}"
+        if first and not line.lstrip().startswith(b"{"):
+            # Not JSON at all: read the rest as TSV lines would be guessing; say so once.
+            intake.fail(name, "neither an export JSONL file (lines of {...}) nor named .tsv", name)
+            return
+        record = _json_object(line, where, intake, name)
+        if record is None:
+            continue
+        if first and record.get("simdb") == "export":
+            header.update(record)
+            first = False
+            continue
+        first = False
+        key, fingerprint = record.get("key"), record.get("fingerprint")
+        if not isinstance(key, str):
+            intake.fail(where, "no string 'key' field", name)
+            continue
+        try:
+            value = parse_fingerprint(fingerprint) if isinstance(fingerprint, str) else fingerprint
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
+                raise InvalidInputError(f"fingerprint {fingerprint!r} is not a 64-bit fingerprint")
+        except InvalidInputError as exc:
+            intake.fail(where, exc.message, name)
+            continue
+        checked = _valid_key(key, where, intake, name)
+        if checked is not None:
+            yield checked, value, record.get("meta")
+
+
+def read_documents(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
+    """Texts of the PATH inputs of ``simdb add``, in order: each file as one document, each
+    WARC/WET archive as one document per text record."""
+    for item in inputs:
+        yield from (read_warc([item], intake) if item.kind == WARC else read_text_files([item], intake))
