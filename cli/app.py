@@ -827,8 +827,12 @@ def demo(
     out(f"   (files named like article-007-replaced.txt: one word replaced, one inserted, or case and punctuation changed).\n")
 
     out(f"2. simdb add {docs_dir} --db {db_path}")
+    # A rerun with another --documents leaves no stale generated files behind.
+    for stale in docs_dir.glob("article-*.txt"):
+        if stale.name not in keys:
+            stale.unlink()
     intake = Intake(on_problem=_print_problem, on_notice=_print_notice)
-    inputs = expand_paths([str(docs_dir)], intake, recursive=False, pattern="*.txt")
+    inputs = expand_paths([str(path) for path in paths], intake, recursive=False, pattern=None)
     with simdb.open(db_path) as database:
         # A rerun with another --documents leaves no stale documents behind.
         database.remove_many([key for key in database.keys() if key not in set(keys.values())])

@@ -10,8 +10,10 @@ progress bar turns into an ETA.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import gzip
+import io
 import json
 import os
 import re
@@ -244,16 +246,19 @@ def _valid_key(key: str, where: str, intake: Intake, source: str) -> str | None:
     except InvalidInputError as exc:
         if key and "Unicode" in exc.message:
             intake.replaced(where, "key is not valid Unicode; decoded with replacement", source)
-            return key.encode("utf-8", errors="replace").decode("utf-8")
+            return _scrub(key)  # type: ignore[no-any-return]
         intake.fail(where, exc.message, source)
         return None
     return key
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _scrub(value: Any) -> Any:
-    """``value`` with lone surrogates in its strings replaced, so it can be stored."""
+    """``value`` with lone surrogates in its strings replaced by U+FFFD, so it can be stored."""
     if isinstance(value, str):
-        return value.encode("utf-8", errors="replace").decode("utf-8")
+        return _SURROGATE.sub("\ufffd", value)
     if isinstance(value, list):
         return [_scrub(part) for part in value]
     if isinstance(value, dict):
@@ -285,7 +290,10 @@ def _json_object(line: bytes, where: str, intake: Intake, source: str) -> dict[s
         intake.fail(where, f"a JSON {type(record).__name__}, not an object", source)
         return None
     if _SURROGATE_ESCAPE.search(text):  # rare; only then is the scrub worth its cost
-        record = _scrub(record)
+        scrubbed = _scrub(record)
+        if scrubbed != record:
+            intake.replaced(where, "lone surrogate escapes (not valid Unicode); replaced with U+FFFD", source)
+        record = scrubbed
     return record
 
 
@@ -419,6 +427,31 @@ def _record_text(record: Any, where: str, intake: Intake, source: str) -> str | 
     return html_to_text(text) if "html" in mime else text
 
 
+def _starts_like_warc(path: str) -> bool:
+    """Whether the file (gunzipped if it is gzip) starts with a ``WARC/`` version line;
+    warcio itself would read almost anything as an old ARC file."""
+    with open(path, "rb") as handle:
+        magic = handle.read(2)
+        handle.seek(0)
+        try:
+            start = gzip.GzipFile(fileobj=handle).read(16) if magic == b"\x1f\x8b" else handle.read(16)
+        except (OSError, EOFError):
+            return False
+    return start.lstrip().startswith(b"WARC/")
+
+
+def _quietly(records: Iterator[Any]) -> Iterator[Any]:
+    """The records of a warcio iterator, with the warnings it writes straight to stderr
+    about damaged records held back (they are counted in ``err_count`` and reported once)."""
+    sink = io.StringIO()
+    while True:
+        with contextlib.redirect_stderr(sink):
+            record = next(records, None)
+        if record is None:
+            return
+        yield record
+
+
 def read_warc(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
     """``(WARC-Target-URI, text, None)`` per text record of WARC or WET archives (gzipped
     or not), read with warcio.  A damaged archive is reported; the records before the
@@ -429,12 +462,19 @@ def read_warc(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
     for item in inputs:
         start = intake.bytes_done
         try:
+            is_warc = _starts_like_warc(item.path)
             raw = open(item.path, "rb")  # noqa: SIM115 - closed below
         except OSError as exc:
             intake.fail(item.path, f"cannot read: {exc.strerror or exc}")
             continue
+        if not is_warc:
+            raw.close()
+            intake.bytes_done = start + (item.size or 0)
+            intake.fail(item.path, "not a WARC/WET archive (it does not start with a WARC/ header)")
+            continue
+        records = ArchiveIterator(raw)
         try:
-            for record in ArchiveIterator(raw):
+            for record in _quietly(records):
                 intake.bytes_done = start + _position(raw)
                 where = record.rec_headers.get_header("WARC-Target-URI") or record.rec_headers.get_header("WARC-Record-ID") or item.path
                 text = _record_text(record, where, intake, item.path)
@@ -445,6 +485,9 @@ def read_warc(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
                     yield key, text, None
         except (ArchiveLoadFailed, OSError, EOFError, ValueError) as exc:
             intake.fail(item.path, f"not a readable WARC/WET archive ({str(exc).strip() or type(exc).__name__})")
+        else:
+            if records.err_count:
+                intake.notice(item.path, f"{records.err_count} records have a wrong length; the archive may be damaged")
         finally:
             raw.close()
             intake.bytes_done = start + (item.size or 0)

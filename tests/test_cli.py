@@ -1,0 +1,612 @@
+"""The ``simdb`` command line, driven through typer's CliRunner (in process).
+
+Process-level behaviour (the console script, Ctrl-C) is in tests/test_cli_process.py.
+Every input is generated in ``tmp_path``; ``--workers 1`` keeps most runs in process.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import random
+import re
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import simdb
+from cli import output
+from cli.app import DEFAULT_DB_PATH, app
+from simdb.fingerprint import simhash
+
+runner = CliRunner()
+
+
+def run(*args: str, input: str | None = None, env: dict[str, str] | None = None):  # noqa: A002 - CliRunner's name
+    """Invoke the app; exceptions escaping it are test failures, never exit codes."""
+    result = runner.invoke(app, [str(arg) for arg in args], input=input, env=env, catch_exceptions=False)
+    return result
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def prose(seed: int, words: int = 250) -> str:
+    """A deterministic text of invented words, unrelated to other seeds' texts."""
+    rng = random.Random(seed)
+    vocabulary = [f"{rng.choice('bdfgklmnprstvz')}{rng.choice('aeiou')}{rng.choice('lmnrst')}{i}" for i in range(4000)]
+    return " ".join(rng.choices(vocabulary, k=words)) + "."
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    """docs/ with two distinct texts, a copy of one that differs only in case (distance
+    0), and a subdirectory holding another text and a non-.txt file."""
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "alpha.txt").write_text(prose(1))
+    (docs / "alpha-upper.txt").write_text(prose(1).upper())
+    (docs / "beta.txt").write_text(prose(2))
+    (docs / "sub" / "gamma.txt").write_text(prose(3))
+    (docs / "sub" / "notes.md").write_text(prose(4))
+    return docs
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return str(tmp_path / "db")
+
+
+@pytest.fixture
+def filled(corpus: Path, db: str) -> str:
+    """A database holding the four .txt files of ``corpus``."""
+    result = run("add", corpus, "--recursive", "--glob", "*.txt", "--db", db, "--workers", "1")
+    assert result.exit_code == 0, result.output
+    return db
+
+
+def stored_keys(db: str) -> set[str]:
+    with simdb.open(db, readonly=True) as database:
+        return set(database.keys())
+
+
+# -- help --------------------------------------------------------------------------------------
+
+
+def test_every_command_and_option_has_help() -> None:
+    group = typer.main.get_command(app)
+    assert group.help
+    assert set(group.commands) >= {"add", "query", "pairs", "clusters", "remove", "compact", "stats", "check", "hash", "export", "import", "demo"}
+    for name, command in group.commands.items():
+        assert command.help and command.help.strip(), f"command {name} has no help"
+        for parameter in command.params:
+            assert getattr(parameter, "help", None), f"{name} {parameter.name} has no help"
+    for parameter in group.params:
+        assert getattr(parameter, "help", None), f"simdb {parameter.name} has no help"
+
+
+def test_help_runs_for_every_command() -> None:
+    group = typer.main.get_command(app)
+    for name in group.commands:
+        result = run(name, "--help")
+        assert result.exit_code == 0, name
+        assert "Usage" in result.stdout
+
+
+# -- add ---------------------------------------------------------------------------------------
+
+
+def test_add_directory_adds_its_files_and_prints_a_summary(corpus: Path, db: str) -> None:
+    result = run("add", corpus, "--db", db, "--workers", "1")
+    assert result.exit_code == 0, result.output
+    assert "added 3, replaced 0, skipped 0, failed 0" in result.stdout
+    assert stored_keys(db) == {str(corpus / name) for name in ("alpha.txt", "alpha-upper.txt", "beta.txt")}
+
+
+def test_add_recursive_with_glob_selects_matching_files_in_subdirectories(corpus: Path, db: str) -> None:
+    run("add", corpus, "-r", "--glob", "*.txt", "--db", db, "--workers", "1")
+    keys = stored_keys(db)
+    assert str(corpus / "sub" / "gamma.txt") in keys
+    assert str(corpus / "sub" / "notes.md") not in keys
+    assert len(keys) == 4
+
+
+def test_add_again_replaces_and_summary_counts_it(filled: str, corpus: Path) -> None:
+    result = run("add", corpus / "beta.txt", "--db", filled, "--workers", "1", "--json")
+    summary = json_lines(result.stdout)[-1]
+    assert summary["event"] == "summary"
+    assert (summary["added"], summary["replaced"], summary["failed"]) == (0, 1, 0)
+
+
+def test_add_reads_paths_from_stdin(corpus: Path, db: str) -> None:
+    listing = f"{corpus / 'alpha.txt'}\n{corpus / 'beta.txt'}\n"
+    result = run("add", "-", "--db", db, "--workers", "1", input=listing)
+    assert result.exit_code == 0, result.output
+    assert stored_keys(db) == {str(corpus / "alpha.txt"), str(corpus / "beta.txt")}
+
+
+def test_add_with_several_workers_gives_the_same_fingerprints(corpus: Path, tmp_path: Path) -> None:
+    run("add", corpus, "--db", tmp_path / "one", "--workers", "1")
+    run("add", corpus, "--db", tmp_path / "two", "--workers", "2")
+    with simdb.open(tmp_path / "one") as one, simdb.open(tmp_path / "two") as two:
+        assert list(one.items()) == list(two.items())
+        assert one.get(str(corpus / "beta.txt")).fingerprint == simhash(prose(2))
+
+
+def test_binary_and_invalid_utf8_files_are_reported_once_counted_and_the_run_goes_on(tmp_path: Path, db: str) -> None:
+    docs = tmp_path / "mixed"
+    docs.mkdir()
+    (docs / "good.txt").write_text(prose(5))
+    (docs / "image.bin").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(range(256)))
+    (docs / "latin1.txt").write_bytes(prose(6).encode() + b" caf\xe9 na\xefve")
+    result = run("add", docs, "--db", db, "--workers", "1")
+    assert result.exit_code == 2
+    assert result.stderr.count("image.bin") == 1 and "binary" in result.stderr
+    assert result.stderr.count("latin1.txt") == 1 and "UTF-8" in result.stderr
+    assert "added 2, replaced 0, skipped 0, failed 1; 1 decoded with replacement" in result.stdout
+    assert "Traceback" not in result.output
+    with simdb.open(db, readonly=True) as database:
+        assert str(docs / "latin1.txt") in database
+        assert str(docs / "image.bin") not in database
+        # Invalid bytes became U+FFFD before fingerprinting.
+        expected = simhash((prose(6).encode() + b" caf\xe9 na\xefve").decode("utf-8", errors="replace"))
+        assert database.get(str(docs / "latin1.txt")).fingerprint == expected
+
+
+def test_missing_input_is_reported_and_counted(corpus: Path, db: str) -> None:
+    result = run("add", corpus / "alpha.txt", corpus / "nope.txt", "--db", db, "--workers", "1", "--json")
+    assert result.exit_code == 2
+    events = json_lines(result.stdout)
+    assert {"event": "failed", "input": str(corpus / "nope.txt"), "cause": "No such file or directory"} in events
+    assert events[-1]["added"] == 1 and events[-1]["failed"] == 1
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can read any file")
+def test_unreadable_file_is_reported(corpus: Path, db: str) -> None:
+    locked = corpus / "locked.txt"
+    locked.write_text("secret")
+    locked.chmod(0)
+    result = run("add", locked, corpus / "beta.txt", "--db", db, "--workers", "1")
+    assert result.exit_code == 2
+    assert "locked.txt" in result.stderr and "cannot read" in result.stderr
+
+
+def test_add_jsonl_uses_id_and_text_fields_and_keeps_other_fields_as_meta(tmp_path: Path, db: str) -> None:
+    lines = [
+        json.dumps({"url": "https://a.example/1", "body": prose(7), "lang": "xx"}),
+        "",
+        "{not json",
+        json.dumps({"url": "https://a.example/2"}),
+        json.dumps({"url": "https://a.example/3", "body": prose(8)}),
+        json.dumps({"body": prose(9)}),
+        json.dumps({"url": "https://a.example/\ud800", "body": prose(10)}),
+    ]
+    source = tmp_path / "docs.jsonl.gz"
+    source.write_bytes(gzip.compress("\n".join(lines).encode("utf-8")))
+    result = run("add", "--jsonl", source, "--id-field", "url", "--text-field", "body", "--db", db, "--workers", "1", "--json")
+    assert result.exit_code == 2
+    events = json_lines(result.stdout)
+    failed = {event["input"]: event["cause"] for event in events if event["event"] == "failed"}
+    assert set(failed) == {f"{source}:3", f"{source}:4"}
+    assert "invalid JSON" in failed[f"{source}:3"] and "'body'" in failed[f"{source}:4"]
+    assert events[-1]["added"] == 4 and events[-1]["decoded_with_replacement"] == 1
+    with simdb.open(db, readonly=True) as database:
+        assert database.get("https://a.example/1").meta == {"lang": "xx"}
+        assert database.get("https://a.example/3").meta is None
+        assert f"{source}:6" in database  # no id field: FILE:LINE
+        assert "https://a.example/\ufffd" in database
+        assert database.get("https://a.example/1").fingerprint == simhash(prose(7))
+
+
+def test_add_jsonl_from_stdin(db: str) -> None:
+    text = json.dumps({"id": 7, "text": prose(11)}) + "\n"
+    result = run("add", "--jsonl", "-", "--db", db, "--workers", "1", input=text)
+    assert result.exit_code == 0, result.output
+    assert stored_keys(db) == {"7"}
+
+
+def test_add_fingerprints_tsv_reports_bad_lines_with_their_number(tmp_path: Path, db: str) -> None:
+    source = tmp_path / "fps.tsv"
+    source.write_text("a\t0x00000000000000ff\nb\t255\t{\"n\": 1}\nc\tnot-hex\nd\n e \t0xffffffffffffffff\n")
+    result = run("add", "--fingerprints", source, "--db", db)
+    assert result.exit_code == 2
+    assert f"{source}:3" in result.stderr and "neither hex nor decimal" in result.stderr
+    assert f"{source}:4" in result.stderr
+    assert "added 3, replaced 0, skipped 0, failed 2" in result.stdout
+    with simdb.open(db, readonly=True) as database:
+        assert database.get("a").fingerprint == 255 and database.get("b").meta == {"n": 1}
+        assert database.get(" e ").fingerprint == (1 << 64) - 1
+
+
+def test_if_new_skips_near_duplicates_and_names_the_key_they_duplicate(corpus: Path, db: str) -> None:
+    result = run("add", corpus / "alpha.txt", corpus / "beta.txt", corpus / "alpha-upper.txt", "--if-new", "--db", db, "--workers", "1", "--json")
+    assert result.exit_code == 0, result.output
+    events = json_lines(result.stdout)
+    assert {"event": "skipped", "key": str(corpus / "alpha-upper.txt"), "duplicate_of": str(corpus / "alpha.txt"), "distance": 0} in events
+    assert events[-1]["skipped"] == 1 and events[-1]["added"] == 2
+    assert str(corpus / "alpha-upper.txt") not in stored_keys(db)
+    human = run("add", corpus / "alpha-upper.txt", "--if-new", "--db", db, "--workers", "1")
+    assert f"skipped {corpus / 'alpha-upper.txt'}: near-duplicate of {corpus / 'alpha.txt'} (distance 0)" in human.stdout
+
+
+def _warc_record(writer, uri: str, kind: str, payload: bytes, content_type: str | None = None):
+    from warcio.statusandheaders import StatusAndHeaders
+
+    http_headers = None
+    if kind == "response":
+        http_headers = StatusAndHeaders("200 OK", [("Content-Type", content_type or "text/html")], protocol="HTTP/1.1")
+    headers = {"WARC-Identified-Content-Language": "xx"} if kind == "conversion" else None
+    return writer.create_warc_record(uri, kind, payload=io.BytesIO(payload), http_headers=http_headers, warc_content_type="text/plain" if kind == "conversion" else "", warc_headers_dict=headers)
+
+
+def test_add_wet_and_warc_archives_keys_are_target_uris(tmp_path: Path, db: str) -> None:
+    from warcio.warcwriter import WARCWriter
+
+    wet = tmp_path / "crawl.warc.wet.gz"
+    with open(wet, "wb") as handle:
+        writer = WARCWriter(handle, gzip=True)
+        writer.write_record(_warc_record(writer, "https://x.example/a", "conversion", prose(12).encode()))
+        writer.write_record(_warc_record(writer, "https://x.example/b", "conversion", prose(13).encode()))
+    warc = tmp_path / "crawl.warc"
+    html = f"<html><head><title>t</title><script>var x = 1;</script></head><body><p>{prose(14)}</p></body></html>"
+    with open(warc, "wb") as handle:
+        writer = WARCWriter(handle, gzip=False)
+        writer.write_record(_warc_record(writer, "https://y.example/page", "response", html.encode()))
+        writer.write_record(_warc_record(writer, "https://y.example/logo.png", "response", b"\x89PNG\0", "image/png"))
+    result = run("add", wet, warc, "--db", db, "--workers", "1")
+    assert result.exit_code == 0, result.output
+    assert "added 3" in result.stdout
+    with simdb.open(db, readonly=True) as database:
+        assert set(database.keys()) == {"https://x.example/a", "https://x.example/b", "https://y.example/page"}
+        assert database.get("https://x.example/b").fingerprint == simhash(prose(13))
+        # The page's visible text only: no script, no title.
+        assert database.get("https://y.example/page").fingerprint == simhash(prose(14))
+
+
+def test_damaged_archive_is_reported_and_the_run_goes_on(tmp_path: Path, corpus: Path, db: str) -> None:
+    broken = tmp_path / "broken.warc.gz"
+    broken.write_bytes(b"this is not a WARC file at all\n" * 3)
+    result = run("add", broken, corpus / "beta.txt", "--db", db, "--workers", "1")
+    assert result.exit_code == 2
+    assert "broken.warc.gz" in result.stderr and "WARC" in result.stderr
+    assert "added 1" in result.stdout
+
+
+def test_add_with_nothing_to_add_is_a_usage_error(db: str) -> None:
+    result = run("add", "--db", db)
+    assert result.exit_code == 2
+    assert "nothing to add" in result.stderr
+
+
+def test_add_with_conflicting_k_is_a_usage_error_naming_both_values(filled: str, corpus: Path) -> None:
+    result = run("add", corpus / "beta.txt", "-k", "2", "--db", filled, "--workers", "1")
+    assert result.exit_code == 2
+    assert "k=2" in result.stderr and "k=3" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_add_creates_with_k_and_fingerprint_settings(corpus: Path, db: str) -> None:
+    run("add", corpus / "beta.txt", "-k", "2", "--features", "char", "--ngram", "4", "--db", db, "--workers", "1")
+    info = json.loads(run("stats", "--db", db, "--json").stdout)
+    assert info["k"] == 2 and info["fingerprinter"]["features"] == "char" and info["fingerprinter"]["ngram"] == 4
+    assert run("add", corpus / "beta.txt", "--features", "nonsense", "--db", db).exit_code == 2
+
+
+# -- query -------------------------------------------------------------------------------------
+
+
+def test_query_text_file_and_fingerprint_find_nearest_first(filled: str, corpus: Path) -> None:
+    by_text = run("query", prose(1), "--db", filled, "--json")
+    assert by_text.exit_code == 0
+    matches = json_lines(by_text.stdout)
+    assert {match["key"] for match in matches} == {str(corpus / "alpha.txt"), str(corpus / "alpha-upper.txt")}
+    assert all(match["distance"] == 0 and match["similarity"] == 1.0 for match in matches)
+    assert matches[0]["fingerprint"] == f"0x{simhash(prose(1)):016x}"
+    by_file = run("query", "--file", corpus / "beta.txt", "--db", filled)
+    assert by_file.exit_code == 0
+    assert by_file.stdout.splitlines()[0].split() == ["distance", "similarity", "fingerprint", "key"]
+    assert str(corpus / "beta.txt") in by_file.stdout
+    near = simhash(prose(2)) ^ 0b101  # two bits away
+    by_fingerprint = json_lines(run("query", "--fingerprint", hex(near), "--db", filled, "--json").stdout)
+    assert [(m["key"], m["distance"], m["similarity"]) for m in by_fingerprint] == [(str(corpus / "beta.txt"), 2, 1 - 2 / 64)]
+
+
+def test_query_k_and_limit(filled: str, corpus: Path) -> None:
+    near = simhash(prose(2)) ^ 0b101
+    assert run("query", "--fingerprint", str(near), "-k", "1", "--db", filled).exit_code == 1
+    assert len(json_lines(run("query", prose(1), "--limit", "1", "--db", filled, "--json").stdout)) == 1
+
+
+def test_query_from_stdin(filled: str, corpus: Path) -> None:
+    result = run("query", "-", "--db", filled, "--json", input=prose(2))
+    assert [match["key"] for match in json_lines(result.stdout)] == [str(corpus / "beta.txt")]
+
+
+def test_query_that_finds_nothing_exits_1(filled: str) -> None:
+    result = run("query", prose(99), "--db", filled)
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert "no document within 3 bits" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ([], "exactly one"),
+        (["text", "--fingerprint", "0x1"], "exactly one"),
+        (["--fingerprint", "0xZZ"], "neither hex nor decimal"),
+        (["--fingerprint", "0x1", "-k", "9"], "k=9"),
+        (["--file", "/no/such/file"], "cannot read /no/such/file"),
+    ],
+)
+def test_query_bad_usage_exits_2_with_one_line(filled: str, arguments: list[str], message: str) -> None:
+    result = run("query", *arguments, "--db", filled)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+
+
+def test_query_binary_file_is_a_usage_error(filled: str, tmp_path: Path) -> None:
+    binary = tmp_path / "x.bin"
+    binary.write_bytes(b"\0\1\2")
+    result = run("query", "--file", binary, "--db", filled)
+    assert result.exit_code == 2 and "binary" in result.stderr
+
+
+# -- missing or broken databases -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["query", "text"], ["pairs"], ["clusters"], ["stats"], ["check"], ["export"], ["compact"], ["remove", "k"]])
+def test_missing_database_exits_3_with_a_hint(tmp_path: Path, command: list[str]) -> None:
+    missing = tmp_path / "nowhere"
+    result = run(*command, "--db", missing)
+    assert result.exit_code == 3
+    assert f"no database at {missing}" in result.stderr and "simdb add" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not missing.exists()  # reading never creates a database
+
+
+def test_a_file_that_is_not_a_database_exits_3(tmp_path: Path) -> None:
+    impostor = tmp_path / "file.txt"
+    impostor.write_text("hello")
+    result = run("stats", "--db", impostor)
+    assert result.exit_code == 3
+    assert str(impostor) in result.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    quiet = run("stats", "--db", tmp_path / "nowhere")
+    loud = run("stats", "--db", tmp_path / "nowhere", "--debug")
+    assert "Traceback" not in quiet.stderr
+    assert "Traceback" in loud.stderr and loud.exit_code == 3
+
+
+def test_unexpected_errors_become_one_line_and_exit_3(filled: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(simdb.Database, "stats", broken)
+    result = run("stats", "--db", filled)
+    assert result.exit_code == 3
+    assert "unexpected RuntimeError: boom" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_db_defaults_to_simdb_path_then_the_working_directory(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SIMDB_PATH", raising=False)
+    run("add", corpus / "beta.txt", "--workers", "1")
+    assert (tmp_path / DEFAULT_DB_PATH).is_dir()
+    run("add", corpus / "alpha.txt", "--workers", "1", env={"SIMDB_PATH": str(tmp_path / "from-env")})
+    assert stored_keys(str(tmp_path / "from-env")) == {str(corpus / "alpha.txt")}
+    assert stored_keys(str(tmp_path / DEFAULT_DB_PATH)) == {str(corpus / "beta.txt")}
+
+
+# -- pairs and clusters ----------------------------------------------------------------------------
+
+
+def test_pairs_lists_each_pair_once_first_added_first(filled: str, corpus: Path) -> None:
+    result = run("pairs", "--db", filled, "--json")
+    assert result.exit_code == 0
+    # alpha-upper.txt sorts before alpha.txt, so it was added first.
+    assert json_lines(result.stdout) == [{"key_a": str(corpus / "alpha-upper.txt"), "key_b": str(corpus / "alpha.txt"), "distance": 0}]
+    table = run("pairs", "--db", filled).stdout.splitlines()
+    assert table[0].split() == ["distance", "key_a", "key_b"]
+    assert table[1].split() == ["0", str(corpus / "alpha-upper.txt"), str(corpus / "alpha.txt")]
+
+
+def _fingerprint_db(tmp_path: Path, distances: list[int]) -> str:
+    """A database of pairs (base, base ^ d bits) for each distance d, far apart otherwise."""
+    rng = random.Random(5)
+    lines = []
+    for number, distance in enumerate(distances):
+        base = rng.getrandbits(64)
+        lines.append(f"p{number}a\t{base}")
+        lines.append(f"p{number}b\t{base ^ ((1 << distance) - 1)}")
+    source = tmp_path / "pairs.tsv"
+    source.write_text("\n".join(lines) + "\n")
+    db = str(tmp_path / "fpdb")
+    assert run("add", "--fingerprints", source, "--db", db).exit_code == 0
+    return db
+
+
+def test_pairs_histogram_counts_pairs_per_distance(tmp_path: Path) -> None:
+    db = _fingerprint_db(tmp_path, [0, 1, 1, 3, 3, 3, 5])
+    result = run("pairs", "--histogram", "--db", db, "--json")
+    assert json_lines(result.stdout) == [{"distance": d, "pairs": n} for d, n in enumerate([1, 2, 0, 3])]
+    chart = run("pairs", "--histogram", "--db", db).stdout.splitlines()
+    assert chart[0].split() == ["distance", "pairs"]
+    bars = [line.count("█") for line in chart[1:]]
+    assert bars[3] == output.BAR_WIDTH and bars[2] == 0 and 0 < bars[0] < bars[1] < bars[3]
+    assert json_lines(run("pairs", "-k", "1", "--histogram", "--db", db, "--json").stdout)[-1] == {"distance": 1, "pairs": 2}
+
+
+def test_pairs_with_none_exits_1(tmp_path: Path) -> None:
+    db = _fingerprint_db(tmp_path, [9])
+    result = run("pairs", "--db", db)
+    assert result.exit_code == 1 and result.stdout == "" and "no pairs" in result.stderr
+
+
+def test_clusters_show_representative_first(tmp_path: Path) -> None:
+    source = tmp_path / "c.tsv"
+    source.write_text("first\t0x0\nsecond\t0x1\nthird\t0x3\nfar\t0xffff0000ffff0000\nalone\t0x00ff00ff00ff00ff\n")
+    db = str(tmp_path / "cdb")
+    run("add", "--fingerprints", source, "--db", db)
+    result = run("clusters", "--db", db, "--json")
+    assert result.exit_code == 0, result.output
+    assert json_lines(result.stdout) == [{"cluster": 1, "representative": "first", "size": 3, "members": ["first", "second", "third"]}]
+    human = run("clusters", "--db", db).stdout.splitlines()
+    assert human == ["cluster 1: 3 documents, representative first", "    second", "    third"]
+    with_singletons = json_lines(run("clusters", "--singletons", "--db", db, "--json").stdout)
+    assert [cluster["members"] for cluster in with_singletons] == [["first", "second", "third"], ["far"], ["alone"]]
+    histogram = json_lines(run("clusters", "--histogram", "--db", db, "--json").stdout)
+    assert histogram == [{"k": 0, "clusters": 0, "documents": 0}, {"k": 1, "clusters": 1, "documents": 3}, {"k": 2, "clusters": 1, "documents": 3}, {"k": 3, "clusters": 1, "documents": 3}]
+    assert run("clusters", "-k", "0", "--db", db).exit_code == 1
+
+
+# -- remove, compact, stats, check ---------------------------------------------------------------
+
+
+def test_remove_keys_and_keys_from_stdin(filled: str, corpus: Path) -> None:
+    result = run("remove", corpus / "beta.txt", "no-such-key", "--db", filled, "--json")
+    assert result.exit_code == 0
+    assert json_lines(result.stdout) == [{"removed": 1, "not_found": 1}]
+    keys = f"{corpus / 'alpha.txt'}\n{corpus / 'alpha-upper.txt'}\n"
+    assert "removed 2 documents" in run("remove", "-", "--db", filled, input=keys).stdout
+    assert stored_keys(filled) == {str(corpus / "sub" / "gamma.txt")}
+    nothing = run("remove", "no-such-key", "--db", filled)
+    assert nothing.exit_code == 1 and "1 keys were not stored" in nothing.stdout
+
+
+def test_compact_reports_bytes_before_and_after(filled: str, corpus: Path) -> None:
+    run("remove", corpus / "beta.txt", corpus / "alpha.txt", "--db", filled)
+    result = run("compact", "--db", filled, "--json")
+    assert result.exit_code == 0
+    sizes = json_lines(result.stdout)[0]
+    assert sizes["bytes_before"] > 0 and sizes["bytes_after"] > 0
+    assert "compacted" in run("compact", "--db", filled).stdout
+    assert run("check", "--db", filled).exit_code == 0
+
+
+def test_stats_shows_documents_tables_and_settings(filled: str) -> None:
+    info = json.loads(run("stats", "--db", filled, "--json").stdout)
+    assert info["documents"] == 4 and info["k"] == 3 and info["tables"] == len(info["leading_bits"])
+    assert info["fingerprinter"]["features"] == "word-shingle"
+    human = run("stats", "--db", filled).stdout
+    for label in ("documents", "tables", "leading bits", "expected candidates per probe", "size on disk", "fingerprint settings"):
+        assert label in human
+
+
+def test_check_ok_and_problems(filled: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    good = run("check", "--db", filled)
+    assert good.exit_code == 0 and "ok: 4 documents, 40 table entries" in good.stdout
+    monkeypatch.setattr(simdb.Database, "check", lambda self: simdb.CheckReport(4, 39, ["1 entries missing from table.03 (id 2)"]))
+    bad = run("check", "--db", filled, "--json")
+    assert bad.exit_code == 1
+    assert json_lines(bad.stdout) == [{"ok": False, "documents": 4, "table_entries": 39, "problems": ["1 entries missing from table.03 (id 2)"]}]
+    assert "problem: 1 entries missing" in run("check", "--db", filled).stdout
+
+
+# -- hash --------------------------------------------------------------------------------------
+
+
+def test_hash_prints_hex_bits_and_json(tmp_path: Path) -> None:
+    text = prose(20)
+    assert run("hash", text).stdout.strip() == f"0x{simhash(text):016x}"
+    assert run("hash", text, "--bits", "32", "--binary").stdout.strip() == format(simhash(text, bits=32), "032b")
+    wide = run("hash", text, "--bits", "128").stdout.strip()
+    assert wide == f"0x{simhash(text, bits=128):032x}"
+    source = tmp_path / "t.txt"
+    source.write_text(text)
+    assert run("hash", "--file", source).stdout.strip() == f"0x{simhash(text):016x}  {source}"
+    assert json_lines(run("hash", "-", "--json", "--features", "char", input=text).stdout) == [{"fingerprint": f"0x{simhash(text, features='char'):016x}", "bits": 64}]
+
+
+@pytest.mark.parametrize("arguments", [[], ["text", "--file", "x"], ["text", "--bits", "48"], ["text", "--ngram", "99"]])
+def test_hash_bad_usage_exits_2(arguments: list[str]) -> None:
+    result = run("hash", *arguments)
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+# -- export and import ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("file_format", ["jsonl", "tsv"])
+def test_export_import_round_trip_into_another_block_plan(tmp_path: Path, file_format: str) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"id": f"d{n}", "text": prose(30 + n), "n": n}) + "\n" for n in range(5)))
+    db = str(tmp_path / "a")
+    run("add", "--jsonl", source, "--db", db, "--workers", "1")
+    exported = tmp_path / f"out.{file_format}"
+    result = run("export", "--format", file_format, "-o", exported, "--db", db)
+    assert result.exit_code == 0, result.output
+    copy = str(tmp_path / "b")
+    imported = run("import", exported, "-k", "4", "--db", copy)
+    assert imported.exit_code == 0, imported.output
+    assert "added 5" in imported.stdout
+    with simdb.open(db, readonly=True) as original, simdb.open(copy, readonly=True) as rebuilt:
+        assert list(rebuilt.items()) == list(original.items())
+        assert rebuilt.k == 4
+        if file_format == "jsonl":  # the settings travel with a JSONL export
+            assert rebuilt.fingerprinter == original.fingerprinter
+
+
+def test_export_to_stdout_and_import_from_stdin(filled: str, tmp_path: Path) -> None:
+    exported = run("export", "--db", filled).stdout
+    lines = json_lines(exported)
+    assert lines[0]["simdb"] == "export" and len(lines) == 5
+    copy = str(tmp_path / "copy")
+    assert run("import", "-", "--db", copy, input=exported).exit_code == 0
+    assert stored_keys(copy) == stored_keys(filled)
+
+
+def test_import_reports_bad_lines(tmp_path: Path) -> None:
+    source = tmp_path / "bad.jsonl"
+    source.write_text('{"key": "a", "fingerprint": "0x1"}\n{"key": "b", "fingerprint": "0xZZ"}\n{"fingerprint": "0x2"}\n')
+    result = run("import", source, "--db", tmp_path / "db")
+    assert result.exit_code == 2
+    assert f"{source}:2" in result.stderr and f"{source}:3" in result.stderr
+    assert "added 1" in result.stdout
+
+
+def test_export_parquet_needs_the_dask_extra(filled: str) -> None:
+    result = run("export", "--format", "parquet", "--db", filled)
+    assert result.exit_code == 2 and "dask" in result.stderr
+    assert run("export", "--format", "xml", "--db", filled).exit_code == 2
+
+
+def test_export_tsv_refuses_keys_it_cannot_carry(tmp_path: Path) -> None:
+    db = str(tmp_path / "db")
+    with simdb.open(db) as database:
+        database.add("tab\there", 1)
+    result = run("export", "--format", "tsv", "--db", db)
+    assert result.exit_code == 2 and "jsonl" in result.stderr
+
+
+# -- demo --------------------------------------------------------------------------------------
+
+
+def test_demo_finds_planted_pairs(tmp_path: Path) -> None:
+    result = run("demo", "--dir", tmp_path / "demo", "--documents", "90", "--workers", "1")
+    assert result.exit_code == 0, result.output
+    assert "added 90" in result.stdout
+    summary = re.search(r"Found (\d+) of the (\d+) planted pairs", result.stdout)
+    assert summary is not None
+    hits, planted = int(summary.group(1)), int(summary.group(2))
+    assert planted == 12 and hits >= planted // 2
+    assert (tmp_path / "demo" / "db").is_dir() and len(list((tmp_path / "demo" / "docs").iterdir())) == 90
+    # A rerun with fewer documents leaves no stale ones.
+    run("demo", "--dir", tmp_path / "demo", "--documents", "30", "--workers", "1")
+    assert len(stored_keys(str(tmp_path / "demo" / "db"))) == 30
+
+
+def test_bar_scales_to_the_largest_value() -> None:
+    assert output.bar(0, 10) == "" and output.bar(10, 10) == "█" * output.BAR_WIDTH
+    assert output.bar(1, 1000) != ""  # a non-zero count is always visible
+    assert output.unplain(json.loads(output.json_line({"b": b"\x00\xff"}))) == {"b": b"\x00\xff"}
