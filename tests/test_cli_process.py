@@ -1,0 +1,142 @@
+"""The ``simdb`` command line as real processes: the console script, ``python -m cli.app``,
+Ctrl-C during ``add``, a closed pipe, and the README's Quick start command."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import simdb
+
+SIMDB = shutil.which("simdb")
+
+
+def simdb_process(*args: object, cwd: Path | None = None, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:  # noqa: A002
+    """Run ``python -m cli.app`` with ``args`` in a fresh interpreter."""
+    return subprocess.run(
+        [sys.executable, "-m", "cli.app", *map(str, args)], cwd=cwd, input=input, capture_output=True, text=True, timeout=timeout, env={**os.environ, "SIMDB_PATH": ""}
+    )
+
+
+def test_importing_simdb_never_imports_typer_or_rich() -> None:
+    code = "import sys, simdb, simdb.fingerprint; sys.exit(bool({'typer', 'rich', 'cli'} & set(sys.modules)))"
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+@pytest.mark.skipif(SIMDB is None, reason="the simdb console script is not installed")
+def test_console_script_runs_help_and_version() -> None:
+    assert SIMDB is not None
+    helped = subprocess.run([SIMDB, "--help"], capture_output=True, text=True, timeout=60)
+    assert helped.returncode == 0 and "query" in helped.stdout and "pairs" in helped.stdout
+    version = subprocess.run([SIMDB, "--version"], capture_output=True, text=True, timeout=60)
+    assert version.stdout.strip() == f"simdb {simdb.__version__}"
+
+
+def test_add_and_query_in_a_real_process_with_the_worker_pool(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    rng = random.Random(3)
+    words = [f"word{n}" for n in range(3000)]
+    texts = [" ".join(rng.choices(words, k=200)) for _ in range(40)]
+    for number, text in enumerate(texts):
+        (docs / f"{number:02d}.txt").write_text(text)
+    db = tmp_path / "db"
+    added = simdb_process("add", docs, "--db", db, "--workers", "2", "--json")
+    assert added.returncode == 0, added.stderr
+    assert json.loads(added.stdout.splitlines()[-1])["added"] == 40
+    found = simdb_process("query", texts[7], "--db", db, "--json")
+    assert found.returncode == 0
+    assert json.loads(found.stdout.splitlines()[0])["key"] == str(docs / "07.txt")
+    nothing = simdb_process("query", "--fingerprint", hex(simdb.open(db, readonly=True).get(str(docs / "07.txt")).fingerprint ^ 0xFFFF), "--db", db)
+    assert nothing.returncode == 1 and nothing.stdout == ""
+
+
+def test_errors_in_a_real_process_are_one_line_without_traceback(tmp_path: Path) -> None:
+    result = simdb_process("stats", "--db", tmp_path / "missing")
+    assert result.returncode == 3
+    assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
+    usage = simdb_process("query", "--fingerprint", "nothex", "--db", tmp_path / "missing")
+    assert usage.returncode in (2, 3) and "Traceback" not in usage.stderr
+
+
+def test_ctrl_c_during_add_keeps_committed_batches_and_says_how_many(tmp_path: Path) -> None:
+    """SIGINT to the process group (what Ctrl-C sends) mid-run: exit 130, no traceback from
+    any worker, the message's count equals what is stored, and the database passes check()."""
+    source = tmp_path / "big.jsonl"
+    rng = random.Random(9)
+    words = [f"w{n}" for n in range(5000)]
+    total = 120_000
+    with open(source, "w") as handle:
+        for number in range(total):
+            handle.write(json.dumps({"id": f"doc-{number}", "text": " ".join(rng.choices(words, k=30))}) + "\n")
+    db = tmp_path / "db"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cli.app", "add", "--jsonl", str(source), "--db", str(db), "--batch-size", "1000", "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell job is
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # wait for the first committed batch
+            time.sleep(0.1)
+            try:
+                with simdb.open(db, readonly=True) as database:
+                    if len(database) > 0:
+                        break
+            except simdb.SimdbError:
+                continue  # not created yet
+        # A terminal's Ctrl-C signals the whole foreground process group: the command and
+        # its fingerprinting workers alike.
+        os.killpg(process.pid, signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    match = re.search(r"interrupted; ([\d,]+) documents were added", stderr)
+    assert match is not None, stderr
+    added = int(match.group(1).replace(",", ""))
+    assert 0 < added < total
+    assert f"added {added:,}," in stdout
+    with simdb.open(db, readonly=True) as database:
+        assert len(database) == added
+        assert database.check()
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    source = tmp_path / "fps.tsv"
+    source.write_text("".join(f"key-{number}\t{number * 0x9E3779B97F4A7C15 % (1 << 64)}\n" for number in range(20_000)))
+    db = tmp_path / "db"
+    assert simdb_process("add", "--fingerprints", source, "--db", db).returncode == 0
+    process = subprocess.Popen([sys.executable, "-m", "cli.app", "export", "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.readline()
+    process.stdout.close()  # like `simdb export | head -1`
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 0
+    assert "Traceback" not in stderr and "Broken pipe" not in stderr
+
+
+def test_quick_start_demo_runs_end_to_end(tmp_path: Path) -> None:
+    """The README's Quick start command 1, minus the install: `simdb demo` in an empty
+    directory writes simdb-demo/docs and simdb-demo/db and prints the pairs it found."""
+    result = simdb_process("demo", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "simdb add simdb-demo/docs --db simdb-demo/db" in result.stdout
+    assert re.search(r"Found \d+ of the 40 planted pairs", result.stdout)
+    with simdb.open(tmp_path / "simdb-demo" / "db", readonly=True) as database:
+        assert len(database) == 300
+        assert database.check()
