@@ -200,7 +200,7 @@ def make_fingerprinter(features: str | None, ngram: int | None, bits: int = 64, 
     return Fingerprinter(features=features or "word-shingle", ngram=ngram, bits=bits)
 
 
-def read_argument_text(text: str, what: str) -> str:
+def read_argument_text(text: str) -> str:
     """``text``, or stdin when it is "-"."""
     return sys.stdin.read() if text == "-" else text
 
@@ -424,6 +424,9 @@ def add(
     path_inputs = expand_paths(paths or [], intake, recursive=recursive, pattern=glob)
     jsonl_inputs = stream_inputs(jsonl or [], JSONL, intake)
     inputs = fingerprint_inputs + path_inputs + jsonl_inputs
+    if not inputs:  # every input named was missing: don't create a database for a typo
+        out(f"added 0, replaced 0, skipped 0, failed {intake.failed:,}")
+        raise typer.Exit(EXIT_USAGE)
     fingerprinter = make_fingerprinter(features, ngram)
 
     def feed(ingest: Ingest) -> None:
@@ -472,7 +475,7 @@ def query(
         if fingerprint is not None:
             matches = database.query(simdb.parse_fingerprint(fingerprint), k, limit=limit)
         else:
-            query_text = read_text_file(file) if file is not None else read_argument_text(text or "", "TEXT")
+            query_text = read_text_file(file) if file is not None else read_argument_text(text or "")
             matches = database.query(k=k, text=query_text, limit=limit)
         distance_limit = database.k if k is None else k
     if json_output:
@@ -697,7 +700,7 @@ def hash_command(
         raise usage_error("give either TEXT or --file FILE")
     fingerprinter = make_fingerprinter(features, ngram, bits, always=True)
     assert fingerprinter is not None
-    named = [(path, read_text_file(path)) for path in file] if file else [(None, read_argument_text(text or "", "TEXT"))]
+    named = [(path, read_text_file(path)) for path in file] if file else [(None, read_argument_text(text or ""))]
     for name, content in named:
         value = fingerprinter.fingerprint(content)
         shown = format(value, f"0{bits}b") if binary else hex_fingerprint(value, bits)

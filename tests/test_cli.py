@@ -610,3 +610,17 @@ def test_bar_scales_to_the_largest_value() -> None:
     assert output.bar(0, 10) == "" and output.bar(10, 10) == "█" * output.BAR_WIDTH
     assert output.bar(1, 1000) != ""  # a non-zero count is always visible
     assert output.unplain(json.loads(output.json_line({"b": b"\x00\xff"}))) == {"b": b"\x00\xff"}
+
+
+def test_text_query_on_a_database_without_text_settings_is_a_usage_error(tmp_path: Path) -> None:
+    db = _fingerprint_db(tmp_path, [0])
+    result = run("query", "some text", "--db", db)
+    assert result.exit_code == 2
+    assert "fingerprint settings" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_add_of_only_missing_paths_creates_no_database(tmp_path: Path, db: str) -> None:
+    result = run("add", tmp_path / "typo.txt", "--db", db)
+    assert result.exit_code == 2 and "typo.txt" in result.stderr
+    assert "failed 1" in result.stdout
+    assert not Path(db).exists()
