@@ -18,7 +18,6 @@ go to stderr.  Errors are turned into exit codes in one place, :func:`guarded`:
 from __future__ import annotations
 
 import functools
-import json
 import os
 import signal
 import sys
@@ -421,7 +420,7 @@ def add(
         raise usage_error("nothing to add: give files or directories, --jsonl FILE or --fingerprints FILE (see simdb add --help)")
     intake = Intake(on_problem=problem_printer(json_output), on_notice=_print_notice)
     fingerprint_inputs = stream_inputs(fingerprints or [], FINGERPRINTS, intake)
-    path_inputs = expand_paths(paths or [], intake, recursive=recursive, pattern=glob)
+    path_inputs = expand_paths(paths or [], intake, recursive=recursive, pattern=glob, skip_directory=db)
     jsonl_inputs = stream_inputs(jsonl or [], JSONL, intake)
     inputs = fingerprint_inputs + path_inputs + jsonl_inputs
     if not inputs:  # every input named was missing: don't create a database for a typo

@@ -103,28 +103,33 @@ def _file_size(info: os.stat_result) -> int | None:
     return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
-def expand_paths(paths: Iterable[str], intake: Intake, *, recursive: bool, pattern: str | None, stdin: IO[str] | None = None) -> list[Input]:
+def expand_paths(
+    paths: Iterable[str], intake: Intake, *, recursive: bool, pattern: str | None, skip_directory: str | None = None, stdin: IO[str] | None = None
+) -> list[Input]:
     """The files to read for the PATH arguments of ``simdb add``, in order.
 
     A file is taken as given (a WARC/WET archive if its name says so, else text).  A
     directory contributes its regular files, sorted by name; with ``recursive`` also those
     of its subdirectories; with ``pattern`` only files whose name matches the glob.  "-"
     reads more paths from ``stdin``, one per line.  A missing path is reported and counted.
-    Cost: one stat per path, one listing per directory.
+    The directory ``skip_directory`` (the database's own, so ``simdb add . -r`` never reads
+    the database as a document) is never entered.  Cost: one stat per path, one listing per
+    directory.
     """
+    skipped = os.path.realpath(skip_directory) if skip_directory else None
     found: list[Input] = []
     for path in paths:
         if path != "-":
-            found.extend(_expand_one(path, intake, recursive, pattern))
+            found.extend(_expand_one(path, intake, recursive, pattern, skipped))
             continue
         for line in (stdin or sys.stdin).read().splitlines():
             if line:
                 # A "-" inside the list is a file named "-", not stdin again.
-                found.extend(_expand_one("./-" if line == "-" else line, intake, recursive, pattern))
+                found.extend(_expand_one("./-" if line == "-" else line, intake, recursive, pattern, skipped))
     return found
 
 
-def _expand_one(path: str, intake: Intake, recursive: bool, pattern: str | None) -> list[Input]:
+def _expand_one(path: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None) -> list[Input]:
     try:
         info = os.stat(path)
     except OSError as exc:
@@ -132,10 +137,12 @@ def _expand_one(path: str, intake: Intake, recursive: bool, pattern: str | None)
         return []
     if not stat.S_ISDIR(info.st_mode):
         return [Input(path, WARC if is_warc_name(path) else TEXT, _file_size(info))]
-    return list(_walk(path, intake, recursive, pattern))
+    return list(_walk(path, intake, recursive, pattern, skipped))
 
 
-def _walk(top: str, intake: Intake, recursive: bool, pattern: str | None) -> Iterator[Input]:
+def _walk(top: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None) -> Iterator[Input]:
+    if skipped is not None and os.path.realpath(top) == skipped:
+        return
     try:
         entries = sorted(os.scandir(top), key=lambda entry: entry.name)
     except OSError as exc:
@@ -156,7 +163,7 @@ def _walk(top: str, intake: Intake, recursive: bool, pattern: str | None) -> Ite
         yield Input(entry.path, WARC if is_warc_name(entry.name) else TEXT, size)
     if recursive:
         for subdirectory in subdirectories:
-            yield from _walk(subdirectory, intake, recursive, pattern)
+            yield from _walk(subdirectory, intake, recursive, pattern, skipped)
 
 
 def stream_inputs(paths: Iterable[str], kind: str, intake: Intake) -> list[Input]:

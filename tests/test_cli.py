@@ -624,3 +624,12 @@ def test_add_of_only_missing_paths_creates_no_database(tmp_path: Path, db: str) 
     assert result.exit_code == 2 and "typo.txt" in result.stderr
     assert "failed 1" in result.stdout
     assert not Path(db).exists()
+
+
+def test_adding_a_tree_that_holds_the_database_skips_the_database(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(corpus)
+    monkeypatch.delenv("SIMDB_PATH", raising=False)
+    first = run("add", ".", "-r", "--workers", "1")
+    again = run("add", ".", "-r", "--workers", "1")  # now ./simdb-data exists inside the tree
+    assert first.exit_code == 0 and again.exit_code == 0, again.output
+    assert "replaced 5, skipped 0, failed 0" in again.stdout
