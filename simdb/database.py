@@ -21,7 +21,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice, repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import lmdb
@@ -45,9 +46,10 @@ from simdb.keys import (
     decode_table_keys,
     describe,
     encode_id,
+    encode_id_range,
     index_key,
+    sorted_table_keys,
     table_key,
-    table_keys,
 )
 from simdb.plan import BITS, TablePlan
 from simdb.storage import Storage
@@ -125,11 +127,47 @@ class CompactResult:
     bytes_after: int
 
 
-class _Item(NamedTuple):
-    key: str
-    index_key: bytes
-    fingerprint: int
-    record: bytes
+@dataclass
+class _Batch:
+    """A validated batch in columns: keys, key-index keys, fingerprints, encoded records."""
+
+    keys: list[str]
+    index_keys: list[bytes]
+    fingerprints: list[int]
+    records: list[bytes]
+
+    @classmethod
+    def prepare(cls, items: Iterable[Sequence[Any]], first_position: int) -> _Batch:
+        """Validate and encode items; raises on the first bad one, naming its position."""
+        batch = cls([], [], [], [])
+        pack_document = codec.DocumentPacker()
+        for position, item in enumerate(items, first_position):
+            if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
+                raise InvalidInputError(
+                    f"item {position} ({describe(item)}) is not (key, fingerprint) or (key, fingerprint, meta)"
+                )
+            key = item[0]
+            fingerprint = check_fingerprint(item[1])
+            batch.index_keys.append(index_key(check_key(key)))
+            batch.keys.append(key)
+            batch.fingerprints.append(fingerprint)
+            batch.records.append(pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
+        return batch
+
+    def last_of_each_key(self) -> _Batch:
+        """The batch with each key once, at its last occurrence's value.  O(n log n) in numpy."""
+        digests = np.frombuffer(b"".join(self.index_keys), dtype="V16")
+        order = np.argsort(digests, kind="stable")  # equal keys end up adjacent, in batch order
+        ordered = digests[order]
+        superseded = order[:-1][ordered[:-1] == ordered[1:]]
+        if not len(superseded):
+            return self
+        drop = set(superseded.tolist())
+        keep = [position for position in range(len(self.keys)) if position not in drop]
+        return _Batch(*([column[i] for i in keep] for column in (self.keys, self.index_keys, self.fingerprints, self.records)))
+
+    def single(self, position: int) -> _Batch:
+        return _Batch(*([column[position]] for column in (self.keys, self.index_keys, self.fingerprints, self.records)))
 
 
 def open(  # noqa: A001 - the public name is simdb.open, as in the spec
@@ -369,19 +407,16 @@ class Database:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInputError(f"batch_size={describe(batch_size)} is not a positive int")
         total = AddResult()
-        batch: list[_Item] = []
-        for position, item in enumerate(items):
-            batch.append(self._prepare(item, position))
-            if len(batch) >= batch_size:
-                total.merge(self._commit(batch, if_new))
-                batch = []
-                if on_batch is not None:
-                    on_batch(total)
-        if batch:
+        iterator = iter(items)
+        position = 0
+        while True:
+            batch = _Batch.prepare(islice(iterator, batch_size), position)
+            if not batch.keys:
+                return total
+            position += len(batch.keys)
             total.merge(self._commit(batch, if_new))
             if on_batch is not None:
                 on_batch(total)
-        return total
 
     def add_texts(
         self,
@@ -416,95 +451,94 @@ class Database:
             flush(chunk)
         return total
 
-    def _prepare(self, item: Sequence[Any], position: int) -> _Item:
-        if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
-            raise InvalidInputError(
-                f"item {position} ({describe(item)}) is not (key, fingerprint) or (key, fingerprint, meta)"
-            )
-        key = item[0]
-        encoded = check_key(key)
-        fingerprint = check_fingerprint(item[1])
-        return _Item(key, index_key(encoded), fingerprint, codec.pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
-
-    def _commit(self, batch: list[_Item], if_new: bool) -> AddResult:
+    def _commit(self, batch: _Batch, if_new: bool) -> AddResult:
+        # Room for every table entry (a 16-byte key and its node) and the records, with slack
+        # for half-full pages; growing up front avoids redoing a whole batch.
+        reserve = sum(map(len, batch.records)) * 2 + len(batch.keys) * (len(self.plan.tables) + 2) * 64
         if if_new:
-            return self._storage.write(lambda txn: self._store_if_new(txn, batch))
-        latest = {item.index_key: item for item in batch}  # a key given twice: the last one wins
-        return self._storage.write(lambda txn: self._store(txn, list(latest.values())))
+            return self._storage.write(lambda txn: self._store_if_new(txn, batch), reserve)
+        return self._storage.write(lambda txn: self._store(txn, batch.last_of_each_key()), reserve)
 
-    def _store(self, txn: lmdb.Transaction, items: list[_Item]) -> AddResult:
-        """Write documents with unique keys: new keys get fresh ids, existing keys keep
-        theirs and lose their old table entries."""
+    def _store(self, txn: lmdb.Transaction, batch: _Batch) -> AddResult:
+        """Write a batch with unique keys: new keys get fresh ids, existing keys keep theirs
+        and lose their old table entries."""
         storage = self._storage
         docs, keys_db, meta = storage.db(DOCS), storage.db(KEYS), storage.db(META)
         next_id: int = codec.unpack(txn.get(NEXT_ID_KEY, db=meta), "the next id")
         result = AddResult()
-        new_docs: list[tuple[bytes, bytes]] = []
-        new_keys: list[tuple[bytes, bytes]] = []
+        new_positions: list[int] = []
         changed_ids: list[int] = []
         changed_fps: list[int] = []
-        any_keys = txn.stat(keys_db)["entries"] > 0
-        for item in items:
-            old_id = self._lookup_id(txn, item.key, item.index_key) if any_keys else None
-            if old_id is None:
-                doc_id = next_id
-                next_id += 1
-                new_docs.append((encode_id(doc_id), item.record))
-                new_keys.append((item.index_key, encode_id(doc_id)))
-                result.added += 1
-            else:
-                doc_id, old_fingerprint = old_id
-                txn.put(encode_id(doc_id), item.record, db=docs)
-                result.replaced += 1
-                if old_fingerprint == item.fingerprint:
+        if txn.stat(keys_db)["entries"]:
+            for position, (key, key_index, fingerprint, record) in enumerate(zip(batch.keys, batch.index_keys, batch.fingerprints, batch.records)):
+                found = self._lookup_id(txn, key, key_index)
+                if found is None:
+                    new_positions.append(position)
                     continue
-                for table, name in zip(self.plan.tables, self._table_names):
-                    txn.delete(table_key(table.permute(old_fingerprint), doc_id), db=storage.db(name))
-            changed_ids.append(doc_id)
-            changed_fps.append(item.fingerprint)
-        self._put_sorted(txn, docs, new_docs)
-        new_keys.sort()
-        self._put_sorted(txn, keys_db, new_keys)
-        txn.put(NEXT_ID_KEY, codec.pack(next_id, "next id"), db=meta)
-        if changed_ids:
-            ids = np.array(changed_ids, dtype=np.uint64)
-            fingerprints = np.array(changed_fps, dtype=np.uint64)
+                doc_id, old_fingerprint = found
+                txn.put(encode_id(doc_id), record, db=docs)
+                result.replaced += 1
+                if old_fingerprint != fingerprint:
+                    for table, name in zip(self.plan.tables, self._table_names):
+                        txn.delete(table_key(table.permute(old_fingerprint), doc_id), db=storage.db(name))
+                    changed_ids.append(doc_id)
+                    changed_fps.append(fingerprint)
+        else:  # nothing stored yet: every key is new, no lookups needed
+            new_positions = list(range(len(batch.keys)))
+        new_ids = encode_id_range(next_id, len(new_positions))
+        self._put_sorted(txn, docs, new_ids, (batch.records[i] for i in new_positions))
+        digests = np.frombuffer(b"".join(batch.index_keys[i] for i in new_positions), dtype="V16")
+        by_digest = np.argsort(digests, kind="stable").tolist()
+        self._put_sorted(txn, keys_db, [batch.index_keys[new_positions[i]] for i in by_digest], (new_ids[i] for i in by_digest))
+        txn.put(NEXT_ID_KEY, codec.pack(next_id + len(new_positions), "next id"), db=meta)
+        result.added = len(new_positions)
+        ids = np.concatenate([np.arange(next_id, next_id + len(new_positions), dtype=np.uint64), np.array(changed_ids, dtype=np.uint64)])
+        fingerprints = np.array([batch.fingerprints[i] for i in new_positions] + changed_fps, dtype=np.uint64)
+        if changed_ids:  # replaced ids are older than the new ones: restore id order
             order = np.argsort(ids, kind="stable")
             ids, fingerprints = ids[order], fingerprints[order]
-            for table, name in zip(self.plan.tables, self._table_names):
-                entries = table_keys(table.permute_array(fingerprints), ids)
-                self._put_sorted(txn, storage.db(name), list(zip(entries, repeat(b""))))
+        self._put_table_entries(txn, ids, fingerprints)
         return result
 
-    def _store_if_new(self, txn: lmdb.Transaction, batch: list[_Item]) -> AddResult:
+    def _put_table_entries(self, txn: lmdb.Transaction, ids: np.ndarray, fingerprints: np.ndarray) -> None:
+        """Insert table entries for ascending ``ids``.  The next table's keys are permuted
+        and sorted on a helper thread (numpy releases the GIL) while LMDB writes this one."""
+        if not len(ids):
+            return
+        with ThreadPoolExecutor(max_workers=1) as sorter:
+            pending = [sorter.submit(sorted_table_keys, table.permute_array, fingerprints, ids) for table in self.plan.tables]
+            for name, entries in zip(self._table_names, pending):
+                keys = entries.result().tolist()  # bytes objects; holds the GIL, so done here
+                self._put_sorted(txn, self._storage.db(name), keys, repeat(b""))
+
+    def _store_if_new(self, txn: lmdb.Transaction, batch: _Batch) -> AddResult:
         """Store each item unless one within k bits is stored (or stored earlier in this
         batch); the checks and inserts share the one transaction, so two writers cannot both
         store near-duplicates of each other."""
         result = AddResult()
-        for item in batch:
-            own = self._lookup_id(txn, item.key, item.index_key)
-            own_id = encode_id(own[0]) if own else None
-            found = self._probe(txn, self._permutations(item.fingerprint), self.plan.k)
-            found.pop(own_id, None)  # a key never duplicates its own earlier version
+        for position, (key, key_index, fingerprint) in enumerate(zip(batch.keys, batch.index_keys, batch.fingerprints)):
+            own = self._lookup_id(txn, key, key_index)
+            found = self._probe(txn, self._permutations(fingerprint), self.plan.k)
+            if own is not None:
+                found.pop(encode_id(own[0]), None)  # a key never duplicates its own earlier version
             if found:
                 best_id, distance = min(found.items(), key=lambda pair: (pair[1], pair[0]))
-                duplicate_of = self._record(txn, best_id)[0]
-                result.skipped.append(Skip(item.key, duplicate_of, distance))
+                result.skipped.append(Skip(key, self._record(txn, best_id)[0], distance))
             else:
-                result.merge(self._store(txn, [item]))
+                result.merge(self._store(txn, batch.single(position)))
         return result
 
     @staticmethod
-    def _put_sorted(txn: lmdb.Transaction, db: lmdb._Database, pairs: list[tuple[bytes, bytes]]) -> None:
-        """Put key-sorted unique pairs, in LMDB's append mode when they all follow the last
-        stored key (always so for a bulk load into an empty sub-database)."""
-        if not pairs:
+    def _put_sorted(txn: lmdb.Transaction, db: lmdb._Database, keys: list[bytes], values: Iterable[bytes]) -> None:
+        """Put ascending unique keys with their values, in LMDB's append mode when they all
+        follow the last stored key (always so for a bulk load into an empty sub-database)."""
+        if not keys:
             return
         cursor = txn.cursor(db)
-        append = not cursor.last() or cursor.key() < pairs[0][0]
-        consumed, added = cursor.putmulti(pairs, append=append, overwrite=not append)
-        if added != len(pairs):
-            raise CorruptDatabaseError(f"only {added} of {len(pairs)} entries could be written; the batch was not stored")
+        append = not cursor.last() or cursor.key() < keys[0]
+        consumed, added = cursor.putmulti(zip(keys, values), append=append, overwrite=not append)
+        if added != len(keys):
+            raise CorruptDatabaseError(f"only {added} of {len(keys)} entries could be written; the batch was not stored")
 
     def _lookup_id(self, txn: lmdb.Transaction, key: str, key_index: bytes) -> tuple[int, int] | None:
         """(id, fingerprint) of the document stored under ``key``, if any."""

@@ -4,15 +4,17 @@
   the document id, 8 bytes big-endian.  Byte order equals numeric order, so a table prefix is
   a contiguous key range, and identical fingerprints under different ids stay distinct keys.
 - A document id is 8 bytes big-endian, so ids sort in insertion order.
-- A user key is UTF-8; keys longer than LMDB allows are stored in the key index under a
-  BLAKE2b digest behind a 0xFF marker byte, which UTF-8 never produces, so the two forms can
-  never collide.  The full key always lives in the document record and is compared on lookup.
+- The key index is keyed by the 16-byte BLAKE2b digest of the UTF-8 key.  Every key, of any
+  length, has the same fixed-size index key (LMDB's own limit is 511 bytes), a batch of them
+  sorts as a numpy array, and a collision-resistant hash means crafted keys cannot collide.
+  The full key lives in the document record and is compared on every lookup.
 """
 
 from __future__ import annotations
 
 import hashlib
 import numbers
+from collections.abc import Callable
 
 import numpy as np
 
@@ -22,11 +24,6 @@ FINGERPRINT_LIMIT = 1 << 64
 #: Longest key accepted, in UTF-8 bytes.  Far beyond any URL; bounded so one key cannot
 #: exhaust memory or the map.
 MAX_KEY_BYTES = 1 << 20
-#: Keys up to this many bytes are stored verbatim in the key index (LMDB's limit is 511).
-MAX_INLINE_KEY_BYTES = 480
-_DIGEST_MARKER = b"\xff"
-
-
 def describe(value: object, limit: int = 60) -> str:
     """A short repr of a user value for error messages."""
     text = repr(value)
@@ -35,6 +32,11 @@ def describe(value: object, limit: int = 60) -> str:
 
 def check_key(key: object) -> bytes:
     """Validate a document key and return its UTF-8 bytes.  O(len(key))."""
+    if type(key) is str and 0 < len(key) <= MAX_KEY_BYTES // 4:  # the common case, fast
+        try:
+            return key.encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # reported below
     if not isinstance(key, str):
         raise InvalidKeyError(f"key {describe(key)} is a {type(key).__name__}, not a str")
     if not key:
@@ -54,14 +56,14 @@ def check_key(key: object) -> bytes:
 
 
 def index_key(encoded_key: bytes) -> bytes:
-    """The key-index LMDB key for a UTF-8 user key: verbatim if short, else a digest."""
-    if len(encoded_key) <= MAX_INLINE_KEY_BYTES:
-        return encoded_key
-    return _DIGEST_MARKER + hashlib.blake2b(encoded_key, digest_size=32).digest()
+    """The key-index LMDB key for a UTF-8 user key: its 16-byte BLAKE2b digest."""
+    return hashlib.blake2b(encoded_key, digest_size=16).digest()
 
 
 def check_fingerprint(fingerprint: object) -> int:
     """Validate a fingerprint: an int (or numpy integer) in [0, 2**64).  O(1)."""
+    if type(fingerprint) is int and 0 <= fingerprint < FINGERPRINT_LIMIT:  # the common case, fast
+        return fingerprint
     if isinstance(fingerprint, bool) or not isinstance(fingerprint, numbers.Integral):
         raise InvalidFingerprintError(
             f"fingerprint {describe(fingerprint)} is a {type(fingerprint).__name__}, not an int",
@@ -95,6 +97,11 @@ def encode_id(doc_id: int) -> bytes:
     return doc_id.to_bytes(8, "big")
 
 
+def encode_id_range(first: int, count: int) -> list[bytes]:
+    """Encoded ids ``first .. first + count - 1``, vectorised."""
+    return np.arange(first, first + count, dtype=">u8").view("V8").tolist()  # type: ignore[no-any-return]
+
+
 def decode_id(encoded: bytes) -> int:
     return int.from_bytes(encoded, "big")
 
@@ -104,15 +111,16 @@ def table_key(permuted: int, doc_id: int) -> bytes:
     return permuted.to_bytes(8, "big") + doc_id.to_bytes(8, "big")
 
 
-def table_keys(permuted: np.ndarray, doc_ids: np.ndarray) -> list[bytes]:
-    """Table entry keys for arrays of permuted fingerprints and ids, sorted ascending.
-    ``doc_ids`` must be ascending, so a stable sort on the fingerprint orders ties by id.
-    O(n log n), vectorised but for building the list of bytes objects."""
+def sorted_table_keys(permute: Callable[[np.ndarray], np.ndarray], fingerprints: np.ndarray, doc_ids: np.ndarray) -> np.ndarray:
+    """Table entry keys (a ``V16`` array, ascending) for one table's ``permute`` of
+    ``fingerprints``.  ``doc_ids`` must be ascending, so a stable sort orders ties by id.
+    O(n log n); pure numpy, so it releases the GIL and can run beside LMDB writes."""
+    permuted = permute(fingerprints)
     order = np.argsort(permuted, kind="stable")
     pairs = np.empty((len(order), 2), dtype=">u8")
     pairs[:, 0] = permuted[order]
     pairs[:, 1] = doc_ids[order]
-    return pairs.view("V16").ravel().tolist()  # type: ignore[no-any-return]
+    return pairs.view("V16").ravel()
 
 
 def decode_table_keys(joined: bytes) -> tuple[np.ndarray, np.ndarray]:

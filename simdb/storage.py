@@ -265,6 +265,16 @@ class Storage:
                 self._env = None
                 self._open_generation()
 
+    def _ensure_room(self, reserve: int) -> None:
+        with self._lock.exclusive():
+            env = self.env
+            info = env.info()
+            used = (info["last_pgno"] + 1) * env.stat()["psize"]
+            # Copy-on-write needs room for the new pages before the old ones are freed.
+            needed = used + 2 * reserve
+            if needed > info["map_size"]:
+                env.set_mapsize(max(needed, 2 * info["map_size"]))
+
     def reopen_with(self, names: list[bytes]) -> None:
         """Reopen the environment with handles for these named sub-databases."""
         self._names = names
@@ -309,13 +319,17 @@ class Storage:
             else:
                 self._reopen(env)
 
-    def write(self, work: Callable[[lmdb.Transaction], T]) -> T:
+    def write(self, work: Callable[[lmdb.Transaction], T], reserve: int = 0) -> T:
         """Run ``work`` in one write transaction and commit it; retried whole if the map
         fills or the generation changes, so ``work`` must not mutate state outside ``txn``.
-        An exception from ``work`` aborts the transaction: nothing of it is stored."""
+        An exception from ``work`` aborts the transaction: nothing of it is stored.
+        ``reserve`` estimates the bytes the work adds, so the map can grow before it starts
+        rather than after a failed attempt."""
         if self.readonly:
             raise ReadOnlyError(f"{self.path} was opened read-only", "open it without readonly=True")
         with self._write_mutex:
+            if reserve:
+                self._ensure_room(reserve)
             while True:
                 action = None
                 with self._lock.shared():

@@ -1,0 +1,45 @@
+"""Shared test helpers: brute-force references and fingerprint generators."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+
+import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", deadline=None, max_examples=60, derandomize=True)
+settings.register_profile("dev", deadline=None, max_examples=60)
+settings.load_profile("ci")
+
+BITS = 64
+
+
+def hamming(a: int, b: int) -> int:
+    return (a ^ b).bit_count()
+
+
+def brute_force_query(stored: dict[str, int], query: int, k: int) -> list[tuple[str, int]]:
+    """Every (key, distance) within k bits, by scanning everything."""
+    return sorted((key, hamming(fp, query)) for key, fp in stored.items() if hamming(fp, query) <= k)
+
+
+def flip_bits(fingerprint: int, count: int, rng: random.Random) -> int:
+    for bit in rng.sample(range(BITS), count):
+        fingerprint ^= 1 << bit
+    return fingerprint
+
+
+def clustered(count: int, rng: random.Random, spread: int = 4, bases: int = 5) -> list[int]:
+    """Fingerprints near a few bases (0..spread bits away), with exact repeats."""
+    roots = [rng.getrandbits(BITS) for _ in range(bases)]
+    return [flip_bits(rng.choice(roots), rng.randint(0, spread), rng) for _ in range(count)]
+
+
+def as_items(fingerprints: Iterable[int], prefix: str = "doc") -> list[tuple[str, int]]:
+    return [(f"{prefix}-{i}", fp) for i, fp in enumerate(fingerprints)]
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    return tmp_path / "db"
