@@ -149,6 +149,12 @@ def guarded(command: F) -> F:
                 traceback.print_exc()
             err(f"simdb: {error}")
             raise typer.Exit(exit_code_for(error)) from None
+        except OSError as error:  # a path the user named (the library wraps its own)
+            if debug:
+                traceback.print_exc()
+            where = f"{error.filename}: " if error.filename else ""
+            err(f"simdb: {where}{error.strerror or error}")
+            raise typer.Exit(EXIT_USAGE) from None
         except Exception as error:  # noqa: BLE001 - the one place that turns bugs into a message
             if debug:
                 traceback.print_exc()

@@ -633,3 +633,11 @@ def test_adding_a_tree_that_holds_the_database_skips_the_database(corpus: Path, 
     again = run("add", ".", "-r", "--workers", "1")  # now ./simdb-data exists inside the tree
     assert first.exit_code == 0 and again.exit_code == 0, again.output
     assert "replaced 5, skipped 0, failed 0" in again.stdout
+
+
+def test_operating_system_errors_name_the_path(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = run("demo", "--dir", blocker / "below", "--documents", "10")
+    assert result.exit_code == 2
+    assert str(blocker) in result.stderr and "Traceback" not in result.stderr
