@@ -79,12 +79,17 @@ def as_fingerprint_array(fingerprints: Any, name: str = "fingerprints") -> UInt6
     if isinstance(fingerprints, np.ndarray):
         array = fingerprints
     else:
-        try:
-            array = np.asarray(fingerprints)
-        except (OverflowError, ValueError, TypeError):
-            # Mixed huge and negative ints, ragged nesting...: find the culprit one by one.
-            array = np.empty(len(fingerprints), dtype=object)
-            array[:] = list(fingerprints)
+        # numpy's own inference is unsafe here: it turns [1, 2**64 - 1] into float64 and
+        # [True, 3] into int64.  Check element types first (O(n) in C via set/map).
+        values = fingerprints if isinstance(fingerprints, Sequence) else list(fingerprints)
+        types = set(map(type, values))
+        if types <= {int}:
+            try:
+                return np.array(values, dtype=np.uint64).reshape(-1)
+            except OverflowError:
+                pass  # a negative or too large int: the slow path names it
+        array = np.empty(len(values), dtype=object)
+        array[:] = list(values)
     if array.ndim != 1:
         if array.size == 0:
             return np.zeros(0, dtype=np.uint64)

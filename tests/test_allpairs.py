@@ -1,0 +1,386 @@
+"""Tests of the all-pairs search and the component helpers against brute force."""
+
+from __future__ import annotations
+
+import math
+from functools import cached_property
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simdb.allpairs import (
+    ComponentLabeler,
+    _claim_rules,
+    as_fingerprint_array,
+    cluster_labels,
+    clusters_from_labels,
+    clusters_from_pairs,
+    connected_components,
+    find_all,
+    find_clusters,
+    iter_clusters,
+    iter_pair_blocks,
+)
+from simdb.errors import DistanceError, InvalidFingerprintError, InvalidInputError
+from simdb.plan import TablePlan
+
+FULL = 2**64 - 1
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def brute_pairs(fingerprints: list[int], k: int) -> dict[tuple[int, int], int]:
+    """Every pair i < j within k bits, by popcount of the xor of all pairs."""
+    array = np.asarray(fingerprints, dtype=np.uint64)
+    distance = np.bitwise_count(array[:, None] ^ array[None, :])
+    left, right = np.nonzero(np.triu(distance <= k, 1))
+    return {(int(a), int(b)): int(distance[a, b]) for a, b in zip(left, right)}
+
+
+def collect(blocks) -> dict[tuple[int, int], int]:
+    """Pairs from a block iterator, failing on a repeated pair or a bad block."""
+    found: dict[tuple[int, int], int] = {}
+    for left, right, distance in blocks:
+        assert left.dtype == np.int64 and right.dtype == np.int64 and distance.dtype == np.uint8
+        assert left.shape == right.shape == distance.shape
+        assert np.all(left < right)
+        for a, b, d in zip(left.tolist(), right.tolist(), distance.tolist()):
+            assert (a, b) not in found, f"pair {(a, b)} reported twice"
+            found[(a, b)] = d
+    return found
+
+
+def brute_components(n: int, edges: list[tuple[int, int]]) -> list[int]:
+    """Smallest-member label per node, by repeated relaxation (obviously correct, slow)."""
+    label = list(range(n))
+    changed = True
+    while changed:
+        changed = False
+        for a, b in edges:
+            low = min(label[a], label[b])
+            if label[a] != low or label[b] != low:
+                label[a] = label[b] = low
+                changed = True
+    return label
+
+
+def plans_for(k: int) -> list[int]:
+    """Block counts for k: the default, the minimum, and a fine split that coarsens keys."""
+    choices = {k + 1, TablePlan.create(k).blocks, min(64, k + 3)}
+    if k <= 2:
+        choices.add({0: 64, 1: 64, 2: 20}[k])  # leading prefix wider than 64 - index bits
+    return sorted(b for b in choices if math.comb(b, k) <= 2000)
+
+
+fingerprint = st.integers(min_value=0, max_value=FULL)
+
+
+@st.composite
+def clustered(draw, max_bases: int = 12, max_variants: int = 12, max_flips: int = 4) -> list[int]:
+    """Random bases, each with variants 0..max_flips bits away, shuffled."""
+    bases = draw(st.lists(fingerprint, min_size=1, max_size=max_bases))
+    out = []
+    for base in bases:
+        out.append(base)
+        for _ in range(draw(st.integers(0, max_variants))):
+            bits = draw(st.lists(st.integers(0, 63), max_size=max_flips, unique=True))
+            value = base
+            for bit in bits:
+                value ^= 1 << bit
+            out.append(value)
+    return draw(st.permutations(out))
+
+
+@st.composite
+def duplicate_heavy(draw) -> list[int]:
+    """A few distinct values (some close to each other), each repeated many times."""
+    base = draw(fingerprint)
+    values = [base] + [base ^ (1 << b) for b in draw(st.lists(st.integers(0, 63), max_size=3))]
+    values += draw(st.lists(fingerprint, max_size=3))
+    return draw(st.lists(st.sampled_from(values), min_size=0, max_size=150))
+
+
+@st.composite
+def shared_prefix(draw) -> list[int]:
+    """Many fingerprints agreeing on their top bits (one long run in several tables)."""
+    top = draw(st.integers(0, 2**40 - 1)) << 24
+    lows = draw(st.lists(st.integers(0, 2**24 - 1), min_size=2, max_size=120))
+    return [top | low for low in lows]
+
+
+any_input = st.one_of(
+    st.lists(fingerprint, max_size=120),
+    clustered(),
+    duplicate_heavy(),
+    shared_prefix(),
+)
+
+
+def check_all_distances(fingerprints: list[int], k: int, blocks: int, block_size: int) -> None:
+    plan = TablePlan.create(k, blocks)
+    array = np.asarray(fingerprints, dtype=np.uint64)
+    for k_search in range(k + 1):
+        expected = brute_pairs(fingerprints, k_search)
+        found = collect(iter_pair_blocks(array, plan, k_search, block_size=block_size))
+        assert found == expected, f"k={k} blocks={blocks} k'={k_search}"
+
+
+# ----------------------------------------------------------------------------- search
+
+
+@SETTINGS
+@given(data=any_input, k=st.integers(0, 4), block_size=st.sampled_from([1, 3, 64, 1 << 20]), choice=st.integers(0, 3))
+def test_pairs_match_brute_force_for_every_distance(data, k, block_size, choice):
+    blocks = plans_for(k)[choice % len(plans_for(k))]
+    check_all_distances(data, k, blocks, block_size)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_every_block_count_on_clustered_data(k):
+    rng = np.random.default_rng(k)
+    bases = rng.integers(0, 2**64, 40, dtype=np.uint64)
+    data = np.repeat(bases, 6)
+    for row in range(data.size):
+        for bit in rng.choice(64, rng.integers(0, k + 2), replace=False):
+            data[row] ^= np.uint64(1) << np.uint64(bit)
+    values = data.tolist()
+    for blocks in range(k + 1, 15):
+        if math.comb(blocks, k) <= 1000:
+            check_all_distances(values, k, blocks, block_size=97)
+
+
+def test_find_all_shapes_and_types():
+    pairs, distances = find_all([5, 5, 4, 2**64 - 1], k=1)
+    assert pairs.dtype == np.int64 and pairs.shape == (3, 2)
+    assert distances.dtype == np.uint8 and distances.shape == (3,)
+    found = {tuple(p): int(d) for p, d in zip(pairs.tolist(), distances.tolist())}
+    assert found == {(0, 1): 0, (0, 2): 1, (1, 2): 1}
+
+
+def test_find_all_matches_brute_force_exactly():
+    values = [5, 5, 4, FULL, FULL ^ 7, 0]
+    pairs, distances = find_all(values, k=3, blocks=4)
+    found = {tuple(p): int(d) for p, d in zip(pairs.tolist(), distances.tolist())}
+    assert found == brute_pairs(values, 3)
+    assert len(found) == len(pairs)
+
+
+def test_empty_and_single_inputs():
+    for values in ([], [7], np.zeros(0, dtype=np.uint64)):
+        pairs, distances = find_all(values)
+        assert pairs.shape == (0, 2) and distances.shape == (0,)
+
+
+def test_identical_fingerprints_are_one_group_and_all_pairs_emitted():
+    n = 1500
+    values = np.full(n, 0xDEADBEEF, dtype=np.uint64)
+    values[::7] ^= np.uint64(1 << 40)  # a second group, one bit away
+    pairs, distances = find_all(values, k=3)
+    assert len(pairs) == n * (n - 1) // 2
+    assert np.unique(pairs[:, 0] * n + pairs[:, 1]).size == len(pairs)
+    other = values[pairs[:, 0]] != values[pairs[:, 1]]
+    assert np.all(distances[other] == 1) and np.all(distances[~other] == 0)
+
+
+def test_blocks_never_exceed_block_size():
+    values = np.full(300, 42, dtype=np.uint64)
+    values[150:] ^= np.uint64(3)
+    sizes = [len(left) for left, _, _ in iter_pair_blocks(values, TablePlan.create(3), block_size=1000)]
+    assert max(sizes) <= 1000
+    assert sum(sizes) == 300 * 299 // 2
+
+
+def test_long_shared_prefix_run_is_exact():
+    rng = np.random.default_rng(7)
+    # 3000 rows share their top 40 bits: one run in every table led by the top blocks.
+    values = (np.uint64(0xABCDE12345) << np.uint64(24)) | rng.integers(0, 2**24, 3000, dtype=np.uint64)
+    found = collect(iter_pair_blocks(values, TablePlan.create(3, 5), block_size=500))
+    assert found == brute_pairs(values.tolist(), 3)
+
+
+class ReversedPlan(TablePlan):
+    """A plan whose tables come in reverse order, to exercise the general claim rule."""
+
+    @cached_property
+    def tables(self):  # type: ignore[override]
+        return list(reversed(TablePlan.tables.func(self)))
+
+
+@SETTINGS
+@given(data=st.one_of(clustered(), duplicate_heavy()), k=st.integers(1, 3))
+def test_any_table_order_reports_each_pair_once(data, k):
+    plan = ReversedPlan(k=k, blocks=k + 3)
+    for k_search in range(k + 1):
+        found = collect(iter_pair_blocks(np.asarray(data, dtype=np.uint64), plan, k_search))
+        assert found == brute_pairs(data, k_search)
+
+
+@pytest.mark.parametrize("k,blocks", [(1, 2), (2, 5), (3, 5), (3, 7), (4, 6), (2, 20)])
+def test_closed_form_claim_rule_equals_general_rule(k, blocks):
+    plan = TablePlan.create(k, blocks)
+    fast = _claim_rules(plan, assume_lexicographic=True)
+    general = _claim_rules(plan, assume_lexicographic=False)
+    assert [(r.leading_mask, r.conflicts, r.min_blocks_differing) for r in fast] == [
+        (r.leading_mask, r.conflicts, r.min_blocks_differing) for r in general
+    ]
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [1, -1],
+        [2**64],
+        [1.5],
+        [True, 3],
+        ["12"],
+        "123",
+        np.array([3, -2], dtype=np.int64),
+        np.array([1.0, 2.0]),
+        np.zeros((2, 2), dtype=np.uint64),
+        [None],
+        [2**64, -1],
+    ],
+)
+def test_invalid_fingerprints_are_refused(bad):
+    with pytest.raises(InvalidFingerprintError):
+        find_all(bad)
+
+
+def test_error_names_the_position():
+    with pytest.raises(InvalidFingerprintError, match=r"\[2\]"):
+        as_fingerprint_array(np.array([0, 5, -9], dtype=np.int32))
+
+
+def test_accepted_inputs():
+    assert as_fingerprint_array([0, FULL]).tolist() == [0, FULL]
+    assert as_fingerprint_array(np.array([1, 2], dtype=np.int16)).dtype == np.uint64
+    assert as_fingerprint_array((np.uint64(3), 4)).tolist() == [3, 4]
+    array = np.arange(4, dtype=np.uint64)
+    assert as_fingerprint_array(array) is array
+
+
+def test_invalid_distances_and_plans():
+    plan = TablePlan.create(2)
+    with pytest.raises(DistanceError):
+        list(iter_pair_blocks(np.zeros(3, dtype=np.uint64), plan, 3))
+    with pytest.raises(InvalidInputError):
+        list(iter_pair_blocks(np.zeros(3, dtype=np.uint64), plan, -1))
+    with pytest.raises(InvalidInputError):
+        list(iter_pair_blocks(np.zeros(3, dtype=np.uint64), "plan"))  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        list(iter_pair_blocks(np.zeros(3, dtype=np.uint64), plan, block_size=0))
+    with pytest.raises(InvalidInputError):
+        find_all([1, 2], k=3, blocks=3)
+    with pytest.raises(InvalidInputError):
+        find_all([1, 2], k=-1)
+
+
+# ----------------------------------------------------------------------------- components
+
+
+edge_lists = st.integers(1, 60).flatmap(
+    lambda n: st.tuples(st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=120))
+)
+
+
+@SETTINGS
+@given(graph=edge_lists, block=st.integers(1, 50))
+def test_components_match_brute_force_streamed_in_blocks(graph, block):
+    n, edges = graph
+    labeler = ComponentLabeler(n)
+    for start in range(0, len(edges), block):
+        chunk = edges[start : start + block]
+        labeler.add([a for a, _ in chunk], [b for _, b in chunk])
+    assert labeler.labels().tolist() == brute_components(n, edges)
+    left = np.array([a for a, _ in edges], dtype=np.int64)
+    right = np.array([b for _, b in edges], dtype=np.int64)
+    assert connected_components(n, left, right).tolist() == brute_components(n, edges)
+
+
+@pytest.mark.parametrize("block", [1, 7, 10_000])
+def test_long_path_in_adversarial_order(block):
+    n = 3000
+    rng = np.random.default_rng(block)
+    nodes = rng.permutation(n)
+    left, right = nodes[:-1], nodes[1:]
+    order = rng.permutation(n - 1)
+    labeler = ComponentLabeler(n)
+    for start in range(0, n - 1, block * 50):
+        piece = order[start : start + block * 50]
+        labeler.add(left[piece], right[piece])
+    assert np.all(labeler.labels() == 0)
+
+
+def test_clusters_are_ordered_by_first_member():
+    left, right = np.array([5, 2, 7, 3]), np.array([1, 6, 5, 6])
+    assert clusters_from_pairs(9, np.stack([left, right], axis=1)) == [[1, 5, 7], [2, 3, 6]]
+    assert clusters_from_pairs(9, [(left, right, None)], include_singletons=True) == [
+        [0],
+        [1, 5, 7],
+        [2, 3, 6],
+        [4],
+        [8],
+    ]
+    labels = connected_components(9, left, right)
+    assert [c.tolist() for c in iter_clusters(labels)] == clusters_from_labels(labels)
+
+
+def test_invalid_edges_are_refused():
+    with pytest.raises(InvalidInputError):
+        connected_components(3, [0], [3])
+    with pytest.raises(InvalidInputError):
+        connected_components(3, [0, 1], [2])
+    with pytest.raises(InvalidInputError):
+        ComponentLabeler(-1)
+
+
+@SETTINGS
+@given(data=st.one_of(clustered(max_flips=3), duplicate_heavy()), k=st.integers(0, 3))
+def test_cluster_labels_equal_components_of_all_pairs(data, k):
+    array = np.asarray(data, dtype=np.uint64)
+    plan = TablePlan.create(3)
+    pairs = brute_pairs(data, k)
+    edges = list(pairs)
+    expected = brute_components(len(data), edges)
+    assert cluster_labels(array, plan, k).tolist() == expected
+    assert find_clusters(data, k=k) == clusters_from_pairs(len(data), np.array(edges, dtype=np.int64).reshape(-1, 2))
+
+
+def test_identical_group_clusters_without_expanding_pairs():
+    values = np.full(200_000, 11, dtype=np.uint64)  # 2e10 pairs if expanded
+    values[-1] = 12
+    labels = cluster_labels(values, TablePlan.create(3))
+    assert np.all(labels[:-1] == 0) and labels[-1] == 0
+
+
+def test_coarsened_keys_still_report_each_pair_once():
+    # k=2 with 20 blocks leads with ~57 bits, so with 1,000 rows the low prefix bits are
+    # dropped from the sort key.  Pairs differing in one high bit and one bit of block 18
+    # (bits 3..5) then share a coarse prefix in a table whose leading blocks they do not
+    # all agree on; only the full leading-block check keeps that table from reporting them.
+    rng = np.random.default_rng(3)
+    bases = rng.integers(0, 2**64, 500, dtype=np.uint64)
+    high = np.uint64(1) << rng.integers(8, 64, 500).astype(np.uint64)
+    low = np.uint64(1) << rng.integers(3, 6, 500).astype(np.uint64)
+    values = np.concatenate([bases, bases ^ high ^ low])
+    found = collect(iter_pair_blocks(values, TablePlan.create(2, 20)))
+    assert found == brute_pairs(values.tolist(), 2)
+
+
+def test_triangle_decoding_is_exact_for_huge_groups():
+    from simdb.allpairs import _triangle
+
+    rows = []
+    for j in [2, 3, 67_108_865, 94_906_267, 123_456_789, 3_000_000_000]:
+        start = j * (j - 1) // 2
+        rows += [(start, 0, j), (start + j - 1, j - 1, j), (start - 1, j - 2, j - 1)]
+    offsets = np.array([r[0] for r in rows], dtype=np.int64)
+    i, j = _triangle(offsets)
+    assert list(zip(i.tolist(), j.tolist())) == [(r[1], r[2]) for r in rows]
