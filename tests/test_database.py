@@ -1,0 +1,284 @@
+"""Database behaviour and errors: keys, replacement, duplicates, configuration, format,
+check(), compaction, growth and threads."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import msgpack
+import pytest
+
+import simdb
+from simdb.database import CONFIG_KEY, META
+from tests.conftest import as_items, brute_force_query, flip_bits
+
+
+def test_open_creates_and_reopens_with_stored_settings(db_path) -> None:
+    with simdb.open(db_path, k=4) as db:
+        db.add("a", 1)
+        assert db.k == 4
+    with simdb.open(db_path) as db:
+        assert db.k == 4 and db.plan.blocks == simdb.default_blocks(4)
+        assert db.get("a") == simdb.Document("a", 1, None)
+
+
+def test_keys_of_any_unicode_and_length_stay_distinct(db_path) -> None:
+    long_url = "https://example.com/" + "path/" * 400
+    keys = ["é", "e\u0301", "日本語", "emoji 🚀", long_url, long_url + "x", long_url[:-1], "a\x00b", "a"]
+    with simdb.open(db_path) as db:
+        db.add_many((key, i) for i, key in enumerate(keys))
+        assert len(db) == len(keys)
+        for i, key in enumerate(keys):
+            assert db.get(key) == simdb.Document(key, i, None)
+            assert key in db
+        assert list(db.keys()) == keys
+        assert db.check()
+
+
+def test_adding_an_existing_key_replaces_fingerprint_and_meta(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add("doc", 0, meta={"v": 1})
+        result = db.add("doc", 2**64 - 1, meta={"v": 2})
+        assert (result.added, result.replaced) == (0, 1)
+        assert db.get("doc") == simdb.Document("doc", 2**64 - 1, {"v": 2})
+        assert db.query(0) == []  # the old table entries are gone
+        assert [m.key for m in db.query(2**64 - 1)] == ["doc"]
+        assert len(db) == 1 and db.check()
+
+
+def test_a_key_given_twice_in_one_batch_keeps_the_last(db_path) -> None:
+    with simdb.open(db_path) as db:
+        result = db.add_many([("a", 1), ("b", 2), ("a", 3, {"last": True})])
+        assert (result.added, result.replaced) == (2, 0)
+        assert db.get("a") == simdb.Document("a", 3, {"last": True})
+        assert db.check()
+
+
+def test_identical_fingerprints_all_survive_and_match(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many((f"copy-{i}", 42) for i in range(50))
+        matches = db.query(42)
+        assert [m.key for m in matches] == [f"copy-{i}" for i in range(50)]  # ties in insertion order
+        db.remove("copy-7")
+        assert len(db.query(42)) == 49
+
+
+def test_distance_exactly_k_matches_and_k_plus_one_does_not(db_path) -> None:
+    rng = random.Random(5)
+    with simdb.open(db_path, k=3) as db:
+        base = rng.getrandbits(64)
+        db.add("base", base)
+        for distance in range(8):
+            probe = flip_bits(base, distance, rng)
+            assert bool(db.query(probe)) == (distance <= 3)
+            for k in range(4):
+                assert bool(db.query(probe, k=k)) == (distance <= k)
+
+
+def test_query_above_the_index_k_is_refused(db_path) -> None:
+    with simdb.open(db_path, k=2) as db:
+        with pytest.raises(simdb.DistanceError, match="k=3 is above the index's k=2"):
+            db.query(0, k=3)
+        with pytest.raises(simdb.DistanceError):
+            db.query_many([0], k=-1)
+
+
+def test_query_limit_keeps_the_nearest(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many([("far", 0b111), ("near", 0b1), ("exact", 0)])
+        assert [m.key for m in db.query(0, limit=2)] == ["exact", "near"]
+
+
+@pytest.mark.parametrize(
+    ("item", "error"),
+    [
+        (("k", -1), simdb.InvalidFingerprintError),
+        (("k", 2**64), simdb.InvalidFingerprintError),
+        (("k", "0xff"), simdb.InvalidFingerprintError),
+        (("k", 1.0), simdb.InvalidFingerprintError),
+        (("k", True), simdb.InvalidFingerprintError),
+        (("", 1), simdb.InvalidKeyError),
+        ((b"bytes", 1), simdb.InvalidKeyError),
+        (("\ud800", 1), simdb.InvalidKeyError),
+        (("k", 1, {"x": object()}), simdb.InvalidInputError),
+        (("k",), simdb.InvalidInputError),
+        ("k", simdb.InvalidInputError),
+    ],
+)
+def test_bad_items_reject_the_whole_batch(db_path, item, error) -> None:
+    with simdb.open(db_path) as db:
+        with pytest.raises(error):
+            db.add_many([("good-1", 1), item, ("good-2", 2)])
+        assert len(db) == 0 and db.check()
+
+
+def test_fingerprints_accept_numpy_integers_and_parse_hex() -> None:
+    import numpy as np
+
+    assert simdb.parse_fingerprint("0xFF") == 255
+    assert simdb.parse_fingerprint("00000000000000ff") == 255
+    assert simdb.parse_fingerprint("255") == 255
+    with pytest.raises(simdb.InvalidFingerprintError, match="zz"):
+        simdb.parse_fingerprint("zz")
+    with pytest.raises(simdb.InvalidFingerprintError):
+        simdb.parse_fingerprint("0x1" + "0" * 16)
+    from simdb.keys import check_fingerprint
+
+    assert check_fingerprint(np.uint64(2**64 - 1)) == 2**64 - 1
+
+
+def test_conflicting_settings_name_both_values(db_path) -> None:
+    simdb.open(db_path, k=3).close()
+    with pytest.raises(simdb.ConfigMismatchError, match=r"k=5 was given.*created with k=3"):
+        simdb.open(db_path, k=5)
+    with pytest.raises(simdb.ConfigMismatchError, match=r"blocks=7 was given.*blocks=5"):
+        simdb.open(db_path, blocks=7)
+
+
+def test_newer_format_version_is_refused(db_path) -> None:
+    db = simdb.open(db_path)
+    storage = db._storage
+    config = msgpack.unpackb(storage.write(lambda txn: txn.get(CONFIG_KEY, db=storage.db(META))))
+    config["format_version"] = simdb.FORMAT_VERSION + 1
+    storage.write(lambda txn: txn.put(CONFIG_KEY, msgpack.packb(config), db=storage.db(META)))
+    db.close()
+    with pytest.raises(simdb.FormatVersionError, match=f"format version {simdb.FORMAT_VERSION + 1}"):
+        simdb.open(db_path)
+
+
+def test_paths_that_are_not_databases(tmp_path) -> None:
+    (tmp_path / "file").write_text("hello")
+    with pytest.raises(simdb.NotADatabaseError, match="is a file"):
+        simdb.open(tmp_path / "file")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("x")
+    with pytest.raises(simdb.NotADatabaseError, match="no CURRENT"):
+        simdb.open(tmp_path / "other")
+    with pytest.raises(simdb.NotADatabaseError, match="does not exist"):
+        simdb.open(tmp_path / "missing", readonly=True)
+    assert not (tmp_path / "missing").exists()
+
+
+def test_a_foreign_lmdb_file_is_not_a_database(tmp_path) -> None:
+    import lmdb
+
+    path = tmp_path / "foreign"
+    path.mkdir()
+    (path / "CURRENT").write_text("data-000001.mdb\n")
+    env = lmdb.open(str(path / "data-000001.mdb"), subdir=False, max_dbs=2)
+    with env.begin(write=True) as txn:
+        txn.put(b"hello", b"world")
+    env.close()
+    with pytest.raises(simdb.NotADatabaseError, match="did not write"):
+        simdb.open(path)
+
+
+def test_readonly_refuses_writes(db_path) -> None:
+    simdb.open(db_path).close()
+    with simdb.open(db_path, readonly=True) as db:
+        with pytest.raises(simdb.ReadOnlyError):
+            db.add("a", 1)
+        with pytest.raises(simdb.ReadOnlyError):
+            db.remove("a")
+        assert db.query(1) == []
+
+
+def test_closed_database_raises(db_path) -> None:
+    db = simdb.open(db_path)
+    db.close()
+    db.close()  # idempotent
+    with pytest.raises(simdb.DatabaseClosedError):
+        db.query(1)
+
+
+def test_check_reports_a_corrupted_table(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many(as_items(range(0, 2**60, 2**50)))
+        assert db.check()
+        storage = db._storage
+        table = storage.db(db._table_names[3])
+        victim = db.plan.tables[3].permute(2**50).to_bytes(8, "big") + (1).to_bytes(8, "big")
+
+        def corrupt(txn) -> None:
+            assert txn.delete(victim, db=table)
+            txn.put(b"\x00" * 8 + (999).to_bytes(8, "big"), b"", db=table)
+
+        storage.write(corrupt)
+        report = db.check()
+        assert not report
+        text = "\n".join(report.problems)
+        assert "1 entries missing from table.03 (id 1)" in text
+        assert "1 entries unexpected in table.03 (id 999)" in text
+
+
+def test_check_reports_a_key_index_mismatch(db_path) -> None:
+    from simdb.database import KEYS
+
+    with simdb.open(db_path) as db:
+        db.add_many([("a", 1), ("b", 2)])
+        storage = db._storage
+        storage.write(lambda txn: txn.put(b"\x01" * 16, (7).to_bytes(8, "big"), db=storage.db(KEYS)))
+        problems = db.check().problems
+        assert any("has no matching document" in p for p in problems)
+
+
+def test_compaction_shrinks_the_file_after_half_is_removed(db_path) -> None:
+    rng = random.Random(1)
+    with simdb.open(db_path) as db:
+        items = as_items(rng.getrandbits(64) for _ in range(20_000))
+        db.add_many(items, batch_size=2_000)
+        full = db.compact().bytes_after
+        db.remove_many(key for key, _ in items[::2])
+        result = db.compact()
+        assert result.bytes_after < 0.6 * full
+        assert db.check() and len(db) == 10_000
+        assert db.stats()["bytes_per_table_entry"] < 30
+
+
+def test_map_grows_instead_of_failing(db_path) -> None:
+    rng = random.Random(2)
+    with simdb.open(db_path, map_size=1 << 16) as db:
+        stored = dict(as_items(rng.getrandbits(64) for _ in range(5_000)))
+        for key, fp in stored.items():  # one small transaction at a time, no reservations
+            db.add(key, fp)
+        assert db.stats()["map_size"] > 1 << 16
+        assert len(db) == 5_000 and db.check()
+
+
+def test_one_database_serves_many_query_threads(db_path) -> None:
+    rng = random.Random(3)
+    fps = [rng.getrandbits(64) for _ in range(2_000)]
+    stored = dict(as_items(fps))
+    errors: list[BaseException] = []
+    with simdb.open(db_path, map_size=1 << 16) as db:
+        db.add_many(stored.items())
+
+        def reader(seed: int) -> None:
+            local = random.Random(seed)
+            try:
+                for _ in range(200):
+                    probe = flip_bits(local.choice(fps), local.randint(0, 3), local)
+                    got = sorted((m.key, m.distance) for m in db.query(probe))
+                    assert got == brute_force_query(stored, probe, 3)
+            except BaseException as exc:  # noqa: BLE001 - collected for the main thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=reader, args=(seed,)) for seed in range(6)]
+        for thread in threads:
+            thread.start()
+        # Meanwhile this thread grows the map and compacts, which must not disturb readers.
+        db.add_many(as_items((rng.getrandbits(64) for _ in range(3_000)), prefix="extra"))
+        db.compact()
+        for thread in threads:
+            thread.join()
+    assert not errors, errors[0]
+
+
+def test_stats_describe_the_plan(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many(as_items(range(1000)))
+        stats = db.stats()
+        assert stats["documents"] == 1000 and stats["tables"] == 10 and stats["k"] == 3
+        assert sorted(set(stats["leading_bits"])) == [25, 26]
+        assert stats["expected_candidates_per_probe"] == pytest.approx(1000 * (4 / 2**25 + 6 / 2**26) / 10)
