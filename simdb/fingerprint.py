@@ -392,8 +392,8 @@ class Fingerprinter:
     * ``bits`` — 64 (the database's width), 32 or 128.
     * ``weights`` — ``"tf"`` (every occurrence counts; streams in bounded memory) or
       ``"binary"`` (each distinct feature counts once).
-    * ``stopwords`` — ``None`` or a language of :data:`simdb.stopwords.STOPWORD_LISTS`
-      (``"english"``); stop words are dropped before features are formed.
+    * ``stopwords`` — a language of :data:`simdb.stopwords.STOPWORD_LISTS` (default
+      ``"english"``) or ``None``; stop words are dropped before features are formed.
     * ``split_unspaced`` — give each character of Chinese, Japanese, Thai, ... its own token
       (word features only; character features never need it, so it is stored as ``True``).
 
@@ -410,7 +410,7 @@ class Fingerprinter:
         ngram: int | None = None,
         bits: int = 64,
         weights: str = "tf",
-        stopwords: str | None = None,
+        stopwords: str | None = "english",
         split_unspaced: bool = True,
         *,
         _idf: _IdfTable | None = None,
