@@ -1,0 +1,83 @@
+"""Worker processes for the process-level tests (run as ``python tests/proc_worker.py ROLE``).
+
+Documents are written in groups: group g holds GROUP_SIZE keys ``g-0 .. g-N`` that all share
+the fingerprint ``group_fingerprint(g)`` and are written in one batch, so any reader must see
+a group whole or not at all.  Writers print ``ACK <g>`` only after the batch is committed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import simdb  # noqa: E402
+
+GROUP_SIZE = 10
+
+
+def group_fingerprint(group: int) -> int:
+    return random.Random(group).getrandbits(64)
+
+
+def group_items(group: int, padding: int = 0) -> list[tuple[str, int, dict[str, str]]]:
+    fingerprint = group_fingerprint(group)
+    return [(f"{group}-{i}", fingerprint, {"pad": "x" * padding}) for i in range(GROUP_SIZE)]
+
+
+def writer(path: str, first: int, count: int, remove_every: int = 0, padding: int = 0, map_size: int = 1 << 16) -> None:
+    """Add groups first..first+count-1, one transaction each; optionally remove old groups."""
+    with simdb.open(path, map_size=map_size) as db:
+        for group in range(first, first + count):
+            db.add_many(group_items(group, padding))
+            print(f"ACK {group}", flush=True)
+            if remove_every and group % remove_every == 0 and group - first >= remove_every:
+                victim = group - remove_every
+                db.remove_many(key for key, _, _ in group_items(victim))
+                print(f"REMOVED {victim}", flush=True)
+
+
+def remover(path: str, first: int, count: int) -> None:
+    """Remove groups one transaction each, acknowledging each."""
+    with simdb.open(path) as db:
+        for group in range(first, first + count):
+            db.remove_many(key for key, _, _ in group_items(group))
+            print(f"ACK {group}", flush=True)
+
+
+def compactor(path: str, rounds: int) -> None:
+    with simdb.open(path) as db:
+        for round_ in range(rounds):
+            db.compact()
+            print(f"ACK {round_}", flush=True)
+
+
+def reader(path: str, groups: int, seconds: float) -> None:
+    """Query groups until the time is up; a partial group or any error fails the process."""
+    deadline = time.monotonic() + seconds
+    queries = 0
+    with simdb.open(path, readonly=True) as db:
+        rng = random.Random(os.getpid())
+        while time.monotonic() < deadline:
+            group = rng.randrange(groups)
+            matches = db.query(group_fingerprint(group), k=0)
+            mine = [m for m in matches if m.key.startswith(f"{group}-")]
+            if len(mine) not in (0, GROUP_SIZE):
+                print(f"PARTIAL group {group}: {len(mine)} of {GROUP_SIZE}", flush=True)
+                sys.exit(1)
+            for match in mine:
+                if match.fingerprint != group_fingerprint(group):
+                    print(f"WRONG fingerprint for {match.key}", flush=True)
+                    sys.exit(1)
+            queries += 1
+    print(f"QUERIES {queries}", flush=True)
+
+
+if __name__ == "__main__":
+    role, *args = sys.argv[1:]
+    {"writer": writer, "reader": reader, "remover": remover, "compactor": compactor}[role](
+        args[0], *(int(a) if a.isdigit() else float(a) for a in args[1:])
+    )
