@@ -594,26 +594,33 @@ class Database:
     def _permutations(self, fingerprint: int) -> list[int]:
         return [table.permute(fingerprint) for table in self.plan.tables]
 
-    def _probe(self, txn: lmdb.Transaction, permuted: Sequence[int], k: int, cursors: list[lmdb.Cursor] | None = None) -> dict[bytes, int]:
-        """Ids (8-byte) of stored fingerprints within ``k`` bits, with their distances:
-        one range scan per table over the query's leading bits.  Permutations preserve
-        Hamming distance, so candidates are checked on their permuted form."""
-        if cursors is None:
-            cursors = [txn.cursor(self._storage.db(name)) for name in self._table_names]
+    def _probe(self, txn: lmdb.Transaction, permuted: Sequence[int], k: int) -> dict[bytes, int]:
+        """Ids (8-byte) of stored fingerprints within ``k`` bits of one query, with their
+        distances: one range scan per table over the query's leading bits."""
         found: dict[bytes, int] = {}
-        for table, cursor, query in zip(self.plan.tables, cursors, permuted):
+        for table, name, query in zip(self.plan.tables, self._table_names, permuted):
             low = query & table.prefix_mask
-            high = low | (_ALL_ONES ^ table.prefix_mask)
-            # Every 16-byte key whose fingerprint half is <= high sorts below high + 1.
-            bound = (high + 1).to_bytes(8, "big") if high != _ALL_ONES else b"\xff" * 17
-            if not cursor.set_range(low.to_bytes(8, "big")):
-                continue
-            for entry in cursor.iternext(values=False):
-                if entry >= bound:
-                    break
-                distance = (int.from_bytes(entry[:8], "big") ^ query).bit_count()
-                if distance <= k:
-                    found[entry[8:]] = distance
+            bound = low + table.prefix_span
+            _scan(txn.cursor(self._storage.db(name)), low.to_bytes(8, "big"), bound.to_bytes(8, "big") if bound >> BITS == 0 else _PAST_END, query, k, found)
+        return found
+
+    def _probe_many(self, txn: lmdb.Transaction, queries: np.ndarray, k: int) -> list[dict[bytes, int]]:
+        """:meth:`_probe` for many queries: bounds are computed vectorised per table and the
+        queries visit each table in key order, so successive seeks touch nearby pages."""
+        found: list[dict[bytes, int]] = [{} for _ in range(len(queries))]
+        for table, name in zip(self.plan.tables, self._table_names):
+            permuted = table.permute_array(queries)
+            lows = permuted & np.uint64(table.prefix_mask)
+            order = np.argsort(lows, kind="stable")
+            lows = lows[order]
+            bounds = lows + np.uint64(table.prefix_span)  # wraps to 0 past the last prefix
+            bound_bytes = bounds.astype(">u8").view("V8").tolist()
+            for position in np.flatnonzero(bounds == 0).tolist():
+                bound_bytes[position] = _PAST_END
+            cursor = txn.cursor(self._storage.db(name))
+            for index, low, bound, query in zip(order.tolist(), lows.astype(">u8").view("V8").tolist(), bound_bytes, permuted[order].tolist()):
+                if not _scan(cursor, low, bound, query, k, found[index]):
+                    break  # no entries at or after this low, nor after the larger ones to come
         return found
 
     def _matches(self, txn: lmdb.Transaction, found: dict[bytes, int], limit: int | None) -> list[Match]:
@@ -654,11 +661,9 @@ class Database:
         limit = self._check_limit(limit)
         if not queries:
             return []
-        as_array = np.array(queries, dtype=np.uint64)
-        permuted_rows = list(zip(*(table.permute_array(as_array).tolist() for table in self.plan.tables)))
         with self._storage.read() as txn:
-            cursors = [txn.cursor(self._storage.db(name)) for name in self._table_names]
-            return [self._matches(txn, self._probe(txn, row, k, cursors), limit) for row in permuted_rows]
+            found = self._probe_many(txn, np.array(queries, dtype=np.uint64), k)
+            return [self._matches(txn, one, limit) for one in found]
 
     @staticmethod
     def _check_limit(limit: int | None) -> int | None:
@@ -852,6 +857,27 @@ class Database:
         names = _KeyNames(self, ids)
         for members in clusters_from_pairs(len(fingerprints), iter_pair_blocks(fingerprints, self.plan, k), singletons=singletons):
             yield [names[index] for index in members]
+
+
+#: Sorts after every 16-byte table key: the bound for the last prefix of a table.
+_PAST_END = b"\xff" * 17
+
+
+def _scan(cursor: lmdb.Cursor, low: bytes, bound: bytes, query: int, k: int, found: dict[bytes, int]) -> bool:
+    """Add to ``found`` the ids of entries in [low, bound) within ``k`` bits of ``query``
+    (all permuted alike: permutations preserve Hamming distance).  Returns False when the
+    table holds nothing at or after ``low``.  Cost: one seek plus one step per candidate."""
+    if not cursor.set_range(low):
+        return False
+    entry = cursor.key()
+    while entry < bound:
+        distance = (int.from_bytes(entry[:8], "big") ^ query).bit_count()
+        if distance <= k:
+            found[entry[8:]] = distance
+        if not cursor.next():
+            break
+        entry = cursor.key()
+    return True
 
 
 def table_keys_as_pairs(permuted: np.ndarray, ids: np.ndarray) -> np.ndarray:

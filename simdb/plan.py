@@ -62,10 +62,15 @@ class Table:
     def name(self) -> str:
         return f"table.{self.index:02d}"
 
-    @property
+    @cached_property
     def prefix_mask(self) -> int:
         """Mask selecting the leading bits of a permuted fingerprint."""
         return ((1 << self.leading_bits) - 1) << (BITS - self.leading_bits)
+
+    @cached_property
+    def prefix_span(self) -> int:
+        """How many permuted values share one prefix: 2 ** (bits after the prefix)."""
+        return 1 << (BITS - self.leading_bits)
 
     def permute(self, fingerprint: int) -> int:
         """Permute one fingerprint.  O(blocks) int operations."""
