@@ -86,6 +86,7 @@ _CACHE_LIMIT = 1 << 20
 _POOL_CHUNK_DOCS = 256
 # Most documents fingerprinted together in one numpy batch (fewer when they are long).
 _BATCH_DOCS = 1024
+_ZERO_START = np.zeros(1, dtype=np.int64)
 # Every byte of an ASCII text maps to itself lowercased if it is a letter or digit, else to
 # a space; the tokens are then bytes.split().
 _ASCII_FOLD = bytes(
@@ -166,7 +167,7 @@ def _bit_matrix(feature_hashes: UInt64Array, bits: int) -> npt.NDArray[np.uint8]
     return np.unpackbits(raw, bitorder="little").reshape(-1, bits)
 
 
-def _fingerprint_from_sums(sums: FloatArray, total: float) -> int:
+def _fingerprint_from_sums(sums: npt.NDArray[Any], total: float) -> int:
     """Bit j is set when ``2 * sums[j] > total`` (a strict majority of the weight).  O(bits)."""
     packed = np.packbits(2.0 * sums > total, bitorder="little")
     return int.from_bytes(packed.tobytes(), "little")
@@ -677,8 +678,31 @@ class Fingerprinter:
         streamed, with memory bounded by the chunk size for ``weights="tf"``."""
         text = _as_text(text)
         if len(text) <= _features_module.CHUNK_CHARS:
-            return self._fingerprint_short_texts([text])[0]
+            return self._fingerprint_one(text)
         return self._fingerprint_streaming(text)
+
+    def _fingerprint_one(self, text: str) -> int:
+        """One text that fits in a chunk, with as few numpy calls as possible (each costs a
+        microsecond or two, which matters at ~2 KB per text)."""
+        hashes = self._piece_hashes(text)
+        rows = hashes.shape[0]
+        if not rows:
+            return 0
+        features = _shingle_hashes(hashes, min(self._ngram, rows))
+        if self._weights == "binary":
+            features = _unique_rows(features)
+        matrix = _bit_matrix(features, self._bits)
+        if self._idf is not None:
+            weights = self._idf.lookup(features[:, 0])
+            return _fingerprint_from_sums(weights @ matrix, float(weights.sum()))
+        count = features.shape[0]
+        if count <= 255:
+            # Byte lanes of uint64 sums cannot carry with at most 255 rows (see
+            # _segment_bit_counts); the lanes keep their positions in any byte order.
+            sums = matrix.view(np.uint64).sum(axis=0, dtype=np.uint64).view(np.uint8)
+        else:
+            sums = _segment_bit_counts(matrix, _ZERO_START, np.array([count]))[0]
+        return _fingerprint_from_sums(sums, count)
 
     def _fingerprint_list(self, texts: Iterable[Text]) -> list[int]:
         """Fingerprints in this process: short texts in batches of about one chunk of text,
