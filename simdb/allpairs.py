@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+import itertools
 from itertools import combinations
 from typing import Any
 
@@ -277,91 +278,206 @@ def _or_masks(masks: Sequence[int], blocks: Iterable[int]) -> int:
 # --------------------------------------------------------------------------------------
 
 
-def _sorted_keys(uniques: UInt64Array, table: Table, index_bits: int, presorted: bool) -> UInt64Array:
-    """Sort keys for one table: the table prefix in the top bits, the row number in the low
-    ``index_bits`` bits.  One ``np.sort`` of N uint64, O(N log N); O(N) extra memory.
+#: A table prefix is radix-sorted (stable argsorts of 16-bit digits, which numpy does in
+#: linear time) when it splits into at most this many block-aligned digits; otherwise the
+#: rows are ordered by one comparison sort of packed keys.
+_RADIX_DIGIT_BITS = 16
+_MAX_RADIX_DIGITS = 3
 
-    Packing the row number into the key lets a plain value sort (faster than argsort) carry
-    the permutation.  When the prefix and the row number do not both fit, the lowest prefix
-    bits are dropped: groups get coarser (more candidates), never finer, so nothing is missed;
-    the claim rule re-checks the full leading blocks.
+Digit = tuple[int, int]  # (source shift, width) of a block-aligned slice of the fingerprint
+
+
+def _radix_digits(table: Table) -> list[Digit] | None:
+    """The table prefix as block-aligned digits of at most 16 bits, least significant first,
+    or None when that takes more than ``_MAX_RADIX_DIGITS`` passes (many narrow blocks)."""
+    prefix_low = BITS - table.leading_bits
+    leading = sorted((target, source, width) for source, width, target in table.moves if target >= prefix_low)
+    digits = []
+    for _, source, width in leading:
+        for low in range(0, width, _RADIX_DIGIT_BITS):
+            digits.append((source + low, min(_RADIX_DIGIT_BITS, width - low)))
+    return digits if len(digits) <= _MAX_RADIX_DIGITS else None
+
+
+class _RadixOrders:
+    """Row orders by table prefix via LSD radix passes, sharing passes between tables.
+
+    Tables are visited so that consecutive ones share their least significant digits (for
+    k=3, 5 blocks: every table ending in the same block); the partial orders of the last
+    table are kept on a stack and reused.  Each pass is one stable argsort of N uint16 (a
+    linear-time radix sort in numpy) plus two gathers.  Memory: each digit column once
+    (2 bytes per row) and at most ``_MAX_RADIX_DIGITS`` orders (8 bytes per row each).
+    """
+
+    def __init__(self, values: UInt64Array) -> None:
+        self.values = values
+        self.columns: dict[Digit, npt.NDArray[np.uint16]] = {}
+        self.stack: list[tuple[Digit, Int64Array]] = []
+
+    def column(self, digit: Digit) -> npt.NDArray[np.uint16]:
+        """The digit of every row, as uint16 (cached)."""
+        if digit not in self.columns:
+            source, width = digit
+            shifted = self.values >> np.uint64(source)
+            shifted &= np.uint64((1 << width) - 1)
+            self.columns[digit] = shifted.astype(np.uint16)
+        return self.columns[digit]
+
+    def order(self, digits: list[Digit]) -> tuple[Int64Array, npt.NDArray[np.bool_]]:
+        """Rows sorted by the digits (most significant last), and ``same[p]``: sorted rows
+        p and p+1 agree on every digit."""
+        shared = 0
+        while shared < min(len(self.stack), len(digits)) and self.stack[shared][0] == digits[shared]:
+            shared += 1
+        del self.stack[shared:]
+        order = self.stack[-1][1] if self.stack else None
+        for digit in digits[shared:]:
+            column = self.column(digit)
+            step = np.argsort(column if order is None else column[order], kind="stable")
+            order = step if order is None else order[step]
+            self.stack.append((digit, order))
+        assert order is not None
+        same = np.ones(max(0, order.size - 1), dtype=bool)
+        for digit in digits:
+            ordered = self.column(digit)[order]
+            same &= ordered[1:] == ordered[:-1]
+        return order, same
+
+
+def _packed_order(values: UInt64Array, table: Table, index_bits: int, presorted: bool) -> tuple[Int64Array, npt.NDArray[np.bool_]]:
+    """Row order by table prefix via one ``np.sort`` of packed keys, and ``same[p]``: sorted
+    rows p and p+1 share the (possibly coarsened) prefix.  O(N log N); O(N) extra memory.
+
+    The key holds the table prefix in the top bits and the row number in the low
+    ``index_bits`` bits, so a plain value sort (faster than argsort) carries the permutation.
+    When both do not fit, the lowest prefix bits are dropped: groups get coarser (more
+    candidates), never finer, so nothing is missed; the caller re-checks the leading blocks.
     """
     prefix_low = BITS - table.leading_bits
-    keys = np.zeros(uniques.size, dtype=np.uint64)
-    scratch = np.empty_like(uniques)
+    keys = np.zeros(values.size, dtype=np.uint64)
+    scratch = np.empty_like(values)
     for source, width, target in table.moves:
         if target < prefix_low:
             continue  # not a leading block: not part of the prefix
         block_mask = np.uint64(((1 << width) - 1) << target)
         if source > target:
-            np.right_shift(uniques, np.uint64(source - target), out=scratch)
+            np.right_shift(values, np.uint64(source - target), out=scratch)
         elif source < target:
-            np.left_shift(uniques, np.uint64(target - source), out=scratch)
+            np.left_shift(values, np.uint64(target - source), out=scratch)
         else:
-            np.copyto(scratch, uniques)
+            np.copyto(scratch, values)
         scratch &= block_mask
         keys |= scratch
     del scratch
     if prefix_low < index_bits:
         keys &= np.uint64(_FULL64 ^ ((1 << index_bits) - 1))
-    keys |= np.arange(uniques.size, dtype=np.uint64)
+    keys |= np.arange(values.size, dtype=np.uint64)
     if not presorted:
         keys.sort()
-    return keys
+    same = np.bitwise_xor(keys[1:], keys[:-1]) < np.uint64(1 << index_bits)
+    keys &= np.uint64((1 << index_bits) - 1)
+    return keys.view(np.int64), same
 
 
-def _unique_pair_blocks(
-    uniques: UInt64Array,
-    plan: TablePlan,
+def _table_passes(
+    values: UInt64Array, plan: TablePlan, k: int, values_sorted: bool
+) -> Iterator[tuple[_ClaimRule, Int64Array, npt.NDArray[np.bool_], bool]]:
+    """For each table that can report a pair within ``k`` bits, yield ``(rule, order, same,
+    check_leading)``: rows sorted by table prefix, ``same[p]`` when sorted rows p and p+1
+    share a prefix, and whether the prefix was coarsened (so the leading blocks must be
+    re-checked).  Memory O(N) per table."""
+    n = values.size
+    index_bits = max(1, (n - 1).bit_length())
+    rules = [rule for rule in _claim_rules(plan) if rule.min_blocks_differing <= k]
+    digits = {rule.table.index: _radix_digits(rule.table) for rule in rules}
+    # Radix tables first, grouped by shared low digits; the claim rule does not depend on
+    # the order in which tables are visited.
+    rules.sort(key=lambda rule: (digits[rule.table.index] is None, digits[rule.table.index] or []))
+    radix = _RadixOrders(values)
+    for rule in rules:
+        table_digits = digits[rule.table.index]
+        if table_digits is not None:
+            order, same = radix.order(table_digits)
+            yield rule, order, same, False
+        else:
+            presorted = values_sorted and rule.table.leading_blocks == tuple(range(len(rule.table.leading_blocks)))
+            order, same = _packed_order(values, rule.table, index_bits, presorted)
+            yield rule, order, same, BITS - rule.table.leading_bits < index_bits
+
+
+def _has_duplicates(
+    values: UInt64Array, order: Int64Array, same: npt.NDArray[np.bool_], budget: int
+) -> bool:
+    """Whether any two rows hold the same fingerprint, judged from one table pass: equal
+    fingerprints share every prefix, so they are among the rows that ``same`` links.  Gives
+    up and answers True (the safe answer: the caller then collapses) after ``budget``
+    comparisons, so a long run costs no more than O(budget)."""
+    active = np.flatnonzero(same)
+    gap = 1
+    while active.size:
+        budget -= active.size
+        if budget < 0:
+            return True
+        if np.any(values[order[active]] == values[order[active + gap]]):
+            return True
+        active = active[active + gap < same.size]
+        active = active[same[active + gap]]
+        gap += 1
+    return False
+
+
+def _walk_passes(
+    values: UInt64Array,
+    passes: Iterable[tuple[_ClaimRule, Int64Array, npt.NDArray[np.bool_], bool]],
     k: int,
     block_size: int,
-    uniques_sorted: bool,
 ) -> Iterator[tuple[Int64Array, Int64Array, UInt8Array]]:
-    """Yield (row_a, row_b, distance) for every pair of distinct fingerprints within ``k``
-    bits, each once, rows in arbitrary order within a pair.
-
-    Cost per table that can report anything: one sort of N keys plus O(candidates), where
-    candidates are the pairs sharing the table prefix.  Memory: O(N) for the keys plus
-    O(block_size) per step.
-    """
-    n = uniques.size
-    if n < 2 or k == 0:
+    """Yield (row_a, row_b, distance) for the pairs of distinct rows within ``k`` bits that
+    each table pass claims.  O(candidates) time, O(block_size) memory per step."""
+    if k == 0:
         return  # distinct fingerprints are at least 1 bit apart
-    index_bits = max(1, (n - 1).bit_length())
-    index_mask = np.uint64((1 << index_bits) - 1)
-    rows_limit = np.uint64(1 << index_bits)
-    for rule in _claim_rules(plan):
-        if rule.min_blocks_differing > k:
-            continue  # every pair this table would report differs in more than k blocks
-        table = rule.table
-        presorted = uniques_sorted and table.leading_blocks == tuple(range(len(table.leading_blocks)))
-        keys = _sorted_keys(uniques, table, index_bits, presorted)
-        # A coarsened key groups rows that may disagree on low leading bits: re-check them.
-        coarsened = BITS - table.leading_bits < index_bits
-        # same_prefix[p]: sorted rows p and p+1 share the (possibly coarsened) prefix.
-        same_prefix = np.bitwise_xor(keys[1:], keys[:-1]) < rows_limit
-        active = np.flatnonzero(same_prefix)
+    for rule, order, same, check_leading in passes:
+        active = np.flatnonzero(same)
         gap = 1
         # Walk gap by gap: at gap g, `active` holds the p whose rows p..p+g share a prefix,
         # so a run of length r costs r-1 steps of at most r rows each.
         while active.size:
             for lo in range(0, active.size, block_size):
                 chunk = active[lo : lo + block_size]
-                row_a = (keys[chunk] & index_mask).astype(np.int64)
-                row_b = (keys[chunk + gap] & index_mask).astype(np.int64)
-                xor = uniques[row_a] ^ uniques[row_b]
+                row_a, row_b = order[chunk], order[chunk + gap]
+                xor = values[row_a] ^ values[row_b]
                 distance = np.bitwise_count(xor)
                 keep = distance <= k
-                if coarsened:
+                if check_leading:
                     keep &= (xor & np.uint64(rule.leading_mask)) == 0
                 for conflict in rule.conflicts:
                     keep &= (xor & np.uint64(conflict)) != 0
                 if keep.any():
                     yield row_a[keep], row_b[keep], distance[keep]
-            active = active[active + gap < same_prefix.size]
-            active = active[same_prefix[active + gap]]
+            active = active[active + gap < same.size]
+            active = active[same[active + gap]]
             gap += 1
-        del keys, same_prefix, active
+
+
+def _search_rows(
+    array: UInt64Array, plan: TablePlan, k: int, block_size: int
+) -> tuple[_Collapsed | None, Iterator[tuple[Int64Array, Int64Array, UInt8Array]]]:
+    """Search ``array`` (at least 2 rows), collapsing duplicates only if there are any.
+
+    Returns ``(collapsed, blocks)``.  When the input is duplicate-free, ``collapsed`` is None
+    and rows in ``blocks`` are input positions: the first table pass doubles as the duplicate
+    check, so distinct input pays no extra sort.  Otherwise rows index
+    ``collapsed.uniques``.
+    """
+    passes = _table_passes(array, plan, k, values_sorted=False)
+    first = next(passes)  # the first table always qualifies: it claims pairs differing in 0 blocks
+    if not _has_duplicates(array, first[1], first[2], budget=4 * array.size + 1024):
+        return None, _walk_passes(array, itertools.chain([first], passes), k, block_size)
+    del first
+    passes.close()
+    collapsed = _collapse(array)
+    uniques = collapsed.uniques
+    return collapsed, _walk_passes(uniques, _table_passes(uniques, plan, k, values_sorted=True), k, block_size)
 
 
 # --------------------------------------------------------------------------------------
@@ -457,11 +573,13 @@ def iter_pair_blocks(
         raise InvalidInputError(f"block_size={block_size!r} must be a positive int")
     if array.size < 2:
         return
-    collapsed = _collapse(array)
+    collapsed, blocks = _search_rows(array, plan, distance_limit, block_size)
+    if collapsed is None:
+        for row_a, row_b, distance in blocks:
+            yield np.minimum(row_a, row_b), np.maximum(row_a, row_b), distance
+        return
     yield from _within_group_blocks(collapsed, block_size)
-    for row_a, row_b, distance in _unique_pair_blocks(
-        collapsed.uniques, plan, distance_limit, block_size, uniques_sorted=True
-    ):
+    for row_a, row_b, distance in blocks:
         yield from _expand_blocks(collapsed, row_a, row_b, distance, block_size)
 
 
@@ -671,15 +789,15 @@ def cluster_labels(fingerprints: UInt64Array, plan: TablePlan, k: int | None = N
     if not isinstance(plan, TablePlan):
         raise InvalidInputError(f"plan must be a TablePlan, not {type(plan).__name__}", "use TablePlan.create(k)")
     distance_limit = _check_distance(k, plan)
-    if array.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    collapsed = _collapse(array)
-    labeler = ComponentLabeler(collapsed.uniques.size)
-    for row_a, row_b, _ in _unique_pair_blocks(
-        collapsed.uniques, plan, distance_limit, DEFAULT_BLOCK_SIZE, uniques_sorted=True
-    ):
+    if array.size < 2:
+        return np.arange(array.size, dtype=np.int64)
+    collapsed, blocks = _search_rows(array, plan, distance_limit, DEFAULT_BLOCK_SIZE)
+    labeler = ComponentLabeler(array.size if collapsed is None else collapsed.uniques.size)
+    for row_a, row_b, _ in blocks:
         labeler.add(row_a, row_b)
     row_label = labeler.labels()
+    if collapsed is None:
+        return row_label  # rows are input positions already
     # Rows are in fingerprint order, not input order: relabel each component by the
     # smallest input position among its rows.
     first = collapsed.first_member
