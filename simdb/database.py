@@ -48,6 +48,7 @@ from simdb.keys import (
     encode_id,
     encode_id_range,
     index_key,
+    index_key_order,
     sorted_table_keys,
     table_key,
 )
@@ -135,6 +136,8 @@ class _Batch:
     index_keys: list[bytes]
     fingerprints: list[int]
     records: list[bytes]
+    #: Positions in index-key order, once computed.
+    key_order: np.ndarray | None = None
 
     @classmethod
     def prepare(cls, items: Iterable[Sequence[Any]], first_position: int) -> _Batch:
@@ -156,11 +159,10 @@ class _Batch:
 
     def last_of_each_key(self) -> _Batch:
         """The batch with each key once, at its last occurrence's value.  O(n log n) in numpy."""
-        digests = np.frombuffer(b"".join(self.index_keys), dtype="V16")
-        order = np.argsort(digests, kind="stable")  # equal keys end up adjacent, in batch order
-        ordered = digests[order]
-        superseded = order[:-1][ordered[:-1] == ordered[1:]]
+        order, ordered = index_key_order(self.index_keys)  # equal keys adjacent, in batch order
+        superseded = order[:-1][(ordered[:-1] == ordered[1:]).all(axis=1)]
         if not len(superseded):
+            self.key_order = order
             return self
         drop = set(superseded.tolist())
         keep = [position for position in range(len(self.keys)) if position not in drop]
@@ -487,9 +489,11 @@ class Database:
             new_positions = list(range(len(batch.keys)))
         new_ids = encode_id_range(next_id, len(new_positions))
         self._put_sorted(txn, docs, new_ids, (batch.records[i] for i in new_positions))
-        digests = np.frombuffer(b"".join(batch.index_keys[i] for i in new_positions), dtype="V16")
-        by_digest = np.argsort(digests, kind="stable").tolist()
-        self._put_sorted(txn, keys_db, [batch.index_keys[new_positions[i]] for i in by_digest], (new_ids[i] for i in by_digest))
+        if batch.key_order is not None and len(new_positions) == len(batch.keys):
+            by_key = batch.key_order.tolist()  # every position is new: new_positions[i] == i
+        else:
+            by_key = index_key_order([batch.index_keys[i] for i in new_positions])[0].tolist()
+        self._put_sorted(txn, keys_db, [batch.index_keys[new_positions[i]] for i in by_key], (new_ids[i] for i in by_key))
         txn.put(NEXT_ID_KEY, codec.pack(next_id + len(new_positions), "next id"), db=meta)
         result.added = len(new_positions)
         ids = np.concatenate([np.arange(next_id, next_id + len(new_positions), dtype=np.uint64), np.array(changed_ids, dtype=np.uint64)])
@@ -836,27 +840,30 @@ class Database:
     def pairs(self, k: int | None = None) -> Iterator[tuple[str, str, int]]:
         """Every near-duplicate pair ``(key_a, key_b, distance)`` within ``k`` bits, each
         unordered pair once (``key_a`` added first), identical fingerprints included.
-        Reads the fingerprints once, then streams."""
+        Reads the fingerprints once (no per-document decoding), then streams blocks of pairs
+        with memory O(n + block)."""
         from simdb.allpairs import iter_pair_blocks
 
         k = self._check_k(k)
         ids, fingerprints = self.fingerprint_arrays()
         names = _KeyNames(self, ids)
         for left, right, distances in iter_pair_blocks(fingerprints, self.plan, k):
-            for a, b, distance in zip(left.tolist(), right.tolist(), distances.tolist()):
-                first, second = (a, b) if a < b else (b, a)
-                yield names[first], names[second], distance
+            lefts, rights = left.tolist(), right.tolist()
+            keys = names.fetch(lefts + rights)
+            # Positions follow insertion order and left < right, so key_a was added first.
+            yield from zip(keys[: len(lefts)], keys[len(lefts) :], distances.tolist())
 
     def clusters(self, k: int | None = None, *, singletons: bool = False) -> Iterator[list[str]]:
         """Connected groups of the "within k bits" graph, each a list of keys with the
-        first-added key first; clusters come in order of their first-added key."""
-        from simdb.allpairs import clusters_from_pairs, iter_pair_blocks
+        first-added key first, in order of their first-added key.  Singletons are left out
+        unless asked for.  Identical fingerprints are grouped without expanding their pairs."""
+        from simdb.allpairs import cluster_labels, iter_clusters
 
         k = self._check_k(k)
         ids, fingerprints = self.fingerprint_arrays()
         names = _KeyNames(self, ids)
-        for members in clusters_from_pairs(len(fingerprints), iter_pair_blocks(fingerprints, self.plan, k), singletons=singletons):
-            yield [names[index] for index in members]
+        for members in iter_clusters(cluster_labels(fingerprints, self.plan, k), singletons):
+            yield names.fetch(members.tolist())
 
 
 #: Sorts after every 16-byte table key: the bound for the last prefix of a table.
@@ -889,21 +896,23 @@ def table_keys_as_pairs(permuted: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 class _KeyNames:
-    """Keys of documents by their position in :meth:`Database.fingerprint_arrays`, read on
-    demand in batches and cached."""
+    """Keys of documents by their position in :meth:`Database.fingerprint_arrays`, read in
+    one transaction per request and cached (the cache is bounded)."""
+
+    CACHE_LIMIT = 1_000_000
 
     def __init__(self, database: Database, ids: np.ndarray) -> None:
         self._database = database
         self._ids = ids
         self._cache: dict[int, str] = {}
 
-    def __getitem__(self, position: int) -> str:
-        key = self._cache.get(position)
-        if key is None:
-            with self._database._storage.read() as txn:
-                key = self._database._record(txn, encode_id(int(self._ids[position])))[0]
-            if len(self._cache) > 1_000_000:
+    def fetch(self, positions: list[int]) -> list[str]:
+        missing = [p for p in positions if p not in self._cache]
+        if missing:
+            if len(self._cache) + len(missing) > self.CACHE_LIMIT:
                 self._cache.clear()
-            self._cache[position] = key
-        return key
-
+            with self._database._storage.read() as txn:
+                for position in missing:
+                    self._cache[position] = self._database._record(txn, encode_id(int(self._ids[position])))[0]
+        cache = self._cache
+        return [cache[p] for p in positions]

@@ -1,0 +1,69 @@
+"""Database.pairs() and Database.clusters() against brute force."""
+
+from __future__ import annotations
+
+import random
+from itertools import combinations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simdb
+from tests.conftest import clustered
+
+
+def brute_pairs(stored: list[tuple[str, int]], k: int) -> set[tuple[str, str, int]]:
+    return {
+        (a, b, (fa ^ fb).bit_count())
+        for (a, fa), (b, fb) in combinations(stored, 2)
+        if (fa ^ fb).bit_count() <= k
+    }
+
+
+def brute_clusters(stored: list[tuple[str, int]], k: int) -> list[list[str]]:
+    parent = list(range(len(stored)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for (i, (_, fa)), (j, (_, fb)) in combinations(enumerate(stored), 2):
+        if (fa ^ fb).bit_count() <= k:
+            parent[root(j)] = root(i)
+    groups: dict[int, list[str]] = {}
+    for i, (key, _) in enumerate(stored):
+        groups.setdefault(root(i), []).append(key)
+    return sorted((g for g in groups.values() if len(g) > 1), key=lambda g: [key for key, _ in stored].index(g[0]))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32), count=st.integers(0, 120), kind=st.sampled_from(["random", "clustered", "duplicates"]))
+def test_pairs_and_clusters_equal_brute_force(tmp_path_factory, seed: int, count: int, kind: str) -> None:
+    rng = random.Random(seed)
+    if kind == "random":
+        fps = [rng.getrandbits(64) for _ in range(count)]
+    elif kind == "clustered":
+        fps = clustered(count, rng, spread=4, bases=4)
+    else:
+        fps = [rng.choice([1, 2**63, 12345]) for _ in range(count)]
+    stored = [(f"k{i}", fp) for i, fp in enumerate(fps)]
+    with simdb.open(tmp_path_factory.mktemp("p") / "db", k=3) as db:
+        db.add_many(stored)
+        db.remove_many(key for key, _ in stored[::7])  # removal leaves no trace in pairs
+        stored = [row for i, row in enumerate(stored) if i % 7]
+        for k in range(4):
+            got = list(db.pairs(k=k))
+            assert len(got) == len(set(got))
+            assert set(got) == brute_pairs(stored, k)
+            assert list(db.clusters(k=k)) == brute_clusters(stored, k)
+        everyone = list(db.clusters(singletons=True))
+        assert sorted(key for group in everyone for key in group) == sorted(key for key, _ in stored)
+
+
+def test_first_added_key_leads_its_cluster_even_after_replacement(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many([("first", 0), ("second", 1), ("third", 3)])
+        db.add("first", 0, meta={"replaced": True})  # a replacement keeps its place
+        assert list(db.clusters()) == [["first", "second", "third"]]
+        assert ("first", "second", 1) in set(db.pairs())
