@@ -41,6 +41,8 @@ def check_key(key: object) -> bytes:
         raise InvalidKeyError(f"key {describe(key)} is a {type(key).__name__}, not a str")
     if not key:
         raise InvalidKeyError("key '' is empty", "every document needs a non-empty key")
+    if len(key) > MAX_KEY_BYTES:  # every character takes at least one byte: skip encoding it
+        raise InvalidKeyError(f"key {describe(key)} is {len(key)} characters long, over the {MAX_KEY_BYTES}-byte limit")
     try:
         encoded = key.encode("utf-8")
     except UnicodeEncodeError as exc:

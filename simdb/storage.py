@@ -21,6 +21,7 @@ import errno
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,6 +45,7 @@ CURRENT = "CURRENT"
 _GENERATION = re.compile(r"data-(\d{6})\.mdb")
 MIN_MAP_SIZE = 1 << 26  # 64 MiB of address space; the file itself only grows as pages are written
 MAX_READERS = 512
+READER_CHECK_INTERVAL = 5.0  # seconds between sweeps for slots of dead readers
 _NO_SPACE = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
@@ -117,6 +119,7 @@ class Storage:
         self._write_mutex = threading.Lock()
         self._env: lmdb.Environment | None = None
         self._current_inode = 0
+        self._last_reader_check = time.monotonic()
         self.generation = ""
         self._db_handles: dict[bytes, lmdb._Database] = {}
         self._open_generation()
@@ -330,6 +333,11 @@ class Storage:
         with self._write_mutex:
             if reserve:
                 self._ensure_room(reserve)
+            if time.monotonic() - self._last_reader_check > READER_CHECK_INTERVAL:
+                # A reader killed mid-transaction pins old pages until its slot is cleared;
+                # a long-running writer must clear them itself or the file grows without end.
+                self.env.reader_check()
+                self._last_reader_check = time.monotonic()
             while True:
                 action = None
                 with self._lock.shared():

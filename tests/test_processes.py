@@ -80,7 +80,7 @@ def kill_at_random(process: subprocess.Popen[str], rng: random.Random, low: floa
     return out
 
 
-TRIALS = int(os.environ.get("SIMDB_CRASH_TRIALS", "10"))
+TRIALS = int(os.environ.get("SIMDB_CRASH_TRIALS", "30"))
 
 
 @pytest.mark.parametrize("trial", range(TRIALS))

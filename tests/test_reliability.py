@@ -1,0 +1,229 @@
+"""Reliability with real processes and real files: long-running use, dead readers, disk full,
+damaged files, read-only beside a writer, concurrent ``if_new`` writers, and hostile input."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import simdb
+from tests.conftest import as_items
+from tests.proc_worker import GROUP_SIZE, group_items
+from tests.test_processes import acknowledged, start
+
+HERE = Path(__file__).parent
+MiB = 1 << 20
+
+
+def values(output: str, tag: str) -> list[tuple[int, int]]:
+    return [(int(a), int(b)) for tag_, a, b in (line.split() for line in output.splitlines() if line.startswith(tag + " ")) if tag_ == tag]
+
+
+def test_a_million_operations_keep_memory_and_file_bounded(tmp_path) -> None:
+    """Soak: 1M mixed adds, removes and queries in one process.  Stated bounds: RSS grows by
+    less than 48 MiB after warm-up; under churn the file stays under 4x its compacted size."""
+    run = subprocess.run([sys.executable, str(HERE / "soak_worker.py"), str(tmp_path / "db"), "1000000"], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr
+    assert "DONE" in run.stdout
+    rss = [size for ops, size in values(run.stdout, "RSS") if ops >= 200_000]
+    assert max(rss) - min(rss) < 48 * MiB, rss
+    compacted = [size for _, size in values(run.stdout, "FILE")][1:]
+    grown = [size for _, size in values(run.stdout, "GROWN")][1:]
+    assert compacted and max(compacted) <= 1.2 * min(compacted)
+    assert max(grown) <= 4 * max(compacted), (grown, compacted)
+
+
+HOLD_A_SNAPSHOT = """
+import sys, time, simdb
+db = simdb.open(sys.argv[1], readonly=True)
+with db._storage.read():
+    print("HOLDING", flush=True)
+    time.sleep(600)
+"""
+
+
+def churn(db: simdb.Database, rounds: int, rng: random.Random) -> None:
+    for round_ in range(rounds):
+        db.add_many(as_items((rng.getrandbits(64) for _ in range(2_000)), prefix="churn"))
+
+
+def test_slots_of_killed_readers_are_cleared(db_path, monkeypatch) -> None:
+    """A reader killed inside a transaction pins every page freed after its snapshot; a
+    long-running writer clears such slots itself, so churn keeps reusing pages."""
+    monkeypatch.setattr(simdb.storage, "READER_CHECK_INTERVAL", 0.0)
+    rng = random.Random(0)
+    with simdb.open(db_path) as db:
+        churn(db, 10, rng)  # reach the steady state of page reuse
+        steady = db.stats()["size_bytes"]
+        holders = [subprocess.Popen([sys.executable, "-c", HOLD_A_SNAPSHOT, str(db_path)], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+        for holder in holders:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "HOLDING"
+            holder.send_signal(signal.SIGKILL)
+            holder.wait()
+        churn(db, 30, rng)
+        assert db.stats()["size_bytes"] < 1.5 * steady
+        assert db.check()
+
+
+DISK_FULL_WRITER = """
+import resource, signal, sys, simdb
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # make writes past the limit fail with EFBIG
+db = simdb.open(sys.argv[1])
+size = db.stats()["size_bytes"]
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 256 * 1024, size + 256 * 1024))
+try:
+    db.add_many(("big-%d" % i, i * 7919, {"pad": "x" * 200}) for i in range(50_000))
+except simdb.DiskFullError as exc:
+    print("DISKFULL", exc, flush=True)
+print("AFTER", len(db), flush=True)
+db.add("small", 1)       # a write that fits still works
+print("SMALL", len(db), flush=True)
+"""
+
+
+def test_disk_full_rejects_the_batch_whole(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many(as_items(range(1_000)))
+    run = subprocess.run([sys.executable, "-c", DISK_FULL_WRITER, str(db_path)], capture_output=True, text=True, timeout=120)
+    assert "DISKFULL" in run.stdout, run.stdout + run.stderr
+    assert "AFTER 1000" in run.stdout
+    with simdb.open(db_path) as db:
+        assert db.check()
+        assert not any(key.startswith("big-") for key in db.keys())
+        assert len(db) in (1_000, 1_001)  # the small write either fit under the limit or not
+        db.add_many(as_items(range(100), prefix="later"))
+        assert db.check()
+
+
+def test_a_truncated_data_file_is_refused(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many(as_items(range(20_000)))
+        data_file = db._storage.path / db._storage.generation
+    with open(data_file, "r+b") as handle:
+        handle.truncate(data_file.stat().st_size // 2)
+    with pytest.raises(simdb.CorruptDatabaseError, match="truncated"):
+        simdb.open(db_path)
+
+
+@pytest.mark.parametrize("damage", ["zeros", "random"])
+def test_an_overwritten_data_file_is_refused(db_path, damage: str) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many(as_items(range(1_000)))
+        data_file = db._storage.path / db._storage.generation
+    size = data_file.stat().st_size
+    data_file.write_bytes(bytes(size) if damage == "zeros" else random.Random(1).randbytes(size))
+    with pytest.raises(simdb.CorruptDatabaseError):
+        simdb.open(db_path)
+
+
+def test_a_damaged_current_pointer_is_refused(db_path) -> None:
+    simdb.open(db_path).close()
+    (db_path / "CURRENT").write_text("../../etc/passwd\n")
+    with pytest.raises(simdb.CorruptDatabaseError, match="not a data file"):
+        simdb.open(db_path)
+
+
+def test_a_path_below_a_file_is_refused_clearly(tmp_path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(simdb.StorageError, match="cannot create a database at .*file/db"):
+        simdb.open(tmp_path / "file" / "db")
+
+
+def test_read_only_beside_a_writing_process(db_path) -> None:
+    simdb.open(db_path, map_size=1 << 16).close()
+    writer = start("writer", db_path, 0, 200, 0, 300)
+    seen = []
+    with simdb.open(db_path, readonly=True) as db:
+        while writer.poll() is None:
+            seen.append(len(db))
+            db.query(12345)
+            time.sleep(0.01)
+        out, err = writer.communicate()
+        assert writer.returncode == 0, err
+        assert len(db) == 200 * GROUP_SIZE  # it sees the writer's last commit, too
+    assert seen == sorted(seen) and len(set(seen)) > 2
+
+
+IF_NEW_WRITER = """
+import random, sys, simdb
+tag, path = sys.argv[1], sys.argv[2]
+rng = random.Random(tag)
+with simdb.open(path) as db:
+    for group in range(150):
+        base = random.Random(group).getrandbits(64)
+        docs = [("%s-%d-%d" % (tag, group, i), base ^ (1 << rng.randrange(64))) for i in range(4)]
+        db.add_many(docs, if_new=True, batch_size=2)
+"""
+
+
+def test_two_if_new_writers_store_one_document_per_group(db_path) -> None:
+    simdb.open(db_path).close()
+    writers = [subprocess.Popen([sys.executable, "-c", IF_NEW_WRITER, tag, str(db_path)], stderr=subprocess.PIPE, text=True) for tag in "AB"]
+    for writer in writers:
+        assert writer.wait(timeout=120) == 0, writer.stderr.read() if writer.stderr else ""
+    with simdb.open(db_path) as db:
+        groups: dict[str, int] = {}
+        for key in db.keys():
+            group = key.split("-")[1]
+            groups[group] = groups.get(group, 0) + 1
+        assert len(groups) == 150 and set(groups.values()) == {1}
+        assert db.check()
+
+
+def test_if_new_reports_the_key_it_duplicates(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add("original", 0b1111)
+        result = db.add_many([("copy", 0b0111), ("fresh", 2**63 | 2**40 | 2**20), ("copy-of-fresh", 2**63 | 2**40)], if_new=True)
+        assert result.added == 1
+        assert result.skipped == [simdb.Skip("copy", "original", 1), simdb.Skip("copy-of-fresh", "fresh", 1)]
+
+
+def test_enormous_keys_are_refused_without_copying_them(db_path) -> None:
+    huge = "k" * (1 << 30)
+    with simdb.open(db_path) as db:
+        with pytest.raises(simdb.InvalidKeyError, match="over the"):
+            db.add(huge, 1)
+        assert len(db) == 0
+
+
+def test_a_tampered_record_is_reported_not_executed(db_path) -> None:
+    """Records are msgpack, read with sizes bounded by the record; there is no pickle."""
+    from simdb.database import DOCS
+
+    with simdb.open(db_path) as db:
+        db.add("a", 1)
+        storage = db._storage
+        # A msgpack array header claiming 2**32-1 elements in a 5-byte record.
+        storage.write(lambda txn: txn.put((0).to_bytes(8, "big"), b"\xdd\xff\xff\xff\xff", db=storage.db(DOCS)))
+        with pytest.raises(simdb.CorruptDatabaseError):
+            db.get("a")
+        assert not db.check()
+    import re
+
+    for module in [*(HERE.parent / "simdb").glob("*.py"), *(HERE.parent / "cli").glob("*.py")]:
+        assert not re.search(r"^\s*(import|from)\s+(c?pickle|marshal|shelve)\b", module.read_text(), re.M), module
+
+
+def test_sigkill_trials_leave_no_partial_batch_under_growth(tmp_path) -> None:
+    """Extra crash trials while the map is growing: the writer starts with a tiny map."""
+    for trial in range(3):
+        path = tmp_path / f"db{trial}"
+        simdb.open(path, map_size=1 << 16).close()
+        process = start("writer", path, 0, 100_000, 0, 2_000, 1 << 16)
+        time.sleep(0.5 + trial * 0.4)
+        os.kill(process.pid, signal.SIGKILL)
+        out, _ = process.communicate()
+        done = acknowledged(out)
+        with simdb.open(path) as db:
+            assert db.check()
+            assert len(db) in (len(done) * GROUP_SIZE, (len(done) + 1) * GROUP_SIZE)
+            for group in done:
+                assert db.get(group_items(group)[0][0]) is not None
