@@ -138,6 +138,11 @@ def _object_to_uint64(array: npt.NDArray[Any], name: str) -> UInt64Array:
     return out
 
 
+def _plain_int(value: Any) -> Any:
+    """numpy integers as Python ints (the plan accepts only ``int``); anything else as is."""
+    return int(value) if isinstance(value, np.integer) else value
+
+
 def _check_distance(k: int | None, plan: TablePlan) -> int:
     """Return the search distance: ``plan.k`` when ``k`` is None, else ``k`` if 0 <= k <= plan.k."""
     if k is None:
@@ -583,21 +588,27 @@ def iter_pair_blocks(
     unordered pair appears exactly once over all blocks, in no particular order; identical
     fingerprints are included at distance 0.  ``k`` defaults to ``plan.k`` and may be any
     smaller distance (the same tables serve it; tables that cannot report a pair within
-    ``k`` are skipped).
+    ``k`` are skipped).  Arguments are validated at the call, not at the first ``next()``.
 
-    Cost: one stable argsort of N to collapse duplicates, then one sort of the D distinct
-    fingerprints per table plus O(candidates + output).  Memory: O(N + block_size); the
-    output is never held whole.
+    Cost: per table, a few linear radix passes (or one sort) over the N rows plus
+    O(candidates + output), where candidates are the rows sharing a table prefix.  With
+    duplicates present, one stable argsort of N first, and the tables run over the distinct
+    values only.  Memory: O(N + block_size); the output is never held whole.
     """
     array = as_fingerprint_array(fingerprints)
     if not isinstance(plan, TablePlan):
         raise InvalidInputError(f"plan must be a TablePlan, not {type(plan).__name__}", "use TablePlan.create(k)")
     distance_limit = _check_distance(k, plan)
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
         raise InvalidInputError(f"block_size={block_size!r} must be a positive int")
+    return _pair_blocks(array, plan, distance_limit, int(block_size))
+
+
+def _pair_blocks(array: UInt64Array, plan: TablePlan, k: int, block_size: int) -> Iterator[PairBlock]:
+    """The generator behind :func:`iter_pair_blocks` (arguments already validated)."""
     if array.size < 2:
         return
-    collapsed, blocks = _search_rows(array, plan, distance_limit, block_size)
+    collapsed, blocks = _search_rows(array, plan, k, block_size)
     if collapsed is None:
         for row_a, row_b, distance in blocks:
             yield np.minimum(row_a, row_b), np.maximum(row_a, row_b), distance
@@ -621,7 +632,7 @@ def find_all(
     Cost: see :func:`iter_pair_blocks`; the result is O(output) memory on top.
     """
     array = as_fingerprint_array(fingerprints)
-    plan = TablePlan.create(k, blocks)
+    plan = TablePlan.create(_plain_int(k), _plain_int(blocks))
     lefts, rights, distances = [], [], []
     for left, right, distance in iter_pair_blocks(array, plan, k):
         lefts.append(left)
@@ -841,4 +852,5 @@ def find_clusters(
     """Clusters of positions whose fingerprints are linked by chains of pairs within ``k``
     bits: ascending lists, ordered by smallest position.  See :func:`cluster_labels`."""
     array = as_fingerprint_array(fingerprints)
-    return clusters_from_labels(cluster_labels(array, TablePlan.create(k, blocks), k), include_singletons)
+    plan = TablePlan.create(_plain_int(k), _plain_int(blocks))
+    return clusters_from_labels(cluster_labels(array, plan), include_singletons)

@@ -269,13 +269,13 @@ def test_accepted_inputs():
 def test_invalid_distances_and_plans():
     plan = TablePlan.create(2)
     with pytest.raises(DistanceError):
-        list(iter_pair_blocks(np.zeros(3, dtype=np.uint64), plan, 3))
+        iter_pair_blocks(np.zeros(3, dtype=np.uint64), plan, 3)
     with pytest.raises(InvalidInputError):
-        list(iter_pair_blocks(np.zeros(3, dtype=np.uint64), plan, -1))
+        iter_pair_blocks(np.zeros(3, dtype=np.uint64), plan, -1)
     with pytest.raises(InvalidInputError):
-        list(iter_pair_blocks(np.zeros(3, dtype=np.uint64), "plan"))  # type: ignore[arg-type]
+        iter_pair_blocks(np.zeros(3, dtype=np.uint64), "plan")  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError):
-        list(iter_pair_blocks(np.zeros(3, dtype=np.uint64), plan, block_size=0))
+        iter_pair_blocks(np.zeros(3, dtype=np.uint64), plan, block_size=0)
     with pytest.raises(InvalidInputError):
         find_all([1, 2], k=3, blocks=3)
     with pytest.raises(InvalidInputError):
@@ -384,3 +384,9 @@ def test_triangle_decoding_is_exact_for_huge_groups():
     offsets = np.array([r[0] for r in rows], dtype=np.int64)
     i, j = _triangle(offsets)
     assert list(zip(i.tolist(), j.tolist())) == [(r[1], r[2]) for r in rows]
+
+
+def test_numpy_integer_arguments_are_accepted():
+    pairs, distances = find_all(np.array([1, 3], dtype=np.uint64), k=np.int64(1), blocks=np.int32(4))
+    assert pairs.tolist() == [[0, 1]] and distances.tolist() == [1]
+    assert find_clusters([1, 3, 100], k=np.int64(1)) == [[0, 1]]
