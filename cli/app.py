@@ -233,25 +233,41 @@ def _print_notice(where: str, message: str) -> None:
 
 
 @contextmanager
-def interrupts_in_this_process_only() -> Iterator[None]:
+def interrupts_in_this_process_only() -> Iterator[threading.Event]:
     """Let Ctrl-C raise KeyboardInterrupt in this process but not in the fingerprinting
     worker processes forked meanwhile.  They inherit this handler, which does nothing when
     it finds itself in another process, so they finish their chunk and exit quietly
-    instead of each printing a traceback.  A no-op off the main thread."""
+    instead of each printing a traceback.
+
+    Yields an event that is set once Ctrl-C came: the KeyboardInterrupt can surface as
+    another error (a process pool interrupted while starting fails to shut down), and the
+    caller should still treat that as the interruption.  Off the main thread, signals
+    cannot be handled, and the event is never set."""
+    received = threading.Event()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield received
         return
     owner = os.getpid()
 
     def on_interrupt(signum: int, frame: Any) -> None:
         if os.getpid() == owner:
+            received.set()
             raise KeyboardInterrupt
 
+    def quiet_unraisable(unraisable: Any) -> None:
+        # Where Python cannot propagate an exception (an at-fork hook, a finaliser) a
+        # KeyboardInterrupt would be printed and dropped; it is dropped quietly here, and
+        # the event makes the caller stop at its next check instead.
+        if not (isinstance(unraisable.exc_type, type) and issubclass(unraisable.exc_type, KeyboardInterrupt)):
+            previous_hook(unraisable)
+
     previous = signal.signal(signal.SIGINT, on_interrupt)
+    previous_hook, sys.unraisablehook = sys.unraisablehook, quiet_unraisable
     try:
-        yield
+        yield received
     finally:
         signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = previous_hook
 
 
 class Ingest:
@@ -269,6 +285,7 @@ class Ingest:
         json_output: bool,
         progress: Any,
         task: Any,
+        stop: threading.Event,
     ) -> None:
         self.database = database
         self.intake = intake
@@ -278,16 +295,27 @@ class Ingest:
         self.json_output = json_output
         self.progress = progress
         self.task = task
+        self.stop = stop
         self.finished = AddResult()  # totals of completed add calls
         self._running = AddResult()  # totals of the call in progress, as of its last commit
         self._skips_shown = 0
 
+    def _watched(self, items: Iterable[Any]) -> Iterator[Any]:
+        """``items``, stopping with KeyboardInterrupt once Ctrl-C came, even if the signal's
+        own KeyboardInterrupt was lost (see :func:`interrupts_in_this_process_only`)."""
+        for item in items:
+            if self.stop.is_set():
+                raise KeyboardInterrupt
+            yield item
+
     def texts(self, items: Iterable[tuple[str, str, Any]]) -> None:
         """Fingerprint and store ``(key, text, meta)`` items (``workers`` processes)."""
+        items = self._watched(items)
         self._call(lambda on_batch: self.database.add_texts(items, workers=self.workers, batch_size=self.batch_size, if_new=self.if_new, on_batch=on_batch))
 
     def fingerprints(self, items: Iterable[tuple[str, int, Any]]) -> None:
         """Store ``(key, fingerprint, meta)`` items."""
+        items = self._watched(items)
         self._call(lambda on_batch: self.database.add_many(items, batch_size=self.batch_size, if_new=self.if_new, on_batch=on_batch))
 
     def _call(self, run: Callable[[Callable[[AddResult], None]], AddResult]) -> None:
@@ -338,14 +366,18 @@ def run_ingest(
     started = time.monotonic()
     documents_before = len(database)
     interrupted = False
-    with output.progress_bar(show_progress) as progress:
+    with output.progress_bar(show_progress) as progress, interrupts_in_this_process_only() as ctrl_c:
         task = progress.add_task("adding", total=total_bytes, documents=0)
-        ingest = Ingest(database, intake, if_new=if_new, workers=workers, batch_size=batch_size, json_output=json_output, progress=progress, task=task)
+        ingest = Ingest(database, intake, if_new=if_new, workers=workers, batch_size=batch_size, json_output=json_output, progress=progress, task=task, stop=ctrl_c)
         try:
-            with interrupts_in_this_process_only():
-                feed(ingest)
+            feed(ingest)
         except KeyboardInterrupt:
             interrupted = True
+        except Exception:
+            if not ctrl_c.is_set():
+                raise
+            interrupted = True  # the interruption, surfacing as a follow-on error
+        interrupted = interrupted or ctrl_c.is_set()
     added, replaced, skipped = ingest.counts()
     if interrupted:
         # Counted from the database itself, so a batch that committed just as Ctrl-C came
