@@ -641,3 +641,17 @@ def test_operating_system_errors_name_the_path(tmp_path: Path) -> None:
     result = run("demo", "--dir", blocker / "below", "--documents", "10")
     assert result.exit_code == 2
     assert str(blocker) in result.stderr and "Traceback" not in result.stderr
+
+
+def test_progress_shows_documents_per_second_and_time_left() -> None:
+    from rich.progress import TimeRemainingColumn
+
+    bar = output.progress_bar(True)
+    bar.add_task("adding", total=1000, completed=500, documents=2500)
+    task = bar.tasks[0]
+    assert task.start_time is not None
+    task.start_time -= 2.0  # as if two seconds had passed
+    rate = next(column for column in bar.columns if isinstance(column, output._DocumentRate))
+    assert re.fullmatch(r"2,500 docs  1,2\d\d docs/s", rate.render(task).plain)
+    assert any(isinstance(column, TimeRemainingColumn) for column in bar.columns)
+    assert bar.disable  # stderr is no terminal under pytest: no bar is drawn
