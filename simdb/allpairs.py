@@ -54,6 +54,7 @@ __all__ = [
     "find_clusters",
     "iter_clusters",
     "iter_pair_blocks",
+    "iter_table_pair_blocks",
 ]
 
 UInt64Array = npt.NDArray[np.uint64]
@@ -391,15 +392,19 @@ def _packed_order(values: UInt64Array, table: Table, index_bits: int, presorted:
 
 
 def _table_passes(
-    values: UInt64Array, plan: TablePlan, k: int, values_sorted: bool
+    values: UInt64Array, plan: TablePlan, k: int, values_sorted: bool, only_table: int | None = None
 ) -> Iterator[tuple[_ClaimRule, Int64Array, npt.NDArray[np.bool_], bool]]:
-    """For each table that can report a pair within ``k`` bits, yield ``(rule, order, same,
-    check_leading)``: rows sorted by table prefix, ``same[p]`` when sorted rows p and p+1
-    share a prefix, and whether the prefix was coarsened (so the leading blocks must be
-    re-checked).  Memory O(N) per table."""
+    """For each table that can report a pair within ``k`` bits (only table ``only_table``
+    when given), yield ``(rule, order, same, check_leading)``: rows sorted by table prefix,
+    ``same[p]`` when sorted rows p and p+1 share a prefix, and whether the prefix was
+    coarsened (so the leading blocks must be re-checked).  Memory O(N) per table."""
     n = values.size
     index_bits = max(1, (n - 1).bit_length())
-    rules = [rule for rule in _claim_rules(plan) if rule.min_blocks_differing <= k]
+    rules = [
+        rule
+        for rule in _claim_rules(plan)
+        if rule.min_blocks_differing <= k and only_table in (None, rule.table.index)
+    ]
     digits = {rule.table.index: _radix_digits(rule.table) for rule in rules}
     # Radix tables first, grouped by shared low digits; the claim rule does not depend on
     # the order in which tables are visited.
@@ -602,6 +607,42 @@ def iter_pair_blocks(
     if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
         raise InvalidInputError(f"block_size={block_size!r} must be a positive int")
     return _pair_blocks(array, plan, distance_limit, int(block_size))
+
+
+def iter_table_pair_blocks(
+    fingerprints: UInt64Array,
+    plan: TablePlan,
+    table: int,
+    k: int | None = None,
+    *,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+) -> Iterator[PairBlock]:
+    """Stream the pairs of rows that table number ``table`` of ``plan`` claims: rows sharing
+    that table's prefix, within ``k`` bits, for which it is the first table (in plan order)
+    whose leading blocks all agree.  Run over every table, this yields each pair of distinct
+    fingerprints exactly once, which is what lets a distributed search group rows by one
+    table's prefix per shuffle and never deduplicate pairs.
+
+    ``fingerprints`` must be distinct (collapse duplicates first): pairs of equal values are
+    not reported.  Rows may hold any mix of prefixes.  Yields ``(row_a, row_b, distance)``
+    blocks of at most ``block_size``: positions into ``fingerprints`` in no particular
+    order inside a pair, and the uint8 distance.
+
+    Cost: one radix sort (or one sort) of the N rows plus O(candidates + output); memory
+    O(N + block_size).
+    """
+    array = as_fingerprint_array(fingerprints)
+    if not isinstance(plan, TablePlan):
+        raise InvalidInputError(f"plan must be a TablePlan, not {type(plan).__name__}", "use TablePlan.create(k)")
+    distance_limit = _check_distance(k, plan)
+    if isinstance(table, bool) or not isinstance(table, (int, np.integer)) or not 0 <= table < len(plan.tables):
+        raise InvalidInputError(f"table={table!r} is not a table number in [0, {len(plan.tables)})")
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
+        raise InvalidInputError(f"block_size={block_size!r} must be a positive int")
+    if array.size < 2:
+        return iter(())
+    passes = _table_passes(array, plan, distance_limit, values_sorted=False, only_table=int(table))
+    return _walk_passes(array, passes, distance_limit, int(block_size))
 
 
 def _pair_blocks(array: UInt64Array, plan: TablePlan, k: int, block_size: int) -> Iterator[PairBlock]:
