@@ -508,3 +508,29 @@ def test_fingerprinter_error_is_the_settings_family() -> None:
     # Not raised by this module for text (settings always exist here); the class is the
     # database's, but it must stay distinct from InvalidInputError.
     assert not issubclass(FingerprinterError, InvalidInputError)
+
+
+# -- features module details ---------------------------------------------------------------------
+
+
+def test_normalize_and_unspaced_detection() -> None:
+    from simdb.features import has_unspaced
+
+    assert normalize("Ｆｕｌｌ ﬁ Don’t") == "full fi dont"
+    assert normalize("x\udc00y") == "x\ufffdy"
+    assert has_unspaced("abc 東") and has_unspaced("ภาษา") and not has_unspaced("abc ü")
+
+
+def test_chunks_never_separate_a_base_character_from_its_marks() -> None:
+    text = "e\u0301" * 50  # no whitespace at all: the cut must fall before a base character
+    pieces = list(iter_chunks(text, 7))
+    assert "".join(pieces) == text
+    assert all(not piece.startswith("\u0301") for piece in pieces)
+
+
+def test_unknown_stopword_language_names_the_setting() -> None:
+    from simdb.stopwords import stopword_list
+
+    assert "the" in stopword_list("english") and "dont" in stopword_list("english")
+    with pytest.raises(InvalidInputError, match="stopwords"):
+        stopword_list("latin")
