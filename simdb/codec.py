@@ -40,10 +40,11 @@ class DocumentPacker:
 
     def __init__(self) -> None:
         self._packer = msgpack.Packer(use_bin_type=True, autoreset=True)
+        self._pack = self._packer.pack
 
     def __call__(self, key: str, fingerprint: int, meta: Any) -> bytes:
         try:
-            return self._packer.pack([key, fingerprint, meta])  # type: ignore[no-any-return]
+            return self._pack([key, fingerprint, meta])  # type: ignore[no-any-return]
         except (TypeError, ValueError, OverflowError, UnicodeEncodeError):
             self._packer.reset()
             return pack([key, fingerprint, meta], f"meta of key {describe(key)}")  # raises, naming it

@@ -136,25 +136,28 @@ class _Batch:
     index_keys: list[bytes]
     fingerprints: list[int]
     records: list[bytes]
-    #: Positions in index-key order, once computed.
-    key_order: np.ndarray | None = None
+    #: Positions in index-key order and the index keys in that order, once computed.
+    key_order: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def prepare(cls, items: Iterable[Sequence[Any]], first_position: int) -> _Batch:
         """Validate and encode items; raises on the first bad one, naming its position."""
         batch = cls([], [], [], [])
         pack_document = codec.DocumentPacker()
+        # Bound methods: this loop runs once per document of a bulk load.
+        add_key, add_index_key = batch.keys.append, batch.index_keys.append
+        add_fingerprint, add_record = batch.fingerprints.append, batch.records.append
         for position, item in enumerate(items, first_position):
-            if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
+            if type(item) is not tuple and not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
                 raise InvalidInputError(
                     f"item {position} ({describe(item)}) is not (key, fingerprint) or (key, fingerprint, meta)"
                 )
             key = item[0]
             fingerprint = check_fingerprint(item[1])
-            batch.index_keys.append(index_key(check_key(key)))
-            batch.keys.append(key)
-            batch.fingerprints.append(fingerprint)
-            batch.records.append(pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
+            add_index_key(index_key(check_key(key)))
+            add_key(key)
+            add_fingerprint(fingerprint)
+            add_record(pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
         return batch
 
     def last_of_each_key(self) -> _Batch:
@@ -162,7 +165,7 @@ class _Batch:
         order, ordered = index_key_order(self.index_keys)  # equal keys adjacent, in batch order
         superseded = order[:-1][(ordered[:-1] == ordered[1:]).all(axis=1)]
         if not len(superseded):
-            self.key_order = order
+            self.key_order = (order, ordered)
             return self
         drop = set(superseded.tolist())
         keep = [position for position in range(len(self.keys)) if position not in drop]
@@ -487,13 +490,16 @@ class Database:
                     changed_fps.append(fingerprint)
         else:  # nothing stored yet: every key is new, no lookups needed
             new_positions = list(range(len(batch.keys)))
-        new_ids = encode_id_range(next_id, len(new_positions))
-        self._put_sorted(txn, docs, new_ids, (batch.records[i] for i in new_positions))
-        if batch.key_order is not None and len(new_positions) == len(batch.keys):
-            by_key = batch.key_order.tolist()  # every position is new: new_positions[i] == i
-        else:
-            by_key = index_key_order([batch.index_keys[i] for i in new_positions])[0].tolist()
-        self._put_sorted(txn, keys_db, [batch.index_keys[new_positions[i]] for i in by_key], (new_ids[i] for i in by_key))
+        all_new = len(new_positions) == len(batch.keys)
+        self._put_sorted(txn, docs, encode_id_range(next_id, len(new_positions)), batch.records if all_new else (batch.records[i] for i in new_positions))
+        if new_positions:
+            if all_new and batch.key_order is not None:
+                order, ordered = batch.key_order
+            else:
+                order, ordered = index_key_order([batch.index_keys[i] for i in new_positions])
+            # The i-th new document gets id next_id + i; list its keys and ids in key order.
+            sorted_ids = (order.astype(np.uint64) + np.uint64(next_id)).astype(">u8").view("V8").tolist()
+            self._put_sorted(txn, keys_db, np.ascontiguousarray(ordered).view("V16").ravel().tolist(), sorted_ids)
         txn.put(NEXT_ID_KEY, codec.pack(next_id + len(new_positions), "next id"), db=meta)
         result.added = len(new_positions)
         ids = np.concatenate([np.arange(next_id, next_id + len(new_positions), dtype=np.uint64), np.array(changed_ids, dtype=np.uint64)])
