@@ -103,10 +103,10 @@ Text = str | bytes
 Feature = tuple[str | bytes | int, int | float]
 
 
-class _Lane0Cache(dict[str, int]):
+class _Lane0Cache(dict[str | bytes, int]):
     """token → lane 0 of its mmh3 hash, as a signed 64-bit int (computed on first use)."""
 
-    def __missing__(self, token: str) -> int:
+    def __missing__(self, token: str | bytes) -> int:
         if len(self) >= _CACHE_LIMIT:
             self.clear()
         value = mmh3.hash64(token, SEED)[0]
@@ -114,10 +114,10 @@ class _Lane0Cache(dict[str, int]):
         return value
 
 
-class _BothLanesCache(dict[str, tuple[int, int]]):
+class _BothLanesCache(dict[str | bytes, tuple[int, int]]):
     """token → both lanes of its mmh3 hash, as signed 64-bit ints (for 128-bit fingerprints)."""
 
-    def __missing__(self, token: str) -> tuple[int, int]:
+    def __missing__(self, token: str | bytes) -> tuple[int, int]:
         if len(self) >= _CACHE_LIMIT:
             self.clear()
         value = mmh3.hash64(token, SEED)
@@ -129,8 +129,9 @@ _LANE0 = _Lane0Cache()
 _BOTH_LANES = _BothLanesCache()
 
 
-def _token_hashes(tokens: Sequence[str], lanes: int) -> UInt64Array:
-    """The mmh3 hashes of ``tokens`` as a (len(tokens), lanes) uint64 array.  O(n)."""
+def _token_hashes(tokens: Sequence[str] | Sequence[bytes], lanes: int) -> UInt64Array:
+    """The mmh3 hashes of ``tokens`` (str, or bytes of ASCII tokens, whose UTF-8 is the same)
+    as a (len(tokens), lanes) uint64 array.  O(n), one dict lookup per token."""
     if lanes == 1:
         signed = np.fromiter(map(_LANE0.__getitem__, tokens), dtype=np.int64, count=len(tokens))
         return signed.view(np.uint64).reshape(-1, 1)
@@ -196,7 +197,9 @@ def _ascii_char_table(lanes: int) -> UInt64Array:
     return table
 
 
-def _distinct_per_document(features: UInt64Array, counts: npt.NDArray[np.int64]) -> tuple[UInt64Array, npt.NDArray[np.int64]]:
+def _distinct_per_document(
+    features: UInt64Array, counts: npt.NDArray[np.int64]
+) -> tuple[UInt64Array, npt.NDArray[np.int64]]:
     """Drop repeated features within each document (binary weighting).  Features are grouped
     by document in order; the result is too, sorted by hash inside each.  O(n log n)."""
     documents = np.repeat(np.arange(counts.size), counts)
@@ -208,7 +211,9 @@ def _distinct_per_document(features: UInt64Array, counts: npt.NDArray[np.int64])
     return features[first], np.bincount(documents[first], minlength=counts.size)
 
 
-def _segment_bit_counts(matrix: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+def _segment_bit_counts(
+    matrix: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
     """Per-segment column sums of a 0/1 (rows, bits) matrix whose segments (one per
     document) start at ``starts`` and have ``counts`` rows, all non-empty.
 
@@ -407,7 +412,10 @@ class Fingerprinter:
     :meth:`from_dict` round-trip them through plain data.
     """
 
-    __slots__ = ("_features", "_ngram", "_bits", "_weights", "_stopwords", "_split_unspaced", "_idf", "_stopword_set", "_stopword_bytes", "_hash")
+    __slots__ = (
+        "_features", "_ngram", "_bits", "_weights", "_stopwords", "_split_unspaced",
+        "_idf", "_stopword_set", "_stopword_bytes", "_hash",
+    )
 
     def __init__(
         self,
