@@ -61,6 +61,10 @@ if TYPE_CHECKING:
 FORMAT_VERSION = 1
 DEFAULT_K = 3
 DEFAULT_BATCH_SIZE = 100_000
+#: query_many reads whole tables instead of seeking once per query when the batch has at
+#: least 1/MERGE_COST_RATIO as many queries as there are documents (measured crossover, see
+#: bench/bench_core.py --crossover).
+MERGE_COST_RATIO = 8
 
 META = b"meta"
 DOCS = b"docs"
@@ -633,6 +637,34 @@ class Database:
                     break  # no entries at or after this low, nor after the larger ones to come
         return found
 
+    def _merge_many(self, txn: lmdb.Transaction, queries: np.ndarray, k: int) -> list[dict[bytes, int]]:
+        """The batch form of :meth:`_probe_many` (Manku's batch queries): each table is read
+        once in key order and merged with the sorted queries in numpy, instead of one seek
+        per query.  Cost: O(n + q log q) per table for n stored and q queries."""
+        query_ids: list[np.ndarray] = []
+        doc_ids: list[np.ndarray] = []
+        distances: list[np.ndarray] = []
+        for table, name in zip(self.plan.tables, self._table_names):
+            stored, ids = decode_table_keys(b"".join(txn.cursor(self._storage.db(name)).iternext(values=False)))
+            permuted = table.permute_array(queries)
+            lows = permuted & np.uint64(table.prefix_mask)
+            starts = np.searchsorted(stored, lows, side="left")
+            counts = np.searchsorted(stored, lows | np.uint64(table.prefix_span - 1), side="right") - starts
+            owners = np.repeat(np.arange(len(queries)), counts)
+            # Position of every candidate: its range's start plus its rank within the range.
+            ranks = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+            candidates = np.repeat(starts, counts) + ranks
+            distance = np.bitwise_count(stored[candidates] ^ permuted[owners])
+            near = distance <= k
+            query_ids.append(owners[near])
+            doc_ids.append(ids[candidates[near]])
+            distances.append(distance[near])
+        found: list[dict[bytes, int]] = [{} for _ in range(len(queries))]
+        encoded = np.concatenate(doc_ids).astype(">u8").view("V8").tolist()
+        for owner, doc_id, distance in zip(np.concatenate(query_ids).tolist(), encoded, np.concatenate(distances).tolist()):
+            found[owner][doc_id] = distance  # a match found by several tables is kept once
+        return found
+
     def _matches(self, txn: lmdb.Transaction, found: dict[bytes, int], limit: int | None) -> list[Match]:
         ranked = sorted(found.items(), key=lambda pair: (pair[1], pair[0]))
         if limit is not None:
@@ -671,8 +703,13 @@ class Database:
         limit = self._check_limit(limit)
         if not queries:
             return []
+        query_array = np.array(queries, dtype=np.uint64)
         with self._storage.read() as txn:
-            found = self._probe_many(txn, np.array(queries, dtype=np.uint64), k)
+            stored = txn.stat(self._storage.db(DOCS))["entries"]
+            if len(queries) * MERGE_COST_RATIO >= stored:
+                found = self._merge_many(txn, query_array, k)
+            else:
+                found = self._probe_many(txn, query_array, k)
             return [self._matches(txn, one, limit) for one in found]
 
     @staticmethod

@@ -282,3 +282,20 @@ def test_stats_describe_the_plan(db_path) -> None:
         assert stats["documents"] == 1000 and stats["tables"] == 10 and stats["k"] == 3
         assert sorted(set(stats["leading_bits"])) == [25, 26]
         assert stats["expected_candidates_per_probe"] == pytest.approx(1000 * (4 / 2**25 + 6 / 2**26) / 10)
+
+
+@pytest.mark.parametrize("ratio", [0, 10**9], ids=["seek-per-query", "merge-whole-tables"])
+def test_query_many_paths_equal_brute_force(db_path, monkeypatch, ratio: int) -> None:
+    monkeypatch.setattr(simdb.database, "MERGE_COST_RATIO", ratio)
+    rng = random.Random(11)
+    from tests.conftest import clustered
+
+    fps = clustered(1_500, rng, spread=4, bases=30) + [rng.getrandbits(64) for _ in range(500)] + [2**64 - 1, 0]
+    stored = dict(as_items(fps))
+    with simdb.open(db_path) as db:
+        db.add_many(stored.items())
+        probes = [flip_bits(rng.choice(fps), rng.randint(0, 5), rng) for _ in range(300)] + [2**64 - 1, 0, 1]
+        for k in range(4):
+            for probe, found in zip(probes, db.query_many(probes, k=k)):
+                assert sorted((m.key, m.distance) for m in found) == brute_force_query(stored, probe, k)
+                assert [m.distance for m in found] == sorted(m.distance for m in found)
