@@ -1,0 +1,588 @@
+"""Batch near-duplicate search on Dask: the all-pairs search of :mod:`simdb.allpairs`, spread
+over a cluster (Manku's MapReduce batch mode).  Needs the optional extra: ``pip install
+simdb[dask]``.  Importing :mod:`simdb` never imports Dask; this module imports it on first use.
+
+Input is a table of ``(key, fingerprint)`` rows: a Dask DataFrame with those two columns, a
+Dask Series of fingerprints (its index is the key), or a path or glob of Parquet files with
+those two columns (as written by :func:`export_parquet`).  Fingerprints are uint64; an int64
+column holding the same 64 bits (what many engines write for unsigned values) is accepted
+and reinterpreted bit for bit, so ``-1`` means ``0xFFFF_FFFF_FFFF_FFFF``.
+
+How :func:`find_all` runs, for a plan of T tables (T = C(blocks, k), 10 for k=3 and 5
+blocks), N rows and U distinct fingerprints:
+
+1. **Collapse exact duplicates.**  Shuffle the rows by fingerprint, so equal fingerprints
+   meet in one partition.  Each partition emits its distinct fingerprints, and the pairs
+   inside each duplicate group (distance 0) straight away.
+2. **One shuffle per table.**  Key every distinct fingerprint by table t's leading bits,
+   shuffle on that key, and in each partition run
+   :func:`simdb.allpairs.iter_table_pair_blocks`: the single-machine vectorised run
+   comparison, keeping only the pairs for which t is the *first* table (in plan order)
+   whose leading blocks agree.  Every pair of distinct fingerprints within k bits shares
+   all leading blocks of some table, so it is found in that table's partition, and the
+   claim rule reports it in exactly one table: no global deduplication of pairs.
+3. **Expand to keys.**  The fingerprint pairs are joined back to the rows on each side
+   (two hash joins), which also yields the cross product of duplicate groups.
+
+Shuffle volume: N x (8 + key bytes) for step 1, U x 8 fingerprint bytes + 4 or 8 prefix
+bytes per table in step 2, and the two joins move the rows again plus the pairs.  Time per
+table partition: a radix sort of its rows plus its candidates (rows sharing a prefix).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from simdb.allpairs import ComponentLabeler, iter_pair_blocks, iter_table_pair_blocks
+from simdb.errors import InvalidFingerprintError, InvalidInputError, SimdbError
+from simdb.plan import BITS, TablePlan
+
+if TYPE_CHECKING:  # only for annotations: importing this module must not need Dask
+    import dask.dataframe as dd
+
+    from simdb.database import Database
+
+__all__ = [
+    "DaskNotInstalledError",
+    "clusters",
+    "export_parquet",
+    "find_all",
+    "query_many",
+    "run_pairs_job",
+]
+
+KEY = "key"
+FINGERPRINT = "fingerprint"
+PAIR_COLUMNS = ("key_a", "key_b", "distance")
+QUERY_COLUMNS = ("query_key", "corpus_key", "distance")
+
+#: Rows per Parquet row group written by :func:`export_parquet` (about 30 MB of int keys).
+EXPORT_CHUNK = 1 << 20
+
+
+class DaskNotInstalledError(SimdbError, ImportError):
+    """The optional Dask extra is not installed."""
+
+
+def _dask() -> Any:
+    """Import ``dask.dataframe`` or raise :class:`DaskNotInstalledError` with the fix."""
+    try:
+        import dask.dataframe as dask_dataframe
+    except ImportError as error:
+        raise DaskNotInstalledError(
+            f"simdb.distributed needs Dask, which is not installed ({error})",
+            "pip install simdb[dask]",
+        ) from error
+    return dask_dataframe
+
+
+# --------------------------------------------------------------------------------------
+# Input
+# --------------------------------------------------------------------------------------
+
+
+def _fingerprint_column(values: pd.Series) -> np.ndarray:
+    """The column as uint64 (int64 reinterpreted bit for bit).  O(n), no copy for numpy dtypes."""
+    dtype = values.dtype
+    if isinstance(dtype, np.dtype):
+        return values.to_numpy().view(np.uint64)  # 64-bit ints: checked by _check_fingerprint_dtype
+    # Nullable or Arrow-backed 64-bit ints: refuse nulls, then the same reinterpretation.
+    if values.hasnans:
+        raise InvalidFingerprintError("the fingerprint column has missing values")
+    signed = "uint" not in str(dtype).lower()
+    return values.to_numpy(dtype=np.int64 if signed else np.uint64).view(np.uint64)
+
+
+def _check_fingerprint_dtype(dtype: Any) -> None:
+    """Refuse a fingerprint column that is not a 64-bit integer, before any work runs."""
+    text = str(dtype).lower()
+    if not ("int64" in text and "float" not in text):
+        raise InvalidFingerprintError(
+            f"the fingerprint column has dtype {dtype}; it must be uint64 (or int64 holding the same bits)",
+            "write fingerprints as a uint64 column",
+        )
+
+
+def _normalise_rows(part: pd.DataFrame) -> pd.DataFrame:
+    """One input partition as (key, fingerprint uint64) with a fresh index."""
+    return pd.DataFrame(
+        {KEY: part[KEY].reset_index(drop=True), FINGERPRINT: _fingerprint_column(part[FINGERPRINT])}
+    )
+
+
+def _as_rows(data: Any, name: str = "fingerprints") -> dd.DataFrame:
+    """``data`` as a Dask DataFrame of (key, fingerprint uint64).  Lazy: nothing is read."""
+    dask_dataframe = _dask()
+    if isinstance(data, (str, os.PathLike)):
+        frame = dask_dataframe.read_parquet(os.fspath(data), columns=[KEY, FINGERPRINT])
+    elif isinstance(data, dask_dataframe.Series):
+        frame = data.to_frame(name=FINGERPRINT).reset_index()
+        frame = frame.rename(columns={frame.columns[0]: KEY})
+    elif isinstance(data, dask_dataframe.DataFrame):
+        missing = {KEY, FINGERPRINT} - set(data.columns)
+        if missing:
+            raise InvalidInputError(
+                f"{name} lacks the column(s) {sorted(missing)}; it needs '{KEY}' and '{FINGERPRINT}'",
+                "rename the columns, or pass a Series of fingerprints indexed by key",
+            )
+        frame = data[[KEY, FINGERPRINT]]
+    else:
+        raise InvalidInputError(
+            f"{name} must be a Dask DataFrame or Series, or a Parquet path or glob, not {type(data).__name__}"
+        )
+    _check_fingerprint_dtype(frame[FINGERPRINT].dtype)
+    meta = pd.DataFrame(
+        {KEY: frame._meta[KEY].reset_index(drop=True), FINGERPRINT: np.zeros(0, dtype=np.uint64)}
+    )
+    return frame.map_partitions(_normalise_rows, meta=meta)
+
+
+def _plan(k: Any, blocks: Any) -> TablePlan:
+    """The plan for ``k`` and ``blocks`` (numpy ints accepted), validated."""
+    return TablePlan.create(int(k) if isinstance(k, np.integer) else k, int(blocks) if isinstance(blocks, np.integer) else blocks)
+
+
+# --------------------------------------------------------------------------------------
+# Per-partition work (runs on the workers; plain pandas and numpy)
+# --------------------------------------------------------------------------------------
+
+
+def _distinct_fingerprints(part: pd.DataFrame) -> pd.DataFrame:
+    """The distinct fingerprints of a partition of rows already shuffled by fingerprint,
+    so they are distinct across partitions too.  O(n log n)."""
+    return pd.DataFrame({FINGERPRINT: np.unique(part[FINGERPRINT].to_numpy())})
+
+
+#: One table, the whole word leading: the plan under which only equal fingerprints pair up.
+_EQUALITY_PLAN = TablePlan.create(0, 1)
+
+
+def _duplicate_pairs(part: pd.DataFrame) -> pd.DataFrame:
+    """Every pair of keys with equal fingerprints in a partition shuffled by fingerprint
+    (each group is whole in one partition), at distance 0.  Uses the single-machine
+    duplicate collapse (k=0), so it costs one sort plus the output."""
+    keys = part[KEY]
+    lefts, rights = [], []
+    for left, right, _ in iter_pair_blocks(part[FINGERPRINT].to_numpy(), _EQUALITY_PLAN, 0):
+        lefts.append(left)
+        rights.append(right)
+    left = np.concatenate(lefts) if lefts else np.zeros(0, dtype=np.int64)
+    right = np.concatenate(rights) if rights else np.zeros(0, dtype=np.int64)
+    return pd.DataFrame(
+        {
+            "key_a": keys.take(left).reset_index(drop=True),
+            "key_b": keys.take(right).reset_index(drop=True),
+            "distance": np.zeros(left.size, dtype=np.uint8),
+        }
+    )
+
+
+def _prefix_dtype(table_bits: int) -> type[np.unsignedinteger[Any]]:
+    return np.uint32 if table_bits <= 32 else np.uint64
+
+
+def _with_prefix(part: pd.DataFrame, plan: TablePlan, table: int) -> pd.DataFrame:
+    """Add the table's prefix (its leading bits) as the shuffle key.  O(n * blocks)."""
+    spec = plan.tables[table]
+    permuted = spec.permute_array(part[FINGERPRINT].to_numpy())
+    prefix = (permuted >> np.uint64(BITS - spec.leading_bits)).astype(_prefix_dtype(spec.leading_bits))
+    return part.assign(prefix=prefix)
+
+
+def _claimed_blocks(fingerprints: np.ndarray, plan: TablePlan, table: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All pairs the table claims among distinct ``fingerprints``, as three arrays."""
+    rows_a, rows_b, distances = [], [], []
+    for row_a, row_b, distance in iter_table_pair_blocks(fingerprints, plan, table, k):
+        rows_a.append(row_a)
+        rows_b.append(row_b)
+        distances.append(distance)
+    if not rows_a:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0, dtype=np.uint8)
+    return np.concatenate(rows_a), np.concatenate(rows_b), np.concatenate(distances)
+
+
+_FP_PAIRS_META = pd.DataFrame(
+    {"fp_a": np.zeros(0, np.uint64), "fp_b": np.zeros(0, np.uint64), "distance": np.zeros(0, np.uint8)}
+)
+
+
+def _table_pairs(part: pd.DataFrame, plan: TablePlan, table: int, k: int) -> pd.DataFrame:
+    """Fingerprint pairs (fp_a < fp_b, distance) that ``table`` claims in one partition of
+    distinct fingerprints shuffled by that table's prefix.  Cost: see
+    :func:`simdb.allpairs.iter_table_pair_blocks`."""
+    fingerprints = part[FINGERPRINT].to_numpy()
+    row_a, row_b, distance = _claimed_blocks(fingerprints, plan, table, k)
+    fp_a, fp_b = fingerprints[row_a], fingerprints[row_b]
+    return pd.DataFrame({"fp_a": np.minimum(fp_a, fp_b), "fp_b": np.maximum(fp_a, fp_b), "distance": distance})
+
+
+def _cross_table_pairs(part: pd.DataFrame, plan: TablePlan, table: int, k: int) -> pd.DataFrame:
+    """Like :func:`_table_pairs` for a partition of distinct fingerprints flagged
+    ``in_query`` / ``in_corpus``: the (query fingerprint, corpus fingerprint) pairs.  Runs
+    whose prefix holds no query are dropped before comparing, so corpus-only groups cost one
+    ``isin``.  Table 0 also reports fingerprints present on both sides, at distance 0
+    (equal fingerprints agree on every block, so table 0 is the first agreeing one)."""
+    prefix = part["prefix"].to_numpy()
+    in_query = part["in_query"].to_numpy()
+    in_corpus = part["in_corpus"].to_numpy()
+    useful = np.isin(prefix, np.unique(prefix[in_query])) & np.isin(prefix, np.unique(prefix[in_corpus]))
+    fingerprints = part[FINGERPRINT].to_numpy()[useful]
+    in_query, in_corpus = in_query[useful], in_corpus[useful]
+    row_a, row_b, distance = _claimed_blocks(fingerprints, plan, table, k)
+    a_to_b = in_query[row_a] & in_corpus[row_b]
+    b_to_a = in_query[row_b] & in_corpus[row_a]
+    query_rows = [row_a[a_to_b], row_b[b_to_a]]
+    corpus_rows = [row_b[a_to_b], row_a[b_to_a]]
+    distances = [distance[a_to_b], distance[b_to_a]]
+    if table == 0:
+        both = np.flatnonzero(in_query & in_corpus)
+        query_rows.append(both)
+        corpus_rows.append(both)
+        distances.append(np.zeros(both.size, dtype=np.uint8))
+    return pd.DataFrame(
+        {
+            "fp_a": fingerprints[np.concatenate(query_rows)],
+            "fp_b": fingerprints[np.concatenate(corpus_rows)],
+            "distance": np.concatenate(distances),
+        }
+    )
+
+
+def _orient(part: pd.DataFrame) -> pd.DataFrame:
+    """Swap each pair so that key_a < key_b (an order users can rely on)."""
+    key_a, key_b = part["key_a"], part["key_b"]
+    swap = (key_a > key_b).to_numpy(dtype=bool)
+    if not swap.any():
+        return part
+    return part.assign(key_a=key_a.where(~swap, key_b), key_b=key_b.where(~swap, key_a))
+
+
+def _flag_sides(part: pd.DataFrame) -> pd.DataFrame:
+    """Distinct fingerprints of a partition of tagged rows shuffled by fingerprint, with
+    whether each occurs among the queries and among the corpus.  O(n log n)."""
+    values, inverse = np.unique(part[FINGERPRINT].to_numpy(), return_inverse=True)
+    is_query = part["is_query"].to_numpy()
+    in_query = np.zeros(values.size, dtype=bool)
+    in_corpus = np.zeros(values.size, dtype=bool)
+    in_query[inverse[is_query]] = True
+    in_corpus[inverse[~is_query]] = True
+    return pd.DataFrame({FINGERPRINT: values, "in_query": in_query, "in_corpus": in_corpus})
+
+
+# --------------------------------------------------------------------------------------
+# Graph building
+# --------------------------------------------------------------------------------------
+
+
+def _partitions(rows: dd.DataFrame, npartitions: int | None) -> int:
+    if npartitions is None:
+        return max(1, rows.npartitions)
+    if isinstance(npartitions, bool) or not isinstance(npartitions, int) or npartitions < 1:
+        raise InvalidInputError(f"npartitions={npartitions!r} must be a positive int")
+    return npartitions
+
+
+def _per_table_pairs(
+    distinct: dd.DataFrame,
+    plan: TablePlan,
+    k: int,
+    npartitions: int,
+    pairs_in_partition: Callable[[pd.DataFrame, TablePlan, int, int], pd.DataFrame],
+) -> dd.DataFrame:
+    """Shuffle ``distinct`` by each table's prefix and collect the pairs each table claims.
+    T shuffles of the distinct rows; the union needs no deduplication (claim rule)."""
+    dask_dataframe = _dask()
+    per_table = []
+    for table in range(len(plan.tables)):
+        meta = _with_prefix(distinct._meta, plan, table)
+        keyed = distinct.map_partitions(_with_prefix, plan, table, meta=meta)
+        shuffled = keyed.shuffle(on="prefix", npartitions=npartitions, ignore_index=True)
+        per_table.append(shuffled.map_partitions(pairs_in_partition, plan, table, k, meta=_FP_PAIRS_META))
+    return dask_dataframe.concat(per_table, ignore_index=True) if len(per_table) > 1 else per_table[0]
+
+
+def _keyed(rows: dd.DataFrame, side: str) -> dd.DataFrame:
+    return rows.rename(columns={KEY: f"key_{side}", FINGERPRINT: f"fp_{side}"})
+
+
+def _expand(fp_pairs: dd.DataFrame, rows_a: dd.DataFrame, rows_b: dd.DataFrame, npartitions: int) -> dd.DataFrame:
+    """Join fingerprint pairs to the keys holding each fingerprint (two hash joins); a
+    fingerprint held by several keys expands to all of them."""
+    joined = fp_pairs.merge(_keyed(rows_a, "a"), on="fp_a", how="inner", npartitions=npartitions)
+    joined = joined.merge(_keyed(rows_b, "b"), on="fp_b", how="inner", npartitions=npartitions)
+    return joined[["key_a", "key_b", "distance"]]
+
+
+def _distinct_pairs_graph(rows: dd.DataFrame, plan: TablePlan, k: int, npartitions: int) -> tuple[dd.DataFrame, dd.DataFrame]:
+    """(rows shuffled by fingerprint, fingerprint pairs between distinct fingerprints)."""
+    by_fingerprint = rows.shuffle(on=FINGERPRINT, npartitions=npartitions, ignore_index=True)
+    distinct = by_fingerprint.map_partitions(
+        _distinct_fingerprints, meta=pd.DataFrame({FINGERPRINT: np.zeros(0, np.uint64)})
+    )
+    return by_fingerprint, _per_table_pairs(distinct, plan, k, npartitions, _table_pairs)
+
+
+# --------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------
+
+
+def find_all(fingerprints: Any, k: int = 3, blocks: int | None = None, *, npartitions: int | None = None) -> dd.DataFrame:
+    """Every pair of keys whose fingerprints are within ``k`` bits, as a lazy Dask DataFrame
+    with columns ``key_a``, ``key_b`` (``key_a < key_b``), ``distance`` (uint8).
+
+    ``fingerprints`` is a Dask DataFrame with columns ``key`` and ``fingerprint``, a Dask
+    Series of fingerprints indexed by key, or a path or glob of Parquet files with those two
+    columns.  The pairs are exactly those :func:`simdb.allpairs.find_all` finds on the same
+    fingerprints (mapped to keys), each unordered pair once, identical fingerprints
+    included at distance 0.  ``blocks`` picks the plan as there; ``npartitions`` sets the
+    partition count of every shuffle (default: the input's).
+
+    Cost: 1 + T shuffles (T tables) plus two hash joins for the expansion to keys; see the
+    module docstring.  Nothing runs until the result is computed or written.
+    """
+    plan = _plan(k, blocks)
+    rows = _as_rows(fingerprints)
+    parts = _partitions(rows, npartitions)
+    by_fingerprint, fp_pairs = _distinct_pairs_graph(rows, plan, plan.k, parts)
+    meta = pd.DataFrame(
+        {"key_a": rows._meta[KEY], "key_b": rows._meta[KEY], "distance": np.zeros(0, dtype=np.uint8)}
+    )
+    duplicates = by_fingerprint.map_partitions(_duplicate_pairs, meta=meta)
+    near = _expand(fp_pairs, by_fingerprint, by_fingerprint, parts)
+    pairs = _dask().concat([duplicates, near], ignore_index=True)
+    return pairs.map_partitions(_orient, meta=meta)
+
+
+def query_many(
+    queries: Any, corpus: Any, k: int = 3, blocks: int | None = None, *, npartitions: int | None = None
+) -> dd.DataFrame:
+    """Every (query, corpus document) pair within ``k`` bits, as a lazy Dask DataFrame with
+    columns ``query_key``, ``corpus_key``, ``distance`` (uint8).
+
+    ``queries`` and ``corpus`` are each in any form :func:`find_all` accepts (a Series of
+    query fingerprints is keyed by its index).  A query equal to a corpus fingerprint is
+    reported at distance 0; pairs inside the corpus or inside the batch are not reported.
+
+    Cost: one shuffle of queries + corpus by fingerprint (duplicates collapse, and each
+    distinct fingerprint learns which side holds it), T shuffles of the distinct
+    fingerprints, then two hash joins back to the keys.  In each table partition only
+    prefix groups holding both a query and a corpus fingerprint are compared, so a small
+    batch costs the corpus' sorts and shuffles but almost none of its candidate pairs.
+    """
+    dask_dataframe = _dask()
+    plan = _plan(k, blocks)
+    query_rows = _as_rows(queries, "queries")
+    corpus_rows = _as_rows(corpus, "corpus")
+    parts = _partitions(corpus_rows, npartitions)
+    tagged = dask_dataframe.concat(
+        [
+            query_rows[[FINGERPRINT]].assign(is_query=True),
+            corpus_rows[[FINGERPRINT]].assign(is_query=False),
+        ],
+        ignore_index=True,
+    )
+    by_fingerprint = tagged.shuffle(on=FINGERPRINT, npartitions=parts, ignore_index=True)
+    flag_meta = pd.DataFrame(
+        {FINGERPRINT: np.zeros(0, np.uint64), "in_query": np.zeros(0, bool), "in_corpus": np.zeros(0, bool)}
+    )
+    distinct = by_fingerprint.map_partitions(_flag_sides, meta=flag_meta)
+    fp_pairs = _per_table_pairs(distinct, plan, plan.k, parts, _cross_table_pairs)
+    pairs = _expand(fp_pairs, query_rows, corpus_rows, parts)
+    return pairs.rename(columns=dict(zip(PAIR_COLUMNS, QUERY_COLUMNS)))
+
+
+def clusters(
+    fingerprints: Any,
+    k: int = 3,
+    blocks: int | None = None,
+    *,
+    include_singletons: bool = False,
+    npartitions: int | None = None,
+) -> dd.DataFrame:
+    """Connected components of the "within ``k`` bits" graph, as a Dask DataFrame with
+    columns ``key`` and ``cluster`` (uint64: the smallest fingerprint in the component, the
+    same for every key of one cluster).  Keys in no pair and with a unique fingerprint are
+    left out unless ``include_singletons``.
+
+    How: the cluster computes the pairs between *distinct* fingerprints (no expansion to
+    keys, so a group of 10,000 identical pages is one node) and the fingerprints held by
+    several keys; both are collected on the driver, where
+    :class:`simdb.allpairs.ComponentLabeler` (a vectorised union-find) labels them.  The
+    labels then travel back to the workers, which tag each key.  This is computed eagerly
+    here (the returned frame re-reads the input lazily to tag keys).
+
+    When it fits: the driver holds the distinct-fingerprint pairs and the fingerprints that
+    take part in any (about 40 bytes per pair while labelling), so up to a few hundred
+    million pairs on a 24 GiB driver.  Beyond that, label propagation on the cluster would
+    be the way (not implemented).
+    """
+    import dask
+
+    plan = _plan(k, blocks)
+    rows = _as_rows(fingerprints)
+    parts = _partitions(rows, npartitions)
+    by_fingerprint, fp_pairs = _distinct_pairs_graph(rows, plan, plan.k, parts)
+    repeated = by_fingerprint.map_partitions(
+        _repeated_fingerprints, meta=pd.DataFrame({FINGERPRINT: np.zeros(0, np.uint64)})
+    )
+    pairs, repeated = dask.compute(fp_pairs[["fp_a", "fp_b"]], repeated)  # one pass: shared shuffles run once
+    fp_a = pairs["fp_a"].to_numpy(np.uint64)
+    fp_b = pairs["fp_b"].to_numpy(np.uint64)
+    nodes = np.unique(np.concatenate([fp_a, fp_b, repeated[FINGERPRINT].to_numpy(np.uint64)]))
+    labeler = ComponentLabeler(nodes.size)
+    labeler.add(np.searchsorted(nodes, fp_a), np.searchsorted(nodes, fp_b))
+    # Nodes are sorted, so each component's label (its smallest node) is its smallest fingerprint.
+    cluster_of_node = nodes[labeler.labels()]
+    table = dask.delayed((nodes, cluster_of_node), pure=True)
+    meta = pd.DataFrame({KEY: rows._meta[KEY], "cluster": np.zeros(0, np.uint64)})
+    return rows.map_partitions(_tag_clusters, table, include_singletons, meta=meta)
+
+
+def _repeated_fingerprints(part: pd.DataFrame) -> pd.DataFrame:
+    """Fingerprints held by more than one row in a partition shuffled by fingerprint."""
+    values, counts = np.unique(part[FINGERPRINT].to_numpy(), return_counts=True)
+    return pd.DataFrame({FINGERPRINT: values[counts > 1]})
+
+
+def _tag_clusters(part: pd.DataFrame, table: tuple[np.ndarray, np.ndarray], include_singletons: bool) -> pd.DataFrame:
+    """Each row's cluster label: binary search in the sorted node list.  O(n log nodes)."""
+    nodes, cluster_of_node = table
+    fingerprints = part[FINGERPRINT].to_numpy()
+    where = np.minimum(np.searchsorted(nodes, fingerprints), max(nodes.size - 1, 0))
+    found = nodes[where] == fingerprints if nodes.size else np.zeros(fingerprints.size, dtype=bool)
+    label = fingerprints.copy()  # a singleton is its own cluster, named by its fingerprint
+    label[found] = cluster_of_node[where[found]]
+    out = pd.DataFrame({KEY: part[KEY].reset_index(drop=True), "cluster": label})
+    return out if include_singletons else out[found].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------
+# Jobs for the CLI
+# --------------------------------------------------------------------------------------
+
+
+def export_parquet(db: Database, path: str | os.PathLike[str]) -> int:
+    """Write the database's (key, fingerprint) rows to one Parquet file at ``path`` (a
+    directory gets ``fingerprints.parquet`` inside it) and return the row count.
+
+    Columns: ``key`` (string) and ``fingerprint`` (uint64), in insertion order, one row
+    group per :data:`EXPORT_CHUNK` rows.  Reads with :meth:`Database.items`, which decodes
+    every document anyway to get its key, so key and fingerprint come from the same read
+    (a separate :meth:`Database.fingerprint_arrays` scan could disagree with it if a
+    writer commits in between).  Memory O(chunk); time O(n).
+    """
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as error:
+        raise DaskNotInstalledError(f"Parquet export needs pyarrow ({error})", "pip install simdb[dask]") from error
+    target = Path(path)
+    if target.is_dir():
+        target = target / "fingerprints.parquet"
+    schema = pa.schema([(KEY, pa.string()), (FINGERPRINT, pa.uint64())])
+    written = 0
+    with pq.ParquetWriter(target, schema) as writer:
+        for keys, fingerprints in _document_chunks(db, EXPORT_CHUNK):
+            table = pa.table(
+                {KEY: pa.array(keys, pa.string()), FINGERPRINT: pa.array(np.array(fingerprints, dtype=np.uint64))},
+                schema=schema,
+            )
+            writer.write_table(table)
+            written += len(keys)
+    return written
+
+
+def _document_chunks(db: Database, size: int) -> Iterator[tuple[list[str], list[int]]]:
+    """(keys, fingerprints) of the database in insertion order, ``size`` at a time."""
+    keys: list[str] = []
+    fingerprints: list[int] = []
+    for document in db.items():
+        keys.append(document.key)
+        fingerprints.append(document.fingerprint)
+        if len(keys) >= size:
+            yield keys, fingerprints
+            keys, fingerprints = [], []
+    if keys:
+        yield keys, fingerprints
+
+
+def run_pairs_job(
+    parquet_glob: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    k: int | None = None,
+    blocks: int | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+) -> dict[str, Any]:
+    """Run :func:`find_all` over Parquet (key, fingerprint) files and write the pairs as
+    Parquet files (columns key_a, key_b, distance) into ``out_dir``, which must not already
+    hold Parquet files.  Returns a summary: rows read, pairs written, tables, seconds, the
+    scheduler address and worker count.
+
+    ``scheduler``: None or ``"local"`` starts a local cluster of ``workers`` processes
+    (default: one per CPU, one thread each) for the job and stops it after; any other
+    string is the address of a running scheduler (``workers`` is then ignored).  ``k``
+    defaults to 3.
+    """
+    _dask()
+    from dask.distributed import Client, LocalCluster
+
+    k = 3 if k is None else k
+    plan = _plan(k, blocks)
+    out = Path(out_dir)
+    if out.exists() and any(out.glob("*.parquet")):
+        raise InvalidInputError(f"{out} already holds Parquet files", "choose an empty or new output directory")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise InvalidInputError(f"workers={workers!r} must be a positive int")
+    local = scheduler in (None, "local")
+    started = time.perf_counter()
+    cluster = (
+        LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True)
+        if local
+        else None
+    )
+    try:
+        with Client(cluster if cluster is not None else scheduler) as client:
+            rows = _parquet_rows(parquet_glob)
+            pairs = find_all(parquet_glob, k=plan.k, blocks=plan.blocks)
+            pairs.to_parquet(os.fspath(out), write_index=False)
+            address = client.scheduler.address
+            worker_count = len(client.nthreads())
+    finally:
+        if cluster is not None:
+            cluster.close()
+    return {
+        "rows": rows,
+        "pairs": _parquet_rows(os.path.join(os.fspath(out), "*.parquet")),
+        "k": plan.k,
+        "blocks": plan.blocks,
+        "tables": len(plan.tables),
+        "seconds": round(time.perf_counter() - started, 3),
+        "scheduler": "local" if local else address,
+        "workers": worker_count,
+        "out_dir": os.fspath(out),
+    }
+
+
+def _parquet_rows(glob: str | os.PathLike[str]) -> int:
+    """Row count of Parquet files from their footers (no data read)."""
+    import pyarrow.dataset as ds
+
+    text = os.fspath(glob)
+    if any(ch in text for ch in "*?["):
+        import glob as globbing
+
+        files = sorted(globbing.glob(text))
+        if not files:
+            raise InvalidInputError(f"no Parquet files match {text}")
+        return int(ds.dataset(files, format="parquet").count_rows())
+    return int(ds.dataset(text, format="parquet").count_rows())
