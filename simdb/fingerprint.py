@@ -31,7 +31,9 @@ A text of one token has one feature, so its fingerprint is that feature's hash. 
 surrogates are replaced by U+FFFD and so act as separators.  ``bytes`` are decoded as UTF-8
 with invalid sequences replaced by U+FFFD.  A text of any length is processed in chunks of
 :data:`simdb.features.CHUNK_CHARS` characters with per-bit sums carried across chunks, so
-with ``weights="tf"`` memory stays bounded (a few megabytes); ``weights="binary"`` must
+with ``weights="tf"`` memory stays bounded whatever the length (tracemalloc peaks of about
+4 MB for English and 30 MB for text made only of CJK characters, one token each per chunk);
+``weights="binary"`` must
 remember every distinct feature and needs 8 bytes (16 at 128 bits) per distinct feature.
 
 Defaults (word 3-shingles, English stop words, tf, 64 bits) were chosen from
