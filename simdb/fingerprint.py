@@ -33,8 +33,8 @@ with invalid sequences replaced by U+FFFD.  A text of any length is processed in
 :data:`simdb.features.CHUNK_CHARS` characters with per-bit sums carried across chunks, so
 with ``weights="tf"`` memory stays bounded whatever the length (tracemalloc peaks of about
 4 MB for English and 30 MB for text made only of CJK characters, one token each per chunk);
-``weights="binary"`` must
-remember every distinct feature and needs 8 bytes (16 at 128 bits) per distinct feature.
+``weights="binary"`` must remember every distinct feature and needs 8 bytes (16 at 128 bits)
+per distinct feature.
 
 Defaults (word 3-shingles, English stop words, tf, 64 bits) were chosen from
 ``bench/quality.py``; see bench/RESULTS.md.  Speed: about 15,000 2 KB English texts per
