@@ -124,13 +124,21 @@ def hamming_pairs(fingerprints: Sequence[int], max_k: int) -> tuple[PairKeys, np
     block = 512
     for start in range(0, n, block):
         rows = values[start : start + block]
-        d = np.bitwise_count(rows[:, None] ^ values[None, :]).astype(np.int64)
+        d = _popcount(rows[:, None] ^ values[None, :])
         i, j = np.nonzero(d <= max_k)
         i = i + start
         upper = i < j
         keys.append(i[upper] * n + j[upper])
         distances.append(d[i[upper] - start, j[upper]])
     return np.concatenate(keys), np.concatenate(distances)
+
+
+def _popcount(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+    """Bits set in each uint64 (numpy >= 2 has it built in; older numpy unpacks bytes)."""
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(values).astype(np.int64)
+    as_bytes = np.ascontiguousarray(values).view(np.uint8).reshape(*values.shape, 8)
+    return np.unpackbits(as_bytes, axis=-1).sum(axis=-1, dtype=np.int64)
 
 
 def scores(predicted: PairKeys, truth: PairKeys) -> tuple[float, float, float]:
