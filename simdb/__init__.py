@@ -6,6 +6,7 @@
 ...     db.query(0x1234_5678_9ABC_DEF1)
 """
 
+from simdb.allpairs import find_all
 from simdb.database import (
     FORMAT_VERSION,
     AddResult,
@@ -34,8 +35,11 @@ from simdb.errors import (
     SimdbError,
     StorageError,
 )
+from simdb.fingerprint import Fingerprinter, hamming, similarity, simhash, simhash_features, simhash_many
 from simdb.keys import parse_fingerprint
 from simdb.plan import TablePlan, default_blocks
+
+
 
 __version__ = "0.1.0"
 
@@ -52,6 +56,7 @@ __all__ = [
     "DiskFullError",
     "DistanceError",
     "Document",
+    "Fingerprinter",
     "FingerprinterError",
     "FormatVersionError",
     "InvalidFingerprintError",
@@ -65,6 +70,12 @@ __all__ = [
     "StorageError",
     "TablePlan",
     "default_blocks",
+    "find_all",
+    "hamming",
     "open",
     "parse_fingerprint",
+    "similarity",
+    "simhash",
+    "simhash_features",
+    "simhash_many",
 ]

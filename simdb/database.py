@@ -287,6 +287,11 @@ class Database:
             txn.put(FINGERPRINTER_KEY, codec.pack(fingerprinter.to_dict(), "fingerprint settings"), db=meta)
 
     def _settle_fingerprinter(self, given: Fingerprinter | None) -> Fingerprinter | None:
+        if given is not None and given.bits != self.plan.bits:
+            raise InvalidInputError(
+                f"fingerprinter {given!r} makes {given.bits}-bit fingerprints; the index stores {self.plan.bits}-bit ones",
+                f"use bits={self.plan.bits}",
+            )
         with self._storage.read() as txn:
             raw = txn.get(FINGERPRINTER_KEY, db=self._storage.db(META))
         if raw is None:

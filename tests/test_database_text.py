@@ -1,0 +1,101 @@
+"""Text in the database: the fingerprint settings are stored once and always used."""
+
+from __future__ import annotations
+
+import pytest
+
+import simdb
+
+TEXT = "The quick brown fox jumps over the lazy dog while the cat watches from the warm windowsill."
+NEAR = TEXT.replace("warm", "sunny")
+
+
+def test_text_uses_the_stored_settings(db_path) -> None:
+    chosen = simdb.Fingerprinter(features="word", stopwords=None)
+    with simdb.open(db_path, fingerprinter=chosen) as db:
+        db.add("fox", text=TEXT)
+        assert db.get("fox").fingerprint == chosen.fingerprint(TEXT) != simdb.simhash(TEXT)
+    with simdb.open(db_path) as db:  # settings come back from the database
+        assert db.fingerprinter == chosen
+        assert [m.key for m in db.query(text=TEXT, k=0)] == ["fox"]
+        distance = (chosen.fingerprint(NEAR) ^ chosen.fingerprint(TEXT)).bit_count()
+        assert [(m.key, m.distance) for m in db.query(text=NEAR)] == ([("fox", distance)] if distance <= 3 else [])
+        assert [[m.key for m in found] for found in db.query_many(texts=[TEXT, "unrelated words here"], k=0)] == [["fox"], []]
+
+
+def test_other_explicit_settings_are_refused(db_path) -> None:
+    simdb.open(db_path, fingerprinter=simdb.Fingerprinter(features="word")).close()
+    with pytest.raises(simdb.ConfigMismatchError, match="features='char'.*uses.*features='word'"):
+        simdb.open(db_path, fingerprinter=simdb.Fingerprinter(features="char"))
+    simdb.open(db_path, fingerprinter=simdb.Fingerprinter(features="word")).close()  # the same is fine
+
+
+def test_a_fingerprint_only_database_takes_settings_once(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add("n", 12345)
+        assert db.fingerprinter is None
+    chosen = simdb.Fingerprinter(features="char", ngram=4)
+    with simdb.open(db_path, fingerprinter=chosen) as db:  # given the first time: stored
+        db.add("t", text=TEXT)
+    with simdb.open(db_path) as db:
+        assert db.fingerprinter == chosen
+    with pytest.raises(simdb.ConfigMismatchError):
+        simdb.open(db_path, fingerprinter=simdb.Fingerprinter())
+
+
+def test_first_text_without_settings_stores_the_defaults(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add("t", text=TEXT)
+        assert db.get("t").fingerprint == simdb.simhash(TEXT)
+    with simdb.open(db_path) as db:
+        assert db.fingerprinter == simdb.Fingerprinter()
+
+
+def test_read_only_without_settings_cannot_fingerprint(db_path) -> None:
+    simdb.open(db_path).close()
+    with simdb.open(db_path, readonly=True) as db:
+        with pytest.raises(simdb.FingerprinterError, match="no fingerprint settings"):
+            db.query(text=TEXT)
+
+
+def test_fitted_idf_settings_round_trip(db_path) -> None:
+    corpus = [TEXT, NEAR, "a completely different sentence about databases and disks", "the the the"]
+    fitted = simdb.Fingerprinter().fit_idf(corpus)
+    with simdb.open(db_path, fingerprinter=fitted) as db:
+        db.add_texts((f"d{i}", text) for i, text in enumerate(corpus))
+    with simdb.open(db_path) as db:
+        assert db.fingerprinter == fitted
+        assert db.get("d0").fingerprint == fitted.fingerprint(TEXT)
+
+
+def test_fingerprint_and_text_together_are_refused(db_path) -> None:
+    with simdb.open(db_path) as db:
+        with pytest.raises(simdb.InvalidInputError, match="both"):
+            db.add("x", 1, text=TEXT)
+        with pytest.raises(simdb.InvalidInputError, match="no fingerprint"):
+            db.add("x")
+
+
+def test_only_64_bit_settings_fit_the_index(db_path) -> None:
+    with pytest.raises(simdb.InvalidInputError, match="128-bit"):
+        simdb.open(db_path, fingerprinter=simdb.Fingerprinter(bits=128))
+
+
+@pytest.mark.parametrize("text", ["", "!!! ... ???", "word", "\ud800 broken surrogate"])
+def test_edge_case_texts_are_stored(db_path, text: str) -> None:
+    with simdb.open(db_path) as db:
+        db.add("edge", text=text)
+        assert db.get("edge").fingerprint == simdb.simhash(text)
+
+
+def test_a_100_mb_text_is_fingerprinted_and_stored(db_path) -> None:
+    import tracemalloc
+
+    text = "lorem ipsum dolor sit amet consectetur adipiscing elit " * (100 * 2**20 // 56)
+    with simdb.open(db_path) as db:
+        tracemalloc.start()
+        db.add("big", text=text)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert db.get("big").fingerprint == simdb.simhash(text)
+    assert peak < 64 * 2**20  # streamed: far below the text's own 100 MB
