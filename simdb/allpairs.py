@@ -623,8 +623,9 @@ def iter_table_pair_blocks(
     fingerprints exactly once, which is what lets a distributed search group rows by one
     table's prefix per shuffle and never deduplicate pairs.
 
-    ``fingerprints`` must be distinct (collapse duplicates first): pairs of equal values are
-    not reported.  Rows may hold any mix of prefixes.  Yields ``(row_a, row_b, distance)``
+    ``fingerprints`` should be distinct (collapse duplicates first): equal values are not
+    collapsed here, so a pair of them is reported (at distance 0, by table 0 only) when k > 0
+    and not at all when k = 0.  Rows may hold any mix of prefixes.  Yields ``(row_a, row_b, distance)``
     blocks of at most ``block_size``: positions into ``fingerprints`` in no particular
     order inside a pair, and the uint8 distance.
 

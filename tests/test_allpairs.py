@@ -22,6 +22,7 @@ from simdb.allpairs import (
     find_clusters,
     iter_clusters,
     iter_pair_blocks,
+    iter_table_pair_blocks,
 )
 from simdb.errors import DistanceError, InvalidFingerprintError, InvalidInputError
 from simdb.plan import TablePlan
@@ -390,3 +391,29 @@ def test_numpy_integer_arguments_are_accepted():
     pairs, distances = find_all(np.array([1, 3], dtype=np.uint64), k=np.int64(1), blocks=np.int32(4))
     assert pairs.tolist() == [[0, 1]] and distances.tolist() == [1]
     assert find_clusters([1, 3, 100], k=np.int64(1)) == [[0, 1]]
+
+
+@SETTINGS
+@given(data=st.one_of(st.lists(fingerprint, max_size=80), clustered()), k=st.integers(1, 4), choice=st.integers(0, 3))
+def test_tables_searched_separately_report_each_pair_once(data, k, choice):
+    distinct = list(dict.fromkeys(data))  # the per-table entry point expects distinct values
+    blocks = plans_for(k)[choice % len(plans_for(k))]
+    plan = TablePlan.create(k, blocks)
+    array = np.asarray(distinct, dtype=np.uint64)
+    for k_search in range(k + 1):
+        found: dict[tuple[int, int], int] = {}
+        for table in range(len(plan.tables)):
+            for row_a, row_b, distance in iter_table_pair_blocks(array, plan, table, k_search, block_size=5):
+                assert row_a.size <= 5
+                for a, b, d in zip(row_a.tolist(), row_b.tolist(), distance.tolist()):
+                    pair = (min(a, b), max(a, b))
+                    assert pair not in found, f"pair {pair} claimed twice"
+                    found[pair] = d
+        assert found == brute_pairs(distinct, k_search)
+
+
+def test_table_number_is_validated():
+    plan = TablePlan.create(3, 5)
+    for bad in (-1, 10, True, 1.0):
+        with pytest.raises(InvalidInputError):
+            iter_table_pair_blocks(np.arange(3, dtype=np.uint64), plan, bad)
