@@ -28,17 +28,25 @@ def values(output: str, tag: str) -> list[tuple[int, int]]:
 
 
 def test_a_million_operations_keep_memory_and_file_bounded(tmp_path) -> None:
-    """Soak: 1M mixed adds, removes and queries in one process.  Stated bounds: RSS grows by
-    less than 48 MiB after warm-up; under churn the file stays under 4x its compacted size."""
+    """Soak: 1M mixed adds, removes and queries in one process, 20,000 documents live, a
+    compaction every 200,000 operations.  Stated bounds: after warm-up RSS (which includes the
+    mapped file) moves within 48 MiB and does not trend up (the last cycle's peak is within
+    8 MiB of the first's); between compactions the file stays under 6x its compacted size, and
+    that high-water mark does not grow from cycle to cycle."""
     run = subprocess.run([sys.executable, str(HERE / "soak_worker.py"), str(tmp_path / "db"), "1000000"], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr
     assert "DONE" in run.stdout
-    rss = [size for ops, size in values(run.stdout, "RSS") if ops >= 200_000]
-    assert max(rss) - min(rss) < 48 * MiB, rss
+    rss = [(ops, size) for ops, size in values(run.stdout, "RSS") if ops >= 200_000]
+    sizes = [size for _, size in rss]
+    assert max(sizes) - min(sizes) < 48 * MiB, rss
+    first_cycle = max(size for ops, size in rss if ops < 400_000)
+    last_cycle = max(size for ops, size in rss if ops >= 800_000)
+    assert last_cycle <= first_cycle + 8 * MiB, rss
     compacted = [size for _, size in values(run.stdout, "FILE")][1:]
     grown = [size for _, size in values(run.stdout, "GROWN")][1:]
     assert compacted and max(compacted) <= 1.2 * min(compacted)
-    assert max(grown) <= 4 * max(compacted), (grown, compacted)
+    assert max(grown) <= 6 * max(compacted), (grown, compacted)
+    assert max(grown) <= 1.2 * grown[0], grown
 
 
 HOLD_A_SNAPSHOT = """
