@@ -1,0 +1,220 @@
+"""simdb.distributed on a real multi-process Dask cluster, checked against the single-machine
+search in simdb.allpairs (itself checked against brute force in test_allpairs.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("dask.distributed")
+pytest.importorskip("pyarrow")
+
+import dask.dataframe as dd  # noqa: E402
+from dask.distributed import Client, LocalCluster  # noqa: E402
+
+import simdb  # noqa: E402
+from simdb import distributed  # noqa: E402
+from simdb.allpairs import find_all, find_clusters  # noqa: E402
+from simdb.errors import InvalidFingerprintError, InvalidInputError, SimdbError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Client]:
+    """Two worker processes, one thread each: every shuffle really crosses processes."""
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        with Client(cluster) as connected:
+            yield connected
+
+
+# -- inputs ----------------------------------------------------------------------------
+
+
+def _flip(values: np.ndarray, rng: np.random.Generator, max_flips: int) -> np.ndarray:
+    """Each value with 0..max_flips random bits flipped (a bit may be picked twice)."""
+    out = values.copy()
+    flips = rng.integers(0, max_flips + 1, values.size)
+    for round_ in range(max_flips):
+        chosen = flips > round_
+        out[chosen] ^= np.uint64(1) << rng.integers(0, 64, int(chosen.sum())).astype(np.uint64)
+    return out
+
+
+def random_input(n: int = 3000, seed: int = 1) -> np.ndarray:
+    """Uniform fingerprints (almost no pairs) plus a few hundred planted near pairs."""
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 2**64, n, dtype=np.uint64)
+    planted = _flip(base[:300], rng, 4)
+    return np.concatenate([base, planted])
+
+
+def clustered_input(n: int = 3000, seed: int = 2) -> np.ndarray:
+    """n fingerprints around n/10 bases, 0-4 bits away: dense groups sharing prefixes."""
+    rng = np.random.default_rng(seed)
+    bases = rng.integers(0, 2**64, n // 10, dtype=np.uint64)
+    return _flip(rng.choice(bases, n), rng, 4)
+
+
+def duplicate_heavy_input(n: int = 3000, seed: int = 3) -> np.ndarray:
+    """Few distinct values, most repeated many times, one group of 400 identical."""
+    rng = np.random.default_rng(seed)
+    values = _flip(rng.integers(0, 2**64, 20, dtype=np.uint64).repeat(5), rng, 3)
+    return np.concatenate([rng.choice(values, n - 400), np.full(400, values[0], dtype=np.uint64)])
+
+
+INPUTS = {"random": random_input, "clustered": clustered_input, "duplicates": duplicate_heavy_input}
+
+
+def as_frame(fingerprints: np.ndarray, npartitions: int = 4) -> dd.DataFrame:
+    keys = np.arange(fingerprints.size, dtype=np.int64)
+    return dd.from_pandas(pd.DataFrame({"key": keys, "fingerprint": fingerprints}), npartitions=npartitions)
+
+
+def local_pairs(fingerprints: np.ndarray, k: int, blocks: int | None) -> list[tuple[int, int, int]]:
+    pairs, distances = find_all(fingerprints, k=k, blocks=blocks)
+    return sorted(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist(), distances.tolist()))
+
+
+def rows(frame: pd.DataFrame, columns: tuple[str, str, str]) -> list[tuple[object, object, int]]:
+    return sorted(zip(*(frame[c].tolist() for c in columns)))
+
+
+# -- find_all --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(INPUTS))
+@pytest.mark.parametrize(("k", "blocks"), [(3, None), (3, 5), (2, 4), (1, None)])
+def test_find_all_equals_single_machine(client: Client, kind: str, k: int, blocks: int | None) -> None:
+    fingerprints = INPUTS[kind]()
+    got = distributed.find_all(as_frame(fingerprints), k=k, blocks=blocks).compute()
+    expected = local_pairs(fingerprints, k, blocks)
+    assert len(expected) > 100  # the inputs do exercise the search
+    assert rows(got, distributed.PAIR_COLUMNS) == expected  # same pairs, each once, key_a < key_b
+    assert got["distance"].dtype == np.uint8
+
+
+def test_k0_reports_only_identical_fingerprints(client: Client) -> None:
+    fingerprints = duplicate_heavy_input()
+    got = distributed.find_all(as_frame(fingerprints), k=0).compute()
+    assert rows(got, distributed.PAIR_COLUMNS) == local_pairs(fingerprints, 0, None)
+
+
+def test_parquet_path_with_string_keys_and_int64_bits(client: Client, tmp_path) -> None:
+    fingerprints = clustered_input(2000, seed=7)
+    fingerprints[:50] |= np.uint64(1 << 63)  # top bit set: negative when read as int64
+    keys = [f"doc-{i:05d}" for i in range(fingerprints.size)]
+    half = fingerprints.size // 2
+    pd.DataFrame({"key": keys[:half], "fingerprint": fingerprints[:half]}).to_parquet(tmp_path / "a.parquet")
+    # The second file stores the same bits as int64, as engines without uint64 write them.
+    signed = fingerprints[half:].view(np.int64)
+    pd.DataFrame({"key": keys[half:], "fingerprint": signed}).to_parquet(tmp_path / "b.parquet")
+    expected = [(keys[a], keys[b], d) for a, b, d in local_pairs(fingerprints, 3, None)]
+    for source in (str(tmp_path / "*.parquet"), tmp_path):  # a glob, and a directory path
+        got = distributed.find_all(source, k=3).compute()
+        assert rows(got, distributed.PAIR_COLUMNS) == sorted(expected)
+
+
+def test_series_input_uses_the_index_as_key(client: Client) -> None:
+    fingerprints = random_input(1000, seed=4)
+    index = pd.Index([f"k{i}" for i in range(fingerprints.size)])
+    series = dd.from_pandas(pd.Series(fingerprints, index=index), npartitions=3)
+    got = distributed.find_all(series, k=3).compute()
+    expected = sorted(tuple(sorted((index[a], index[b]))) + (d,) for a, b, d in local_pairs(fingerprints, 3, None))
+    assert rows(got, distributed.PAIR_COLUMNS) == expected
+
+
+def test_more_partitions_than_rows_and_empty_result(client: Client) -> None:
+    fingerprints = np.array([0, 2**64 - 1, 0x00FF_00FF_00FF_00FF], dtype=np.uint64)  # 32+ bits apart
+    got = distributed.find_all(as_frame(fingerprints, npartitions=3), k=3, npartitions=8).compute()
+    assert got.empty and list(got.columns) == list(distributed.PAIR_COLUMNS)
+
+
+# -- query_many ------------------------------------------------------------------------
+
+
+def brute_force_query(queries: np.ndarray, corpus: np.ndarray, k: int) -> list[tuple[int, int, int]]:
+    distances = np.bitwise_count(queries[:, None] ^ corpus[None, :])
+    query_rows, corpus_rows = np.nonzero(distances <= k)
+    return sorted(zip(query_rows.tolist(), corpus_rows.tolist(), distances[query_rows, corpus_rows].tolist()))
+
+
+@pytest.mark.parametrize("k", [3, 1])
+def test_query_many_equals_brute_force(client: Client, k: int) -> None:
+    rng = np.random.default_rng(5)
+    corpus = np.concatenate([clustered_input(2000, seed=5), duplicate_heavy_input(500, seed=6)])
+    # Queries: near corpus items, exact corpus items (distance 0), repeats, and random misses.
+    queries = np.concatenate(
+        [_flip(rng.choice(corpus, 150), rng, 4), corpus[:20], corpus[:20], rng.integers(0, 2**64, 30, dtype=np.uint64)]
+    )
+    series = dd.from_pandas(pd.Series(queries), npartitions=2)
+    got = distributed.query_many(series, as_frame(corpus, npartitions=3), k=k).compute()
+    expected = brute_force_query(queries, corpus, k)
+    assert len(expected) > 200
+    assert rows(got, distributed.QUERY_COLUMNS) == expected
+
+
+# -- clusters --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(INPUTS))
+def test_clusters_equal_single_machine(client: Client, kind: str) -> None:
+    fingerprints = INPUTS[kind]()
+    got = distributed.clusters(as_frame(fingerprints), k=3).compute()
+    groups = sorted(sorted(members) for members in got.groupby("cluster")["key"].agg(list))
+    assert groups == sorted(find_clusters(fingerprints, k=3))
+    with_singletons = distributed.clusters(as_frame(fingerprints), k=3, include_singletons=True).compute()
+    groups = sorted(sorted(members) for members in with_singletons.groupby("cluster")["key"].agg(list))
+    assert groups == sorted(find_clusters(fingerprints, k=3, include_singletons=True))
+
+
+# -- CLI helpers -----------------------------------------------------------------------
+
+
+def test_export_then_pairs_job_matches_database_pairs(client: Client, tmp_path) -> None:
+    fingerprints = clustered_input(1500, seed=8)
+    with simdb.open(str(tmp_path / "db"), k=3) as db:
+        db.add_many((f"doc-{i}", int(fp)) for i, fp in enumerate(fingerprints))
+        exported = distributed.export_parquet(db, tmp_path / "fingerprints.parquet")
+        expected = sorted(tuple(sorted((a, b))) + (d,) for a, b, d in db.pairs())
+    assert exported == fingerprints.size
+    summary = distributed.run_pairs_job(
+        str(tmp_path / "*.parquet"), tmp_path / "pairs", k=3, scheduler=client.scheduler.address
+    )
+    assert summary["rows"] == fingerprints.size
+    assert summary["pairs"] == len(expected)
+    assert summary["tables"] == 10 and summary["workers"] == 2
+    got = pd.read_parquet(tmp_path / "pairs")
+    assert rows(got, distributed.PAIR_COLUMNS) == expected
+    with pytest.raises(InvalidInputError, match="already holds"):
+        distributed.run_pairs_job(str(tmp_path / "*.parquet"), tmp_path / "pairs", scheduler=client.scheduler.address)
+
+
+# -- errors and the optional import ----------------------------------------------------
+
+
+def test_bad_inputs_are_refused_before_running(client: Client) -> None:
+    frame = dd.from_pandas(pd.DataFrame({"key": [1, 2], "fp": np.array([1, 2], np.uint64)}), npartitions=1)
+    with pytest.raises(InvalidInputError, match="fingerprint"):
+        distributed.find_all(frame)
+    floats = dd.from_pandas(pd.DataFrame({"key": [1, 2], "fingerprint": [1.0, 2.0]}), npartitions=1)
+    with pytest.raises(InvalidFingerprintError, match="float64"):
+        distributed.find_all(floats)
+    with pytest.raises(InvalidInputError):
+        distributed.find_all([1, 2, 3])
+    with pytest.raises(InvalidInputError):
+        distributed.find_all(as_frame(np.arange(3, dtype=np.uint64)), k=3, blocks=2)
+
+
+def test_missing_dask_gives_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "dask.dataframe", None)  # makes the import fail
+    with pytest.raises(SimdbError, match=r"pip install simdb\[dask\]"):
+        distributed.find_all("anything.parquet")
+
+
+def test_importing_simdb_does_not_import_dask() -> None:
+    code = "import sys, simdb, simdb.allpairs, simdb.distributed; print(any(m.startswith('dask') for m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
