@@ -30,6 +30,7 @@ union-find, :class:`ComponentLabeler`, which accepts pairs block by block;
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -278,6 +279,12 @@ def _claim_rules(plan: TablePlan, assume_lexicographic: bool | None = None) -> l
     return rules
 
 
+@functools.lru_cache(maxsize=64)
+def _cached_claim_rules(plan: TablePlan) -> tuple[_ClaimRule, ...]:
+    """:func:`_claim_rules` memoised per plan: the distributed search asks once per partition."""
+    return tuple(_claim_rules(plan))
+
+
 def _or_masks(masks: Sequence[int], blocks: Iterable[int]) -> int:
     out = 0
     for block in blocks:
@@ -402,7 +409,7 @@ def _table_passes(
     index_bits = max(1, (n - 1).bit_length())
     rules = [
         rule
-        for rule in _claim_rules(plan)
+        for rule in _cached_claim_rules(plan)
         if rule.min_blocks_differing <= k and only_table in (None, rule.table.index)
     ]
     digits = {rule.table.index: _radix_digits(rule.table) for rule in rules}
