@@ -92,7 +92,7 @@ def as_fingerprint_array(fingerprints: Any, name: str = "fingerprints") -> UInt6
         # [True, 3] into int64.  Check element types first (O(n) in C via set/map).
         values = fingerprints if isinstance(fingerprints, Sequence) else list(fingerprints)
         types = set(map(type, values))
-        if types <= {int}:
+        if types <= _SAFE_ELEMENT_TYPES:
             try:
                 return np.array(values, dtype=np.uint64).reshape(-1)
             except OverflowError:
@@ -123,6 +123,11 @@ def as_fingerprint_array(fingerprints: Any, name: str = "fingerprints") -> UInt6
         f"{name} has dtype {array.dtype}; fingerprints must be ints in [0, 2**64)",
         "convert to np.uint64 explicitly if the values really are fingerprints",
     )
+
+
+#: Element types numpy converts to uint64 exactly or refuses with OverflowError (signed
+#: numpy scalars are left out: numpy would wrap a negative one silently).
+_SAFE_ELEMENT_TYPES = frozenset({int, np.uint64, np.uint32, np.uint16, np.uint8})
 
 
 def _object_to_uint64(array: npt.NDArray[Any], name: str) -> UInt64Array:

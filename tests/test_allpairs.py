@@ -247,6 +247,8 @@ def test_closed_form_claim_rule_equals_general_rule(k, blocks):
         np.zeros((2, 2), dtype=np.uint64),
         [None],
         [2**64, -1],
+        [np.int64(-1)],
+        [np.uint64(1), -1],
     ],
 )
 def test_invalid_fingerprints_are_refused(bad):
@@ -263,6 +265,8 @@ def test_accepted_inputs():
     assert as_fingerprint_array([0, FULL]).tolist() == [0, FULL]
     assert as_fingerprint_array(np.array([1, 2], dtype=np.int16)).dtype == np.uint64
     assert as_fingerprint_array((np.uint64(3), 4)).tolist() == [3, 4]
+    assert as_fingerprint_array([np.uint64(FULL), np.int64(5)]).tolist() == [FULL, 5]
+    assert as_fingerprint_array(iter([7, 8])).tolist() == [7, 8]
     array = np.arange(4, dtype=np.uint64)
     assert as_fingerprint_array(array) is array
 
