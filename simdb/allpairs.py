@@ -361,11 +361,19 @@ class _RadixOrders:
             order = step if order is None else order[step]
             self.stack.append((digit, order))
         assert order is not None
-        same = np.ones(max(0, order.size - 1), dtype=bool)
+        # Compare whole prefixes: build them in row order (sequential reads) and gather once,
+        # rather than gathering every digit column through the random `order`.
+        prefix_bits = sum(width for _, width in digits)
+        prefix = np.zeros(self.values.size, dtype=np.uint32 if prefix_bits <= 32 else np.uint64)
+        shift = 0
         for digit in digits:
-            ordered = self.column(digit)[order]
-            same &= ordered[1:] == ordered[:-1]
-        return order, same
+            column = self.column(digit).astype(prefix.dtype)
+            if shift:
+                column <<= prefix.dtype.type(shift)
+            prefix |= column
+            shift += digit[1]
+        ordered = prefix[order]
+        return order, ordered[1:] == ordered[:-1]
 
 
 def _packed_order(values: UInt64Array, table: Table, index_bits: int, presorted: bool) -> tuple[Int64Array, npt.NDArray[np.bool_]]:
