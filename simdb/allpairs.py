@@ -323,20 +323,48 @@ def _radix_digits(table: Table) -> list[Digit] | None:
     return digits if len(digits) <= _MAX_RADIX_DIGITS else None
 
 
+@dataclass(frozen=True)
+class _RowOrder:
+    """Rows in table-prefix order, kept as ``base[step]`` without composing the two.
+
+    Composing is a random gather over all N rows; the walk only needs the rows of the
+    candidates, so they are looked up through both arrays on demand.
+    """
+
+    base: Int64Array | None
+    step: Int64Array
+
+    @property
+    def size(self) -> int:
+        return int(self.step.size)
+
+    def __getitem__(self, positions: Int64Array) -> Int64Array:
+        rows = self.step[positions]
+        return rows if self.base is None else self.base[rows]
+
+    def full(self) -> Int64Array:
+        """All rows in order (one gather of N)."""
+        return self.step if self.base is None else self.base[self.step]
+
+
 class _RadixOrders:
     """Row orders by table prefix via LSD radix passes, sharing passes between tables.
 
     Tables are visited so that consecutive ones share their least significant digits (for
-    k=3, 5 blocks: every table ending in the same block); the partial orders of the last
-    table are kept on a stack and reused.  Each pass is one stable argsort of N uint16 (a
-    linear-time radix sort in numpy) plus two gathers.  Memory: each digit column once
-    (2 bytes per row) and at most ``_MAX_RADIX_DIGITS`` orders (8 bytes per row each).
+    k=3, 5 blocks: every table ending in the same block); the orders of those shared digits
+    are kept on a stack, each with the digits so far packed into one sorted prefix column.
+    A table then costs one pass for its last digit: a gather of that digit through the
+    shared order, one stable argsort of N uint16 (linear-time radix sort in numpy), and one
+    gather of the packed prefixes to compare neighbours.  Memory: each digit column once
+    (2 bytes per row) plus, per stacked level, an order (8 bytes per row) and a prefix column
+    (4 or 8 bytes per row); at most ``_MAX_RADIX_DIGITS - 1`` levels.
     """
 
     def __init__(self, values: UInt64Array) -> None:
         self.values = values
         self.columns: dict[Digit, npt.NDArray[np.uint16]] = {}
-        self.stack: list[tuple[Digit, Int64Array]] = []
+        # (digit, rows sorted by the digits so far, their packed prefix in that order, bits)
+        self.stack: list[tuple[Digit, Int64Array, npt.NDArray[Any], int]] = []
 
     def column(self, digit: Digit) -> npt.NDArray[np.uint16]:
         """The digit of every row, as uint16 (cached)."""
@@ -347,33 +375,37 @@ class _RadixOrders:
             self.columns[digit] = shifted.astype(np.uint16)
         return self.columns[digit]
 
-    def order(self, digits: list[Digit]) -> tuple[Int64Array, npt.NDArray[np.bool_]]:
+    def _pass(self, digit: Digit) -> tuple[Int64Array, Int64Array | None, npt.NDArray[Any], int]:
+        """Sort by ``digit`` on top of the stack: (step, base, packed prefix in base order, bits)."""
+        column = self.column(digit)
+        if not self.stack:
+            return np.argsort(column, kind="stable"), None, column, digit[1]
+        _, base, prefix, bits = self.stack[-1]
+        in_base = column[base]
+        total = bits + digit[1]
+        dtype = np.uint32 if total <= 32 else np.uint64
+        packed = in_base.astype(dtype)
+        packed <<= dtype(bits)
+        packed |= prefix
+        return np.argsort(in_base, kind="stable"), base, packed, total
+
+    def order(self, digits: list[Digit]) -> tuple[_RowOrder, npt.NDArray[np.bool_]]:
         """Rows sorted by the digits (most significant last), and ``same[p]``: sorted rows
         p and p+1 agree on every digit."""
+        # The last digit is never shared (no two tables have the same prefix), so it is
+        # never composed or stacked.
+        limit = len(digits) - 1
         shared = 0
-        while shared < min(len(self.stack), len(digits)) and self.stack[shared][0] == digits[shared]:
+        while shared < min(len(self.stack), limit) and self.stack[shared][0] == digits[shared]:
             shared += 1
         del self.stack[shared:]
-        order = self.stack[-1][1] if self.stack else None
-        for digit in digits[shared:]:
-            column = self.column(digit)
-            step = np.argsort(column if order is None else column[order], kind="stable")
-            order = step if order is None else order[step]
-            self.stack.append((digit, order))
-        assert order is not None
-        # Compare whole prefixes: build them in row order (sequential reads) and gather once,
-        # rather than gathering every digit column through the random `order`.
-        prefix_bits = sum(width for _, width in digits)
-        prefix = np.zeros(self.values.size, dtype=np.uint32 if prefix_bits <= 32 else np.uint64)
-        shift = 0
-        for digit in digits:
-            column = self.column(digit).astype(prefix.dtype)
-            if shift:
-                column <<= prefix.dtype.type(shift)
-            prefix |= column
-            shift += digit[1]
-        ordered = prefix[order]
-        return order, ordered[1:] == ordered[:-1]
+        for digit in digits[shared:limit]:
+            step, base, packed, bits = self._pass(digit)
+            order = step if base is None else base[step]
+            self.stack.append((digit, order, packed[step], bits))
+        step, base, packed, _ = self._pass(digits[-1])
+        ordered = packed[step]
+        return _RowOrder(base, step), ordered[1:] == ordered[:-1]
 
 
 def _packed_order(values: UInt64Array, table: Table, index_bits: int, presorted: bool) -> tuple[Int64Array, npt.NDArray[np.bool_]]:
@@ -413,7 +445,7 @@ def _packed_order(values: UInt64Array, table: Table, index_bits: int, presorted:
 
 def _table_passes(
     values: UInt64Array, plan: TablePlan, k: int, values_sorted: bool, only_table: int | None = None
-) -> Iterator[tuple[_ClaimRule, Int64Array, npt.NDArray[np.bool_], bool]]:
+) -> Iterator[tuple[_ClaimRule, _RowOrder, npt.NDArray[np.bool_], bool]]:
     """For each table that can report a pair within ``k`` bits (only table ``only_table``
     when given), yield ``(rule, order, same, check_leading)``: rows sorted by table prefix,
     ``same[p]`` when sorted rows p and p+1 share a prefix, and whether the prefix was
@@ -438,11 +470,11 @@ def _table_passes(
         else:
             presorted = values_sorted and rule.table.leading_blocks == tuple(range(len(rule.table.leading_blocks)))
             order, same = _packed_order(values, rule.table, index_bits, presorted)
-            yield rule, order, same, BITS - rule.table.leading_bits < index_bits
+            yield rule, _RowOrder(None, order), same, BITS - rule.table.leading_bits < index_bits
 
 
 def _has_duplicates(
-    values: UInt64Array, order: Int64Array, same: npt.NDArray[np.bool_], budget: int
+    values: UInt64Array, order: _RowOrder, same: npt.NDArray[np.bool_], budget: int
 ) -> bool:
     """Whether any two rows hold the same fingerprint, judged from one table pass: equal
     fingerprints share every prefix, so they are among the rows that ``same`` links.  Gives
@@ -464,7 +496,7 @@ def _has_duplicates(
 
 def _walk_passes(
     values: UInt64Array,
-    passes: Iterable[tuple[_ClaimRule, Int64Array, npt.NDArray[np.bool_], bool]],
+    passes: Iterable[tuple[_ClaimRule, _RowOrder, npt.NDArray[np.bool_], bool]],
     k: int,
     block_size: int,
 ) -> Iterator[tuple[Int64Array, Int64Array, UInt8Array]]:
@@ -477,7 +509,7 @@ def _walk_passes(
         # With many candidates (clustered data) one gather of the fingerprints in table
         # order makes every later read sequential; with few, gathering per candidate is
         # cheaper than touching all N rows.
-        ordered = values[order] if active.size * 8 > order.size else None
+        ordered = values[order.full()] if active.size * 8 > order.size else None
         gap = 1
         # Walk gap by gap: at gap g, `active` holds the p whose rows p..p+g share a prefix,
         # so a run of length r costs r-1 steps of at most r rows each.
