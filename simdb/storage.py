@@ -45,6 +45,7 @@ CURRENT = "CURRENT"
 _GENERATION = re.compile(r"data-(\d{6})\.mdb")
 MIN_MAP_SIZE = 1 << 26  # 64 MiB of address space; the file itself only grows as pages are written
 MAX_READERS = 512
+READ_RECHECK_SECONDS = 0.02  # how stale a reader may be after another process compacts
 READER_CHECK_INTERVAL = 5.0  # seconds between sweeps for slots of dead readers
 _NO_SPACE = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
@@ -70,19 +71,25 @@ class _SharedLock:
         self._shared = 0
         self._exclusive = False
 
-    @contextmanager
-    def shared(self) -> Iterator[None]:
+    def acquire_shared(self) -> None:
         with self._condition:
             while self._exclusive:
                 self._condition.wait()
             self._shared += 1
+
+    def release_shared(self) -> None:
+        with self._condition:
+            self._shared -= 1
+            if not self._shared:
+                self._condition.notify_all()
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        self.acquire_shared()
         try:
             yield
         finally:
-            with self._condition:
-                self._shared -= 1
-                if not self._shared:
-                    self._condition.notify_all()
+            self.release_shared()
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -119,6 +126,8 @@ class Storage:
         self._write_mutex = threading.Lock()
         self._env: lmdb.Environment | None = None
         self._current_inode = 0
+        self._current_file = str(path / CURRENT)
+        self._next_read_check = 0.0
         self._last_reader_check = time.monotonic()
         self.generation = ""
         self._db_handles: dict[bytes, lmdb._Database] = {}
@@ -257,9 +266,19 @@ class Storage:
 
     def _superseded(self) -> bool:
         try:
-            return os.stat(self.path / CURRENT).st_ino != self._current_inode
+            return os.stat(self._current_file).st_ino != self._current_inode
         except FileNotFoundError:
             return False
+
+    def _reader_should_move(self) -> bool:
+        # A reader of a superseded generation still sees a consistent snapshot, only an
+        # older one; checking at most every READ_RECHECK_SECONDS saves a stat() per query
+        # and bounds how stale it can be.  Writers check on every transaction.
+        now = time.monotonic()
+        if now < self._next_read_check:
+            return False
+        self._next_read_check = now + READ_RECHECK_SECONDS
+        return self._superseded()
 
     def _reopen(self, stale_env: lmdb.Environment) -> None:
         with self._lock.exclusive():
@@ -295,29 +314,31 @@ class Storage:
 
     @contextmanager
     def read(self) -> Iterator[lmdb.Transaction]:
-        """A read-only snapshot transaction.  Costs one stat() and one LMDB begin."""
+        """A read-only snapshot transaction: one LMDB begin, and a stat() at most every
+        READ_RECHECK_SECONDS to follow a compaction made by another process."""
         while True:
-            with self._lock.shared():
+            self._lock.acquire_shared()
+            try:
                 env = self.env
-                if not self._superseded():
+                action = "reopen" if self._reader_should_move() else None
+                if action is None:
                     try:
                         txn = env.begin(buffers=False)
                     except lmdb.MapResizedError:
-                        txn = None
+                        action = "adopt"
                     except lmdb.Error as exc:
                         raise translate(exc, self.path) from None
-                    if txn is not None:
-                        try:
-                            yield txn
-                        except lmdb.Error as exc:
-                            raise translate(exc, self.path) from None
-                        finally:
-                            txn.abort()
-                        return
-                    resized = True
-                else:
-                    resized = False
-            if resized:
+                if action is None:
+                    try:
+                        yield txn
+                    except lmdb.Error as exc:
+                        raise translate(exc, self.path) from None
+                    finally:
+                        txn.abort()
+                    return
+            finally:
+                self._lock.release_shared()
+            if action == "adopt":
                 self._adopt_map_size(env, grow=False)
             else:
                 self._reopen(env)
