@@ -5,7 +5,8 @@ Sub-databases of the one LMDB environment:
 - ``meta``: the configuration (format version, bits, k, block plan), the fingerprint
   settings, and the next document id;
 - ``docs``: document id (8 bytes big-endian) -> msgpack ``[key, fingerprint, meta]``;
-- ``keys``: the key index, UTF-8 key (or its digest, see :mod:`simdb.keys`) -> document id;
+- ``keys``: the key index, the 16-byte digest of the UTF-8 key (see :mod:`simdb.keys`) ->
+  document id;
 - ``table.NN``: one per permutation table; key = permuted fingerprint and document id, 16
   bytes big-endian, value empty.  Putting the id in the key (instead of LMDB duplicate
   values) keeps every entry a plain, unique, fixed-size key: identical fingerprints under
@@ -20,8 +21,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from itertools import islice, repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -72,7 +73,6 @@ KEYS = b"keys"
 CONFIG_KEY = b"config"
 FINGERPRINTER_KEY = b"fingerprinter"
 NEXT_ID_KEY = b"next_id"
-_ALL_ONES = (1 << BITS) - 1
 
 
 class Match(NamedTuple):
@@ -231,14 +231,17 @@ class Database:
         if stored is None:
             if storage.readonly:
                 raise NotADatabaseError(f"{storage.path} holds no simdb database yet", "create it by opening it writable")
-            self.plan = TablePlan.create(DEFAULT_K if k is None else k, blocks)
-        else:
-            self.plan = self._plan_from_config(stored, k, blocks)
-        self._table_names = [t.name.encode() for t in self.plan.tables]
-        storage.reopen_with([META, DOCS, KEYS, *self._table_names])
-        if stored is None:
-            storage.write(lambda txn: self._initialise(txn, fingerprinter))
+            self._use_plan(TablePlan.create(DEFAULT_K if k is None else k, blocks))
+            if not storage.write(lambda txn: self._initialise(txn, fingerprinter)):
+                stored = self._read_config()  # another process created it first: theirs stands
+        if stored is not None:
+            self._use_plan(self._plan_from_config(stored, k, blocks))
         self._fingerprinter = self._settle_fingerprinter(fingerprinter)
+
+    def _use_plan(self, plan: TablePlan) -> None:
+        self.plan = plan
+        self._table_names = [t.name.encode() for t in plan.tables]
+        self._storage.reopen_with([META, DOCS, KEYS, *self._table_names])
 
     def _read_config(self) -> dict[str, Any] | None:
         with self._storage.read() as txn:
@@ -275,16 +278,22 @@ class Database:
             raise CorruptDatabaseError(f"the block plan stored in {path} does not match its k and blocks")
         return plan
 
-    def _initialise(self, txn: lmdb.Transaction, fingerprinter: Fingerprinter | None) -> None:
+    def _initialise(self, txn: lmdb.Transaction, fingerprinter: Fingerprinter | None) -> bool:
+        """Write the configuration and create the sub-databases, unless another process has
+        done so since we looked (then return False and change nothing)."""
         storage = self._storage
-        for name in (META, DOCS, KEYS, *self._table_names):
-            storage.create(txn, name)
+        storage.create(txn, META)
         meta = storage.db(META)
+        if txn.get(CONFIG_KEY, db=meta) is not None:
+            return False
+        for name in (DOCS, KEYS, *self._table_names):
+            storage.create(txn, name)
         config = {"format_version": FORMAT_VERSION, **self.plan.describe()}
         txn.put(CONFIG_KEY, codec.pack(config, "configuration"), db=meta)
         txn.put(NEXT_ID_KEY, codec.pack(0, "next id"), db=meta)
         if fingerprinter is not None:
             txn.put(FINGERPRINTER_KEY, codec.pack(fingerprinter.to_dict(), "fingerprint settings"), db=meta)
+        return True
 
     def _settle_fingerprinter(self, given: Fingerprinter | None) -> Fingerprinter | None:
         if given is not None and given.bits != self.plan.bits:

@@ -42,6 +42,7 @@ from simdb.errors import (
 T = TypeVar("T")
 
 CURRENT = "CURRENT"
+_STAGING = ".CURRENT."  # prefix of the files CURRENT is written to before the atomic rename
 _GENERATION = re.compile(r"data-(\d{6})\.mdb")
 MIN_MAP_SIZE = 1 << 26  # 64 MiB of address space; the file itself only grows as pages are written
 MAX_READERS = 512
@@ -143,7 +144,9 @@ class Storage:
             raise NotADatabaseError(f"{directory} is a file, not a simdb database directory", "give a directory path")
         current = directory / CURRENT
         if not current.exists():
-            if directory.exists() and any(directory.iterdir()):
+            # Another process creating this database at the same moment leaves only its
+            # staging file here; that does not make the directory foreign.
+            if directory.exists() and any(not entry.name.startswith(_STAGING) for entry in directory.iterdir()):
                 raise NotADatabaseError(
                     f"{directory} is not a simdb database (it has no {CURRENT} file)",
                     "point at a simdb database or at an empty or missing directory",
@@ -157,9 +160,9 @@ class Storage:
     def _create_directory(directory: Path) -> None:
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            staging = directory / (CURRENT + ".new")
+            staging = directory / f"{_STAGING}{os.getpid()}.{threading.get_ident()}"
             staging.write_text("data-000001.mdb\n")
-            os.replace(staging, directory / CURRENT)
+            os.replace(staging, directory / CURRENT)  # racing creators write the same content
             _fsync_directory(directory)
         except OSError as exc:
             raise StorageError(f"cannot create a database at {directory}: {exc.strerror}", "check the path and its permissions") from None
@@ -428,7 +431,7 @@ class Storage:
                 target_file.with_name(name + "-lock").unlink(missing_ok=True)
                 raise
             target.close()
-            staging = self.path / (CURRENT + ".new")
+            staging = self.path / f"{_STAGING}{os.getpid()}.{threading.get_ident()}"
             with open(staging, "w") as handle:
                 handle.write(name + "\n")
                 handle.flush()

@@ -120,3 +120,22 @@ def test_sigkill_during_writes_removes_and_compaction(tmp_path, trial: int) -> N
             assert_groups_whole(db, set(range(40)), set())
         db.add_many(group_items(99_999))  # and it stays writable
         assert db.check()
+
+
+CREATE_AND_ADD = """
+import sys, time, simdb
+time.sleep(max(0.0, float(sys.argv[3]) - time.time()))  # all start together
+with simdb.open(sys.argv[1]) as db:
+    db.add_many((f"{sys.argv[2]}-{i}", i) for i in range(500))
+"""
+
+
+def test_processes_creating_one_database_at_once_share_it(tmp_path) -> None:
+    path = tmp_path / "db"
+    start_at = str(time.time() + 1.5)
+    creators = [subprocess.Popen([sys.executable, "-c", CREATE_AND_ADD, str(path), tag, start_at], stderr=subprocess.PIPE, text=True) for tag in "ABCDEF"]
+    for creator in creators:
+        assert creator.wait(timeout=60) == 0, creator.stderr.read() if creator.stderr else ""
+    with simdb.open(path) as db:
+        assert len(db) == 3_000 and db.check()
+        assert len({db.get(f"{tag}-7").fingerprint for tag in "ABCDEF"}) == 1
