@@ -90,7 +90,6 @@ def bench_faiss(fingerprints: list[int], queries: list[int]) -> dict[str, float]
     faiss.omp_set_num_threads(1)
     codes = np.array(fingerprints, dtype=">u8").view(np.uint8).reshape(-1, 8)
     query_codes = np.array(queries, dtype=">u8").view(np.uint8).reshape(-1, 8)
-    before = rss()
 
     def build() -> Any:
         index = faiss.IndexBinaryMultiHash(64, 4, 16)
@@ -98,12 +97,31 @@ def bench_faiss(fingerprints: list[int], queries: list[int]) -> dict[str, float]
         return index
 
     seconds, index = timed(build)
-    figures = {"load_per_s": len(fingerprints) / seconds, "bytes_per_fingerprint": (rss() - before) / len(fingerprints)}
+    # Its serialised size: RSS deltas are unreliable for a structure built in C++.
+    figures = {"load_per_s": len(fingerprints) / seconds, "bytes_per_fingerprint": len(faiss.serialize_index_binary(index)) / len(fingerprints)}
     # range_search keeps distances strictly below the radius.
     seconds, (lims, _, _) = timed(lambda: index.range_search(query_codes, K + 1))
     figures["query_many_per_s"] = len(queries) / seconds
     figures["matches_per_query"] = float(lims[-1]) / len(queries)
     return figures
+
+
+def crossover(n: int, directory: str) -> None:
+    """Time query_many's two strategies (a seek per query per table, or one pass over each
+    table merged with the sorted batch) at several batch sizes, to place MERGE_COST_RATIO."""
+    rng = np.random.default_rng(11)
+    stored = rng.integers(0, 2**64, n, dtype=np.uint64)
+    with simdb.open(os.path.join(directory, "crossover"), k=K) as db:
+        db.add_many(((f"doc-{i}", fp) for i, fp in enumerate(stored.tolist())), batch_size=n)
+        print(f"# query_many strategies on {n:,} stored fingerprints (queries/s)")
+        print("| batch / collection | queries | seek per query | merge whole tables |")
+        print("|---|---|---|---|")
+        for fraction in (0.001, 0.01, 0.03, 0.1, 0.2, 0.5):
+            queries = np.array(near_duplicates(stored, max(1, int(n * fraction)), rng), dtype=np.uint64)
+            with db._storage.read() as txn:
+                seek, _ = timed(lambda: db._probe_many(txn, queries, K))
+                merge, _ = timed(lambda: db._merge_many(txn, queries, K))
+            print(f"| {fraction:g} | {len(queries):,} | {len(queries) / seek:,.0f} | {len(queries) / merge:,.0f} |")
 
 
 def main() -> None:
@@ -113,7 +131,15 @@ def main() -> None:
     parser.add_argument("--single", type=int, default=5_000, help="queries through query() one at a time")
     parser.add_argument("--skip-simhash", action="store_true", help="leave out the slow pure-Python peer")
     parser.add_argument("--dir", default=None, help="where to put the database (default: a temp dir)")
+    parser.add_argument("--crossover", action="store_true", help="only compare query_many's two strategies")
     args = parser.parse_args()
+    if args.crossover:
+        directory = tempfile.mkdtemp(prefix="simdb-bench-", dir=args.dir)
+        try:
+            crossover(args.n, directory)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        return
 
     rng = np.random.default_rng(2007)
     stored = rng.integers(0, 2**64, args.n, dtype=np.uint64)

@@ -65,7 +65,7 @@ DEFAULT_BATCH_SIZE = 100_000
 #: query_many reads whole tables instead of seeking once per query when the batch has at
 #: least 1/MERGE_COST_RATIO as many queries as there are documents (measured crossover, see
 #: bench/bench_core.py --crossover).
-MERGE_COST_RATIO = 8
+MERGE_COST_RATIO = 5
 
 META = b"meta"
 DOCS = b"docs"
