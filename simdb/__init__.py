@@ -6,7 +6,7 @@
 ...     db.query(0x1234_5678_9ABC_DEF1)
 """
 
-from simdb.allpairs import find_all
+from simdb.allpairs import find_all, find_clusters
 from simdb.database import (
     FORMAT_VERSION,
     AddResult,
@@ -71,6 +71,7 @@ __all__ = [
     "TablePlan",
     "default_blocks",
     "find_all",
+    "find_clusters",
     "hamming",
     "open",
     "parse_fingerprint",
