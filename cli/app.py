@@ -531,6 +531,10 @@ def query(
 def pairs(
     k: QueryKOption = None,
     histogram: Annotated[bool, typer.Option("--histogram", help="Instead of the pairs, print a bar chart of how many pairs there are at each distance 0..k.")] = False,
+    parquet: Annotated[str | None, typer.Option("--parquet", help="Run the batch job on Dask over these (key, fingerprint) Parquet files (a path or glob, e.g. from export --format parquet) instead of a database; needs --out.")] = None,
+    scheduler: Annotated[str | None, typer.Option("--scheduler", help="With --parquet: a Dask scheduler ADDRESS, or 'local' (the default) to start a local multi-process cluster for the job.")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, help="With --parquet and a local cluster: worker processes (default: one per core).")] = None,
+    out_dir: Annotated[str | None, typer.Option("--out", help="With --parquet: the directory to write the pairs to, as Parquet (key_a, key_b, distance).")] = None,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     debug: DebugOption = False,
@@ -538,8 +542,14 @@ def pairs(
     """Print every near-duplicate pair: two keys within k bits, and their distance.
 
     Each unordered pair is printed once, the first-added key first; pairs stream out as
-    they are found, not sorted.  Exits 1 when there are none.
+    they are found, not sorted.  Exits 1 when there are none.  With --parquet, runs the same
+    exact search as a batch job on Dask and writes the pairs to --out.
     """
+    if parquet is not None:
+        run_distributed_pairs(parquet, out_dir, k, scheduler, workers, json_output)
+        return
+    if out_dir is not None or scheduler is not None or workers is not None:
+        raise usage_error("--out, --scheduler and --workers go with --parquet")
     with open_existing(db) as database:
         distance_limit = database.k if k is None else k
         found = database.pairs(k)
@@ -564,6 +574,27 @@ def pairs(
                 total = output.table(["distance", "key_a", "key_b"], ([distance, key_a, key_b] for key_a, key_b, distance in rest), right_aligned=(0,))
     if not total:
         err(f"simdb: no pairs within {distance_limit} bits")
+        raise typer.Exit(EXIT_NOTHING_FOUND)
+
+
+def run_distributed_pairs(parquet: str, out_dir: str | None, k: int | None, scheduler: str | None, workers: int | None, json_output: bool) -> None:
+    """The --parquet form of pairs: the Dask batch job, reporting a summary line."""
+    if out_dir is None:
+        raise usage_error("--parquet needs --out DIR for the pairs it writes")
+    import logging
+
+    from simdb.distributed import run_pairs_job
+
+    logging.getLogger("distributed").setLevel(logging.ERROR)  # its shuffle notices are not ours to show
+    summary = run_pairs_job(parquet, out_dir, k=k, scheduler=scheduler, workers=workers)
+    if json_output:
+        out(json_line({"event": "summary", **summary}))
+    else:
+        err(
+            f"{summary['pairs']:,} pairs within {summary['k']} bits among {summary['rows']:,} fingerprints, "
+            f"written to {summary['out_dir']} ({summary['workers']} workers, {summary['seconds']:.1f} s)"
+        )
+    if not summary["pairs"]:
         raise typer.Exit(EXIT_NOTHING_FOUND)
 
 
@@ -747,13 +778,13 @@ def hash_command(
             out(shown if name is None else f"{shown}  {name}")
 
 
-EXPORT_FORMATS = ("jsonl", "tsv")
+EXPORT_FORMATS = ("jsonl", "tsv", "parquet")
 
 
 @app.command()
 @guarded
 def export(
-    file_format: Annotated[str, typer.Option("--format", help="jsonl (a settings header line, then one object per document) or tsv (KEY, FINGERPRINT, META-JSON).")] = "jsonl",
+    file_format: Annotated[str, typer.Option("--format", help="jsonl (a settings header line, then one object per document), tsv (KEY, FINGERPRINT, META-JSON), or parquet (key, fingerprint: the input of pairs --parquet; needs the dask extra).")] = "jsonl",
     output_path: Annotated[str, typer.Option("--output", "-o", help="Write here instead of stdout.")] = "-",
     db: DbOption = DEFAULT_DB_PATH,
     debug: DebugOption = False,
@@ -764,7 +795,14 @@ def export(
     way; rebuild with another block plan by importing with -k/--blocks.
     """
     if file_format == "parquet":
-        raise usage_error("--format parquet needs the dask extra, which this command does not support yet (pip install 'simdb[dask]'); use jsonl or tsv")
+        if output_path == "-":
+            raise usage_error("--format parquet needs --output FILE.parquet")
+        from simdb.distributed import export_parquet
+
+        with open_existing(db) as database:
+            written = export_parquet(database, output_path)
+        err(f"exported {written:,} documents (key, fingerprint) to {output_path}")
+        return
     if file_format not in EXPORT_FORMATS:
         raise usage_error(f"--format {file_format!r} is not one of {', '.join(EXPORT_FORMATS)}")
     with open_existing(db) as database:
