@@ -575,9 +575,9 @@ def test_import_reports_bad_lines(tmp_path: Path) -> None:
     assert "added 1" in result.stdout
 
 
-def test_export_parquet_needs_the_dask_extra(filled: str) -> None:
+def test_export_parquet_needs_an_output_file_and_unknown_formats_are_refused(filled: str) -> None:
     result = run("export", "--format", "parquet", "--db", filled)
-    assert result.exit_code == 2 and "dask" in result.stderr
+    assert result.exit_code == 2 and "--output" in result.stderr
     assert run("export", "--format", "xml", "--db", filled).exit_code == 2
 
 
