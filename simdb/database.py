@@ -23,6 +23,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice, repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -38,7 +39,6 @@ from simdb.errors import (
     FormatVersionError,
     InvalidInputError,
     NotADatabaseError,
-    ReadOnlyError,
 )
 from simdb.keys import (
     check_fingerprint,
@@ -427,8 +427,7 @@ class Database:
         item rejects its batch before anything of it is written.  ``on_batch`` is called with
         the running totals after each commit.  Cost: O(b log b) per batch of b plus LMDB puts;
         a batch into empty tables (a bulk load) is written in append mode."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidInputError(f"batch_size={describe(batch_size)} is not a positive int")
+        _check_batch_size(batch_size)
         total = AddResult()
         iterator = iter(items)
         position = 0
@@ -591,15 +590,11 @@ class Database:
     def remove_many(self, keys: Iterable[str], *, batch_size: int = DEFAULT_BATCH_SIZE) -> int:
         """Remove the documents under ``keys`` (absent keys are ignored), one transaction per
         batch; returns how many were removed.  Cost: O(tables) deletes per key."""
+        _check_batch_size(batch_size)
         removed = 0
-        batch: list[tuple[str, bytes]] = []
-        for key in keys:
-            batch.append((key, index_key(check_key(key))))
-            if len(batch) >= batch_size:
-                removed += self._storage.write(lambda txn: self._delete(txn, batch))
-                batch = []
-        if batch:
-            removed += self._storage.write(lambda txn: self._delete(txn, batch))
+        remaining = iter(keys)
+        while batch := [(key, index_key(check_key(key))) for key in islice(remaining, batch_size)]:
+            removed += self._storage.write(partial(self._delete, batch=batch))
         return removed
 
     def _delete(self, txn: lmdb.Transaction, batch: list[tuple[str, bytes]]) -> int:
@@ -921,6 +916,11 @@ class Database:
         names = _KeyNames(self, ids)
         for members in iter_clusters(cluster_labels(fingerprints, self.plan, k), singletons):
             yield names.fetch(members.tolist())
+
+
+def _check_batch_size(batch_size: object) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidInputError(f"batch_size={describe(batch_size)} is not a positive int")
 
 
 #: Sorts after every 16-byte table key: the bound for the last prefix of a table.

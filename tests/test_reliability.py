@@ -8,7 +8,6 @@ import random
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -59,7 +58,7 @@ with db._storage.read():
 
 
 def churn(db: simdb.Database, rounds: int, rng: random.Random) -> None:
-    for round_ in range(rounds):
+    for _ in range(rounds):
         db.add_many(as_items((rng.getrandbits(64) for _ in range(2_000)), prefix="churn"))
 
 
