@@ -421,8 +421,9 @@ def clusters(
     here (the returned frame re-reads the input lazily to tag keys).
 
     When it fits: the driver holds the distinct-fingerprint pairs and the fingerprints that
-    take part in any (about 40 bytes per pair while labelling), so up to a few hundred
-    million pairs on a 24 GiB driver.  Beyond that, label propagation on the cluster would
+    take part in any (about 64 bytes per pair at the peak of labelling: both endpoints, their
+    node numbers and the node list), so up to about 300 million distinct pairs on a 24 GiB
+    driver.  Beyond that, label propagation on the cluster would
     be the way (not implemented).
     """
     import dask
