@@ -189,11 +189,18 @@ def _prefix_dtype(table_bits: int) -> type[np.unsignedinteger[Any]]:
 
 
 def _with_prefix(part: pd.DataFrame, plan: TablePlan, table: int) -> pd.DataFrame:
-    """Add the table's prefix (its leading bits) as the shuffle key.  O(n * blocks)."""
+    """Add the table's prefix (its leading bits, as ``Table.permute_array`` would put them on
+    top) as the shuffle key.  Only the leading blocks are moved, not the whole permutation,
+    because this runs on every row once per table.  O(n * leading blocks)."""
     spec = plan.tables[table]
-    permuted = spec.permute_array(part[FINGERPRINT].to_numpy())
-    prefix = (permuted >> np.uint64(BITS - spec.leading_bits)).astype(_prefix_dtype(spec.leading_bits))
-    return part.assign(prefix=prefix)
+    fingerprints = part[FINGERPRINT].to_numpy()
+    prefix = np.zeros(fingerprints.size, dtype=np.uint64)
+    prefix_low = BITS - spec.leading_bits
+    for source, width, target in spec.moves:
+        if target >= prefix_low:  # a leading block: its place inside the prefix
+            block = (fingerprints >> np.uint64(source)) & np.uint64((1 << width) - 1)
+            prefix |= block << np.uint64(target - prefix_low)
+    return part.assign(prefix=prefix.astype(_prefix_dtype(spec.leading_bits)))
 
 
 def _claimed_blocks(fingerprints: np.ndarray, plan: TablePlan, table: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
