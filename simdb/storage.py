@@ -203,7 +203,7 @@ class Storage:
                     lock=True,
                 )
             except lmdb.Error as exc:
-                if isinstance(exc, lmdb.Error) and "No such file" in str(exc):
+                if "No such file" in str(exc):
                     continue
                 raise translate(exc, data_file) from None
             self._check_file_length(env, data_file)
@@ -234,7 +234,9 @@ class Storage:
     def _open_handles(self) -> None:
         # Handles are opened here, outside any caller's transaction: a handle opened inside a
         # read transaction dies when it ends, and one opened lazily inside write() would
-        # deadlock on LMDB's (non-recursive) write lock.
+        # deadlock on LMDB's (non-recursive) write lock.  py-lmdb opens them in a write
+        # transaction when the environment is writable, so a writable open waits for another
+        # process's writer to commit; a read-only open never waits.
         self._db_handles = {}
         for name in self._names:
             try:

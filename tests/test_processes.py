@@ -139,3 +139,36 @@ def test_processes_creating_one_database_at_once_share_it(tmp_path) -> None:
     with simdb.open(path) as db:
         assert len(db) == 3_000 and db.check()
         assert len({db.get(f"{tag}-7").fingerprint for tag in "ABCDEF"}) == 1
+
+
+HOLD_THE_WRITE_LOCK = """
+import sys, time, simdb
+db = simdb.open(sys.argv[1])
+def hold(txn):
+    print("WRITING", flush=True)
+    time.sleep(30)
+db._storage.write(hold)
+"""
+
+
+def test_read_only_opening_and_reading_never_wait_for_another_writer(db_path) -> None:
+    import threading
+
+    with simdb.open(db_path) as db:
+        db.add("a", 1)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_WRITE_LOCK, str(db_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "WRITING"
+        answers: list[object] = []
+
+        def open_and_query() -> None:
+            with simdb.open(db_path, readonly=True) as db:
+                answers.append([m.key for m in db.query(1)])
+
+        worker = threading.Thread(target=open_and_query, daemon=True)
+        worker.start()
+        worker.join(timeout=15)  # far below the 30 s the other process holds the lock
+        assert answers == [["a"]]
+    finally:
+        holder.kill()
+        holder.wait()
