@@ -317,6 +317,16 @@ class Storage:
             else:
                 stale_env.set_mapsize(0)  # adopt the size another process grew the map to
 
+    def _begin(self, env: lmdb.Environment, write: bool) -> lmdb.Transaction | None:
+        """Begin a transaction; None when another process has grown the map beyond ours,
+        which must be adopted (with no transaction of this process open) first."""
+        try:
+            return env.begin(write=write, buffers=False)
+        except lmdb.MapResizedError:
+            return None
+        except lmdb.Error as exc:
+            raise translate(exc, self.path) from None
+
     @contextmanager
     def read(self) -> Iterator[lmdb.Transaction]:
         """A read-only snapshot transaction: one LMDB begin, and a stat() at most every
@@ -327,12 +337,9 @@ class Storage:
                 env = self.env
                 action = "reopen" if self._reader_should_move() else None
                 if action is None:
-                    try:
-                        txn = env.begin(buffers=False)
-                    except lmdb.MapResizedError:
+                    txn = self._begin(env, write=False)
+                    if txn is None:
                         action = "adopt"
-                    except lmdb.Error as exc:
-                        raise translate(exc, self.path) from None
                 if action is None:
                     try:
                         yield txn
@@ -368,33 +375,25 @@ class Storage:
                 action = None
                 with self._lock.shared():
                     env = self.env
-                    try:
-                        txn = env.begin(write=True)
-                    except lmdb.MapResizedError:
+                    txn = self._begin(env, write=True)
+                    if txn is None:
                         action = "adopt"
-                    except lmdb.Error as exc:
-                        raise translate(exc, self.path) from None
-                    if action is None:
-                        if self._superseded():  # checked under LMDB's write lock; see module doc
-                            txn.abort()
-                            action = "reopen"
-                        else:
-                            try:
-                                result = work(txn)
-                                txn.commit()
-                                return result
-                            except lmdb.MapFullError:
-                                txn.abort()
-                                action = "grow"
-                            except lmdb.MapResizedError:
-                                txn.abort()
-                                action = "adopt"
-                            except lmdb.Error as exc:
-                                txn.abort()
-                                raise translate(exc, self.path) from None
-                            except BaseException:
-                                txn.abort()
-                                raise
+                    elif self._superseded():  # checked under LMDB's write lock; see module doc
+                        txn.abort()
+                        action = "reopen"
+                    else:
+                        try:
+                            result = work(txn)
+                            txn.commit()
+                            return result
+                        except lmdb.MapFullError:
+                            action = "grow"
+                        except lmdb.MapResizedError:
+                            action = "adopt"
+                        except lmdb.Error as exc:
+                            raise translate(exc, self.path) from None
+                        finally:
+                            txn.abort()  # a no-op after commit; otherwise nothing of it is stored
                 if action == "reopen":
                     self._reopen(env)
                 else:
