@@ -31,6 +31,7 @@ table partition: a radix sort of its rows plus its candidates (rows sharing a pr
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -553,12 +554,17 @@ def run_pairs_job(
         raise InvalidInputError(f"workers={workers!r} must be a positive int")
     local = scheduler in (None, "local")
     started = time.perf_counter()
-    cluster = (
-        LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True)
-        if local
-        else None
-    )
+    # A local scheduler logs every P2P shuffle's start and end at WARNING level, about 30
+    # lines per job that say nothing is wrong; keep them off the user's terminal.
+    shuffle_log = logging.getLogger("distributed.shuffle._scheduler_plugin")
+    saved_level = shuffle_log.level
+    cluster = None
     try:
+        if local:
+            shuffle_log.setLevel(logging.ERROR)
+            cluster = LocalCluster(
+                n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True, dashboard_address=":0"
+            )
         with Client(cluster if cluster is not None else scheduler) as client:
             rows = _parquet_rows(parquet_glob)
             pairs = find_all(parquet_glob, k=plan.k, blocks=plan.blocks)
@@ -568,6 +574,7 @@ def run_pairs_job(
     finally:
         if cluster is not None:
             cluster.close()
+        shuffle_log.setLevel(saved_level)
     return {
         "rows": rows,
         "pairs": _parquet_rows(os.path.join(os.fspath(out), "*.parquet")),

@@ -193,6 +193,15 @@ def test_export_then_pairs_job_matches_database_pairs(client: Client, tmp_path) 
         distributed.run_pairs_job(str(tmp_path / "*.parquet"), tmp_path / "pairs", scheduler=client.scheduler.address)
 
 
+def test_pairs_job_without_scheduler_starts_its_own_cluster(tmp_path) -> None:
+    fingerprints = random_input(500, seed=9)
+    pd.DataFrame({"key": np.arange(fingerprints.size), "fingerprint": fingerprints}).to_parquet(tmp_path / "in.parquet")
+    summary = distributed.run_pairs_job(tmp_path / "in.parquet", tmp_path / "out", workers=1)
+    assert summary["scheduler"] == "local" and summary["workers"] == 1
+    got = pd.read_parquet(tmp_path / "out")
+    assert rows(got, distributed.PAIR_COLUMNS) == local_pairs(fingerprints, 3, None)
+
+
 # -- errors and the optional import ----------------------------------------------------
 
 
