@@ -14,21 +14,23 @@ import pytest
 pytest.importorskip("dask.distributed")
 pytest.importorskip("pyarrow")
 
-import dask.dataframe as dd  # noqa: E402
-from dask.distributed import Client, LocalCluster  # noqa: E402
+import dask.dataframe as dd
+from dask.distributed import Client, LocalCluster
 
-import simdb  # noqa: E402
-from simdb import distributed  # noqa: E402
-from simdb.allpairs import find_all, find_clusters  # noqa: E402
-from simdb.errors import InvalidFingerprintError, InvalidInputError, SimdbError  # noqa: E402
+import simdb
+from simdb import distributed
+from simdb.allpairs import find_all, find_clusters
+from simdb.errors import InvalidFingerprintError, InvalidInputError, SimdbError
 
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Client]:
     """Two worker processes, one thread each: every shuffle really crosses processes."""
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
-        with Client(cluster) as connected:
-            yield connected
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as connected,
+    ):
+        yield connected
 
 
 # -- inputs ----------------------------------------------------------------------------
