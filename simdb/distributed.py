@@ -22,11 +22,14 @@ blocks), N rows and U distinct fingerprints:
    all leading blocks of some table, so it is found in that table's partition, and the
    claim rule reports it in exactly one table: no global deduplication of pairs.
 3. **Expand to keys.**  The fingerprint pairs are joined back to the rows on each side
-   (two hash joins), which also yields the cross product of duplicate groups.
+   (two hash joins), which also yields the cross product of duplicate groups.  The rows
+   are already partitioned by fingerprint from step 1 and Dask reuses that, so the joins
+   shuffle only the pairs (10 tables: 13 shuffles in all).
 
 Shuffle volume: N x (8 + key bytes) for step 1, U x 8 fingerprint bytes + 4 or 8 prefix
-bytes per table in step 2, and the two joins move the rows again plus the pairs.  Time per
-table partition: a radix sort of its rows plus its candidates (rows sharing a prefix).
+bytes per table in step 2, and the pairs twice in step 3.  Time per table partition: a
+radix sort of its rows plus its candidates (rows sharing a prefix).  Measured rates and
+the arithmetic for a billion fingerprints are in docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -354,8 +357,8 @@ def find_all(fingerprints: Any, k: int = 3, blocks: int | None = None, *, nparti
     included at distance 0.  ``blocks`` picks the plan as there; ``npartitions`` sets the
     partition count of every shuffle (default: the input's).
 
-    Cost: 1 + T shuffles (T tables) plus two hash joins for the expansion to keys; see the
-    module docstring.  Nothing runs until the result is computed or written.
+    Cost: 1 + T shuffles of the rows (T tables) plus two shuffles of the pairs for the
+    expansion to keys; see the module docstring.  Nothing runs until the result is computed or written.
     """
     plan = _plan(k, blocks)
     rows = _as_rows(fingerprints)
