@@ -20,6 +20,7 @@ transaction, so no reader ever sees a document without its table entries, or the
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -450,28 +451,25 @@ class Database:
         on_batch: Callable[[AddResult], None] | None = None,
     ) -> AddResult:
         """Fingerprint ``(key, text)`` or ``(key, text, meta)`` items with the database's
-        settings (``workers`` processes) and store them as :meth:`add_many` does."""
+        settings and store them as :meth:`add_many` does, ``batch_size`` per transaction.
+        With ``workers`` > 1 one process pool serves the whole input, and fingerprints are
+        stored as they come: memory holds the texts in flight and one batch."""
         fingerprinter = self._text_fingerprinter()
-        total = AddResult()
+        waiting: deque[tuple[Any, Any]] = deque()  # (key, meta) of texts sent, in order
 
-        def flush(chunk: list[Sequence[Any]]) -> None:
-            fingerprints = fingerprinter.fingerprint_many([row[1] for row in chunk], workers=workers)
-            rows = [(row[0], fp, row[2] if len(row) > 2 else None) for row, fp in zip(chunk, fingerprints)]
-            total.merge(self.add_many(rows, batch_size=len(rows), if_new=if_new))
-            if on_batch is not None:
-                on_batch(total)
+        def texts() -> Iterator[Any]:
+            for position, item in enumerate(items):
+                if not isinstance(item, (tuple, list)) or len(item) not in (2, 3) or not isinstance(item[1], (str, bytes)):
+                    raise InvalidInputError(f"item {position} ({describe(item)}) is not (key, text) or (key, text, meta)")
+                waiting.append((item[0], item[2] if len(item) == 3 else None))
+                yield item[1]
 
-        chunk: list[Sequence[Any]] = []
-        for item in items:
-            if not isinstance(item, (tuple, list)) or len(item) not in (2, 3) or not isinstance(item[1], str):
-                raise InvalidInputError(f"item {describe(item)} is not (key, text) or (key, text, meta)")
-            chunk.append(item)
-            if len(chunk) >= batch_size:
-                flush(chunk)
-                chunk = []
-        if chunk:
-            flush(chunk)
-        return total
+        def rows() -> Iterator[tuple[Any, int, Any]]:
+            for fingerprint in fingerprinter.iter_fingerprints(texts(), workers):
+                key, meta = waiting.popleft()  # fingerprints come back in the order sent
+                yield key, fingerprint, meta
+
+        return self.add_many(rows(), batch_size=batch_size, if_new=if_new, on_batch=on_batch)
 
     def _commit(self, batch: _Batch, if_new: bool) -> AddResult:
         # Room for every table entry (a 16-byte key and its node) and the records, with slack

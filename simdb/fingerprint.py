@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import signal
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -719,27 +720,29 @@ class Fingerprinter:
         return _fingerprint_from_sums(sums, count)
 
     def _fingerprint_list(self, texts: Iterable[Text]) -> list[int]:
-        """Fingerprints in this process: short texts in batches of about one chunk of text,
-        long texts streamed one by one."""
-        results: list[int] = []
+        return list(self._iter_here(texts))
+
+    def _iter_here(self, texts: Iterable[Text]) -> Iterator[int]:
+        """Fingerprints in this process, in order: short texts in batches of about one chunk
+        of text, long texts streamed one by one."""
         batch: list[str] = []
         batch_chars = 0
         limit = _features_module.CHUNK_CHARS
         for raw in texts:
             text = _as_text(raw)
             if len(text) > limit:
-                results.extend(self._fingerprint_short_texts(batch) if batch else [])
+                if batch:
+                    yield from self._fingerprint_short_texts(batch)
                 batch, batch_chars = [], 0
-                results.append(self._fingerprint_streaming(text))
+                yield self._fingerprint_streaming(text)
                 continue
             batch.append(text)
             batch_chars += len(text)
             if batch_chars >= limit or len(batch) >= _BATCH_DOCS:
-                results.extend(self._fingerprint_short_texts(batch))
+                yield from self._fingerprint_short_texts(batch)
                 batch, batch_chars = [], 0
         if batch:
-            results.extend(self._fingerprint_short_texts(batch))
-        return results
+            yield from self._fingerprint_short_texts(batch)
 
     def weighted_features(self, text: Text) -> list[tuple[int, int]]:
         """The distinct feature hashes of ``text`` (``bits`` wide) with their total integer
@@ -766,11 +769,17 @@ class Fingerprinter:
         processes (forked where the platform allows), shipping documents in chunks of 256 so
         the per-task overhead is negligible, with a bounded number of chunks in flight so an
         iterator of texts is never materialised at once.  O(total text length)."""
+        return list(self.iter_fingerprints(texts, workers))
+
+    def iter_fingerprints(self, texts: Iterable[Text], workers: int | None = None) -> Iterator[int]:
+        """:meth:`fingerprint_many` as a stream: fingerprints come out in order while the
+        texts are still being read, so a caller can store them as they come with one pool
+        for the whole input.  Memory: the texts in flight only."""
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             raise InvalidInputError(f"workers={workers!r} is not a positive int or None")
         if workers is None or workers == 1:
-            return self._fingerprint_list(texts)
-        return _fingerprint_in_pool(self, texts, workers)
+            return self._iter_here(texts)
+        return _iter_in_pool(self, texts, workers)
 
     def fit_idf(self, texts: Iterable[Text], min_df: int = 2) -> Fingerprinter:
         """A new Fingerprinter with these settings and an IDF table fitted on ``texts``.
@@ -832,6 +841,9 @@ _WORKER_FINGERPRINTER: Fingerprinter | None = None
 
 def _init_worker(settings: dict[str, Any]) -> None:
     global _WORKER_FINGERPRINTER
+    # Ctrl-C reaches the whole process group; the parent decides what it means, and the
+    # workers end with the pool instead of each printing a KeyboardInterrupt.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _WORKER_FINGERPRINTER = Fingerprinter.from_dict(settings)
 
 
@@ -842,11 +854,10 @@ def _fingerprint_chunk(texts: list[Text]) -> list[int]:
     return fingerprinter._fingerprint_list(texts)
 
 
-def _fingerprint_in_pool(fingerprinter: Fingerprinter, texts: Iterable[Text], workers: int) -> list[int]:
+def _iter_in_pool(fingerprinter: Fingerprinter, texts: Iterable[Text], workers: int) -> Iterator[int]:
     methods = multiprocessing.get_all_start_methods()
     # fork starts a worker in milliseconds; elsewhere use the platform default.
     context = multiprocessing.get_context("fork" if "fork" in methods and os.name == "posix" else None)
-    results: list[int] = []
     iterator = iter(texts)
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(fingerprinter.to_dict(),)) as pool:
         in_flight: deque[Future[list[int]]] = deque()
@@ -860,8 +871,8 @@ def _fingerprint_in_pool(fingerprinter: Fingerprinter, texts: Iterable[Text], wo
                         _as_text(text)  # raises InvalidInputError in this process
                 in_flight.append(pool.submit(_fingerprint_chunk, chunk))
             if not in_flight:
-                return results
-            results.extend(in_flight.popleft().result())
+                return
+            yield from in_flight.popleft().result()
 
 
 # -- module-level functions ---------------------------------------------------------------

@@ -99,3 +99,25 @@ def test_a_100_mb_text_is_fingerprinted_and_stored(db_path) -> None:
         tracemalloc.stop()
         assert db.get("big").fingerprint == simdb.simhash(text)
     assert peak < 64 * 2**20  # streamed: far below the text's own 100 MB
+
+
+@pytest.mark.parametrize("workers", [None, 2])
+def test_add_texts_streams_with_keys_and_meta_in_step(db_path, workers: int | None) -> None:
+    import random
+
+    rng = random.Random(workers or 1)
+    vocabulary = [f"w{i}" for i in range(400)]
+    rows = [(f"doc-{i}", " ".join(rng.choices(vocabulary, k=rng.randint(0, 60))), {"n": i}) for i in range(2_500)]
+    batches: list[int] = []
+    with simdb.open(db_path) as db:
+        result = db.add_texts(iter(rows), workers=workers, batch_size=600, on_batch=lambda total: batches.append(total.added))
+        assert result.added == len(rows) and batches == [600, 1200, 1800, 2400, 2500]
+        for key, text, meta in rows:
+            assert db.get(key) == simdb.Document(key, simdb.simhash(text), meta)
+
+
+def test_add_texts_rejects_a_bad_item_naming_it(db_path) -> None:
+    with simdb.open(db_path) as db:
+        with pytest.raises(simdb.InvalidInputError, match="item 1"):
+            db.add_texts([("a", "text"), ("b", 42)], batch_size=10)
+        assert len(db) == 0
