@@ -29,7 +29,7 @@ blocks), N rows and U distinct fingerprints:
 Shuffle volume: N x (8 + key bytes) for step 1, U x 8 fingerprint bytes + 4 or 8 prefix
 bytes per table in step 2, and the pairs twice in step 3.  Time per table partition: a
 radix sort of its rows plus its candidates (rows sharing a prefix).  Measured rates and
-the arithmetic for a billion fingerprints are in docs/scaling.md.
+the arithmetic for a billion fingerprints are in the README (section "Scaling: all pairs at 1B and 8B fingerprints").
 """
 
 from __future__ import annotations
