@@ -966,6 +966,7 @@ class _KeyNames:
         if missing:
             if len(self._cache) + len(missing) > self.CACHE_LIMIT:
                 self._cache.clear()
+                missing = positions
             with self._database._storage.read() as txn:
                 for position in missing:
                     self._cache[position] = self._database._record(txn, encode_id(int(self._ids[position])))[0]

@@ -67,3 +67,16 @@ def test_first_added_key_leads_its_cluster_even_after_replacement(db_path) -> No
         db.add("first", 0, meta={"replaced": True})  # a replacement keeps its place
         assert list(db.clusters()) == [["first", "second", "third"]]
         assert ("first", "second", 1) in set(db.pairs())
+
+
+def test_key_cache_overflow_keeps_every_key(db_path, monkeypatch) -> None:
+    """With a tiny key cache, pairs and clusters must still name every key right."""
+    from simdb.database import _KeyNames
+
+    monkeypatch.setattr(_KeyNames, "CACHE_LIMIT", 7)
+    rng = random.Random(9)
+    stored = [(f"k{i}", fp) for i, fp in enumerate(clustered(200, rng, spread=2, bases=12))]
+    with simdb.open(db_path) as db:
+        db.add_many(stored)
+        assert set(db.pairs()) == brute_pairs(stored, 3)
+        assert list(db.clusters()) == brute_clusters(stored, 3)
