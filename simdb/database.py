@@ -891,17 +891,18 @@ class Database:
         """Every near-duplicate pair ``(key_a, key_b, distance)`` within ``k`` bits, each
         unordered pair once (``key_a`` added first), identical fingerprints included.
         Reads the fingerprints once (no per-document decoding), then streams blocks of pairs
-        with memory O(n + block)."""
+        with memory O(n + block).  The pairs are those of the fingerprints as read at the
+        start; a document removed before its key is read is left out."""
         from simdb.allpairs import iter_pair_blocks
 
         k = self._check_k(k)
         ids, fingerprints = self.fingerprint_arrays()
         names = _KeyNames(self, ids)
         for left, right, distances in iter_pair_blocks(fingerprints, self.plan, k):
-            lefts, rights = left.tolist(), right.tolist()
-            keys = names.fetch(lefts + rights)
             # Positions follow insertion order and left < right, so key_a was added first.
-            yield from zip(keys[: len(lefts)], keys[len(lefts) :], distances.tolist())
+            for key_a, key_b, distance in zip(names.fetch(left), names.fetch(right), distances.tolist()):
+                if key_a is not None and key_b is not None:
+                    yield key_a, key_b, distance
 
     def clusters(self, k: int | None = None, *, singletons: bool = False) -> Iterator[list[str]]:
         """Connected groups of the "within k bits" graph, each a list of keys with the
@@ -913,7 +914,9 @@ class Database:
         ids, fingerprints = self.fingerprint_arrays()
         names = _KeyNames(self, ids)
         for members in iter_clusters(cluster_labels(fingerprints, self.plan, k), singletons):
-            yield names.fetch(members.tolist())
+            keys = [key for key in names.fetch(members) if key is not None]
+            if len(keys) > 1 or (singletons and keys):
+                yield keys
 
 
 def _check_batch_size(batch_size: object) -> None:
@@ -951,24 +954,48 @@ def table_keys_as_pairs(permuted: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 class _KeyNames:
-    """Keys of documents by their position in :meth:`Database.fingerprint_arrays`, read in
-    one transaction per request and cached (the cache is bounded)."""
+    """Keys of documents by their position in :meth:`Database.fingerprint_arrays`: looked
+    up on demand in one transaction per request, or read in one scan of the documents once a
+    large share of them is wanted.  A document removed since the fingerprints were read has
+    no key (None), and its pairs are left out."""
 
-    CACHE_LIMIT = 1_000_000
+    SCAN_SHARE = 16  # scan every document once more than 1/16 of them are wanted at once
 
     def __init__(self, database: Database, ids: np.ndarray) -> None:
         self._database = database
         self._ids = ids
-        self._cache: dict[int, str] = {}
+        self._names = np.full(len(ids), None, dtype=object)
+        self._known = np.zeros(len(ids), dtype=bool)
 
-    def fetch(self, positions: list[int]) -> list[str]:
-        missing = [p for p in positions if p not in self._cache]
-        if missing:
-            if len(self._cache) + len(missing) > self.CACHE_LIMIT:
-                self._cache.clear()
-                missing = positions
-            with self._database._storage.read() as txn:
-                for position in missing:
-                    self._cache[position] = self._database._record(txn, encode_id(int(self._ids[position])))[0]
-        cache = self._cache
-        return [cache[p] for p in positions]
+    def fetch(self, positions: np.ndarray) -> list[str | None]:
+        """The keys at ``positions`` (an int array), None for removed documents."""
+        missing = np.unique(positions[~self._known[positions]])
+        if len(missing) * self.SCAN_SHARE > len(self._ids):
+            self._scan_all()
+        elif len(missing):
+            self._look_up(missing)
+        return self._names[positions].tolist()  # type: ignore[no-any-return]
+
+    def _look_up(self, positions: np.ndarray) -> None:
+        storage = self._database._storage
+        with storage.read() as txn:
+            docs = storage.db(DOCS)
+            for position, raw_id in zip(positions.tolist(), self._ids[positions].astype(">u8").view("V8").tolist()):
+                raw = txn.get(raw_id, db=docs)
+                self._names[position] = None if raw is None else codec.unpack_document(raw)[0]
+        self._known[positions] = True
+
+    def _scan_all(self) -> None:
+        storage = self._database._storage
+        ids: list[int] = []
+        keys: list[str] = []
+        with storage.read() as txn:
+            for raw_id, raw in txn.cursor(storage.db(DOCS)):
+                ids.append(decode_id(raw_id))
+                keys.append(codec.unpack_document(raw)[0])
+        found = np.array(ids, dtype=np.uint64)
+        at = np.minimum(np.searchsorted(found, self._ids), max(len(found) - 1, 0))
+        present = (found[at] == self._ids) if len(found) else np.zeros(len(self._ids), dtype=bool)
+        key_array = np.array(keys + [None], dtype=object)
+        self._names = np.where(present, key_array[at], None)
+        self._known[:] = True

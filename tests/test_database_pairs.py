@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from itertools import combinations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -69,14 +70,30 @@ def test_first_added_key_leads_its_cluster_even_after_replacement(db_path) -> No
         assert ("first", "second", 1) in set(db.pairs())
 
 
-def test_key_cache_overflow_keeps_every_key(db_path, monkeypatch) -> None:
-    """With a tiny key cache, pairs and clusters must still name every key right."""
+def test_keys_read_by_one_scan_name_every_pair_right(db_path, monkeypatch) -> None:
+    """Large outputs read all keys in one scan; the pairs and clusters must be the same."""
     from simdb.database import _KeyNames
 
-    monkeypatch.setattr(_KeyNames, "CACHE_LIMIT", 7)
+    monkeypatch.setattr(_KeyNames, "SCAN_SHARE", 10**9)  # always the scan of all documents
     rng = random.Random(9)
     stored = [(f"k{i}", fp) for i, fp in enumerate(clustered(200, rng, spread=2, bases=12))]
     with simdb.open(db_path) as db:
         db.add_many(stored)
         assert set(db.pairs()) == brute_pairs(stored, 3)
         assert list(db.clusters()) == brute_clusters(stored, 3)
+
+
+@pytest.mark.parametrize("scan_share", [1, 10**9], ids=["look-up", "scan"])
+def test_documents_removed_after_the_fingerprints_were_read_have_no_key(db_path, monkeypatch, scan_share: int) -> None:
+    """pairs() reads fingerprints first and keys later; a removal in between must not look
+    like damage: the removed document simply has no key, and its pairs are left out."""
+    import numpy as np
+
+    from simdb.database import _KeyNames
+
+    monkeypatch.setattr(_KeyNames, "SCAN_SHARE", scan_share)
+    with simdb.open(db_path) as db:
+        db.add_many([("a", 0), ("b", 1), ("c", 3), ("d", 2**63)])
+        ids, _ = db.fingerprint_arrays()
+        db.remove("c")
+        assert _KeyNames(db, ids).fetch(np.arange(4)) == ["a", "b", None, "d"]
