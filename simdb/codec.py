@@ -7,6 +7,7 @@ Nothing is ever deserialised with pickle.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import msgpack
@@ -32,6 +33,16 @@ def unpack(encoded: bytes, what: str) -> Any:
         return msgpack.unpackb(encoded, raw=False, strict_map_key=False, use_list=True)
     except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
         raise CorruptDatabaseError(f"{what} is damaged: {exc}", "run check(); restore from a backup or export") from None
+
+
+def pack_documents(keys: list[str], fingerprints: list[int], metas: Iterable[Any]) -> list[bytes] | None:
+    """Encode many document records in one C-level pass; None if any cannot be encoded
+    (:class:`DocumentPacker` then names the culprit)."""
+    packer = msgpack.Packer(use_bin_type=True, autoreset=True)
+    try:
+        return list(map(packer.pack, zip(keys, fingerprints, metas)))  # tuples pack as arrays
+    except (TypeError, ValueError, OverflowError, UnicodeEncodeError):
+        return None
 
 
 class DocumentPacker:

@@ -42,6 +42,8 @@ from simdb.errors import (
     NotADatabaseError,
 )
 from simdb.keys import (
+    FINGERPRINT_LIMIT,
+    MAX_KEY_BYTES,
     check_fingerprint,
     check_key,
     decode_id,
@@ -51,7 +53,9 @@ from simdb.keys import (
     encode_id_range,
     index_key,
     index_key_order,
+    index_keys,
     sorted_table_keys,
+    table_entry_pairs,
     table_key,
 )
 from simdb.plan import BITS, TablePlan
@@ -147,22 +151,49 @@ class _Batch:
     @classmethod
     def prepare(cls, items: Iterable[Sequence[Any]], first_position: int) -> _Batch:
         """Validate and encode items; raises on the first bad one, naming its position."""
+        rows = list(items)
+        return cls._prepare_plain(rows) or cls._prepare_each(rows, first_position)
+
+    @classmethod
+    def _prepare_plain(cls, rows: list[Any]) -> _Batch | None:
+        """The common case checked column-wise in C-level passes: tuples of a str key and an
+        int fingerprint.  None at the first doubt; :meth:`_prepare_each` then finds and names
+        the culprit."""
+        if not rows or set(map(type, rows)) != {tuple} or not set(map(len, rows)) <= {2, 3}:
+            return None
+        keys = [row[0] for row in rows]
+        fingerprints = [row[1] for row in rows]
+        if set(map(type, keys)) != {str} or set(map(type, fingerprints)) != {int}:
+            return None
+        if min(fingerprints) < 0 or max(fingerprints) >= FINGERPRINT_LIMIT or not min(map(len, keys)):
+            return None
+        try:
+            encoded = list(map(str.encode, keys))
+        except UnicodeEncodeError:
+            return None
+        if max(map(len, encoded)) > MAX_KEY_BYTES:
+            return None
+        metas = repeat(None) if len(rows[0]) == 2 and set(map(len, rows)) == {2} else [row[2] if len(row) == 3 else None for row in rows]
+        records = codec.pack_documents(keys, fingerprints, metas)
+        return None if records is None else cls(keys, index_keys(encoded), fingerprints, records)
+
+    @classmethod
+    def _prepare_each(cls, rows: list[Any], first_position: int) -> _Batch:
+        """Item by item: lists, numpy integers and other accepted forms, and the precise
+        error for a bad item."""
         batch = cls([], [], [], [])
         pack_document = codec.DocumentPacker()
-        # Bound methods: this loop runs once per document of a bulk load.
-        add_key, add_index_key = batch.keys.append, batch.index_keys.append
-        add_fingerprint, add_record = batch.fingerprints.append, batch.records.append
-        for position, item in enumerate(items, first_position):
-            if type(item) is not tuple and not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
+        for position, item in enumerate(rows, first_position):
+            if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
                 raise InvalidInputError(
                     f"item {position} ({describe(item)}) is not (key, fingerprint) or (key, fingerprint, meta)"
                 )
             key = item[0]
             fingerprint = check_fingerprint(item[1])
-            add_index_key(index_key(check_key(key)))
-            add_key(key)
-            add_fingerprint(fingerprint)
-            add_record(pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
+            batch.index_keys.append(index_key(check_key(key)))
+            batch.keys.append(key)
+            batch.fingerprints.append(fingerprint)
+            batch.records.append(pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
         return batch
 
     def last_of_each_key(self) -> _Batch:
@@ -505,36 +536,39 @@ class Database:
                     changed_fps.append(fingerprint)
         else:  # nothing stored yet: every key is new, no lookups needed
             new_positions = list(range(len(batch.keys)))
-        all_new = len(new_positions) == len(batch.keys)
-        self._put_sorted(txn, docs, encode_id_range(next_id, len(new_positions)), batch.records if all_new else (batch.records[i] for i in new_positions))
-        if new_positions:
-            if all_new and batch.key_order is not None:
-                order, ordered = batch.key_order
-            else:
-                order, ordered = index_key_order([batch.index_keys[i] for i in new_positions])
-            # The i-th new document gets id next_id + i; list its keys and ids in key order.
-            sorted_ids = (order.astype(np.uint64) + np.uint64(next_id)).astype(">u8").view("V8").tolist()
-            self._put_sorted(txn, keys_db, np.ascontiguousarray(ordered).view("V16").ravel().tolist(), sorted_ids)
-        txn.put(NEXT_ID_KEY, codec.pack(next_id + len(new_positions), "next id"), db=meta)
-        result.added = len(new_positions)
         ids = np.concatenate([np.arange(next_id, next_id + len(new_positions), dtype=np.uint64), np.array(changed_ids, dtype=np.uint64)])
         fingerprints = np.array([batch.fingerprints[i] for i in new_positions] + changed_fps, dtype=np.uint64)
         if changed_ids:  # replaced ids are older than the new ones: restore id order
             order = np.argsort(ids, kind="stable")
             ids, fingerprints = ids[order], fingerprints[order]
-        self._put_table_entries(txn, ids, fingerprints)
+        # The tables' keys are permuted and sorted on a helper thread (numpy releases the GIL)
+        # while LMDB writes the documents, the key index and then each table in turn.
+        with ThreadPoolExecutor(max_workers=1) as sorter:
+            pending = [sorter.submit(sorted_table_keys, table.permute_array, fingerprints, ids) for table in self.plan.tables] if len(ids) else []
+            self._put_new_documents(txn, batch, new_positions, next_id)
+            for name, future in zip(self._table_names, pending):
+                entries = future.result()
+                self._put_sorted(txn, storage.db(name), table_entry_pairs(entries), entries[0].tobytes(), len(entries))
+        txn.put(NEXT_ID_KEY, codec.pack(next_id + len(new_positions), "next id"), db=meta)
+        result.added = len(new_positions)
         return result
 
-    def _put_table_entries(self, txn: lmdb.Transaction, ids: np.ndarray, fingerprints: np.ndarray) -> None:
-        """Insert table entries for ascending ``ids``.  The next table's keys are permuted
-        and sorted on a helper thread (numpy releases the GIL) while LMDB writes this one."""
-        if not len(ids):
+    def _put_new_documents(self, txn: lmdb.Transaction, batch: _Batch, new_positions: list[int], next_id: int) -> None:
+        """Records and key index entries for the new documents, ids from ``next_id`` on."""
+        if not new_positions:
             return
-        with ThreadPoolExecutor(max_workers=1) as sorter:
-            pending = [sorter.submit(sorted_table_keys, table.permute_array, fingerprints, ids) for table in self.plan.tables]
-            for name, entries in zip(self._table_names, pending):
-                keys = entries.result().tolist()  # bytes objects; holds the GIL, so done here
-                self._put_sorted(txn, self._storage.db(name), keys, repeat(b""))
+        all_new = len(new_positions) == len(batch.keys)
+        new_ids = encode_id_range(next_id, len(new_positions))
+        records = batch.records if all_new else [batch.records[i] for i in new_positions]
+        self._put_sorted(txn, self._storage.db(DOCS), zip(new_ids, records), new_ids[0], len(new_ids))
+        if all_new and batch.key_order is not None:
+            order, ordered = batch.key_order
+        else:
+            order, ordered = index_key_order([batch.index_keys[i] for i in new_positions])
+        # The i-th new document gets id next_id + i; list its keys and ids in key order.
+        sorted_ids = (order.astype(np.uint64) + np.uint64(next_id)).astype(">u8").view("V8").tolist()
+        sorted_keys = np.ascontiguousarray(ordered).view("V16").ravel().tolist()
+        self._put_sorted(txn, self._storage.db(KEYS), zip(sorted_keys, sorted_ids), sorted_keys[0], len(sorted_keys))
 
     def _store_if_new(self, txn: lmdb.Transaction, batch: _Batch) -> AddResult:
         """Store each item unless one within k bits is stored (or stored earlier in this
@@ -554,16 +588,17 @@ class Database:
         return result
 
     @staticmethod
-    def _put_sorted(txn: lmdb.Transaction, db: lmdb._Database, keys: list[bytes], values: Iterable[bytes]) -> None:
-        """Put ascending unique keys with their values, in LMDB's append mode when they all
-        follow the last stored key (always so for a bulk load into an empty sub-database)."""
-        if not keys:
+    def _put_sorted(txn: lmdb.Transaction, db: lmdb._Database, pairs: Iterable[tuple[bytes, bytes]], first_key: bytes, count: int) -> None:
+        """Put ``count`` (key, value) pairs with ascending unique keys, starting at
+        ``first_key``, in LMDB's append mode when they all follow the last stored key (always
+        so for a bulk load into an empty sub-database)."""
+        if not count:
             return
         cursor = txn.cursor(db)
-        append = not cursor.last() or cursor.key() < keys[0]
-        consumed, added = cursor.putmulti(zip(keys, values), append=append, overwrite=not append)
-        if added != len(keys):
-            raise CorruptDatabaseError(f"only {added} of {len(keys)} entries could be written; the batch was not stored")
+        append = not cursor.last() or cursor.key() < first_key
+        consumed, added = cursor.putmulti(pairs, append=append, overwrite=not append)
+        if added != count:
+            raise CorruptDatabaseError(f"only {added} of {count} entries could be written; the batch was not stored")
 
     def _lookup_id(self, txn: lmdb.Transaction, key: str, key_index: bytes) -> tuple[int, int] | None:
         """(id, fingerprint) of the document stored under ``key``, if any."""

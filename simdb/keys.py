@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import numbers
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -62,11 +63,21 @@ def index_key(encoded_key: bytes) -> bytes:
     return hashlib.blake2b(encoded_key, digest_size=16).digest()
 
 
+def index_keys(encoded_keys: list[bytes]) -> list[bytes]:
+    """:func:`index_key` of many keys, without a Python call per key."""
+    digest = hashlib.blake2b
+    return [digest(key, digest_size=16).digest() for key in encoded_keys]
+
+
 def index_key_order(index_keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     """The stable ascending order of 16-byte index keys, and the keys in that order as a
     (n, 2) big-endian array.  O(n log n) in numpy."""
     halves = np.frombuffer(b"".join(index_keys), dtype=">u8").reshape(-1, 2)
-    order = np.lexsort((halves[:, 1], halves[:, 0]))
+    high = halves[:, 0].astype(np.uint64)
+    order = np.argsort(high, kind="stable")
+    ordered_high = high[order]
+    if (ordered_high[1:] == ordered_high[:-1]).any():  # equal first halves (a repeated key): sort on both
+        order = np.lexsort((halves[:, 1], halves[:, 0]))
     return order, halves[order]
 
 
@@ -131,6 +142,12 @@ def sorted_table_keys(permute: Callable[[np.ndarray], np.ndarray], fingerprints:
     pairs[:, 0] = permuted[order]
     pairs[:, 1] = doc_ids[order]
     return pairs.view("V16").ravel()
+
+
+def table_entry_pairs(entries: np.ndarray) -> Iterator[tuple[bytes, bytes]]:
+    """(key, empty value) pairs for LMDB from a ``V16`` array of table entry keys, made in C
+    (the cheapest way to turn an array into the Python objects py-lmdb takes)."""
+    return struct.iter_unpack("16s0s", entries)
 
 
 def decode_table_keys(joined: bytes) -> tuple[np.ndarray, np.ndarray]:
