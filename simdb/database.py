@@ -305,7 +305,10 @@ class Database:
                     f"{name}={given} was given, but the database at {path} was created with {name}={config.get(name)}",
                     f"omit {name}, or export and import into a new database to change it",
                 )
-        plan = TablePlan.create(config["k"], config["blocks"], config.get("bits", BITS))
+        try:
+            plan = TablePlan.create(config["k"], config["blocks"], config.get("bits", BITS))
+        except (KeyError, InvalidInputError) as exc:
+            raise CorruptDatabaseError(f"the configuration of {path} is damaged ({exc})", "restore it from a backup or an export") from None
         if plan.describe() != {key: config.get(key) for key in plan.describe()}:
             raise CorruptDatabaseError(f"the block plan stored in {path} does not match its k and blocks")
         return plan

@@ -299,3 +299,15 @@ def test_query_many_paths_equal_brute_force(db_path, monkeypatch, ratio: int) ->
             for probe, found in zip(probes, db.query_many(probes, k=k)):
                 assert sorted((m.key, m.distance) for m in found) == brute_force_query(stored, probe, k)
                 assert [m.distance for m in found] == sorted(m.distance for m in found)
+
+
+@pytest.mark.parametrize("damage", [{"k": "three"}, {"blocks": None}, {"widths": [64]}])
+def test_a_damaged_configuration_is_reported_as_damage(db_path, damage: dict) -> None:
+    db = simdb.open(db_path)
+    storage = db._storage
+    config = msgpack.unpackb(storage.write(lambda txn: txn.get(CONFIG_KEY, db=storage.db(META))))
+    config.update(damage)
+    storage.write(lambda txn: txn.put(CONFIG_KEY, msgpack.packb(config), db=storage.db(META)))
+    db.close()
+    with pytest.raises(simdb.CorruptDatabaseError, match="configuration|block plan"):
+        simdb.open(db_path)
