@@ -25,8 +25,13 @@ FINGERPRINT_LIMIT = 1 << 64
 #: Longest key accepted, in UTF-8 bytes.  Far beyond any URL; bounded so one key cannot
 #: exhaust memory or the map.
 MAX_KEY_BYTES = 1 << 20
+
+
 def describe(value: object, limit: int = 60) -> str:
-    """A short repr of a user value for error messages."""
+    """A short repr of a user value for error messages (a huge string is cut before its
+    repr is built, not after)."""
+    if isinstance(value, (str, bytes, bytearray)) and len(value) > limit:
+        value = value[:limit]
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
