@@ -525,16 +525,15 @@ class Database:
         changed_fps: list[int] = []
         if txn.stat(keys_db)["entries"]:
             for position, (key, key_index, fingerprint, record) in enumerate(zip(batch.keys, batch.index_keys, batch.fingerprints, batch.records)):
-                found = self._lookup_id(txn, key, key_index)
+                found = self._lookup(txn, key, key_index)
                 if found is None:
                     new_positions.append(position)
                     continue
-                doc_id, old_fingerprint = found
+                doc_id, old = found
                 txn.put(encode_id(doc_id), record, db=docs)
                 result.replaced += 1
-                if old_fingerprint != fingerprint:
-                    for table, name in zip(self.plan.tables, self._table_names):
-                        txn.delete(table_key(table.permute(old_fingerprint), doc_id), db=storage.db(name))
+                if old.fingerprint != fingerprint:
+                    self._delete_table_entries(txn, doc_id, old.fingerprint)
                     changed_ids.append(doc_id)
                     changed_fps.append(fingerprint)
         else:  # nothing stored yet: every key is new, no lookups needed
@@ -579,8 +578,8 @@ class Database:
         store near-duplicates of each other."""
         result = AddResult()
         for position, (key, key_index, fingerprint) in enumerate(zip(batch.keys, batch.index_keys, batch.fingerprints)):
-            own = self._lookup_id(txn, key, key_index)
-            found = self._probe(txn, self._permutations(fingerprint), self.plan.k)
+            own = self._lookup(txn, key, key_index)
+            found = self._probe(txn, fingerprint, self.plan.k)
             if own is not None:
                 found.pop(encode_id(own[0]), None)  # a key never duplicates its own earlier version
             if found:
@@ -603,15 +602,20 @@ class Database:
         if added != count:
             raise CorruptDatabaseError(f"only {added} of {count} entries could be written; the batch was not stored")
 
-    def _lookup_id(self, txn: lmdb.Transaction, key: str, key_index: bytes) -> tuple[int, int] | None:
-        """(id, fingerprint) of the document stored under ``key``, if any."""
+    def _lookup(self, txn: lmdb.Transaction, key: str, key_index: bytes) -> tuple[int, Document] | None:
+        """The id and document stored under ``key``, if any; the full key is compared, so a
+        key index that disagrees with the documents is reported, never trusted."""
         raw_id = txn.get(key_index, db=self._storage.db(KEYS))
         if raw_id is None:
             return None
-        stored_key, fingerprint, _ = self._record(txn, raw_id)
-        if stored_key != key:
-            raise CorruptDatabaseError(f"the key index entry for {describe(key)} points at {describe(stored_key)}", "run check()")
-        return decode_id(raw_id), fingerprint
+        document = Document(*self._record(txn, raw_id))
+        if document.key != key:
+            raise CorruptDatabaseError(f"the key index entry for {describe(key)} points at {describe(document.key)}", "run check()")
+        return decode_id(raw_id), document
+
+    def _delete_table_entries(self, txn: lmdb.Transaction, doc_id: int, fingerprint: int) -> None:
+        for table, name in zip(self.plan.tables, self._table_names):
+            txn.delete(table_key(table.permute(fingerprint), doc_id), db=self._storage.db(name))
 
     def _record(self, txn: lmdb.Transaction, raw_id: bytes) -> tuple[str, int, Any]:
         raw = txn.get(raw_id, db=self._storage.db(DOCS))
@@ -637,27 +641,24 @@ class Database:
         storage = self._storage
         removed = 0
         for key, key_index in batch:
-            found = self._lookup_id(txn, key, key_index)
+            found = self._lookup(txn, key, key_index)
             if found is None:
                 continue
-            doc_id, fingerprint = found
+            doc_id, document = found
             txn.delete(encode_id(doc_id), db=storage.db(DOCS))
             txn.delete(key_index, db=storage.db(KEYS))
-            for table, name in zip(self.plan.tables, self._table_names):
-                txn.delete(table_key(table.permute(fingerprint), doc_id), db=storage.db(name))
+            self._delete_table_entries(txn, doc_id, document.fingerprint)
             removed += 1
         return removed
 
     # -- reading -------------------------------------------------------------------------
 
-    def _permutations(self, fingerprint: int) -> list[int]:
-        return [table.permute(fingerprint) for table in self.plan.tables]
-
-    def _probe(self, txn: lmdb.Transaction, permuted: Sequence[int], k: int) -> dict[bytes, int]:
+    def _probe(self, txn: lmdb.Transaction, fingerprint: int, k: int) -> dict[bytes, int]:
         """Ids (8-byte) of stored fingerprints within ``k`` bits of one query, with their
         distances: one range scan per table over the query's leading bits."""
         found: dict[bytes, int] = {}
-        for table, name, query in zip(self.plan.tables, self._table_names, permuted):
+        for table, name in zip(self.plan.tables, self._table_names):
+            query = table.permute(fingerprint)
             low = query & table.prefix_mask
             bound = low + table.prefix_span
             _scan(txn.cursor(self._storage.db(name)), low.to_bytes(8, "big"), bound.to_bytes(8, "big") if bound >> BITS == 0 else _PAST_END, query, k, found)
@@ -731,7 +732,7 @@ class Database:
         k = self._check_k(k)
         limit = self._check_limit(limit)
         with self._storage.read() as txn:
-            return self._matches(txn, self._probe(txn, self._permutations(query), k), limit)
+            return self._matches(txn, self._probe(txn, query, k), limit)
 
     def query_many(self, fingerprints: Iterable[int] | None = None, k: int | None = None, *, texts: Iterable[str] | None = None, limit: int | None = None) -> list[list[Match]]:
         """:meth:`query` for many fingerprints (or ``texts``) in one read transaction, with
@@ -765,15 +766,10 @@ class Database:
 
     def get(self, key: str) -> Document | None:
         """The document stored under ``key``, or None."""
-        encoded = check_key(key)
+        key_index = index_key(check_key(key))
         with self._storage.read() as txn:
-            raw_id = txn.get(index_key(encoded), db=self._storage.db(KEYS))
-            if raw_id is None:
-                return None
-            stored_key, fingerprint, meta = self._record(txn, raw_id)
-        if stored_key != key:
-            raise CorruptDatabaseError(f"the key index entry for {describe(key)} points at {describe(stored_key)}", "run check()")
-        return Document(stored_key, fingerprint, meta)
+            found = self._lookup(txn, key, key_index)
+        return None if found is None else found[1]
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and bool(key) and self.get(key) is not None
