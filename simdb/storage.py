@@ -6,9 +6,10 @@ that file, ``data-NNNNNN.mdb`` with its ``-lock`` file.  Compaction writes the n
 generation beside it and renames ``CURRENT`` over; each generation has its own lock file, so
 no process ever pairs a new data file with an old reader table.
 
-Swaps.  Every transaction first compares ``CURRENT``'s inode with the one this process
-opened.  A writer does so *after* taking LMDB's write lock, and compaction renames
-``CURRENT`` while holding that lock, so a writer can never commit into a superseded file.
+Swaps.  Every write transaction compares ``CURRENT``'s inode with the one this process
+opened, *after* taking LMDB's write lock; compaction renames ``CURRENT`` while holding that
+lock, so a writer can never commit into a superseded file.  Readers compare at most every
+READ_RECHECK_SECONDS: until then they read a consistent, slightly older snapshot.
 
 Growth.  A write that fills the map is retried after doubling it; a transaction that finds
 the file grown by another process adopts the new size.  Both need no transaction active in
@@ -114,6 +115,29 @@ def _fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
+def _point_current_at(directory: Path, name: str) -> None:
+    """Make ``CURRENT`` name the data file ``name``, durably and atomically: written to a
+    staging file of this process and thread, then renamed over."""
+    staging = directory / f"{_STAGING}{os.getpid()}.{threading.get_ident()}"
+    with open(staging, "w") as handle:
+        handle.write(name + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(staging, directory / CURRENT)
+    _fsync_directory(directory)
+
+
+def _remove_generation(directory: Path, name: str) -> None:
+    """Delete a generation's data and lock files, if present."""
+    for path in (directory / name, directory / (name + "-lock")):
+        path.unlink(missing_ok=True)
+
+
+def _used_bytes(env: lmdb.Environment) -> int:
+    """Bytes of the data file that hold pages: everything up to the last page in use."""
+    return int((env.info()["last_pgno"] + 1) * env.stat()["psize"])
+
+
 class Storage:
     """One simdb directory's LMDB environment.  Use :meth:`open`."""
 
@@ -160,10 +184,7 @@ class Storage:
     def _create_directory(directory: Path) -> None:
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            staging = directory / f"{_STAGING}{os.getpid()}.{threading.get_ident()}"
-            staging.write_text("data-000001.mdb\n")
-            os.replace(staging, directory / CURRENT)  # racing creators write the same content
-            _fsync_directory(directory)
+            _point_current_at(directory, "data-000001.mdb")  # racing creators write the same
         except OSError as exc:
             raise StorageError(f"cannot create a database at {directory}: {exc.strerror}", "check the path and its permissions") from None
 
@@ -216,7 +237,7 @@ class Storage:
     @staticmethod
     def _check_file_length(env: lmdb.Environment, data_file: Path) -> None:
         # A truncated file would fault (SIGBUS) on the first read past its end; catch it here.
-        needed = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+        needed = _used_bytes(env)
         actual = data_file.stat().st_size
         if actual < needed:
             env.close()
@@ -296,9 +317,8 @@ class Storage:
         with self._lock.exclusive():
             env = self.env
             info = env.info()
-            used = (info["last_pgno"] + 1) * env.stat()["psize"]
             # Copy-on-write needs room for the new pages before the old ones are freed.
-            needed = used + 2 * reserve
+            needed = _used_bytes(env) + 2 * reserve
             if needed > info["map_size"]:
                 env.set_mapsize(max(needed, 2 * info["map_size"]))
 
@@ -409,12 +429,10 @@ class Storage:
             number = int(_GENERATION.fullmatch(self.generation).group(1)) + 1  # type: ignore[union-attr]
             name = f"data-{number:06d}.mdb"
             target_file = self.path / name
-            for leftover in (target_file, target_file.with_name(name + "-lock")):
-                leftover.unlink(missing_ok=True)  # a compaction killed before its swap
-            used = (self.env.info()["last_pgno"] + 1) * self.env.stat()["psize"]
+            _remove_generation(self.path, name)  # a compaction killed before its swap
             try:
                 target = lmdb.open(
-                    str(target_file), subdir=False, max_dbs=self.max_dbs, map_size=max(MIN_MAP_SIZE, 2 * used),
+                    str(target_file), subdir=False, max_dbs=self.max_dbs, map_size=max(MIN_MAP_SIZE, 2 * _used_bytes(self.env)),
                     max_readers=MAX_READERS, meminit=False, sync=False,
                 )
             except lmdb.Error as exc:
@@ -428,24 +446,16 @@ class Storage:
                 target.sync(True)
             except BaseException:
                 target.close()
-                target_file.unlink(missing_ok=True)
-                target_file.with_name(name + "-lock").unlink(missing_ok=True)
+                _remove_generation(self.path, name)
                 raise
             target.close()
-            staging = self.path / f"{_STAGING}{os.getpid()}.{threading.get_ident()}"
-            with open(staging, "w") as handle:
-                handle.write(name + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(staging, self.path / CURRENT)
-            _fsync_directory(self.path)
+            _point_current_at(self.path, name)
 
         old_generation = self.generation
         self.write(build)
         self._reopen(self.env)
-        for stale in (old_generation, old_generation + "-lock"):
-            # Other processes keep their open handles; the names go so nothing new opens them.
-            (self.path / stale).unlink(missing_ok=True)
+        # Other processes keep their open handles; the names go so nothing new opens them.
+        _remove_generation(self.path, old_generation)
 
     def size_on_disk(self) -> int:
         """Bytes of the live data file."""
