@@ -235,9 +235,9 @@ def _print_notice(where: str, message: str) -> None:
 @contextmanager
 def interrupts_in_this_process_only() -> Iterator[threading.Event]:
     """Let Ctrl-C raise KeyboardInterrupt in this process but not in the fingerprinting
-    worker processes forked meanwhile.  They inherit this handler, which does nothing when
-    it finds itself in another process, so they finish their chunk and exit quietly
-    instead of each printing a traceback.
+    worker processes forked meanwhile.  The workers ignore SIGINT once their initialiser
+    has run; until then they carry this inherited handler, which does nothing when it finds
+    itself in another process, so no worker prints a traceback.
 
     Yields an event that is set once Ctrl-C came: the KeyboardInterrupt can surface as
     another error (a process pool interrupted while starting fails to shut down), and the
