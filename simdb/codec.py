@@ -37,7 +37,7 @@ def unpack(encoded: bytes, what: str) -> Any:
 
 def pack_documents(keys: list[str], fingerprints: list[int], metas: Iterable[Any]) -> list[bytes] | None:
     """Encode many document records in one C-level pass; None if any cannot be encoded
-    (:class:`DocumentPacker` then names the culprit)."""
+    (:func:`pack_document` then names the culprit)."""
     packer = msgpack.Packer(use_bin_type=True, autoreset=True)
     try:
         return list(map(packer.pack, zip(keys, fingerprints, metas)))  # tuples pack as arrays
@@ -45,20 +45,10 @@ def pack_documents(keys: list[str], fingerprints: list[int], metas: Iterable[Any
         return None
 
 
-class DocumentPacker:
-    """Encodes document records as ``[key, fingerprint, meta]``; one per batch, because a
-    packer is cheaper to reuse than to build per record (and is not thread-safe)."""
-
-    def __init__(self) -> None:
-        self._packer = msgpack.Packer(use_bin_type=True, autoreset=True)
-        self._pack = self._packer.pack
-
-    def __call__(self, key: str, fingerprint: int, meta: Any) -> bytes:
-        try:
-            return self._pack([key, fingerprint, meta])  # type: ignore[no-any-return]
-        except (TypeError, ValueError, OverflowError, UnicodeEncodeError):
-            self._packer.reset()
-            return pack([key, fingerprint, meta], f"meta of key {describe(key)}")  # raises, naming it
+def pack_document(key: str, fingerprint: int, meta: Any) -> bytes:
+    """Encode one document record as ``[key, fingerprint, meta]``; bad meta raises
+    InvalidInputError naming the key."""
+    return pack([key, fingerprint, meta], f"meta of key {describe(key)}")
 
 
 def unpack_document(encoded: bytes) -> tuple[str, int, Any]:

@@ -182,7 +182,6 @@ class _Batch:
         """Item by item: lists, numpy integers and other accepted forms, and the precise
         error for a bad item."""
         batch = cls([], [], [], [])
-        pack_document = codec.DocumentPacker()
         for position, item in enumerate(rows, first_position):
             if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
                 raise InvalidInputError(
@@ -193,7 +192,7 @@ class _Batch:
             batch.index_keys.append(index_key(check_key(key)))
             batch.keys.append(key)
             batch.fingerprints.append(fingerprint)
-            batch.records.append(pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
+            batch.records.append(codec.pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
         return batch
 
     def last_of_each_key(self) -> _Batch:
