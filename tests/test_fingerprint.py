@@ -10,7 +10,9 @@ reference implementation, not by the code under test.
 from __future__ import annotations
 
 import math
+import multiprocessing
 import pickle
+import random
 import re
 import tracemalloc
 from collections import Counter
@@ -22,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import simdb.features as features_module
+import simdb.fingerprint as fingerprint_module
 from simdb.errors import FingerprinterError, InvalidFingerprintError, InvalidInputError
 from simdb.features import char_shingles, iter_chunks, normalize, tokenize, word_shingles
 from simdb.fingerprint import (
@@ -496,6 +499,50 @@ def test_workers_give_the_same_fingerprints_in_order() -> None:
     fitted = Fingerprinter(bits=128).fit_idf(texts[:50])
     assert fitted.fingerprint_many(iter(texts), workers=2) == fitted.fingerprint_many(texts)
     assert simhash_many(texts, workers=2) == simhash_many(texts)
+
+
+def record_pool_tasks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions submitted to process pools from now on (in this process)."""
+    submitted: list[str] = []
+    submit = fingerprint_module.ProcessPoolExecutor.submit
+
+    def spy(self: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        submitted.append(fn.__name__)
+        return submit(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(fingerprint_module.ProcessPoolExecutor, "submit", spy)
+    return submitted
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="workers share a list only under fork")
+@pytest.mark.parametrize("bits", [32, 64, 128])
+def test_forked_workers_read_a_list_in_place_with_the_same_results_in_order(bits: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(bits)
+    vocabulary = [f"w{i}" for i in range(500)]
+    texts: list[str | bytes] = [" ".join(rng.choices(vocabulary, k=rng.randint(1, 60))) for _ in range(3000)]
+    texts[5] = "x y " * 80_000  # longer than one chunk: streamed inside the worker
+    texts[7] = str(texts[7]).encode()
+    fingerprinter = Fingerprinter(bits=bits)
+    expected = fingerprinter.fingerprint_many(texts)
+    assert len(set(expected)) > 2990  # all but a few distinct, so a misplaced range shows
+    submitted = record_pool_tasks(monkeypatch)
+    assert fingerprinter.fingerprint_many(texts, workers=2) == expected
+    assert fingerprinter.fingerprint_many(tuple(texts), workers=3) == expected
+    # Many ranges (so their order matters) and no texts shipped.
+    assert set(submitted) == {"_fingerprint_range"} and len(submitted) >= 10
+    submitted.clear()
+    assert list(fingerprinter.iter_fingerprints(iter(texts), workers=2)) == expected
+    assert set(submitted) == {"_fingerprint_chunk"}
+
+
+@pytest.mark.parametrize("container", [list, tuple, iter])
+def test_a_bad_item_for_the_pool_raises_invalid_input_in_the_caller(container: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = ["fine text"] * 1000 + [3.5] + ["more text"] * 10
+    submitted = record_pool_tasks(monkeypatch)
+    with pytest.raises(InvalidInputError, match="float"):
+        simhash_many(container(texts), workers=2)
+    if container is not iter:
+        assert not submitted  # checked before any work is sent
 
 
 @pytest.mark.parametrize("workers", [0, -1, True, 1.5])
