@@ -20,6 +20,18 @@ figures of datasketch ``MinHashLSH`` (128 permutations, threshold = tau) both as
 candidates and with the MinHash estimate >= tau as a filter, and the number of permutation
 tables the database's default plan needs for each k (its index size and write cost).
 ``--variants`` adds the best k of other settings.
+
+One hash function is one draw: a pair's distance is a sum of coin flips, so the measured F1
+of one fixed seed moves by about +-0.007 with the seed, more than most differences between
+settings.  The script therefore also gives each F1 *expected over the choice of hash
+function*: a SimHash bit differs between two documents with probability angle / pi, the angle
+between their weighted feature vectors (Charikar 2002), so a pair is within k bits with a
+binomial probability computed from its exact cosine (every pair with cosine >= 0.5 is found
+by a sparse product; below that the chance of k <= 8 of 64 bits is under 1e-4).  MinHash LSH
+gets the same treatment: with b bands of r rows a pair of Jaccard J becomes a candidate with
+probability 1 - (1 - J^r)^b.  Settings and k are chosen on the expected figures.
+``--seeds N`` checks the model: it re-fingerprints the default features with N other hash
+functions and prints the mean and spread of the measured F1.
 """
 
 from __future__ import annotations
@@ -42,14 +54,15 @@ from simdb.features import tokenize, word_shingles
 from simdb.fingerprint import Fingerprinter
 from simdb.plan import TablePlan
 
-_ARTICLE = re.compile(r"<REUTERS[^>]*NEWID=\"(\d+)\"[^>]*>(.*?)</REUTERS>", re.S)
-_TITLE = re.compile(r"<TITLE>(.*?)</TITLE>", re.S)
-_BODY = re.compile(r"<BODY>(.*?)</BODY>", re.S)
+_ARTICLE = re.compile(r"<REUTERS[^>]*NEWID=\"(\d+)\"[^>]*>(.*?)</REUTERS>", re.DOTALL)
+_TITLE = re.compile(r"<TITLE>(.*?)</TITLE>", re.DOTALL)
+_BODY = re.compile(r"<BODY>(.*?)</BODY>", re.DOTALL)
 
 THRESHOLDS = (0.9, 0.8)
 CANDIDATE_THRESHOLD = 0.7
 MAX_K = 8
 PairKeys = npt.NDArray[np.int64]
+COSINE_FLOOR = 0.5
 
 
 def read_corpus(corpus: str | Path) -> list[str]:
@@ -184,6 +197,93 @@ def build_minhashes(sets: Sequence[frozenset[str]]) -> list[Any]:
     return minhashes
 
 
+def feature_matrix(fingerprinter: Fingerprinter, documents: Sequence[str]) -> Any:
+    """The documents' weighted feature vectors as a scipy CSR matrix (one row per document,
+    one column per distinct feature hash), and the column hashes.  O(total features)."""
+    from scipy import sparse
+
+    columns: dict[int, int] = {}
+    rows: list[int] = []
+    cells: list[int] = []
+    weights: list[float] = []
+    for row, document in enumerate(documents):
+        for feature, weight in fingerprinter.weighted_features(document):
+            rows.append(row)
+            cells.append(columns.setdefault(feature, len(columns)))
+            weights.append(weight)
+    shape = (len(documents), len(columns))
+    matrix = sparse.csr_matrix((np.array(weights, dtype=np.float64), (rows, cells)), shape=shape)
+    return matrix, np.fromiter(columns, dtype=np.uint64, count=len(columns))
+
+
+def cosine_pairs(matrix: Any, floor: float = COSINE_FLOOR) -> tuple[PairKeys, npt.NDArray[np.float64]]:
+    """Every pair (key i * n + j, i < j) whose feature vectors have cosine >= floor, with the
+    cosine.  A sparse product in blocks of rows; seconds for 20,000 short documents."""
+    from scipy import sparse
+
+    n = matrix.shape[0]
+    norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
+    unit = (sparse.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ matrix).tocsr()
+    transposed = unit.T.tocsc()
+    keys: list[PairKeys] = []
+    cosines: list[npt.NDArray[np.float64]] = []
+    block = 2000
+    for start in range(0, n, block):
+        product = (unit[start : start + block] @ transposed).tocoo()
+        i = product.row.astype(np.int64) + start
+        keep = (i < product.col) & (product.data >= floor)
+        keys.append(i[keep] * n + product.col[keep])
+        cosines.append(np.minimum(product.data[keep], 1.0))
+    return np.concatenate(keys), np.concatenate(cosines)
+
+
+def within_k_probability(cosines: npt.NDArray[np.float64], k: int, bits: int = 64) -> npt.NDArray[np.float64]:
+    """P(Hamming distance <= k) of each pair over the choice of hash function: the binomial
+    CDF at k with ``bits`` trials of probability angle / pi."""
+    p = np.arccos(np.clip(cosines, -1.0, 1.0)) / math.pi
+    return sum(math.comb(bits, d) * p**d * (1 - p) ** (bits - d) for d in range(k + 1))
+
+
+def expected_scores(pair_keys: PairKeys, probability: npt.NDArray[np.float64], truth: PairKeys) -> tuple[float, float, float]:
+    """Precision, recall and F1 from expected true and false positive counts, each pair
+    predicted with its own probability (pairs not listed have probability ~0)."""
+    is_true = np.isin(pair_keys, truth)
+    true_positives = float(probability[is_true].sum())
+    predicted = float(probability.sum())
+    precision = true_positives / predicted if predicted else 1.0
+    recall = true_positives / truth.size if truth.size else 1.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return precision, recall, f1
+
+
+def lsh_candidate_probability(jaccards: npt.NDArray[np.float64], threshold: float) -> npt.NDArray[np.float64]:
+    """P(a pair becomes a MinHashLSH candidate) over the permutations, for datasketch's band
+    layout at this threshold with 128 permutations: 1 - (1 - J^r)^b."""
+    from datasketch import MinHashLSH
+
+    lsh = MinHashLSH(threshold=threshold, num_perm=128)
+    return 1.0 - (1.0 - jaccards**lsh.r) ** lsh.b
+
+
+def _mix(hashes: npt.NDArray[np.uint64], seed: int) -> npt.NDArray[np.uint64]:
+    """Another 64-bit hash function of feature hashes: the splitmix64 finaliser of hash ^ seed."""
+    with np.errstate(over="ignore"):
+        z = hashes ^ np.uint64(seed * 0x9E3779B97F4A7C15 & (2**64 - 1))
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def reseeded_fingerprints(matrix: Any, feature_hashes: npt.NDArray[np.uint64], seed: int) -> list[int]:
+    """The 64-bit SimHash of each row of ``matrix`` with the feature hashes remixed by
+    ``seed``: bit j is set when the weight of features with bit j set exceeds half the total,
+    as in the library.  O(nonzeros * 64)."""
+    bits = np.unpackbits(_mix(feature_hashes, seed).view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+    signs = bits.astype(np.float32) * 2 - 1
+    above_half = (matrix.astype(np.float32) @ signs) > 0
+    return np.packbits(above_half, axis=1, bitorder="little").view(np.uint64).ravel().tolist()
+
+
 VARIANTS: list[tuple[str, dict[str, Any], bool]] = [
     ("word-shingle n=3, tf, english stop words (default)", {}, False),
     ("word-shingle n=3, tf, no stop words", {"stopwords": None}, False),
@@ -202,10 +302,36 @@ VARIANTS: list[tuple[str, dict[str, Any], bool]] = [
 ]
 
 
+Scores = tuple[float, float, float]
+Table = dict[int, dict[float, Scores]]
+
+
+def measured_table(fingerprints: Sequence[int], truth: dict[float, PairKeys]) -> Table:
+    """P/R/F1 of "distance <= k" for k = 0..MAX_K against each threshold's true pairs."""
+    keys, distances = hamming_pairs(fingerprints, MAX_K)
+    return {k: {tau: scores(np.unique(keys[distances <= k]), truth[tau]) for tau in THRESHOLDS} for k in range(MAX_K + 1)}
+
+
+def expected_table(pairs: tuple[PairKeys, npt.NDArray[np.float64]], truth: dict[float, PairKeys], bits: int = 64, max_k: int = MAX_K) -> Table:
+    """The same table expected over the choice of hash function (see the module docstring),
+    from the (pair keys, cosines) of :func:`cosine_pairs`, for ``bits``-wide fingerprints."""
+    pair_keys, cosines = pairs
+    table: Table = {}
+    for k in range(max_k + 1):
+        probability = within_k_probability(cosines, k, bits)
+        table[k] = {tau: expected_scores(pair_keys, probability, truth[tau]) for tau in THRESHOLDS}
+    return table
+
+
+def best_k(table: Table, tau: float) -> int:
+    return max(table, key=lambda k: table[k][tau][2])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpus")
     parser.add_argument("--variants", action="store_true", help="also report other settings (best k)")
+    parser.add_argument("--seeds", type=int, default=0, help="check the expected figures with N other hash functions")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N documents")
     args = parser.parse_args(argv)
 
@@ -225,45 +351,82 @@ def main(argv: list[str] | None = None) -> None:
     print(f"exact pairs: J>=0.7: {len(similar)}, J>=0.8: {truth[0.8].size}, J>=0.9: {truth[0.9].size}"
           f" ({time.perf_counter() - started:.1f} s)")
 
-    def evaluate(fingerprinter: Fingerprinter) -> dict[int, dict[float, tuple[float, float, float]]]:
-        fingerprints = fingerprinter.fingerprint_many(documents)
-        keys, distances = hamming_pairs(fingerprints, MAX_K)
-        table: dict[int, dict[float, tuple[float, float, float]]] = {}
-        for k in range(MAX_K + 1):
-            predicted = np.unique(keys[distances <= k])
-            table[k] = {tau: scores(predicted, truth[tau]) for tau in THRESHOLDS}
-        return table
-
     default = Fingerprinter()
-    default_table = evaluate(default)
+    default_measured = measured_table(default.fingerprint_many(documents), truth)
+    default_matrix, default_hashes = feature_matrix(default, documents)
+    default_pairs = cosine_pairs(default_matrix)
+    default_expected = expected_table(default_pairs, truth)
     minhashes = build_minhashes(sets)
     lsh = {tau: minhash_lsh_pairs(sets, tau, minhashes) for tau in THRESHOLDS}
+    similar_keys = np.array([i * n + j for i, j in similar], dtype=np.int64)
+    similar_jaccards = np.array(list(similar.values()), dtype=np.float64)
+    lsh_expected = {
+        tau: expected_scores(similar_keys, lsh_candidate_probability(similar_jaccards, tau), truth[tau]) for tau in THRESHOLDS
+    }
 
     print()
     print(f"Default settings: {default!r}")
+    print("P, R, F1: measured with simdb's hash function; E[F1]: expected over hash functions (permutations for MinHash)")
     print()
-    print("| method | J>=0.9 P | R | F1 | J>=0.8 P | R | F1 | index tables |")
-    print("|---|---|---|---|---|---|---|---|")
-    for k, row in default_table.items():
-        cells = " | ".join(f"{p:.3f} | {r:.3f} | {f:.3f}" for p, r, f in (row[tau] for tau in THRESHOLDS))
+    print("| method | J>=0.9 P | R | F1 | E[F1] | J>=0.8 P | R | F1 | E[F1] | index tables |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for k in range(MAX_K + 1):
+        cells = " | ".join(
+            f"{p:.3f} | {r:.3f} | {f:.3f} | {default_expected[k][tau][2]:.3f}"
+            for tau, (p, r, f) in ((tau, default_measured[k][tau]) for tau in THRESHOLDS)
+        )
         print(f"| SimHash k={k} | {cells} | {len(TablePlan.create(k).tables)} |")
     for label, which in (("MinHashLSH 128 perms, threshold=tau", 0), ("MinHashLSH + estimate >= tau", 1)):
-        cells = " | ".join(f"{p:.3f} | {r:.3f} | {f:.3f}" for p, r, f in (scores(lsh[tau][which], truth[tau]) for tau in THRESHOLDS))
+        cells = " | ".join(
+            f"{p:.3f} | {r:.3f} | {f:.3f} | " + (f"{lsh_expected[tau][2]:.3f}" if which == 0 else "")
+            for tau, (p, r, f) in ((tau, scores(lsh[tau][which], truth[tau])) for tau in THRESHOLDS)
+        )
         print(f"| {label} | {cells} | |")
+
+    print()
+    print("What-if, default features: best k and expected F1 if fingerprints were wider")
+    print()
+    print("| bits | J>=0.9 best k | E[F1] | J>=0.8 best k | E[F1] |")
+    print("|---|---|---|---|---|")
+    for bits in (64, 128, 256):
+        wide = expected_table(default_pairs, truth, bits, max_k=bits // 4)
+        print(f"| {bits} | " + " | ".join(f"{best_k(wide, tau)} | {wide[best_k(wide, tau)][tau][2]:.3f}" for tau in THRESHOLDS) + " |")
+
+    if args.seeds:
+        print()
+        print(f"Check: default features under {args.seeds} other hash functions, measured F1 mean (sd)")
+        print()
+        print("| k | J>=0.9 F1 | E[F1] | J>=0.8 F1 | E[F1] |")
+        print("|---|---|---|---|---|")
+        runs = [measured_table(reseeded_fingerprints(default_matrix, default_hashes, seed), truth) for seed in range(1, args.seeds + 1)]
+        for k in range(MAX_K + 1):
+            cells = []
+            for tau in THRESHOLDS:
+                f1s = np.array([run[k][tau][2] for run in runs])
+                cells.append(f"{f1s.mean():.3f} ({f1s.std():.3f}) | {default_expected[k][tau][2]:.3f}")
+            print(f"| {k} | {' | '.join(cells)} |")
 
     if args.variants:
         print()
-        print("| settings | best k (J>=0.9) | F1 | best k (J>=0.8) | F1 |")
-        print("|---|---|---|---|---|")
+        print("Best k of each setting by expected F1, with that k's expected and measured F1")
+        print()
+        print("| settings | J>=0.9 best k | E[F1] | F1 | k=3 E[P] | E[F1] | J>=0.8 best k | E[F1] | F1 |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for label, settings, with_idf in VARIANTS:
             fingerprinter = Fingerprinter(**settings)
             if with_idf:
                 fingerprinter = fingerprinter.fit_idf(documents)
-            table = default_table if not settings and not with_idf else evaluate(fingerprinter)
+            if fingerprinter == default:
+                measured, expected = default_measured, default_expected
+            else:
+                measured = measured_table(fingerprinter.fingerprint_many(documents), truth)
+                expected = expected_table(cosine_pairs(feature_matrix(fingerprinter, documents)[0]), truth)
             cells = []
             for tau in THRESHOLDS:
-                best = max(range(MAX_K + 1), key=lambda k: table[k][tau][2])
-                cells.append(f"{best} | {table[best][tau][2]:.3f}")
+                k = best_k(expected, tau)
+                cells.append(f"{k} | {expected[k][tau][2]:.3f} | {measured[k][tau][2]:.3f}")
+                if tau == 0.9:
+                    cells.append(f"{expected[3][tau][0]:.3f} | {expected[3][tau][2]:.3f}")
             print(f"| {label} | {' | '.join(cells)} |")
     print()
     print(f"total time {time.perf_counter() - started:.1f} s")

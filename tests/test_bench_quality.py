@@ -1,0 +1,62 @@
+"""The quality benchmark's ground truth and expected scores, against brute force.
+
+The report's claims rest on two pieces of bench/quality.py: the exact Jaccard join must miss
+no pair above its threshold, and the expected-score arithmetic must agree with counting.
+Neither needs a corpus or the benchmark extras.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+_PATH = Path(__file__).resolve().parent.parent / "bench" / "quality.py"
+_SPEC = importlib.util.spec_from_file_location("bench_quality", _PATH)
+assert _SPEC is not None and _SPEC.loader is not None
+quality = importlib.util.module_from_spec(_SPEC)
+sys.modules["bench_quality"] = quality
+_SPEC.loader.exec_module(quality)
+
+# Small universes make high overlaps (and exact ties at the threshold) common.
+shingle_sets = st.lists(st.frozensets(st.sampled_from([f"s{i}" for i in range(12)]), max_size=10), max_size=14)
+
+
+@settings(max_examples=300, deadline=None)
+@given(shingle_sets, st.sampled_from([0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0]))
+def test_exact_join_finds_every_pair_at_or_above_the_threshold(sets: list[frozenset[str]], threshold: float) -> None:
+    found = quality.exact_similar_pairs(sets, threshold)
+    expected = {}
+    for i, j in itertools.combinations(range(len(sets)), 2):
+        if sets[i] and sets[j]:
+            jaccard = len(sets[i] & sets[j]) / len(sets[i] | sets[j])
+            if jaccard >= threshold - 1e-9:
+                expected[(i, j)] = jaccard
+    assert found.keys() == expected.keys()
+    for pair, jaccard in expected.items():
+        assert math.isclose(found[pair], jaccard)
+
+
+def test_within_k_probability_is_the_binomial_tail_of_angle_over_pi() -> None:
+    cosines = np.array([1.0, 0.0, math.cos(math.pi / 8)])
+    # Identical vectors never differ; orthogonal ones differ in each bit with probability 1/2.
+    assert np.allclose(quality.within_k_probability(cosines[:2], 0), [1.0, 0.5**64])
+    assert np.allclose(quality.within_k_probability(cosines[:2], 64), [1.0, 1.0])
+    # An angle of pi/8 flips each of 4 bits with probability 1/8: P(<= 1 flip) counted out.
+    flips = [bits for bits in itertools.product([0, 1], repeat=4) if sum(bits) <= 1]
+    by_count = sum((1 / 8) ** sum(b) * (7 / 8) ** (4 - sum(b)) for b in flips)
+    assert math.isclose(float(quality.within_k_probability(cosines[2:], 1, bits=4)[0]), by_count)
+
+
+def test_expected_scores_match_counting_when_probabilities_are_certain() -> None:
+    truth = np.array([1, 2, 3, 4], dtype=np.int64)
+    pair_keys = np.array([1, 2, 9, 3], dtype=np.int64)
+    probability = np.array([1.0, 1.0, 1.0, 0.0])
+    predicted = pair_keys[probability == 1.0]
+    assert np.allclose(quality.expected_scores(pair_keys, probability, truth), quality.scores(np.sort(predicted), truth))
