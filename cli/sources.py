@@ -253,7 +253,7 @@ def _valid_key(key: str, where: str, intake: Intake, source: str) -> str | None:
     except InvalidInputError as exc:
         if key and "Unicode" in exc.message:
             intake.replaced(where, "key is not valid Unicode; decoded with replacement", source)
-            return _scrub(key)  # type: ignore[no-any-return]
+            return _scrub(key)
         intake.fail(where, exc.message, source)
         return None
     return key

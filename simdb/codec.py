@@ -19,7 +19,7 @@ from simdb.keys import describe
 def pack(value: Any, what: str) -> bytes:
     """Encode plain data (None, bool, int, float, str, bytes, list, tuple, dict)."""
     try:
-        return msgpack.packb(value, use_bin_type=True)  # type: ignore[no-any-return]
+        return msgpack.packb(value, use_bin_type=True)
     except (TypeError, ValueError, OverflowError, UnicodeEncodeError) as exc:
         raise InvalidInputError(
             f"{what} {describe(value)} cannot be stored: {exc}",

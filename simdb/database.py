@@ -1007,7 +1007,7 @@ class _KeyNames:
             self._scan_all()
         elif len(missing):
             self._look_up(missing)
-        return self._names[positions].tolist()  # type: ignore[no-any-return]
+        return self._names[positions].tolist()
 
     def _look_up(self, positions: np.ndarray) -> None:
         storage = self._database._storage

@@ -125,7 +125,7 @@ def encode_id(doc_id: int) -> bytes:
 
 def encode_id_range(first: int, count: int) -> list[bytes]:
     """Encoded ids ``first .. first + count - 1``, vectorised."""
-    return np.arange(first, first + count, dtype=">u8").view("V8").tolist()  # type: ignore[no-any-return]
+    return np.arange(first, first + count, dtype=">u8").view("V8").tolist()
 
 
 def decode_id(encoded: bytes) -> int:
