@@ -27,8 +27,9 @@ def pack(value: Any, what: str) -> bytes:
         ) from None
 
 
-def unpack(encoded: bytes, what: str) -> Any:
-    """Decode a value written by :func:`pack`; damage raises CorruptDatabaseError."""
+def unpack(encoded: bytes | None, what: str) -> Any:
+    """Decode a value written by :func:`pack`; damage, or a missing value (None), raises
+    CorruptDatabaseError."""
     try:
         return msgpack.unpackb(encoded, raw=False, strict_map_key=False, use_list=True)
     except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:

@@ -312,7 +312,7 @@ class Database:
             raise CorruptDatabaseError(f"the block plan stored in {path} does not match its k and blocks")
         return plan
 
-    def _initialise(self, txn: lmdb.Transaction, fingerprinter: Fingerprinter | None) -> bool:
+    def _initialise(self, txn: lmdb.Transaction[bytes], fingerprinter: Fingerprinter | None) -> bool:
         """Write the configuration and create the sub-databases, unless another process has
         done so since we looked (then return False and change nothing)."""
         storage = self._storage
@@ -360,7 +360,7 @@ class Database:
             )
         from simdb.fingerprint import Fingerprinter
 
-        def store(txn: lmdb.Transaction) -> Fingerprinter:
+        def store(txn: lmdb.Transaction[bytes]) -> Fingerprinter:
             meta = self._storage.db(META)
             raw = txn.get(FINGERPRINTER_KEY, db=meta)
             if raw is not None:  # another process got there first: theirs stand
@@ -512,7 +512,7 @@ class Database:
             return self._storage.write(lambda txn: self._store_if_new(txn, batch), reserve)
         return self._storage.write(lambda txn: self._store(txn, batch.last_of_each_key()), reserve)
 
-    def _store(self, txn: lmdb.Transaction, batch: _Batch) -> AddResult:
+    def _store(self, txn: lmdb.Transaction[bytes], batch: _Batch) -> AddResult:
         """Write a batch with unique keys: new keys get fresh ids, existing keys keep theirs
         and lose their old table entries."""
         storage = self._storage
@@ -554,7 +554,7 @@ class Database:
         result.added = len(new_positions)
         return result
 
-    def _put_new_documents(self, txn: lmdb.Transaction, batch: _Batch, new_positions: list[int], next_id: int) -> None:
+    def _put_new_documents(self, txn: lmdb.Transaction[bytes], batch: _Batch, new_positions: list[int], next_id: int) -> None:
         """Records and key index entries for the new documents, ids from ``next_id`` on."""
         if not new_positions:
             return
@@ -571,7 +571,7 @@ class Database:
         sorted_keys = np.ascontiguousarray(ordered).view("V16").ravel().tolist()
         self._put_sorted(txn, self._storage.db(KEYS), zip(sorted_keys, sorted_ids), sorted_keys[0], len(sorted_keys))
 
-    def _store_if_new(self, txn: lmdb.Transaction, batch: _Batch) -> AddResult:
+    def _store_if_new(self, txn: lmdb.Transaction[bytes], batch: _Batch) -> AddResult:
         """Store each item unless one within k bits is stored (or stored earlier in this
         batch); the checks and inserts share the one transaction, so two writers cannot both
         store near-duplicates of each other."""
@@ -589,7 +589,7 @@ class Database:
         return result
 
     @staticmethod
-    def _put_sorted(txn: lmdb.Transaction, db: lmdb._Database, pairs: Iterable[tuple[bytes, bytes]], first_key: bytes, count: int) -> None:
+    def _put_sorted(txn: lmdb.Transaction[bytes], db: lmdb._Database, pairs: Iterable[tuple[bytes, bytes]], first_key: bytes, count: int) -> None:
         """Put ``count`` (key, value) pairs with ascending unique keys, starting at
         ``first_key``, in LMDB's append mode when they all follow the last stored key (always
         so for a bulk load into an empty sub-database)."""
@@ -601,7 +601,7 @@ class Database:
         if added != count:
             raise CorruptDatabaseError(f"only {added} of {count} entries could be written; the batch was not stored")
 
-    def _lookup(self, txn: lmdb.Transaction, key: str, key_index: bytes) -> tuple[int, Document] | None:
+    def _lookup(self, txn: lmdb.Transaction[bytes], key: str, key_index: bytes) -> tuple[int, Document] | None:
         """The id and document stored under ``key``, if any; the full key is compared, so a
         key index that disagrees with the documents is reported, never trusted."""
         raw_id = txn.get(key_index, db=self._storage.db(KEYS))
@@ -612,11 +612,11 @@ class Database:
             raise CorruptDatabaseError(f"the key index entry for {describe(key)} points at {describe(document.key)}", "run check()")
         return decode_id(raw_id), document
 
-    def _delete_table_entries(self, txn: lmdb.Transaction, doc_id: int, fingerprint: int) -> None:
+    def _delete_table_entries(self, txn: lmdb.Transaction[bytes], doc_id: int, fingerprint: int) -> None:
         for table, name in zip(self.plan.tables, self._table_names):
             txn.delete(table_key(table.permute(fingerprint), doc_id), db=self._storage.db(name))
 
-    def _record(self, txn: lmdb.Transaction, raw_id: bytes) -> tuple[str, int, Any]:
+    def _record(self, txn: lmdb.Transaction[bytes], raw_id: bytes) -> tuple[str, int, Any]:
         raw = txn.get(raw_id, db=self._storage.db(DOCS))
         if raw is None:
             raise CorruptDatabaseError(f"document id {decode_id(raw_id)} is indexed but missing", "run check()")
@@ -636,7 +636,7 @@ class Database:
             removed += self._storage.write(partial(self._delete, batch=batch))
         return removed
 
-    def _delete(self, txn: lmdb.Transaction, batch: list[tuple[str, bytes]]) -> int:
+    def _delete(self, txn: lmdb.Transaction[bytes], batch: list[tuple[str, bytes]]) -> int:
         storage = self._storage
         removed = 0
         for key, key_index in batch:
@@ -652,7 +652,7 @@ class Database:
 
     # -- reading -------------------------------------------------------------------------
 
-    def _probe(self, txn: lmdb.Transaction, fingerprint: int, k: int) -> dict[bytes, int]:
+    def _probe(self, txn: lmdb.Transaction[bytes], fingerprint: int, k: int) -> dict[bytes, int]:
         """Ids (8-byte) of stored fingerprints within ``k`` bits of one query, with their
         distances: one range scan per table over the query's leading bits."""
         found: dict[bytes, int] = {}
@@ -663,7 +663,7 @@ class Database:
             _scan(txn.cursor(self._storage.db(name)), low.to_bytes(8, "big"), bound.to_bytes(8, "big") if bound >> BITS == 0 else _PAST_END, query, k, found)
         return found
 
-    def _probe_many(self, txn: lmdb.Transaction, queries: np.ndarray, k: int) -> list[dict[bytes, int]]:
+    def _probe_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[bytes, int]]:
         """:meth:`_probe` for many queries: bounds are computed vectorised per table and the
         queries visit each table in key order, so successive seeks touch nearby pages."""
         found: list[dict[bytes, int]] = [{} for _ in range(len(queries))]
@@ -682,7 +682,7 @@ class Database:
                     break  # no entries at or after this low, nor after the larger ones to come
         return found
 
-    def _merge_many(self, txn: lmdb.Transaction, queries: np.ndarray, k: int) -> list[dict[bytes, int]]:
+    def _merge_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[bytes, int]]:
         """The batch form of :meth:`_probe_many` (Manku's batch queries): each table is read
         once in key order and merged with the sorted queries in numpy, instead of one seek
         per query.  Cost: O(n + q log q) per table for n stored and q queries."""
@@ -710,7 +710,7 @@ class Database:
             found[owner][doc_id] = distance  # a match found by several tables is kept once
         return found
 
-    def _matches(self, txn: lmdb.Transaction, found: dict[bytes, int], limit: int | None) -> list[Match]:
+    def _matches(self, txn: lmdb.Transaction[bytes], found: dict[bytes, int], limit: int | None) -> list[Match]:
         ranked = sorted(found.items(), key=lambda pair: (pair[1], pair[0]))
         if limit is not None:
             ranked = ranked[:limit]
@@ -909,7 +909,7 @@ class Database:
         before = self._storage.size_on_disk()
         names = [META, DOCS, KEYS, *self._table_names]
 
-        def rewrite(source: lmdb.Transaction, target: lmdb.Environment) -> None:
+        def rewrite(source: lmdb.Transaction[bytes], target: lmdb.Environment) -> None:
             for name in names:
                 with target.begin(write=True) as txn:
                     cursor = txn.cursor(target.open_db(name, txn=txn))
@@ -961,7 +961,7 @@ def _check_batch_size(batch_size: object) -> None:
 _PAST_END = b"\xff" * 17
 
 
-def _scan(cursor: lmdb.Cursor, low: bytes, bound: bytes, query: int, k: int, found: dict[bytes, int]) -> bool:
+def _scan(cursor: lmdb.Cursor[bytes], low: bytes, bound: bytes, query: int, k: int, found: dict[bytes, int]) -> bool:
     """Add to ``found`` the ids of entries in [low, bound) within ``k`` bits of ``query``
     (all permuted alike: permutations preserve Hamming distance).  Returns False when the
     table holds nothing at or after ``low``.  Cost: one seek plus one step per candidate."""

@@ -274,7 +274,7 @@ class Storage:
             raise NotADatabaseError(f"{self.path} has no {name.decode()} sub-database", "is it a simdb database?")
         return handle
 
-    def create(self, txn: lmdb.Transaction, name: bytes) -> None:
+    def create(self, txn: lmdb.Transaction[bytes], name: bytes) -> None:
         """Create a named sub-database inside a write transaction."""
         self._db_handles[name] = self.env.open_db(name, txn=txn, create=True)
 
@@ -337,7 +337,7 @@ class Storage:
             else:
                 stale_env.set_mapsize(0)  # adopt the size another process grew the map to
 
-    def _begin(self, env: lmdb.Environment, write: bool) -> lmdb.Transaction | None:
+    def _begin(self, env: lmdb.Environment, write: bool) -> lmdb.Transaction[bytes] | None:
         """Begin a transaction; None when another process has grown the map beyond ours,
         which must be adopted (with no transaction of this process open) first."""
         try:
@@ -348,7 +348,7 @@ class Storage:
             raise translate(exc, self.path) from None
 
     @contextmanager
-    def read(self) -> Iterator[lmdb.Transaction]:
+    def read(self) -> Iterator[lmdb.Transaction[bytes]]:
         """A read-only snapshot transaction: one LMDB begin, and a stat() at most every
         READ_RECHECK_SECONDS to follow a compaction made by another process."""
         while True:
@@ -356,11 +356,12 @@ class Storage:
             try:
                 env = self.env
                 action = "reopen" if self._reader_should_move() else None
+                txn = None
                 if action is None:
                     txn = self._begin(env, write=False)
                     if txn is None:
                         action = "adopt"
-                if action is None:
+                if txn is not None:  # the same test as action is None, in a form mypy narrows
                     try:
                         yield txn
                     except lmdb.Error as exc:
@@ -375,7 +376,7 @@ class Storage:
             else:
                 self._reopen(env)
 
-    def write(self, work: Callable[[lmdb.Transaction], T], reserve: int = 0) -> T:
+    def write(self, work: Callable[[lmdb.Transaction[bytes]], T], reserve: int = 0) -> T:
         """Run ``work`` in one write transaction and commit it; retried whole if the map
         fills or the generation changes, so ``work`` must not mutate state outside ``txn``.
         An exception from ``work`` aborts the transaction: nothing of it is stored.
@@ -421,11 +422,12 @@ class Storage:
 
     # -- compaction ----------------------------------------------------------------------
 
-    def swap_in_rewrite(self, rewrite: Callable[[lmdb.Transaction, lmdb.Environment], None]) -> None:
+    def swap_in_rewrite(self, rewrite: Callable[[lmdb.Transaction[bytes], lmdb.Environment], None]) -> None:
         """Write the next generation with ``rewrite(source_txn, target_env)`` while holding
         the write lock, make it durable, and point ``CURRENT`` at it atomically."""
 
-        def build(txn: lmdb.Transaction) -> None:
+        def build(txn: lmdb.Transaction[bytes]) -> None:
+            # _read_current admitted this generation only if it matches _GENERATION.
             number = int(_GENERATION.fullmatch(self.generation).group(1)) + 1  # type: ignore[union-attr]
             name = f"data-{number:06d}.mdb"
             target_file = self.path / name
