@@ -134,7 +134,7 @@ _LANE0 = _Lane0Cache()
 _BOTH_LANES = _BothLanesCache()
 
 
-def _token_hashes(tokens: Sequence[str] | Sequence[bytes], lanes: int) -> UInt64Array:
+def _token_hashes(tokens: Sequence[str | bytes], lanes: int) -> UInt64Array:
     """The mmh3 hashes of ``tokens`` (str, or bytes of ASCII tokens, whose UTF-8 is the same)
     as a (len(tokens), lanes) uint64 array.  O(n), one dict lookup per token."""
     if lanes == 1:
@@ -421,6 +421,18 @@ class Fingerprinter:
         "_features", "_ngram", "_bits", "_weights", "_stopwords", "_split_unspaced",
         "_idf", "_stopword_set", "_stopword_bytes", "_hash",
     )
+    # Declared for the type checker: __init__ sets the slots with object.__setattr__,
+    # because __setattr__ is blocked to keep instances immutable.
+    _features: str
+    _ngram: int
+    _bits: int
+    _weights: str
+    _stopwords: str | None
+    _split_unspaced: bool
+    _idf: _IdfTable | None
+    _stopword_set: frozenset[str]
+    _stopword_bytes: frozenset[bytes]
+    _hash: int
 
     def __init__(
         self,
@@ -588,7 +600,7 @@ class Fingerprinter:
         words are dropped, or for ``features="char"`` one row per character of the tokens
         joined by single spaces.  O(len(piece))."""
         lanes = 2 if self._bits == 128 else 1
-        tokens: Sequence[str] | Sequence[bytes]
+        tokens: Sequence[str | bytes]
         if piece.isascii():
             # Fast path, same tokens as features.tokenize: one C pass lowercases, folds
             # every non-alphanumeric byte to a space and deletes apostrophes.
@@ -598,7 +610,7 @@ class Fingerprinter:
             tokens = tokenize(piece, self._split_unspaced and self._features != "char")
             stop = self._stopword_set
         if stop:
-            tokens = [token for token in tokens if token not in stop]  # type: ignore[misc]
+            tokens = [token for token in tokens if token not in stop]
         if self._features == "char":
             return _char_hashes(" ".join(token if isinstance(token, str) else token.decode("ascii") for token in tokens), lanes)
         return _token_hashes(tokens, lanes)
