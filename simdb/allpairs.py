@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -384,7 +384,7 @@ class _RadixOrders:
         in_base = column[base]
         total = bits + digit[1]
         dtype = np.uint32 if total <= 32 else np.uint64
-        packed = in_base.astype(dtype)
+        packed: npt.NDArray[np.unsignedinteger[Any]] = in_base.astype(dtype)
         packed <<= dtype(bits)
         packed |= prefix
         return np.argsort(in_base, kind="stable"), base, packed, total
@@ -445,7 +445,7 @@ def _packed_order(values: UInt64Array, table: Table, index_bits: int, presorted:
 
 def _table_passes(
     values: UInt64Array, plan: TablePlan, k: int, values_sorted: bool, only_table: int | None = None
-) -> Iterator[tuple[_ClaimRule, _RowOrder, npt.NDArray[np.bool_], bool]]:
+) -> Generator[tuple[_ClaimRule, _RowOrder, npt.NDArray[np.bool_], bool], None, None]:
     """For each table that can report a pair within ``k`` bits (only table ``only_table``
     when given), yield ``(rule, order, same, check_leading)``: rows sorted by table prefix,
     ``same[p]`` when sorted rows p and p+1 share a prefix, and whether the prefix was
@@ -462,6 +462,8 @@ def _table_passes(
     # the order in which tables are visited.
     rules.sort(key=lambda rule: (digits[rule.table.index] is None, digits[rule.table.index] or []))
     radix = _RadixOrders(values)
+    # Both branches bind ``order``, so a pass's O(N) order is dropped once the next replaces it.
+    order: _RowOrder | Int64Array
     for rule in rules:
         table_digits = digits[rule.table.index]
         if table_digits is not None:
@@ -901,7 +903,9 @@ def clusters_from_pairs(
                 raise InvalidInputError(f"pairs must have shape (E, 2), got {pairs.shape}")
             labeler.add(pairs[:, 0], pairs[:, 1])
     else:
-        for block in pairs:  # type: ignore[union-attr]
+        # Per the docstring, anything but an ndarray is an iterable of blocks; mypy cannot
+        # iterate the union because ArrayLike includes scalars.
+        for block in cast("Iterable[tuple[npt.ArrayLike, ...]]", pairs):
             labeler.add(block[0], block[1])
     return clusters_from_labels(labeler.labels(), include_singletons)
 
