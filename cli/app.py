@@ -161,6 +161,7 @@ def guarded(command: F) -> F:
             err(f"simdb: unexpected {type(error).__name__}: {error} (run with --debug to see where)")
             raise typer.Exit(exit_code_for(error)) from None
 
+    # functools.wraps keeps command's signature for typer; mypy only sees run's (*args, **kwargs).
     return run  # type: ignore[return-value]
 
 
@@ -408,6 +409,7 @@ def run_ingest(
 
 def _total(inputs: Iterable[Input]) -> int | None:
     sizes = [item.size for item in inputs]
+    # any() has ruled out None, but mypy cannot narrow the list's items through it.
     return None if any(size is None for size in sizes) else sum(sizes)  # type: ignore[arg-type]
 
 

@@ -213,6 +213,7 @@ def _open_binary(item: Input) -> tuple[IO[bytes], IO[bytes]]:
     """(stream to read, raw file whose position measures progress); gunzips ``.gz``."""
     raw: IO[bytes] = sys.stdin.buffer if item.path == "-" else open(item.path, "rb")  # noqa: SIM115 - closed by the caller
     if item.path.lower().endswith(".gz"):
+        # GzipFile is a binary file object, but typeshed derives it from BufferedIOBase, not IO[bytes].
         return gzip.GzipFile(fileobj=raw, mode="rb"), raw  # type: ignore[return-value]
     return raw, raw
 

@@ -204,10 +204,13 @@ class _Batch:
             return self
         drop = set(superseded.tolist())
         keep = [position for position in range(len(self.keys)) if position not in drop]
-        return _Batch(*([column[i] for i in keep] for column in (self.keys, self.index_keys, self.fingerprints, self.records)))
+        # Each column goes to the field of its own type, but mypy types the star-argument as
+        # the union of the column types, of unknown length, which matches no field.
+        return _Batch(*([column[i] for i in keep] for column in (self.keys, self.index_keys, self.fingerprints, self.records)))  # type: ignore[arg-type]
 
     def single(self, position: int) -> _Batch:
-        return _Batch(*([column[position]] for column in (self.keys, self.index_keys, self.fingerprints, self.records)))
+        # As in last_of_each_key: each column goes to the field of its own type.
+        return _Batch(*([column[position]] for column in (self.keys, self.index_keys, self.fingerprints, self.records)))  # type: ignore[arg-type]
 
 
 def open(  # noqa: A001 - the public name is simdb.open, as in the spec
@@ -1030,5 +1033,6 @@ class _KeyNames:
         at = np.minimum(np.searchsorted(found, self._ids), max(len(found) - 1, 0))
         present = (found[at] == self._ids) if len(found) else np.zeros(len(self._ids), dtype=bool)
         key_array = np.array(keys + [None], dtype=object)
-        self._names = np.where(present, key_array[at], None)
+        # numpy's stubs leave None out of ArrayLike; np.where takes it as an object scalar.
+        self._names = np.where(present, key_array[at], None)  # type: ignore[call-overload]
         self._known[:] = True

@@ -16,10 +16,14 @@ import hashlib
 import numbers
 import struct
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from simdb.errors import InvalidFingerprintError, InvalidKeyError
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 FINGERPRINT_LIMIT = 1 << 64
 #: Longest key accepted, in UTF-8 bytes.  Far beyond any URL; bounded so one key cannot
@@ -152,7 +156,9 @@ def sorted_table_keys(permute: Callable[[np.ndarray], np.ndarray], fingerprints:
 def table_entry_pairs(entries: np.ndarray) -> Iterator[tuple[bytes, bytes]]:
     """(key, empty value) pairs for LMDB from a ``V16`` array of table entry keys, made in C
     (the cheapest way to turn an array into the Python objects py-lmdb takes)."""
-    return struct.iter_unpack("16s0s", entries)
+    # ndarray exports the buffer protocol, but numpy's stubs declare __buffer__ only for
+    # Python 3.12 and later.
+    return struct.iter_unpack("16s0s", cast("Buffer", entries))
 
 
 def decode_table_keys(joined: bytes) -> tuple[np.ndarray, np.ndarray]:
