@@ -35,7 +35,7 @@ from simdb.errors import (
     SimdbError,
     StorageError,
 )
-from simdb.fingerprint import Fingerprinter, hamming, similarity, simhash, simhash_features, simhash_many
+from simdb.fingerprint import Fingerprinter, hamming, jaccard, similarity, simhash, simhash_features, simhash_many
 from simdb.keys import parse_fingerprint
 from simdb.plan import TablePlan, default_blocks
 
@@ -73,6 +73,7 @@ __all__ = [
     "find_all",
     "find_clusters",
     "hamming",
+    "jaccard",
     "open",
     "parse_fingerprint",
     "similarity",

@@ -30,6 +30,7 @@ from simdb.features import char_shingles, iter_chunks, normalize, tokenize, word
 from simdb.fingerprint import (
     Fingerprinter,
     hamming,
+    jaccard,
     similarity,
     simhash,
     simhash_features,
@@ -492,6 +493,51 @@ def test_near_duplicates_are_close_and_unrelated_texts_are_not() -> None:
 
 
 # -- the process pool ---------------------------------------------------------------------------------
+
+
+# -- exact Jaccard of feature sets ----------------------------------------------------------
+
+JACCARD_WORDS = ["the", "of", "apple", "pear", "plum", "fig", "Kiwi", "kiwi,", "lime", "42"]
+jaccard_texts = st.lists(st.sampled_from(JACCARD_WORDS), max_size=14).map(" ".join)
+jaccard_settings = st.sampled_from([
+    {},
+    {"stopwords": None},
+    {"features": "word"},
+    {"ngram": 2, "weights": "binary"},
+    {"features": "char", "ngram": 4},
+    {"bits": 128},
+])
+
+
+def ref_jaccard(a: str, b: str, **settings: Any) -> float:
+    settings = {name: value for name, value in settings.items() if name not in ("bits", "weights")}
+    first = {tuple(feature) for feature in ref_features(a, **settings)}
+    second = {tuple(feature) for feature in ref_features(b, **settings)}
+    if not first and not second:
+        return 1.0
+    return len(first & second) / len(first | second)
+
+
+@settings(max_examples=300, deadline=None)
+@given(jaccard_texts, jaccard_texts, jaccard_settings)
+def test_jaccard_is_the_exact_jaccard_of_the_feature_sets(a: str, b: str, settings_: dict[str, Any]) -> None:
+    expected = ref_jaccard(a, b, **settings_)
+    assert math.isclose(jaccard(a, b, **settings_), expected)
+    assert math.isclose(Fingerprinter(**settings_).jaccard(b, a), expected)
+
+
+def test_jaccard_of_long_texts_merges_features_across_chunks() -> None:
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(3000)]
+    a = " ".join(rng.choices(words, k=120_000))  # several chunks
+    b = a[: len(a) // 2] + " " + " ".join(rng.choices(words, k=60_000))
+    assert len(a) > 2 * features_module.CHUNK_CHARS
+    assert math.isclose(jaccard(a, b), ref_jaccard(a, b))
+
+
+def test_jaccard_rejects_a_non_text() -> None:
+    with pytest.raises(InvalidInputError, match="int"):
+        jaccard("some text", 42)  # type: ignore[arg-type]
 
 
 def test_workers_give_the_same_fingerprints_in_order() -> None:
