@@ -27,7 +27,7 @@ settings.  The script therefore also gives each F1 *expected over the choice of 
 function*: a SimHash bit differs between two documents with probability angle / pi, the angle
 between their weighted feature vectors (Charikar 2002), so a pair is within k bits with a
 binomial probability computed from its exact cosine (every pair with cosine >= 0.5 is found
-by a sparse product; below that the chance of k <= 8 of 64 bits is under 1e-4).  MinHash LSH
+by a sparse product; below that the chance of k <= 8 of 64 bits is at most 1.3e-4).  MinHash LSH
 gets the same treatment: with b bands of r rows a pair of Jaccard J becomes a candidate with
 probability 1 - (1 - J^r)^b.  Settings and k are chosen on the expected figures.
 ``--seeds N`` checks the model: it re-fingerprints the default features with N other hash
@@ -197,7 +197,7 @@ def build_minhashes(sets: Sequence[frozenset[str]]) -> list[Any]:
     return minhashes
 
 
-def feature_matrix(fingerprinter: Fingerprinter, documents: Sequence[str]) -> Any:
+def feature_matrix(fingerprinter: Fingerprinter, documents: Sequence[str]) -> tuple[Any, npt.NDArray[np.uint64]]:
     """The documents' weighted feature vectors as a scipy CSR matrix (one row per document,
     one column per distinct feature hash), and the column hashes.  O(total features)."""
     from scipy import sparse
