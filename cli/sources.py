@@ -53,6 +53,11 @@ class Input:
     kind: str
     size: int | None
 
+    @property
+    def name(self) -> str:
+        """How messages name this input."""
+        return "<stdin>" if self.path == "-" else self.path
+
 
 @dataclass
 class Intake:
@@ -225,6 +230,13 @@ def _position(raw: IO[bytes]) -> int:
         return 0
 
 
+def _nonblank_lines(item: Input, intake: Intake) -> Iterator[tuple[int, str, bytes]]:
+    """``(number, "NAME:NUMBER", line)`` for the lines of :func:`_lines` that are not blank."""
+    for number, line in _lines(item, intake):
+        if line.strip():
+            yield number, f"{item.name}:{number}", line
+
+
 def _lines(item: Input, intake: Intake) -> Iterator[tuple[int, bytes]]:
     """Numbered lines of a (possibly gzipped) file, advancing ``intake.bytes_done`` as the
     raw file is consumed.  An I/O or gzip error is reported and ends this input."""
@@ -310,12 +322,9 @@ def read_jsonl(inputs: Iterable[Input], intake: Intake, *, id_field: str, text_f
     field gets the key ``FILE:LINE`` (noticed once per file); a line without a string text
     field, or that is not a JSON object, is reported and counted.  Streams; O(file size)."""
     for item in inputs:
-        name = "<stdin>" if item.path == "-" else item.path
+        name = item.name
         warned_missing_id = False
-        for number, line in _lines(item, intake):
-            if not line.strip():
-                continue
-            where = f"{name}:{number}"
+        for number, where, line in _nonblank_lines(item, intake):
             record = _json_object(line, where, intake, name)
             if record is None:
                 continue
@@ -348,7 +357,7 @@ def read_fingerprint_tsv(inputs: Iterable[Input], intake: Intake) -> Iterator[It
     fingerprint in hex (``0x...`` or 16 digits) or decimal.  Bad lines are reported and
     counted.  Streams; O(file size)."""
     for item in inputs:
-        name = "<stdin>" if item.path == "-" else item.path
+        name = item.name
         for number, line in _lines(item, intake):
             where = f"{name}:{number}"
             text = decode(line, where, intake, name).rstrip("\r\n")
@@ -516,12 +525,9 @@ def read_export(inputs: Iterable[Input], intake: Intake, header: dict[str, Any],
 
 
 def _read_export_jsonl(item: Input, intake: Intake, header: dict[str, Any]) -> Iterator[Item]:
-    name = "<stdin>" if item.path == "-" else item.path
+    name = item.name
     first = True
-    for number, line in _lines(item, intake):
-        if not line.strip():
-            continue
-        where = f"{name}:{number}"
+    for _, where, line in _nonblank_lines(item, intake):
         if first and not line.lstrip().startswith(b"{"):
             # Not JSON at all: read the rest as TSV lines would be guessing; say so once.
             intake.fail(name, "neither an export JSONL file (lines of {...}) nor named .tsv", name)
