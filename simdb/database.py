@@ -203,14 +203,19 @@ class _Batch:
             self.key_order = (order, ordered)
             return self
         drop = set(superseded.tolist())
-        keep = [position for position in range(len(self.keys)) if position not in drop]
-        # Each column goes to the field of its own type, but mypy types the star-argument as
-        # the union of the column types, of unknown length, which matches no field.
-        return _Batch(*([column[i] for i in keep] for column in (self.keys, self.index_keys, self.fingerprints, self.records)))  # type: ignore[arg-type]
+        return self.take([position for position in range(len(self.keys)) if position not in drop])
 
     def single(self, position: int) -> _Batch:
-        # As in last_of_each_key: each column goes to the field of its own type.
-        return _Batch(*([column[position]] for column in (self.keys, self.index_keys, self.fingerprints, self.records)))  # type: ignore[arg-type]
+        return self.take([position])
+
+    def take(self, positions: Sequence[int]) -> _Batch:
+        """The batch of the items at ``positions``, in that order.  O(len(positions))."""
+        return _Batch(
+            [self.keys[i] for i in positions],
+            [self.index_keys[i] for i in positions],
+            [self.fingerprints[i] for i in positions],
+            [self.records[i] for i in positions],
+        )
 
 
 def open(  # noqa: A001 - the public name is simdb.open, as in the spec
