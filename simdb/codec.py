@@ -7,7 +7,6 @@ Nothing is ever deserialised with pickle.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import msgpack
@@ -16,8 +15,41 @@ from simdb.errors import CorruptDatabaseError, InvalidInputError
 from simdb.keys import describe
 
 
+# msgpack writes a tuple as an array, which reads back as a list, and a list cannot key a
+# dict: a record with a tuple as a map key would be written fine and then never read again.
+_MAP_KEY_TYPES = (str, int, float, bytes, bool, type(None))
+#: Deepest nesting of lists and dicts stored.  Far beyond real metadata, and low enough that
+#: anything reading it back (repr, JSON) stays clear of Python's recursion limit.
+MAX_DEPTH = 100
+
+
+def _check_storable(value: Any, what: str) -> None:
+    """Raise InvalidInputError if ``value`` nests deeper than :data:`MAX_DEPTH` or a dict
+    in it has a key that would not read back as a dict key.  O(size of value)."""
+    pending = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if depth > MAX_DEPTH and isinstance(item, (dict, list, tuple)):
+            raise InvalidInputError(f"{what} is nested more than {MAX_DEPTH} levels deep", "store flatter data")
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if not isinstance(key, _MAP_KEY_TYPES):
+                    raise InvalidInputError(
+                        f"{what} has a dict key {describe(key)} of type {type(key).__name__}, which cannot be stored",
+                        "use str, int, float, bytes, bool or None as dict keys",
+                    )
+                pending.append((inner, depth + 1))
+        elif isinstance(item, (list, tuple)):
+            pending.extend((inner, depth + 1) for inner in item)
+
+
 def pack(value: Any, what: str) -> bytes:
-    """Encode plain data (None, bool, int, float, str, bytes, list, tuple, dict)."""
+    """Encode plain data (None, bool, int, float, str, bytes, list, tuple, dict).  O(size)."""
+    _check_storable(value, what)
+    return _packb(value, what)
+
+
+def _packb(value: Any, what: str) -> bytes:
     try:
         return msgpack.packb(value, use_bin_type=True)
     except (TypeError, ValueError, OverflowError, UnicodeEncodeError) as exc:
@@ -36,9 +68,18 @@ def unpack(encoded: bytes | None, what: str) -> Any:
         raise CorruptDatabaseError(f"{what} is damaged: {exc}", "run check(); restore from a backup or export") from None
 
 
-def pack_documents(keys: list[str], fingerprints: list[int], metas: Iterable[Any]) -> list[bytes] | None:
-    """Encode many document records in one C-level pass; None if any cannot be encoded
-    (:func:`pack_document` then names the culprit)."""
+def pack_documents(keys: list[str], fingerprints: list[int], metas: list[Any] | None) -> list[bytes] | None:
+    """Encode many document records in one C-level pass (``metas=None``: no metadata); None
+    if any cannot be encoded (:func:`pack_document` then names the culprit)."""
+    if metas is None:
+        metas = [None] * len(keys)
+    else:
+        try:
+            for meta in metas:
+                if meta is not None:
+                    _check_storable(meta, "meta")
+        except InvalidInputError:
+            return None
     packer = msgpack.Packer(use_bin_type=True, autoreset=True)
     try:
         return list(map(packer.pack, zip(keys, fingerprints, metas)))  # tuples pack as arrays
@@ -49,7 +90,9 @@ def pack_documents(keys: list[str], fingerprints: list[int], metas: Iterable[Any
 def pack_document(key: str, fingerprint: int, meta: Any) -> bytes:
     """Encode one document record as ``[key, fingerprint, meta]``; bad meta raises
     InvalidInputError naming the key."""
-    return pack([key, fingerprint, meta], f"meta of key {describe(key)}")
+    what = f"meta of key {describe(key)}"
+    _check_storable(meta, what)  # the meta alone, so its depth counts as in pack_documents
+    return _packb([key, fingerprint, meta], what)
 
 
 def unpack_document(encoded: bytes) -> tuple[str, int, Any]:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import islice, repeat
+from itertools import islice
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import lmdb
@@ -39,6 +39,7 @@ from simdb.errors import (
     FingerprinterError,
     FormatVersionError,
     InvalidInputError,
+    InvalidKeyError,
     NotADatabaseError,
 )
 from simdb.keys import (
@@ -54,6 +55,7 @@ from simdb.keys import (
     index_key,
     index_key_order,
     index_keys,
+    iterate,
     sorted_table_keys,
     table_entry_pairs,
     table_key,
@@ -165,7 +167,9 @@ class _Batch:
         fingerprints = [row[1] for row in rows]
         if set(map(type, keys)) != {str} or set(map(type, fingerprints)) != {int}:
             return None
-        if min(fingerprints) < 0 or max(fingerprints) >= FINGERPRINT_LIMIT or not min(map(len, keys)):
+        # A key longer than the limit in characters is too long in bytes: refuse it before
+        # encoding, so a huge key is never copied.
+        if min(fingerprints) < 0 or max(fingerprints) >= FINGERPRINT_LIMIT or not 0 < min(map(len, keys)) <= max(map(len, keys)) <= MAX_KEY_BYTES:
             return None
         try:
             encoded = list(map(str.encode, keys))
@@ -173,7 +177,7 @@ class _Batch:
             return None
         if max(map(len, encoded)) > MAX_KEY_BYTES:
             return None
-        metas = repeat(None) if len(rows[0]) == 2 and set(map(len, rows)) == {2} else [row[2] if len(row) == 3 else None for row in rows]
+        metas = None if set(map(len, rows)) == {2} else [row[2] if len(row) == 3 else None for row in rows]
         records = codec.pack_documents(keys, fingerprints, metas)
         return None if records is None else cls(keys, index_keys(encoded), fingerprints, records)
 
@@ -195,15 +199,26 @@ class _Batch:
             batch.records.append(codec.pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
         return batch
 
-    def last_of_each_key(self) -> _Batch:
-        """The batch with each key once, at its last occurrence's value.  O(n log n) in numpy."""
+    def once_per_key(self) -> tuple[_Batch, int]:
+        """The batch with each key once, where it first occurs, holding its last occurrence's
+        value; and how many repeats were folded in.  That is what adding the items one by one
+        would leave, whatever the batch size.  O(n log n) in numpy."""
         order, ordered = index_key_order(self.index_keys)  # equal keys adjacent, in batch order
-        superseded = order[:-1][(ordered[:-1] == ordered[1:]).all(axis=1)]
-        if not len(superseded):
+        repeats = (ordered[:-1] == ordered[1:]).all(axis=1)  # sorted item i + 1 repeats item i
+        if not repeats.any():
             self.key_order = (order, ordered)
-            return self
-        drop = set(superseded.tolist())
-        return self.take([position for position in range(len(self.keys)) if position not in drop])
+            return self, 0
+        starts = np.flatnonzero(np.concatenate([[True], ~repeats]))
+        ends = np.append(starts[1:], len(order)) - 1
+        last_of = dict(zip(order[starts].tolist(), order[ends].tolist()))
+        firsts = sorted(last_of)
+        folded = _Batch(
+            [self.keys[i] for i in firsts],
+            [self.index_keys[i] for i in firsts],
+            [self.fingerprints[last_of[i]] for i in firsts],
+            [self.records[last_of[i]] for i in firsts],
+        )
+        return folded, len(self.keys) - len(firsts)
 
     def single(self, position: int) -> _Batch:
         return self.take([position])
@@ -240,6 +255,28 @@ def open(  # noqa: A001 - the public name is simdb.open, as in the spec
     return Database(path, k=k, blocks=blocks, readonly=readonly, fingerprinter=fingerprinter, create=create, map_size=map_size)
 
 
+def _check_open_arguments(
+    path: object, k: object, blocks: object, fingerprinter: object, map_size: object
+) -> None:
+    """Refuse arguments of the wrong type or range before anything is opened.  O(1)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidInputError(f"path {describe(path)} is a {type(path).__name__}, not a str or path")
+    for name, value, lowest in (("k", k, 0), ("blocks", blocks, 1), ("map_size", map_size, 1)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < lowest):
+            raise InvalidInputError(f"{name}={describe(value)} is not an int >= {lowest}")
+    if fingerprinter is None:
+        return
+    from simdb.fingerprint import Fingerprinter
+
+    if not isinstance(fingerprinter, Fingerprinter):
+        raise InvalidInputError(f"fingerprinter={describe(fingerprinter)} is not a Fingerprinter", "make one with simdb.Fingerprinter(...)")
+    if fingerprinter.bits != BITS:
+        raise InvalidInputError(
+            f"fingerprinter {fingerprinter!r} makes {fingerprinter.bits}-bit fingerprints; the index stores {BITS}-bit ones",
+            f"use bits={BITS}",
+        )
+
+
 class Database:
     """A persistent SimHash index.  Safe to share between threads; many processes may read
     while one writes.  Use as a context manager, or call :meth:`close`."""
@@ -255,20 +292,25 @@ class Database:
         create: bool = True,
         map_size: int | None = None,
     ) -> None:
+        _check_open_arguments(path, k, blocks, fingerprinter, map_size)
+        if create and not readonly and not Storage.exists(path):
+            # A new database's plan is checked before its directory is made, so that a
+            # refused open leaves nothing behind for a later open to pick up.
+            TablePlan.create(DEFAULT_K if k is None else k, blocks)
         self._storage = Storage.open(path, readonly=readonly, create=create, names=[META], map_size=map_size)
         try:
-            self._setup(k, blocks, fingerprinter)
+            self._setup(k, blocks, fingerprinter, create)
         except BaseException:
             self._storage.close()
             raise
 
     # -- configuration -------------------------------------------------------------------
 
-    def _setup(self, k: int | None, blocks: int | None, fingerprinter: Fingerprinter | None) -> None:
+    def _setup(self, k: int | None, blocks: int | None, fingerprinter: Fingerprinter | None, create: bool) -> None:
         storage = self._storage
         stored = self._read_config()
         if stored is None:
-            if storage.readonly:
+            if storage.readonly or not create:
                 raise NotADatabaseError(f"{storage.path} holds no simdb database yet", "create it by opening it writable")
             self._use_plan(TablePlan.create(DEFAULT_K if k is None else k, blocks))
             if not storage.write(lambda txn: self._initialise(txn, fingerprinter)):
@@ -338,11 +380,6 @@ class Database:
         return True
 
     def _settle_fingerprinter(self, given: Fingerprinter | None) -> Fingerprinter | None:
-        if given is not None and given.bits != self.plan.bits:
-            raise InvalidInputError(
-                f"fingerprinter {given!r} makes {given.bits}-bit fingerprints; the index stores {self.plan.bits}-bit ones",
-                f"use bits={self.plan.bits}",
-            )
         with self._storage.read() as txn:
             raw = txn.get(FINGERPRINTER_KEY, db=self._storage.db(META))
         if raw is None:
@@ -359,8 +396,10 @@ class Database:
             )
         return stored
 
-    def _store_fingerprinter(self, fingerprinter: Fingerprinter) -> Fingerprinter:
-        """Store settings the first time text is used; never overwrite other settings."""
+    def _store_fingerprinter(self, fingerprinter: Fingerprinter, *, given: bool = True) -> Fingerprinter:
+        """Store settings the first time text is used; never overwrite other settings.  If
+        another process stored some first, they stand: an error if ``fingerprinter`` was
+        given explicitly, else they are returned."""
         if self._storage.readonly:
             raise FingerprinterError(
                 f"{self._storage.path} has no fingerprint settings and is open read-only",
@@ -377,7 +416,7 @@ class Database:
             return fingerprinter
 
         stored = self._storage.write(store)
-        if stored != fingerprinter:
+        if given and stored != fingerprinter:
             raise ConfigMismatchError(
                 f"fingerprinter {fingerprinter!r} was given, but {self._storage.path} now uses {stored!r}"
             )
@@ -409,7 +448,8 @@ class Database:
         if self._fingerprinter is None:
             from simdb.fingerprint import Fingerprinter
 
-            self._fingerprinter = self._store_fingerprinter(Fingerprinter())
+            # Another process may have stored settings since this handle opened: they stand.
+            self._fingerprinter = self._settle_fingerprinter(None) or self._store_fingerprinter(Fingerprinter(), given=False)
         return self._fingerprinter
 
     def _resolve(self, fingerprint: object, text: str | None) -> int:
@@ -471,7 +511,7 @@ class Database:
         a batch into empty tables (a bulk load) is written in append mode."""
         _check_batch_size(batch_size)
         total = AddResult()
-        iterator = iter(items)
+        iterator = iterate(items, "items")
         position = 0
         while True:
             batch = _Batch.prepare(islice(iterator, batch_size), position)
@@ -498,8 +538,10 @@ class Database:
         fingerprinter = self._text_fingerprinter()
         waiting: deque[tuple[Any, Any]] = deque()  # (key, meta) of texts sent, in order
 
+        item_iterator = iterate(items, "items")
+
         def texts() -> Iterator[Any]:
-            for position, item in enumerate(items):
+            for position, item in enumerate(item_iterator):
                 if not isinstance(item, (tuple, list)) or len(item) not in (2, 3) or not isinstance(item[1], (str, bytes)):
                     raise InvalidInputError(f"item {position} ({describe(item)}) is not (key, text) or (key, text, meta)")
                 waiting.append((item[0], item[2] if len(item) == 3 else None))
@@ -518,7 +560,10 @@ class Database:
         reserve = sum(map(len, batch.records)) * 2 + len(batch.keys) * (len(self.plan.tables) + 2) * 64
         if if_new:
             return self._storage.write(lambda txn: self._store_if_new(txn, batch), reserve)
-        return self._storage.write(lambda txn: self._store(txn, batch.last_of_each_key()), reserve)
+        unique, repeats = batch.once_per_key()
+        result = self._storage.write(lambda txn: self._store(txn, unique), reserve)
+        result.replaced += repeats  # a repeated key replaced its earlier value in this batch
+        return result
 
     def _store(self, txn: lmdb.Transaction[bytes], batch: _Batch) -> AddResult:
         """Write a batch with unique keys: new keys get fresh ids, existing keys keep theirs
@@ -639,7 +684,7 @@ class Database:
         batch; returns how many were removed.  Cost: O(tables) deletes per key."""
         _check_batch_size(batch_size)
         removed = 0
-        remaining = iter(keys)
+        remaining = iterate(keys, "keys")
         while batch := [(key, index_key(check_key(key))) for key in islice(remaining, batch_size)]:
             removed += self._storage.write(partial(self._delete, batch=batch))
         return removed
@@ -747,11 +792,11 @@ class Database:
         if texts is not None:
             if fingerprints is not None:
                 raise InvalidInputError("both fingerprints and texts= were given", "give one of them")
-            queries = self._text_fingerprinter().fingerprint_many(list(texts))
+            queries = self._text_fingerprinter().fingerprint_many(list(iterate(texts, "texts")))
         elif fingerprints is None:
             raise InvalidInputError("no fingerprints were given", "pass fingerprints or texts=")
         else:
-            queries = [check_fingerprint(fp) for fp in fingerprints]
+            queries = [check_fingerprint(fp) for fp in iterate(fingerprints, "fingerprints")]
         k = self._check_k(k)
         limit = self._check_limit(limit)
         if not queries:
@@ -779,7 +824,12 @@ class Database:
         return None if found is None else found[1]
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and bool(key) and self.get(key) is not None
+        if not isinstance(key, str):
+            return False
+        try:
+            return self.get(key) is not None
+        except InvalidKeyError:  # empty, too long or not valid Unicode: no such key is stored
+            return False
 
     def __len__(self) -> int:
         with self._storage.read() as txn:

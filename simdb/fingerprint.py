@@ -61,6 +61,7 @@ import numpy.typing as npt
 from simdb.errors import FingerprinterError, InvalidFingerprintError, InvalidInputError
 from simdb import features as _features_module
 from simdb.features import iter_chunks, tokenize
+from simdb.keys import iterate
 from simdb.stopwords import STOPWORD_LISTS, stopword_list
 
 #: Version of the fingerprint definition above.  Bump it whenever a change to this module
@@ -382,7 +383,8 @@ def _unique_rows(feature_hashes: UInt64Array) -> UInt64Array:
 
 
 def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
-    if isinstance(value, bool) or value not in choices:
+    # By type as well as value: 64.0 == 64 and True == 1, but neither is a setting.
+    if isinstance(value, bool) or not any(isinstance(value, type(choice)) and value == choice for choice in choices):
         raise InvalidInputError(f"{name}={value!r} is not a valid setting", f"use one of {list(choices)}")
 
 
@@ -792,6 +794,7 @@ class Fingerprinter:
         for the whole input.  Memory: the texts in flight only."""
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             raise InvalidInputError(f"workers={workers!r} is not a positive int or None")
+        iterate(texts, "texts")  # refuses one text passed alone, before any work starts
         if workers is None or workers == 1:
             return self._iter_here(texts)
         return _iter_in_pool(self, texts, workers)
@@ -831,7 +834,7 @@ class Fingerprinter:
         pending_rows = 0
         known = np.empty(0, dtype=np.uint64)
         known_counts = np.empty(0, dtype=np.int64)
-        for text in texts:
+        for text in iterate(texts, "texts"):
             documents += 1
             batches = [batch[:, 0] for batch in base._feature_batches(_as_text(text))]
             if batches:

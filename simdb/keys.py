@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import hashlib
 import numbers
+import re
 import struct
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 
-from simdb.errors import InvalidFingerprintError, InvalidKeyError
+from simdb.errors import InvalidFingerprintError, InvalidInputError, InvalidKeyError
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
+
+T = TypeVar("T")
 
 FINGERPRINT_LIMIT = 1 << 64
 #: Longest key accepted, in UTF-8 bytes.  Far beyond any URL; bounded so one key cannot
@@ -36,8 +39,23 @@ def describe(value: object, limit: int = 60) -> str:
     repr is built, not after)."""
     if isinstance(value, (str, bytes, bytearray)) and len(value) > limit:
         value = value[:limit]
-    text = repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"a deeply nested {type(value).__name__}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def iterate(items: Iterable[T], what: str) -> Iterator[T]:
+    """An iterator over ``items``, a collection of several; a lone str or bytes (which would
+    be taken apart into characters) or a non-iterable raises InvalidInputError naming
+    ``what``.  O(1)."""
+    if isinstance(items, (str, bytes, bytearray, memoryview)):
+        raise InvalidInputError(f"{what}={describe(items)} is one {type(items).__name__}, not a collection of them", f"pass a list, e.g. [{describe(items)}]")
+    try:
+        return iter(items)
+    except TypeError:
+        raise InvalidInputError(f"{what}={describe(items)} is a {type(items).__name__}, not an iterable") from None
 
 
 def check_key(key: object) -> bytes:
@@ -105,21 +123,26 @@ def check_fingerprint(fingerprint: object) -> int:
     return value
 
 
+_HEX_FINGERPRINT = re.compile(r"(?:0[xX][0-9a-fA-F]{1,16}|[0-9a-fA-F]{16})")
+_DECIMAL_FINGERPRINT = re.compile(r"[0-9]{1,20}")
+
+
 def parse_fingerprint(text: str) -> int:
-    """Parse a fingerprint written as hex (``0x``-prefixed or 16 hex digits) or decimal."""
+    """Parse a fingerprint written as hex (``0x`` and up to 16 hex digits, or exactly 16 hex
+    digits, which are hex even when all are 0-9, as ``%016x`` writes them) or as decimal
+    (up to 20 ASCII digits).  Underscores and surrounding whitespace are ignored."""
+    if not isinstance(text, str):
+        raise InvalidFingerprintError(f"fingerprint {describe(text)} is a {type(text).__name__}, not a str")
     cleaned = text.strip().replace("_", "")
-    try:
-        if cleaned.lower().startswith("0x"):
-            value = int(cleaned[2:], 16)
-        elif len(cleaned) == 16 and not cleaned.isdecimal():
-            value = int(cleaned, 16)
-        else:
-            value = int(cleaned, 10) if cleaned.isdecimal() else int(cleaned, 16)
-    except ValueError:
+    if _HEX_FINGERPRINT.fullmatch(cleaned):
+        value = int(cleaned.removeprefix("0x").removeprefix("0X"), 16)
+    elif _DECIMAL_FINGERPRINT.fullmatch(cleaned):
+        value = int(cleaned)
+    else:
         raise InvalidFingerprintError(
             f"fingerprint {describe(text)} is neither hex nor decimal",
-            "write it as 0x followed by up to 16 hex digits, or as a decimal number",
-        ) from None
+            "write it as 0x followed by up to 16 hex digits, as exactly 16 hex digits, or as a decimal number",
+        )
     return check_fingerprint(value)
 
 

@@ -33,13 +33,20 @@ TARGET_LEADING_BITS = math.ceil(math.log2(1_000_000))
 UInt64Array = npt.NDArray[np.uint64]
 
 
+#: A plan may have at most this many tables: each one is a full copy of the index.
+MAX_TABLES = 10_000
+
+
 def default_blocks(k: int, bits: int = BITS, target_leading_bits: int = TARGET_LEADING_BITS) -> int:
     """Return the smallest block count m > k whose shortest table prefix has at least
-    ``target_leading_bits`` bits (or m = bits when no m reaches it).  O(bits)."""
-    for blocks in range(k + 1, bits + 1):
+    ``target_leading_bits`` bits, among those needing at most :data:`MAX_TABLES` tables;
+    when none reaches it (large k), the allowed m with the longest prefixes.  O(bits)."""
+    allowed = [blocks for blocks in range(k + 1, bits + 1) if math.comb(blocks, k) <= MAX_TABLES]
+    for blocks in allowed:
         if sum(block_widths(bits, blocks)[-(blocks - k):]) >= target_leading_bits:
             return blocks
-    return bits
+    # Prefixes (m - k of m equal blocks) grow with m, so the largest allowed m is best.
+    return allowed[-1]
 
 
 def block_widths(bits: int, blocks: int) -> list[int]:
@@ -134,7 +141,7 @@ class TablePlan:
                 f"blocks={blocks!r} is invalid for k={k}",
                 f"the block count must be an int with k < blocks <= {bits}",
             )
-        if math.comb(blocks, k) > 10_000:
+        if math.comb(blocks, k) > MAX_TABLES:
             raise InvalidInputError(
                 f"blocks={blocks}, k={k} needs {math.comb(blocks, k)} tables",
                 "choose fewer blocks or a smaller k",

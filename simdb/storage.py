@@ -43,6 +43,7 @@ from simdb.errors import (
 T = TypeVar("T")
 
 CURRENT = "CURRENT"
+FIRST_GENERATION = "data-000001.mdb"
 _STAGING = ".CURRENT."  # prefix of the files CURRENT is written to before the atomic rename
 _GENERATION = re.compile(r"data-(\d{6})\.mdb")
 MIN_MAP_SIZE = 1 << 26  # 64 MiB of address space; the file itself only grows as pages are written
@@ -61,6 +62,8 @@ def translate(exc: lmdb.Error, where: object) -> DatabaseError:
         return DiskFullError(f"no space left writing {where}: {text}", "free disk space; the batch was not stored")
     if isinstance(exc, (lmdb.CorruptedError, lmdb.InvalidError, lmdb.PageNotFoundError, lmdb.VersionMismatchError)):
         return CorruptDatabaseError(f"{where} is damaged: {text}", "restore it from a backup or an export")
+    if "already open" in text:  # LMDB allows one environment per file per process
+        return StorageError(f"{where} is already open in this process", "open it once and share the Database: it is thread-safe")
     return StorageError(f"LMDB failed on {where}: {text}")
 
 
@@ -160,6 +163,11 @@ class Storage:
 
     # -- opening -------------------------------------------------------------------------
 
+    @staticmethod
+    def exists(path: str | os.PathLike[str]) -> bool:
+        """Whether a database directory is at ``path`` (its ``CURRENT`` file is).  O(1)."""
+        return (Path(path) / CURRENT).exists()
+
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, readonly: bool, create: bool, names: list[bytes], map_size: int | None) -> Storage:
         """Open (or create) the database directory at ``path``."""
@@ -184,7 +192,7 @@ class Storage:
     def _create_directory(directory: Path) -> None:
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            _point_current_at(directory, "data-000001.mdb")  # racing creators write the same
+            _point_current_at(directory, FIRST_GENERATION)  # racing creators write the same
         except OSError as exc:
             raise StorageError(f"cannot create a database at {directory}: {exc.strerror}", "check the path and its permissions") from None
 
@@ -205,13 +213,18 @@ class Storage:
         for _ in range(100):
             name, inode = self._read_current()
             data_file = self.path / name
-            if not data_file.exists():
+            size = data_file.stat().st_size if data_file.exists() else 0
+            if not size:
                 if self._read_current()[0] != name:
                     continue  # swapped and removed between our two reads: read CURRENT again
+                state = "empty" if data_file.exists() else "missing"
+                if name != FIRST_GENERATION:
+                    # A compaction makes its file whole before CURRENT names it: this is damage,
+                    # and starting an empty database over it would hide the loss.
+                    raise CorruptDatabaseError(f"{data_file} is {state}", "restore the database from a backup or an export")
                 if self.readonly:
-                    raise NotADatabaseError(f"{self.path} has no data file {name}", "was its creation interrupted?")
+                    raise NotADatabaseError(f"{data_file} is {state}", "was its creation interrupted? open it writable to finish it")
             try:
-                size = data_file.stat().st_size if data_file.exists() else 0
                 env = lmdb.open(
                     str(data_file),
                     subdir=False,
@@ -227,6 +240,13 @@ class Storage:
                 if "No such file" in str(exc):
                     continue
                 raise translate(exc, data_file) from None
+            if self._read_current() != (name, inode):
+                # A compaction swapped generations while we opened this one, and removed it:
+                # a writable open then made a new empty file under the old name.  Drop it.
+                env.close()
+                if not self.readonly:
+                    _remove_generation(self.path, name)
+                continue
             self._check_file_length(env, data_file)
             env.reader_check()  # clear reader slots left by killed processes
             self._env, self._current_inode, self.generation = env, inode, name

@@ -8,6 +8,8 @@ import threading
 
 import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import simdb
 from simdb.database import CONFIG_KEY, META
@@ -50,9 +52,24 @@ def test_adding_an_existing_key_replaces_fingerprint_and_meta(db_path) -> None:
 def test_a_key_given_twice_in_one_batch_keeps_the_last(db_path) -> None:
     with simdb.open(db_path) as db:
         result = db.add_many([("a", 1), ("b", 2), ("a", 3, {"last": True})])
-        assert (result.added, result.replaced) == (2, 0)
+        assert (result.added, result.replaced) == (2, 1)
         assert db.get("a") == simdb.Document("a", 3, {"last": True})
         assert db.check()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abcde"), st.integers(0, 7)), max_size=12), st.integers(1, 13))
+def test_add_many_leaves_what_adding_one_by_one_leaves_whatever_the_batch_size(tmp_path_factory, items, batch_size) -> None:
+    root = tmp_path_factory.mktemp("batches")
+    with simdb.open(root / "one-by-one") as single, simdb.open(root / "batched") as batched:
+        added = replaced = 0
+        for key, fingerprint in items:
+            result = single.add(key, fingerprint)
+            added, replaced = added + result.added, replaced + result.replaced
+        result = batched.add_many(items, batch_size=batch_size)
+        assert (result.added, result.replaced) == (added, replaced)
+        assert list(batched.items()) == list(single.items())  # same values, same insertion order
+        assert [m.key for m in batched.query(0, 3)] == [m.key for m in single.query(0, 3)]
 
 
 def test_identical_fingerprints_all_survive_and_match(db_path) -> None:

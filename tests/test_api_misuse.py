@@ -1,0 +1,269 @@
+"""Misuse of the library API: each mistake raises a SimdbError naming what was wrong, and
+leaves nothing half-made on disk or in the database."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tracemalloc
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simdb
+from simdb.codec import MAX_DEPTH
+from simdb.keys import parse_fingerprint
+from simdb.plan import MAX_TABLES, TARGET_LEADING_BITS, TablePlan
+from tests.conftest import as_items, brute_force_query
+
+# -- opening ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"fingerprinter": simdb.Fingerprinter(bits=128)},
+        {"fingerprinter": simdb.Fingerprinter(bits=32)},
+        {"fingerprinter": "english"},
+        {"k": 64},
+        {"k": -1},
+        {"k": "3"},
+        {"k": 3.0},
+        {"k": 3, "blocks": 3},
+        {"blocks": True},
+        {"map_size": "big"},
+        {"map_size": -5},
+    ],
+    ids=repr,
+)
+def test_a_refused_open_leaves_no_database_behind(db_path, arguments) -> None:
+    with pytest.raises(simdb.InvalidInputError):
+        simdb.open(db_path, **arguments)
+    assert not db_path.exists()
+    with simdb.open(db_path) as db:  # the path is still free for a good open
+        assert db.k == 3 and db.fingerprinter is None
+
+
+@pytest.mark.parametrize("path", [None, 5, b"bytes"])
+def test_a_path_of_the_wrong_type_is_refused(path) -> None:
+    with pytest.raises(simdb.InvalidInputError, match="path"):
+        simdb.open(path)
+
+
+def test_create_false_never_sets_up_a_database(db_path) -> None:
+    db_path.mkdir()
+    (db_path / "CURRENT").write_text("data-000001.mdb\n")  # a creation interrupted early
+    with pytest.raises(simdb.NotADatabaseError, match="no simdb database yet"):
+        simdb.open(db_path, create=False)
+    with simdb.open(db_path) as db:  # an ordinary open finishes the creation
+        db.add("a", 1)
+        assert db.check()
+
+
+def test_the_same_path_twice_in_one_process_says_why(db_path) -> None:
+    with simdb.open(db_path):
+        with pytest.raises(simdb.StorageError, match="already open in this process.*share the Database"):
+            simdb.open(db_path, readonly=True)
+
+
+@pytest.mark.parametrize("damage", ["missing", "empty"])
+def test_a_later_generation_that_is_missing_or_empty_is_damage_not_a_fresh_start(db_path, damage: str) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many(as_items(range(50)))
+        db.compact()
+        generation = db._storage.path / db._storage.generation
+    assert generation.name != "data-000001.mdb"
+    if damage == "missing":
+        generation.unlink()
+    else:
+        generation.write_bytes(b"")
+    for readonly in (False, True):
+        with pytest.raises(simdb.CorruptDatabaseError, match=damage):
+            simdb.open(db_path, readonly=readonly)
+    assert generation.exists() == (damage == "empty")  # nothing was made in its place
+
+
+@pytest.mark.parametrize("k", [12, 20, 40, 63])
+def test_large_k_gets_a_default_plan_with_no_false_negatives(tmp_path, k: int) -> None:
+    plan = TablePlan.create(k)
+    assert len(plan.tables) <= MAX_TABLES
+    values = [(1 << 64) - 1, 0, *range(1, 200, 7), *(((1 << bits) - 1) << (64 - bits) for bits in range(1, 64, 5))]
+    stored = dict(as_items(values))
+    with simdb.open(tmp_path / "db", k=k) as db:
+        db.add_many(stored.items())
+        for query in (0, (1 << 64) - 1, 0x5555_5555_5555_5555):
+            assert sorted((m.key, m.distance) for m in db.query(query)) == brute_force_query(stored, query, k)
+
+
+def test_every_k_has_a_default_plan_within_the_table_limit() -> None:
+    for k in range(64):
+        plan = TablePlan.create(k)
+        assert len(plan.tables) <= MAX_TABLES
+        if k <= 11:  # up to here some plan reaches the target prefix within the limit
+            assert min(table.leading_bits for table in plan.tables) >= TARGET_LEADING_BITS
+
+
+# -- metadata ----------------------------------------------------------------------------------
+
+
+def nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def cyclic() -> list:
+    value: list = []
+    value.append(value)
+    return value
+
+
+@pytest.mark.parametrize(
+    ("meta", "message"),
+    [
+        ({(1, 2): "x"}, "dict key"),
+        ({"a": [{frozenset(): 1}]}, "dict key"),
+        (nested(MAX_DEPTH + 2), "nested"),
+        (cyclic(), "nested"),
+    ],
+    ids=["tuple key", "frozenset key deep down", "too deep", "cycle"],
+)
+def test_metadata_that_could_not_be_read_back_is_refused_at_write(db_path, meta, message: str) -> None:
+    with simdb.open(db_path) as db:
+        db.add("kept", 5, {"fine": [1, 2]})
+        with pytest.raises(simdb.InvalidInputError, match=f"meta of key 'bad'.*{message}"):
+            db.add("bad", 3, meta)
+        for rows in ([("bad", 3, meta), ("other", 4)], [("other", 4), ["bad", 3, meta]]):
+            with pytest.raises(simdb.InvalidInputError, match="'bad'"):
+                db.add_many(rows)
+        assert [document.key for document in db.items()] == ["kept"]
+        assert db.query(5)[0].meta == {"fine": [1, 2]}
+        assert db.check()
+
+
+def test_metadata_as_deep_as_allowed_reads_back(db_path) -> None:
+    deepest = nested(MAX_DEPTH + 1)
+    with simdb.open(db_path) as db:
+        db.add("deep", 1, deepest)
+        db.add_many([("deep-batch", 2, deepest)])
+        assert db.get("deep").meta == deepest and db.get("deep-batch").meta == deepest
+        scalar_keys = {"s": 1, 2: "int", 2.5: "float", b"b": "bytes", None: "none", True: "bool"}
+        db.add("keys", 3, scalar_keys)
+        assert db.get("keys").meta == scalar_keys
+
+
+# -- collections of items ------------------------------------------------------------------------
+
+
+def test_one_string_where_a_collection_belongs_is_refused(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many([("doc-1", 1), ("d", 2), ("o", 3), ("c", 4), ("1", 5)])
+        calls = [
+            lambda: db.remove_many("doc-1"),
+            lambda: db.query_many("abc"),
+            lambda: db.query_many(texts="abc"),
+            lambda: db.add_many("ab"),
+            lambda: db.add_texts("ab"),
+            lambda: simdb.simhash_many("ab"),
+            lambda: simdb.simhash_many(b"ab", workers=2),
+            lambda: simdb.Fingerprinter().fit_idf("abc"),
+        ]
+        for call in calls:
+            with pytest.raises(simdb.InvalidInputError, match="not a collection"):
+                call()
+        for call in (lambda: db.remove_many(5), lambda: db.query_many(5), lambda: db.add_many(5), lambda: db.add_texts(5), lambda: simdb.simhash_many(None)):
+            with pytest.raises(simdb.InvalidInputError, match="not an iterable"):
+                call()
+        assert len(db) == 5
+
+
+def test_membership_of_impossible_keys_is_false(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add("a", 1)
+        assert "a" in db
+        assert "\ud800" not in db and "" not in db and 5 not in db and None not in db
+
+
+def test_a_huge_key_in_a_batch_is_refused_before_it_is_copied(db_path) -> None:
+    huge = "k" * (64 << 20)
+    with simdb.open(db_path) as db:
+        tracemalloc.start()
+        try:
+            with pytest.raises(simdb.InvalidKeyError, match="over the"):
+                db.add_many([(huge, 1), ("small", 2)])
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 8 << 20
+        assert len(db) == 0
+
+
+@pytest.mark.parametrize("bits", [64.0, True, "64"])
+def test_a_setting_of_the_wrong_type_is_refused(bits) -> None:
+    with pytest.raises(simdb.InvalidInputError, match="bits"):
+        simdb.Fingerprinter(bits=bits)
+    with pytest.raises(simdb.InvalidInputError, match="bits"):
+        simdb.simhash("some text", bits=bits)
+
+
+# -- settings stored by another process ------------------------------------------------------------
+
+STORE_SETTINGS = """
+import sys, simdb
+with simdb.open(sys.argv[1], fingerprinter=simdb.Fingerprinter(ngram=2)) as db:
+    db.add("theirs", text="words written by the other process")
+"""
+
+
+def test_settings_stored_by_another_process_are_adopted_by_an_open_handle(db_path) -> None:
+    with simdb.open(db_path) as db:
+        assert db.fingerprinter is None
+        run = subprocess.run([sys.executable, "-c", STORE_SETTINGS, str(db_path)], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        db.add("ours", text="words written by this process")
+        assert db.fingerprinter == simdb.Fingerprinter(ngram=2)
+        assert db.get("ours").fingerprint == simdb.simhash("words written by this process", ngram=2)
+        assert db.query(text="words written by the other process")[0].key == "theirs"
+
+
+def test_a_read_only_handle_adopts_settings_stored_after_it_opened(db_path) -> None:
+    simdb.open(db_path).close()
+    with simdb.open(db_path, readonly=True) as reader:
+        run = subprocess.run([sys.executable, "-c", STORE_SETTINGS, str(db_path)], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        assert reader.query(text="words written by the other process")[0].key == "theirs"
+
+
+# -- fingerprints written as text ----------------------------------------------------------------
+
+fingerprints = st.integers(0, (1 << 64) - 1)
+
+
+@settings(max_examples=300)
+@given(fingerprints)
+def test_parse_fingerprint_reads_every_written_form(value: int) -> None:
+    assert parse_fingerprint(f"{value:016x}") == value  # hex even when every digit is 0-9
+    assert parse_fingerprint(f"{value:016X}") == value
+    assert parse_fingerprint(hex(value)) == value
+    if len(str(value)) != 16:  # decimal, unless it looks like 16 hex digits
+        assert parse_fingerprint(str(value)) == value
+        assert parse_fingerprint(f"  {value:_}\n") == value
+
+
+def test_sixteen_decimal_digits_are_hex() -> None:
+    assert parse_fingerprint("0000000000000010") == 16
+    assert parse_fingerprint("9709299817409146") == 0x9709299817409146
+
+
+@pytest.mark.parametrize("text", ["1e5", "ff", "１２３", "", "0x", "0x" + "f" * 17, "f" * 17, "-1", "18446744073709551616", "1.0"])
+def test_parse_fingerprint_refuses_what_is_neither(text: str) -> None:
+    with pytest.raises(simdb.InvalidFingerprintError):
+        parse_fingerprint(text)
+
+
+@pytest.mark.parametrize("value", [5, None, b"ff"])
+def test_parse_fingerprint_refuses_non_strings(value) -> None:
+    with pytest.raises(simdb.InvalidFingerprintError, match="not a str"):
+        parse_fingerprint(value)
