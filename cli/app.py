@@ -108,6 +108,10 @@ NgramOption = Annotated[
     int | None,
     typer.Option("--ngram", min=1, help="Tokens per feature (default 3 for word-shingle, 5 for char). Fixed at the first text added.", show_default=False),
 ]
+StopwordsOption = Annotated[
+    str | None,
+    typer.Option("--stopwords", help="Drop this language's stop words before forming features (english); by default every word counts. Fixed at the first text added.", show_default=False),
+]
 QueryKOption = Annotated[int | None, typer.Option("-k", min=0, help="Largest Hamming distance to report, at most the index's k (the default).", show_default=False)]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -197,13 +201,13 @@ def open_existing(path: str, *, readonly: bool = True) -> simdb.Database:
     return simdb.open(path, readonly=readonly, create=False)
 
 
-def make_fingerprinter(features: str | None, ngram: int | None, bits: int = 64, *, always: bool = False) -> Fingerprinter | None:
+def make_fingerprinter(features: str | None, ngram: int | None, stopwords: str | None, bits: int = 64, *, always: bool = False) -> Fingerprinter | None:
     """Fingerprint settings from the command line; None (use the database's) if none given."""
-    if features is None and ngram is None and bits == 64 and not always:
+    if features is None and ngram is None and stopwords is None and bits == 64 and not always:
         return None
     from simdb.fingerprint import Fingerprinter
 
-    return Fingerprinter(features=features or "word-shingle", ngram=ngram, bits=bits)
+    return Fingerprinter(features=features or "word-shingle", ngram=ngram, bits=bits, stopwords=stopwords)
 
 
 def read_argument_text(text: str) -> str:
@@ -442,6 +446,7 @@ def add(
     blocks: BlocksOption = None,
     features: FeaturesOption = None,
     ngram: NgramOption = None,
+    stopwords: StopwordsOption = None,
     progress: ProgressOption = True,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
@@ -466,7 +471,7 @@ def add(
     if not inputs:  # every input named was missing: don't create a database for a typo
         out(f"added 0, replaced 0, skipped 0, failed {intake.failed:,}")
         raise typer.Exit(EXIT_USAGE)
-    fingerprinter = make_fingerprinter(features, ngram)
+    fingerprinter = make_fingerprinter(features, ngram, stopwords)
 
     def feed(ingest: Ingest) -> None:
         if fingerprint_inputs:
@@ -758,17 +763,18 @@ def hash_command(
     binary: Annotated[bool, typer.Option("--binary", help="Print the fingerprint as a string of 0s and 1s instead of hex.")] = False,
     features: FeaturesOption = None,
     ngram: NgramOption = None,
+    stopwords: StopwordsOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Print the SimHash fingerprint of a text or of files, without a database.
 
-    Uses the default settings unless --features/--ngram say otherwise; a database created
-    with other settings fingerprints differently (see simdb stats).
+    Uses the default settings unless --features, --ngram or --stopwords say otherwise; a
+    database created with other settings fingerprints differently (see simdb stats).
     """
     if (text is None) == (not file):
         raise usage_error("give either TEXT or --file FILE")
-    fingerprinter = make_fingerprinter(features, ngram, bits, always=True)
+    fingerprinter = make_fingerprinter(features, ngram, stopwords, bits, always=True)
     assert fingerprinter is not None
     named = [(path, read_text_file(path)) for path in file] if file else [(None, read_argument_text(text or ""))]
     for name, content in named:

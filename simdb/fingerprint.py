@@ -5,7 +5,8 @@ every platform and in every release that keeps :data:`SETTINGS_VERSION`:
 
 1. The text is tokenised by :mod:`simdb.features` (NFKC, casefolding, punctuation and
    whitespace folding, one token per character for scripts written without spaces), then
-   stop words are dropped (the English list by default; ``stopwords=None`` keeps them).
+   stop words are dropped if a list is chosen (``stopwords="english"``; by default every
+   word is kept).
 2. **Token hash.**  Each token (for ``features="char"``: each character of the tokens
    joined by single spaces) is hashed with MurmurHash3 x64 128 (``mmh3``) of its UTF-8
    bytes with the fixed seed :data:`SEED`, giving two 64-bit lanes: lane 0 is the low half
@@ -36,7 +37,7 @@ with ``weights="tf"`` memory stays bounded whatever the length (tracemalloc peak
 ``weights="binary"`` must remember every distinct feature and needs 8 bytes (16 at 128 bits)
 per distinct feature.
 
-Defaults (word 3-shingles, English stop words, tf, 64 bits) were chosen from
+Defaults (word 3-shingles of every word, tf, 64 bits) were chosen from
 ``bench/quality.py``; see bench/RESULTS.md.  Speed: about 15,000 2 KB English texts per
 second on one core through :func:`simhash_many`, about 12,000 through :func:`simhash`.
 """
@@ -409,8 +410,9 @@ class Fingerprinter:
     * ``bits`` — 64 (the database's width), 32 or 128.
     * ``weights`` — ``"tf"`` (every occurrence counts; streams in bounded memory) or
       ``"binary"`` (each distinct feature counts once).
-    * ``stopwords`` — a language of :data:`simdb.stopwords.STOPWORD_LISTS` (default
-      ``"english"``) or ``None``; stop words are dropped before features are formed.
+    * ``stopwords`` — ``None`` (the default: every word counts) or a language of
+      :data:`simdb.stopwords.STOPWORD_LISTS`, whose stop words are dropped before features
+      are formed.
     * ``split_unspaced`` — give each character of Chinese, Japanese, Thai, ... its own token
       (word features only; character features never need it, so it is stored as ``True``).
 
@@ -442,7 +444,7 @@ class Fingerprinter:
         ngram: int | None = None,
         bits: int = 64,
         weights: str = "tf",
-        stopwords: str | None = "english",
+        stopwords: str | None = None,
         split_unspaced: bool = True,
         *,
         _idf: _IdfTable | None = None,

@@ -60,3 +60,10 @@ def test_expected_scores_match_counting_when_probabilities_are_certain() -> None
     probability = np.array([1.0, 1.0, 1.0, 0.0])
     predicted = pair_keys[probability == 1.0]
     assert np.allclose(quality.expected_scores(pair_keys, probability, truth), quality.scores(np.sort(predicted), truth))
+
+
+def test_corpus_reader_takes_msrp_sentences_from_the_second_column(tmp_path: Path) -> None:
+    rows = ["\ufeffSentence ID\tString\tAuthor", "1\tFirst sentence, with a comma.\tA", "2\tSecond one\tB\textra", "", "3\tThird.\tC"]
+    (tmp_path / "msr_paraphrase_data.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    (tmp_path / "ignored.txt").write_text("not a document of this corpus")
+    assert quality.read_corpus(tmp_path) == ["First sentence, with a comma.", "Second one", "Third."]

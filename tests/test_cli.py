@@ -294,7 +294,19 @@ def test_add_creates_with_k_and_fingerprint_settings(corpus: Path, db: str) -> N
     run("add", corpus / "beta.txt", "-k", "2", "--features", "char", "--ngram", "4", "--db", db, "--workers", "1")
     info = json.loads(run("stats", "--db", db, "--json").stdout)
     assert info["k"] == 2 and info["fingerprinter"]["features"] == "char" and info["fingerprinter"]["ngram"] == 4
+    assert info["fingerprinter"]["stopwords"] is None
     assert run("add", corpus / "beta.txt", "--features", "nonsense", "--db", db).exit_code == 2
+
+
+def test_add_with_stopwords_stores_them_and_refuses_other_settings_later(corpus: Path, db: str) -> None:
+    assert run("add", corpus / "beta.txt", "--stopwords", "english", "--db", db, "--workers", "1").exit_code == 0
+    assert json.loads(run("stats", "--db", db, "--json").stdout)["fingerprinter"]["stopwords"] == "english"
+    beta_text = (corpus / "beta.txt").read_text()
+    [match] = json_lines(run("query", "--file", corpus / "beta.txt", "--db", db, "--json").stdout)
+    assert match["distance"] == 0 and match["fingerprint"] == f"0x{simhash(beta_text, stopwords='english'):016x}"
+    refused = run("add", corpus / "alpha.txt", "--features", "word-shingle", "--db", db, "--workers", "1")
+    assert refused.exit_code == 2 and "english" in refused.stderr
+    assert run("add", corpus / "alpha.txt", "--stopwords", "klingon", "--db", db).exit_code == 2
 
 
 # -- query -------------------------------------------------------------------------------------
@@ -525,6 +537,9 @@ def test_hash_prints_hex_bits_and_json(tmp_path: Path) -> None:
     source.write_text(text)
     assert run("hash", "--file", source).stdout.strip() == f"0x{simhash(text):016x}  {source}"
     assert json_lines(run("hash", "-", "--json", "--features", "char", input=text).stdout) == [{"fingerprint": f"0x{simhash(text, features='char'):016x}", "bits": 64}]
+    sentence = "The cat sat on the mat, and the dog was not amused by it."
+    assert simhash(sentence, stopwords="english") != simhash(sentence)
+    assert run("hash", sentence, "--stopwords", "english").stdout.strip() == f"0x{simhash(sentence, stopwords='english'):016x}"
 
 
 @pytest.mark.parametrize("arguments", [[], ["text", "--file", "x"], ["text", "--bits", "48"], ["text", "--ngram", "99"]])

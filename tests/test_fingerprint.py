@@ -77,7 +77,7 @@ def ref_ascii_tokens(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+", text.lower().replace("'", ""))
 
 
-def ref_features(text: str, features: str = "word-shingle", ngram: int | None = None, stopwords: str | None = "english",
+def ref_features(text: str, features: str = "word-shingle", ngram: int | None = None, stopwords: str | None = None,
                  split_unspaced: bool = True) -> list[list[str]]:
     """Each feature as its list of tokens (characters for char features), in order."""
     if ngram is None:
@@ -135,8 +135,8 @@ def ref_simhash(text: str, bits: int = 64, weights: str = "tf", idf: tuple[dict[
 PINNED = [
     ("", {}, 0),
     ("hello", {}, 0x51F25233F20100B9),
-    ("The quick brown fox jumps over the lazy dog.", {}, 0x1CBBC866C28439B),
-    ("The quick brown fox jumps over the lazy dog.", {"stopwords": None}, 0x141BF45A31B8E11B),
+    ("The quick brown fox jumps over the lazy dog.", {"stopwords": "english"}, 0x1CBBC866C28439B),
+    ("The quick brown fox jumps over the lazy dog.", {}, 0x141BF45A31B8E11B),
     ("The quick brown fox jumps over the lazy dog.", {"stopwords": None, "features": "char"}, 0xB23D7D2489CD7AFF),
     ("The quick brown fox jumps over the lazy dog.", {"stopwords": None, "bits": 128}, 0x81ABE16E882C5DCC141BF45A31B8E11B),
     ("The quick brown fox jumps over the lazy dog.", {"stopwords": None, "bits": 32}, 0x141BF45A),
@@ -149,7 +149,7 @@ PINNED = [
 def test_defaults_are_the_documented_ones() -> None:
     assert Fingerprinter().to_dict() == {
         "version": 1, "features": "word-shingle", "ngram": 3, "bits": 64, "weights": "tf",
-        "stopwords": "english", "split_unspaced": True, "idf": None,
+        "stopwords": None, "split_unspaced": True, "idf": None,
     }
 
 
