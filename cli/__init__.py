@@ -3,3 +3,21 @@
 Everything that imports typer or rich lives in this package, so ``import simdb`` stays free
 of them.  The entry point is :func:`cli.app.main`.
 """
+
+import os
+import signal
+import sys
+from types import FrameType
+
+
+def _exit_quietly(signum: int, frame: FrameType | None) -> None:
+    os._exit(130)  # nothing is open yet: no cleanup to run
+
+
+# Ctrl-C while the command's modules are still loading (typer, rich, numpy: most of a
+# second) would print a KeyboardInterrupt traceback from deep inside an import.  Run as the
+# `simdb` console script, end quietly with the usual exit code instead; cli.app.main() puts
+# Python's own handler back once everything is loaded.  Importing cli anywhere else (tests,
+# python -m) leaves the handler alone, as does a SIGINT that was set to be ignored.
+if os.path.splitext(os.path.basename(sys.argv[0] if sys.argv else ""))[0] == "simdb" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _exit_quietly)

@@ -20,27 +20,35 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import stat
 import sys
+import tempfile
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from typer.exceptions import TyperException
 
+import cli
 import simdb
 from cli import output
 from cli.output import err, hex_fingerprint, json_line, out
 from cli.sources import (
+    BINARY_SNIFF_BYTES,
+    EXPORT_FORMAT_VERSION,
     FINGERPRINTS,
     JSONL,
+    ExportHeader,
     Input,
     Intake,
+    Item,
     decode,
     expand_paths,
     read_documents,
@@ -49,7 +57,7 @@ from cli.sources import (
     read_jsonl,
     stream_inputs,
 )
-from simdb import AddResult, DatabaseError, NotADatabaseError, SimdbError
+from simdb import AddResult, DatabaseError, InvalidInputError, NotADatabaseError, SimdbError
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to the commands that need it
     from simdb.fingerprint import Fingerprinter
@@ -129,6 +137,26 @@ def exit_code_for(error: BaseException) -> int:
     return EXIT_DATABASE
 
 
+#: The library's hints speak its Python API; these say the same for the command line.
+CLI_WORDING = (
+    ("omit fingerprinter= to use the stored settings", "omit --features, --ngram and --stopwords to use the stored settings"),
+    ("omit k,", "omit -k,"),
+    ("omit blocks,", "omit --blocks,"),
+    ("create it by opening it writable", "create it with simdb add or simdb import"),
+    ("create it first by opening it writable", "create it with simdb add or simdb import"),
+    ("add text once with a writable database, or pass fingerprints", "add text with simdb add first, or query with --fingerprint"),
+    ("run check()", "run simdb check"),
+)
+
+
+def cli_message(error: SimdbError) -> str:
+    """The one-line message of a library error, its hints put in command-line terms."""
+    message = str(error)
+    for python, command_line in CLI_WORDING:
+        message = message.replace(python, command_line)
+    return message
+
+
 def guarded(command: F) -> F:
     """Run ``command`` so that any error ends it with one line on stderr and its exit code,
     never a traceback (unless ``--debug`` or ``$SIMDB_DEBUG`` asks for one)."""
@@ -137,7 +165,14 @@ def guarded(command: F) -> F:
     def run(*args: Any, **kwargs: Any) -> Any:
         debug = bool(kwargs.get("debug")) or bool(os.environ.get("SIMDB_DEBUG"))
         try:
-            return command(*args, **kwargs)
+            try:
+                result = command(*args, **kwargs)
+            except typer.Exit:
+                output.flush()
+                raise
+            # A full disk behind `> file` is reported here, not lost in Python's flush at exit.
+            output.flush()
+            return result
         except (typer.Exit, typer.Abort, TyperException):  # typer's own exits and usage errors
             raise
         except KeyboardInterrupt:
@@ -146,12 +181,12 @@ def guarded(command: F) -> F:
         except BrokenPipeError:
             # The reader went away (``simdb pairs | head``): stop quietly, and keep Python
             # from complaining about the unflushable stdout at exit.
-            _silence_stdout()
+            output.silence_stdout()
             raise typer.Exit(0) from None
         except SimdbError as error:
             if debug:
                 traceback.print_exc()
-            err(f"simdb: {error}")
+            err(f"simdb: {cli_message(error)}")
             raise typer.Exit(exit_code_for(error)) from None
         except OSError as error:  # a path the user named (the library wraps its own)
             if debug:
@@ -167,14 +202,6 @@ def guarded(command: F) -> F:
 
     # functools.wraps keeps command's signature for typer; mypy only sees run's (*args, **kwargs).
     return run  # type: ignore[return-value]
-
-
-def _silence_stdout() -> None:
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass  # not a real file (a test runner's buffer): nothing to silence
 
 
 def usage_error(message: str) -> typer.Exit:
@@ -211,22 +238,26 @@ def make_fingerprinter(features: str | None, ngram: int | None, stopwords: str |
 
 
 def read_argument_text(text: str) -> str:
-    """``text``, or stdin when it is "-"."""
-    return sys.stdin.read() if text == "-" else text
+    """``text``, or stdin's text when it is "-" (read as :func:`read_text_file` does)."""
+    return read_text_file("-") if text == "-" else text
 
 
 def read_text_file(path: str) -> str:
     """A whole text file for ``query --file`` and ``hash --file`` ("-" is stdin); invalid
-    UTF-8 is replaced with a notice, a binary or unreadable file is a usage error."""
-    if path == "-":
-        return sys.stdin.read()
+    UTF-8 is replaced with a notice, a binary or unreadable file is a usage error, whether
+    it is named or piped in."""
+    name = "<stdin>" if path == "-" else path
     try:
-        data = Path(path).read_bytes()
+        if path == "-":
+            raw = getattr(sys.stdin, "buffer", None)
+            data = raw.read() if raw is not None else sys.stdin.read().encode()
+        else:
+            data = Path(path).read_bytes()
     except OSError as error:
-        raise simdb.InvalidInputError(f"cannot read {path}: {error.strerror or error}") from None
-    if b"\0" in data[:8192]:
-        raise simdb.InvalidInputError(f"{path} is a binary file (contains NUL bytes), not text")
-    return decode(data, path, Intake(on_problem=_print_problem, on_notice=_print_notice))
+        raise simdb.InvalidInputError(f"cannot read {name}: {error.strerror or error}") from None
+    if b"\0" in data[:BINARY_SNIFF_BYTES]:
+        raise simdb.InvalidInputError(f"{name} is a binary file (contains NUL bytes), not text")
+    return decode(data, name, Intake(on_problem=_print_problem, on_notice=_print_notice))
 
 
 def _print_problem(where: str, cause: str) -> None:
@@ -275,9 +306,19 @@ def interrupts_in_this_process_only() -> Iterator[threading.Event]:
         sys.unraisablehook = previous_hook
 
 
+#: How the database is fed: ``add(items, on_batch)`` stores ``(key, value, meta)`` items.
+Adder = Callable[[Iterable[tuple[str, Any, Any]], Callable[[AddResult], None]], AddResult]
+
+
 class Ingest:
     """Feeds documents to the database batch by batch, keeping the committed totals, the
-    progress bar and the per-skip reports up to date after every commit."""
+    progress bar and the per-skip reports up to date after every commit.
+
+    The database refuses a whole batch for one item it cannot store (meta nested too deep,
+    say).  The items not yet committed are kept, with where each came from, so such a
+    batch is then stored in halves, recursively, down to the refused items, which are
+    reported and counted as failed: O(log batch size) extra transactions per refused item,
+    nothing extra while all goes well."""
 
     def __init__(
         self,
@@ -304,32 +345,81 @@ class Ingest:
         self.finished = AddResult()  # totals of completed add calls
         self._running = AddResult()  # totals of the call in progress, as of its last commit
         self._skips_shown = 0
+        self._uncommitted: deque[Item] = deque()  # items handed to the database, in order
 
-    def _watched(self, items: Iterable[Any]) -> Iterator[Any]:
-        """``items``, stopping with KeyboardInterrupt once Ctrl-C came, even if the signal's
+    def _watched(self, items: Iterator[Item]) -> Iterator[tuple[str, Any, Any]]:
+        """``items`` as the database takes them, each kept in ``_uncommitted`` until its
+        batch commits; stops with KeyboardInterrupt once Ctrl-C came, even if the signal's
         own KeyboardInterrupt was lost (see :func:`interrupts_in_this_process_only`)."""
         for item in items:
             if self.stop.is_set():
                 raise KeyboardInterrupt
-            yield item
+            self._uncommitted.append(item)
+            yield item[0], item[1], item[2]
 
-    def texts(self, items: Iterable[tuple[str, str, Any]]) -> None:
-        """Fingerprint and store ``(key, text, meta)`` items (``workers`` processes)."""
-        items = self._watched(items)
-        self._call(lambda on_batch: self.database.add_texts(items, workers=self.workers, batch_size=self.batch_size, if_new=self.if_new, on_batch=on_batch))
+    def texts(self, items: Iterable[Item]) -> None:
+        """Fingerprint and store ``(key, text, meta, where)`` items (``workers`` processes)."""
+        self._feed(items, lambda rows, on_batch: self.database.add_texts(rows, workers=self.workers, batch_size=self.batch_size, if_new=self.if_new, on_batch=on_batch), texts=True)
 
-    def fingerprints(self, items: Iterable[tuple[str, int, Any]]) -> None:
-        """Store ``(key, fingerprint, meta)`` items."""
-        items = self._watched(items)
-        self._call(lambda on_batch: self.database.add_many(items, batch_size=self.batch_size, if_new=self.if_new, on_batch=on_batch))
+    def fingerprints(self, items: Iterable[Item]) -> None:
+        """Store ``(key, fingerprint, meta, where)`` items."""
+        self._feed(items, self._add_fingerprints, texts=False)
+
+    def _add_fingerprints(self, rows: Iterable[tuple[str, Any, Any]], on_batch: Callable[[AddResult], None], batch_size: int | None = None) -> AddResult:
+        return self.database.add_many(rows, batch_size=batch_size or self.batch_size, if_new=self.if_new, on_batch=on_batch)
+
+    def _feed(self, items: Iterable[Item], add: Adder, *, texts: bool) -> None:
+        source = iter(items)
+        while True:
+            self._uncommitted = deque()
+            try:
+                self._call(lambda on_batch: add(self._watched(source), on_batch))
+                return
+            except InvalidInputError:
+                if self.stop.is_set():
+                    raise KeyboardInterrupt from None  # Ctrl-C came: stop, don't retry
+                refused = list(self._uncommitted)
+                if not refused:
+                    raise  # not about an item: nothing to retry
+            if texts:
+                refused = self._fingerprinted(refused)
+            self._uncommitted = deque()  # the retries below must not pop their batches here
+            self._store_in_halves(refused)
+
+    def _fingerprinted(self, items: list[Item]) -> list[Item]:
+        """Text items as fingerprint items, so retrying them never fingerprints twice."""
+        fingerprinter = self.database.fingerprinter
+        assert fingerprinter is not None  # add_texts settled the settings before it refused the batch
+        fingerprints = fingerprinter.fingerprint_many([text for _, text, _, _ in items], workers=self.workers)
+        return [(key, fingerprint, meta, where) for (key, _, meta, where), fingerprint in zip(items, fingerprints)]
+
+    def _store_in_halves(self, items: list[Item]) -> None:
+        # One transaction for all of them, so a refusal means none of them was stored.
+        try:
+            self._call(lambda on_batch: self._add_fingerprints([item[:3] for item in items], on_batch, batch_size=len(items)))
+        except InvalidInputError as error:
+            if len(items) == 1:
+                self.intake.fail(items[0][3], cli_message(error))
+                return
+            middle = len(items) // 2
+            self._store_in_halves(items[:middle])
+            self._store_in_halves(items[middle:])
 
     def _call(self, run: Callable[[Callable[[AddResult], None]], AddResult]) -> None:
         self._running, self._skips_shown = AddResult(), 0
-        result = run(self._on_batch)
+        try:
+            result = run(self._on_batch)
+        except InvalidInputError:
+            self.finished.merge(self._running)  # the batches committed before the refused one
+            self._running, self._skips_shown = AddResult(), 0
+            raise
         self.finished.merge(result)
         self._running, self._skips_shown = AddResult(), 0
 
     def _on_batch(self, totals: AddResult) -> None:
+        # The database takes its batches from the items in order, batch_size at a time.
+        for _ in range(min(self.batch_size, len(self._uncommitted))):
+            self._uncommitted.popleft()
         for skip in totals.skipped[self._skips_shown :]:
             if self.json_output:
                 out(json_line({"event": "skipped", "key": skip.key, "duplicate_of": skip.duplicate_of, "distance": skip.distance}))
@@ -389,7 +479,14 @@ def run_ingest(
         # is counted too.
         added = len(database) - documents_before
         err(f"simdb: interrupted; {added:,} documents were added before Ctrl-C (every committed batch is kept; the batch in progress was not stored)")
-    seconds = time.monotonic() - started
+    print_summary(intake, json_output, added, replaced, skipped, interrupted, time.monotonic() - started)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_USAGE if intake.failed else 0
+
+
+def print_summary(intake: Intake, json_output: bool, added: int = 0, replaced: int = 0, skipped: int = 0, interrupted: bool = False, seconds: float = 0.0) -> None:
+    """The last line of ``add`` and ``import``: what was added, replaced, skipped and failed."""
     summary = {
         "added": added,
         "replaced": replaced,
@@ -406,9 +503,6 @@ def run_ingest(
         if intake.decoded_with_replacement:
             line += f"; {intake.decoded_with_replacement:,} decoded with replacement"
         out(f"{line} ({seconds:.1f} s)")
-    if interrupted:
-        return EXIT_INTERRUPTED
-    return EXIT_USAGE if intake.failed else 0
 
 
 def _total(inputs: Iterable[Input]) -> int | None:
@@ -422,6 +516,7 @@ def _total(inputs: Iterable[Input]) -> int | None:
 
 @app.command()
 @guarded
+@output.keep_going_if_stdout_closes()  # storing the documents is the point, not the output
 def add(
     paths: Annotated[
         list[str] | None,
@@ -468,8 +563,12 @@ def add(
     path_inputs = expand_paths(paths or [], intake, recursive=recursive, pattern=glob, skip_directory=db)
     jsonl_inputs = stream_inputs(jsonl or [], JSONL, intake)
     inputs = fingerprint_inputs + path_inputs + jsonl_inputs
-    if not inputs:  # every input named was missing: don't create a database for a typo
-        out(f"added 0, replaced 0, skipped 0, failed {intake.failed:,}")
+    if not inputs:  # nothing to read: don't create a database for a typo
+        if not intake.failed:  # else the missing inputs were reported
+            matching = f" matching --glob {glob!r}" if glob else ""
+            deeper = "" if recursive else " (-r also reads subdirectories)"
+            err(f"simdb: nothing to add: no files{matching} in {', '.join(paths or [])}{deeper}")
+        print_summary(intake, json_output)
         raise typer.Exit(EXIT_USAGE)
     fingerprinter = make_fingerprinter(features, ngram, stopwords)
 
@@ -553,6 +652,8 @@ def pairs(
     exact search as a batch job on Dask and writes the pairs to --out.
     """
     if parquet is not None:
+        if histogram:
+            raise usage_error("--histogram does not go with --parquet: the batch job writes the pairs to --out")
         run_distributed_pairs(parquet, out_dir, k, scheduler, workers, json_output)
         return
     if out_dir is not None or scheduler is not None or workers is not None:
@@ -593,7 +694,18 @@ def run_distributed_pairs(parquet: str, out_dir: str | None, k: int | None, sche
     from simdb.distributed import run_pairs_job
 
     logging.getLogger("distributed").setLevel(logging.ERROR)  # its shuffle notices are not ours to show
-    summary = run_pairs_job(parquet, out_dir, k=k, scheduler=scheduler, workers=workers)
+    try:
+        summary = run_pairs_job(parquet, out_dir, k=k, scheduler=scheduler, workers=workers)
+    except FileNotFoundError as error:
+        if error.filename is not None:  # a named path, such as --out's: the usual message names it
+            raise
+        raise InvalidInputError(f"--parquet {parquet}: no such file, or nothing matches the pattern") from None
+    except Exception as error:
+        if type(error).__module__.partition(".")[0] != "pyarrow":
+            raise
+        # pyarrow's errors (ArrowInvalid: "Parquet magic bytes not found", ...) mean the input.
+        reason = (str(error).splitlines() or [type(error).__name__])[0]
+        raise InvalidInputError(f"--parquet {parquet}: cannot read it as Parquet ({reason})") from None
     if json_output:
         out(json_line({"event": "summary", **summary}))
     else:
@@ -813,12 +925,11 @@ def export(
         return
     if file_format not in EXPORT_FORMATS:
         raise usage_error(f"--format {file_format!r} is not one of {', '.join(EXPORT_FORMATS)}")
-    with open_existing(db) as database:
-        stream = sys.stdout if output_path == "-" else open(output_path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
-        try:
+    try:
+        with open_existing(db) as database, output_file(output_path) as stream:
             if file_format == "jsonl":
                 settings = database.fingerprinter.to_dict() if database.fingerprinter is not None else None
-                stream.write(json_line({"simdb": "export", "format_version": 1, "k": database.k, "blocks": database.plan.blocks, "fingerprinter": settings}) + "\n")
+                stream.write(json_line({"simdb": "export", "format_version": EXPORT_FORMAT_VERSION, "k": database.k, "blocks": database.plan.blocks, "fingerprinter": settings}) + "\n")
                 for document in database.items():
                     stream.write(json_line({"key": document.key, "fingerprint": hex_fingerprint(document.fingerprint), "meta": document.meta}) + "\n")
             else:
@@ -827,17 +938,59 @@ def export(
                         raise simdb.InvalidInputError(f"key {document.key!r} holds a tab or line break, which TSV cannot carry", "export with --format jsonl")
                     meta = "" if document.meta is None else json_line(document.meta)
                     stream.write(f"{document.key}\t{hex_fingerprint(document.fingerprint)}\t{meta}\n")
-        except BrokenPipeError:
-            raise
-        except OSError as error:
-            raise simdb.InvalidInputError(f"cannot write {output_path}: {error.strerror or error}") from None
-        finally:
-            if stream is not sys.stdout:
-                stream.close()
+    except BrokenPipeError:
+        raise
+    except OSError as error:  # writing, closing or renaming the output
+        name = "<stdout>" if output_path == "-" else output_path
+        raise simdb.InvalidInputError(f"cannot write {name}: {error.strerror or error}") from None
+
+
+@contextmanager
+def output_file(path: str) -> Iterator[IO[str]]:
+    """A text stream for ``path`` ("-" is stdout).  A regular file is written under a
+    temporary name beside it and renamed over ``path`` only when the block ends without an
+    error, so a failed export never truncates an earlier one; the temporary is removed on
+    failure.  Costs one rename; a device or FIFO is written directly."""
+    if path == "-":
+        yield sys.stdout
+        output.flush()  # inside the command's error handling, naming stdout
+        return
+    target = Path(path)
+    try:
+        existing = target.stat()
+    except FileNotFoundError:
+        existing = None
+    except OSError as error:
+        raise simdb.InvalidInputError(f"cannot write {path}: {error.strerror or error}") from None
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        with open(path, "w", encoding="utf-8", newline="\n") as stream:
+            yield stream
+        return
+    try:
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    except OSError as error:
+        raise simdb.InvalidInputError(f"cannot write {path}: {error.strerror or error}") from None
+    try:
+        # mkstemp makes the file private; give it the mode the file has, or would get.
+        os.chmod(temporary, stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_umask())
+        with open(handle, "w", encoding="utf-8", newline="\n") as stream:
+            yield stream
+        os.replace(temporary, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 @app.command("import")
 @guarded
+@output.keep_going_if_stdout_closes()  # storing the documents is the point, not the output
 def import_command(
     files: Annotated[list[str], typer.Argument(help="Files written by simdb export ('-' for stdin, .gz allowed).", show_default=False)],
     file_format: Annotated[str, typer.Option("--format", help="auto (tsv if the name ends in .tsv, else jsonl), jsonl or tsv.")] = "auto",
@@ -859,24 +1012,31 @@ def import_command(
         raise usage_error(f"--format {file_format!r} is not one of auto, jsonl, tsv")
     intake = Intake(on_problem=problem_printer(json_output), on_notice=_print_notice)
     inputs = stream_inputs(files, "export", intake)
-    header: dict[str, Any] = {}
+    header = ExportHeader()
     items = read_export(inputs, intake, header, file_format)
-    # Read up to the first document, so a JSONL header is known before the database opens.
+    # Read up to the first document, so a JSONL header is known, and checked, before the
+    # database opens.
     first = next(items, None)
-    fingerprinter = None
-    if header.get("fingerprinter") is not None:
-        from simdb.fingerprint import Fingerprinter
-
-        fingerprinter = Fingerprinter.from_dict(output.unplain(header["fingerprinter"]))
-    if not os.path.exists(db) and k is None and blocks is None:
-        k, blocks = header.get("k"), header.get("blocks")
+    if first is None and intake.failed:  # nothing usable: don't create a database for it
+        print_summary(intake, json_output)
+        raise typer.Exit(EXIT_USAGE)
+    # An empty directory is no database yet either (a creation that was refused may leave one).
+    is_new = not os.path.exists(db) or (os.path.isdir(db) and not os.listdir(db))
+    from_header = is_new and k is None and blocks is None and header.where is not None
+    if from_header:
+        k, blocks = header.k, header.blocks
     documents = chain([first], items) if first is not None else iter(())
-    restored = ((key, fingerprint, output.unplain(meta)) for key, fingerprint, meta in documents)
-    with simdb.open(db, k=k, blocks=blocks, fingerprinter=fingerprinter) as database:
+    try:
+        database = simdb.open(db, k=k, blocks=blocks, fingerprinter=header.fingerprinter)
+    except InvalidInputError as error:
+        if not from_header:
+            raise
+        raise InvalidInputError(f"{header.where}: the export header's settings: {error.message}", error.hint) from None
+    with database:
         code = run_ingest(
             database,
             intake,
-            lambda ingest: ingest.fingerprints(restored),
+            lambda ingest: ingest.fingerprints(documents),
             total_bytes=_total(inputs),
             if_new=if_new,
             workers=1,
@@ -906,22 +1066,25 @@ def demo(
 
     docs_dir = Path(directory) / "docs"
     db_path = str(Path(directory) / "db")
+    made = generator.previous_output(Path(directory))  # refuses a directory holding other things
     collection = generator.generate(documents, copies=max(1, documents * 2 // 15))
+    keys = {name: str(docs_dir / name) for name in collection.documents}
+    # Recorded before anything is written, so that a run interrupted halfway leaves a record
+    # of everything it may have written, for the next run to replace.
+    generator.record_output(Path(directory), generator.Output(made.files | set(keys), made.keys | set(keys.values())))
     paths = generator.write(collection, docs_dir)
-    keys = {path.name: str(path) for path in paths}
     out(f"1. Wrote {len(paths)} documents to {docs_dir}/, with {len(collection.planted)} planted near-duplicate copies")
     out(f"   (files named like article-007-replaced.txt: one word replaced, one inserted, or case and punctuation changed).\n")
 
     out(f"2. simdb add {docs_dir} --db {db_path}")
     # A rerun with another --documents leaves no stale generated files behind.
-    for stale in docs_dir.glob("article-*.txt"):
-        if stale.name not in keys:
-            stale.unlink()
+    for stale in made.files - set(keys):
+        (docs_dir / stale).unlink(missing_ok=True)
     intake = Intake(on_problem=_print_problem, on_notice=_print_notice)
     inputs = expand_paths([str(path) for path in paths], intake, recursive=False, pattern=None)
     with simdb.open(db_path) as database:
         # A rerun with another --documents leaves no stale documents behind.
-        database.remove_many([key for key in database.keys() if key not in set(keys.values())])
+        database.remove_many(sorted(made.keys - set(keys.values())))
         code = run_ingest(
             database,
             intake,
@@ -952,6 +1115,7 @@ def demo(
             f"\nFound {hits} of the {len(planted)} planted pairs within k={database.k} bits, and {len(found) - hits} other pairs."
             + (" The planted copies not found differ in more bits: SimHash distances of one-word edits vary." if hits < len(planted) else "")
         )
+    generator.record_output(Path(directory), generator.Output(set(keys), set(keys.values())))
     out(f"\nTry next:  export SIMDB_PATH={db_path}   then   simdb stats;  simdb clusters;  simdb pairs --histogram")
 
 
@@ -971,7 +1135,15 @@ def root(
 
 def main() -> None:
     """The ``simdb`` console script."""
-    app(prog_name="simdb")
+    if signal.getsignal(signal.SIGINT) is cli._exit_quietly:
+        # Undo cli/__init__.py's start-up handler: from here Ctrl-C is a KeyboardInterrupt
+        # that each command turns into its own clean stop.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        app(prog_name="simdb")
+    except KeyboardInterrupt:  # before a command's own handling began (parsing arguments)
+        err("simdb: interrupted")
+        sys.exit(EXIT_INTERRUPTED)
 
 
 if __name__ == "__main__":

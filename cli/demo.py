@@ -5,13 +5,22 @@ generator), so the collection is the same on every machine, needs no download, a
 originals share more than chance vocabulary.  Some originals get edited copies: one word
 replaced, one word inserted, or the case, punctuation and spacing changed.  Those are the
 near-duplicates a user should see simdb find.
+
+What the demo writes is recorded in ``DIR/.simdb-demo.json``, so that a rerun replaces its
+own earlier output and never touches anything else (see :func:`previous_output`).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import simdb
+from simdb import InvalidInputError, NotADatabaseError
+from simdb.keys import describe
 
 _ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "st", "tr", "ch", "sh", "pl")
 _VOWELS = ("a", "e", "i", "o", "u", "ai", "ou", "ea")
@@ -87,3 +96,52 @@ def write(collection: Collection, directory: Path) -> list[Path]:
         path.write_text(text, encoding="utf-8")
         paths.append(path)
     return paths
+
+
+#: The record of what the demo wrote, beside ``DIR/docs`` and ``DIR/db``.
+RECORD_NAME = ".simdb-demo.json"
+
+
+@dataclass
+class Output:
+    """What the demo wrote into a directory: file names in ``DIR/docs``, keys in ``DIR/db``."""
+
+    files: set[str] = field(default_factory=set)
+    keys: set[str] = field(default_factory=set)
+
+
+def previous_output(directory: Path) -> Output:
+    """What earlier demo runs wrote into ``directory``, after checking that ``DIR/docs`` and
+    ``DIR/db`` hold nothing else (InvalidInputError naming the first thing that is not the
+    demo's): a rerun may then replace all of it.  Cost: one listing, one pass over the keys."""
+    record_path = directory / RECORD_NAME
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+        made = Output(set(record["files"]), set(record["keys"]))
+    except (FileNotFoundError, NotADirectoryError):
+        made = Output()
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidInputError(f"{record_path} is not the record simdb demo writes ({exc})", "choose another --dir") from None
+    docs, db = directory / "docs", directory / "db"
+    if docs.is_dir():
+        for entry in sorted(os.scandir(docs), key=lambda entry: entry.name):
+            if entry.name not in made.files or not entry.is_file(follow_symlinks=False):
+                raise InvalidInputError(f"{entry.path} was not written by simdb demo, which would mix it into its output", "choose another --dir")
+    if db.exists() and (not db.is_dir() or any(db.iterdir())):
+        try:
+            with simdb.open(db, readonly=True, create=False) as database:
+                foreign = next((key for key in database.keys() if key not in made.keys), None)
+        except NotADatabaseError:
+            raise InvalidInputError(f"{db} exists and is not a database simdb demo made", "choose another --dir") from None
+        if foreign is not None:
+            raise InvalidInputError(f"the database {db} holds {describe(foreign)}, which simdb demo did not add", "choose another --dir") from None
+    return made
+
+
+def record_output(directory: Path, made: Output) -> None:
+    """Record ``made`` as what the demo wrote into ``directory``; replaced whole, by rename,
+    so an interrupted write leaves the previous record."""
+    directory.mkdir(parents=True, exist_ok=True)
+    temporary = directory / f"{RECORD_NAME}.partial"
+    temporary.write_text(json.dumps({"files": sorted(made.files), "keys": sorted(made.keys)}) + "\n", encoding="utf-8")
+    os.replace(temporary, directory / RECORD_NAME)

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from itertools import chain, islice
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.text import Text
+
+from simdb import InvalidInputError
+from simdb.keys import describe
 
 #: Rows read ahead to size a streamed table's columns; later rows never change the widths.
 WIDTH_SAMPLE_ROWS = 200
@@ -37,10 +42,11 @@ def _plain(value: Any) -> Any:
 
 
 def unplain(value: Any) -> Any:
-    """The inverse of the bytes encoding of :func:`json_line`."""
+    """The inverse of the bytes encoding of :func:`json_line`; text that is not base64
+    raises ``binascii.Error`` (a ValueError)."""
     if isinstance(value, dict):
         if set(value) == {"base64"} and isinstance(value["base64"], str):
-            return base64.b64decode(value["base64"])
+            return base64.b64decode(value["base64"], validate=True)
         return {name: unplain(part) for name, part in value.items()}
     if isinstance(value, list):
         return [unplain(part) for part in value]
@@ -48,13 +54,70 @@ def unplain(value: Any) -> Any:
 
 
 def json_line(value: Any) -> str:
-    """One compact JSON line (UTF-8 kept as is, bytes as base64)."""
-    return json.dumps(_plain(value), ensure_ascii=False, separators=(",", ":"))
+    """One compact JSON line (UTF-8 kept as is, bytes as base64).  A value holding NaN or
+    an infinity, which JSON has no way to write, raises InvalidInputError: printing it as
+    Python does (NaN, Infinity) would make the line invalid JSON."""
+    try:
+        return json.dumps(_plain(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        raise InvalidInputError(f"{describe(value)} holds NaN or an infinity, which JSON cannot carry") from None
+
+
+_muted = False  # stdout was closed under keep_going_if_stdout_closes(): drop the output
+_keep_going = False
+
+
+@contextmanager
+def keep_going_if_stdout_closes() -> Iterator[None]:
+    """Within this (a context manager, or a decorator), a closed stdout (``simdb add ... |
+    head``) mutes the rest of the output instead of raising BrokenPipeError, for work whose
+    point is not its output; outside it, the BrokenPipeError ends the command (quietly: see
+    :func:`cli.app.guarded`)."""
+    global _keep_going, _muted
+    _keep_going, _muted = True, False
+    try:
+        yield
+    finally:
+        try:
+            _write(sys.stdout.flush)  # what is still buffered fails here if the reader is gone
+        finally:
+            _keep_going = False
+
+
+def silence_stdout() -> None:
+    """Point stdout at the null device, so nothing written later (nor Python's flush at
+    exit) fails on a closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (a test runner's buffer): nothing to silence
+
+
+def _write(action: Callable[..., object], *args: str) -> None:
+    global _muted
+    if _muted:
+        return
+    try:
+        action(*args)
+    except BrokenPipeError:
+        if not _keep_going:
+            raise
+        _muted = True
+        silence_stdout()
+    except OSError as error:  # a full disk behind a redirect: say that it was stdout
+        raise OSError(error.errno, error.strerror, "<stdout>") from None
 
 
 def out(line: str = "") -> None:
     """Write one line of results to stdout."""
-    sys.stdout.write(line + "\n")
+    _write(sys.stdout.write, line + "\n")
+
+
+def flush() -> None:
+    """Flush stdout, so a failing write (a full disk) is reported while the command still
+    can, not ignored by Python at exit."""
+    _write(sys.stdout.flush)
 
 
 def err(line: str) -> None:

@@ -1,20 +1,24 @@
 """Reading the inputs of ``simdb add`` and ``simdb import``: plain text files, directories,
 lists of paths on stdin, JSONL, WARC/WET archives and TSV fingerprint files.
 
-Every reader is a generator of ``(key, text_or_fingerprint, meta)`` tuples, ready for
-:meth:`simdb.Database.add_texts` or :meth:`simdb.Database.add_many`.  Readers never raise on
-a bad input: they report it once through an :class:`Intake`, count it, and go on with the
-next one.  The :class:`Intake` also tracks how many input bytes have been consumed, which the
-progress bar turns into an ETA.
+Every reader is a generator of ``(key, text_or_fingerprint, meta, where)`` tuples: the
+first three are ready for :meth:`simdb.Database.add_texts` or
+:meth:`simdb.Database.add_many`, and ``where`` names the file and line or record they came
+from, for reporting an item the database refuses.  Readers never raise on a bad input: they
+report it once through an :class:`Intake`, count it, and go on with the next one.  The
+:class:`Intake` also tracks how many input bytes have been consumed, which the progress bar
+turns into an ETA.
 """
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import fnmatch
 import gzip
 import io
 import json
+import math
 import os
 import re
 import stat
@@ -22,10 +26,14 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
+from cli.output import unplain
 from simdb import InvalidInputError, parse_fingerprint
-from simdb.keys import check_key
+from simdb.keys import check_key, describe
+
+if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to an export header that needs it
+    from simdb.fingerprint import Fingerprinter
 
 TEXT = "text"
 WARC = "warc"
@@ -41,8 +49,24 @@ BINARY_SNIFF_BYTES = 8192
 MESSAGES_PER_INPUT = 5
 # A JSON \u escape of a lone surrogate, which json.loads turns into an unencodable str.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+#: The newest ``format_version`` of ``simdb export`` files this simdb writes and reads.
+EXPORT_FORMAT_VERSION = 1
 
-Item = tuple[str, Any, Any]
+#: ``(key, text or fingerprint, meta, where it came from)``.
+Item = tuple[str, Any, Any, str]
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print: undecodable bytes of a file name (surrogate escapes) and lone
+    surrogates become backslash escapes, so a message about them cannot itself fail."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a lone surrogate that was never a byte
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -87,17 +111,17 @@ class Intake:
         """Count one input (file, line or record) that could not be added."""
         self.failed += 1
         if self._quota(source or where):
-            self.on_problem(where, cause)
+            self.on_problem(printable(where), printable(cause))
 
     def replaced(self, where: str, cause: str, source: str | None = None) -> None:
         """Count one document whose bytes were not valid UTF-8 and were decoded with U+FFFD."""
         self.decoded_with_replacement += 1
         if self._quota(source or where):
-            self.on_notice(where, cause)
+            self.on_notice(printable(where), printable(cause))
 
     def notice(self, where: str, message: str, source: str | None = None) -> None:
         if self._quota(source or where):
-            self.on_notice(where, message)
+            self.on_notice(printable(where), printable(message))
 
 
 def is_warc_name(path: str) -> bool:
@@ -116,43 +140,65 @@ def expand_paths(
     A file is taken as given (a WARC/WET archive if its name says so, else text).  A
     directory contributes its regular files, sorted by name; with ``recursive`` also those
     of its subdirectories; with ``pattern`` only files whose name matches the glob.  "-"
-    reads more paths from ``stdin``, one per line.  A missing path is reported and counted.
-    The directory ``skip_directory`` (the database's own, so ``simdb add . -r`` never reads
-    the database as a document) is never entered.  Cost: one stat per path, one listing per
-    directory.
+    reads more paths from ``stdin``, one per line.  A missing path, or one that is not a
+    regular file or directory (a FIFO would block the run), is reported and counted.  The
+    directory ``skip_directory`` (the database's own, so ``simdb add . -r`` never reads the
+    database as a document) is never entered, nor is a directory already read (a symbolic
+    link loop would otherwise be followed without end).  Cost: one stat per path, one
+    listing per directory.
     """
     skipped = os.path.realpath(skip_directory) if skip_directory else None
+    visited: set[tuple[int, int]] = set()
     found: list[Input] = []
     for path in paths:
         if path != "-":
-            found.extend(_expand_one(path, intake, recursive, pattern, skipped))
+            found.extend(_expand_one(path, intake, recursive, pattern, skipped, visited))
             continue
-        for line in (stdin or sys.stdin).read().splitlines():
-            if line:
+        for line in _stdin_lines(stdin):
+            if "\0" in line:
+                # find -print0 output: one "line" holding every path, NUL-separated.
+                intake.fail(f"<stdin> path {describe(line)}", "holds a NUL byte; give one path per line (find -print, not -print0)")
+            elif line:
                 # A "-" inside the list is a file named "-", not stdin again.
-                found.extend(_expand_one("./-" if line == "-" else line, intake, recursive, pattern, skipped))
+                found.extend(_expand_one("./-" if line == "-" else line, intake, recursive, pattern, skipped, visited))
     return found
 
 
-def _expand_one(path: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None) -> list[Input]:
+def _stdin_lines(stdin: IO[str] | None) -> list[str]:
+    """The lines of a list of paths on stdin.  Read as bytes and decoded as the operating
+    system decodes file names, so a name that is not valid UTF-8 still names its file."""
+    stream = stdin or sys.stdin
+    raw = getattr(stream, "buffer", None)
+    return os.fsdecode(raw.read()).splitlines() if raw is not None else stream.read().splitlines()
+
+
+def _expand_one(path: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None, visited: set[tuple[int, int]]) -> list[Input]:
     try:
         info = os.stat(path)
     except OSError as exc:
         intake.fail(path, exc.strerror or str(exc))
         return []
-    if not stat.S_ISDIR(info.st_mode):
-        return [Input(path, WARC if is_warc_name(path) else TEXT, _file_size(info))]
-    return list(_walk(path, intake, recursive, pattern, skipped))
+    if stat.S_ISDIR(info.st_mode):
+        return list(_walk(path, intake, recursive, pattern, skipped, visited))
+    if not stat.S_ISREG(info.st_mode):
+        intake.fail(path, "not a regular file (a FIFO, socket or device), skipped")
+        return []
+    return [Input(path, WARC if is_warc_name(path) else TEXT, _file_size(info))]
 
 
-def _walk(top: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None) -> Iterator[Input]:
+def _walk(top: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None, visited: set[tuple[int, int]]) -> Iterator[Input]:
     if skipped is not None and os.path.realpath(top) == skipped:
         return
     try:
+        info = os.stat(top)
         entries = sorted(os.scandir(top), key=lambda entry: entry.name)
     except OSError as exc:
         intake.fail(top, f"cannot list directory: {exc.strerror}")
         return
+    if (info.st_dev, info.st_ino) in visited:
+        intake.notice(top, "a directory already read (through a symbolic link), skipped")
+        return
+    visited.add((info.st_dev, info.st_ino))
     subdirectories = []
     for entry in entries:
         try:
@@ -168,7 +214,7 @@ def _walk(top: str, intake: Intake, recursive: bool, pattern: str | None, skippe
         yield Input(entry.path, WARC if is_warc_name(entry.name) else TEXT, size)
     if recursive:
         for subdirectory in subdirectories:
-            yield from _walk(subdirectory, intake, recursive, pattern, skipped)
+            yield from _walk(subdirectory, intake, recursive, pattern, skipped, visited)
 
 
 def stream_inputs(paths: Iterable[str], kind: str, intake: Intake) -> list[Input]:
@@ -197,9 +243,17 @@ def decode(data: bytes, where: str, intake: Intake, source: str | None = None) -
 
 
 def read_text_files(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
-    """``(path, text, None)`` for every readable text file; binary files (a NUL byte in the
-    first 8 KiB) and unreadable ones are reported and counted.  Reads each file whole."""
+    """``(path, text, None, path)`` for every readable text file; binary files (a NUL byte
+    in the first 8 KiB), unreadable ones and ones whose path cannot be a key (a name that
+    is not valid UTF-8) are reported and counted.  Reads each file whole."""
     for item in inputs:
+        try:
+            check_key(item.path)
+        except InvalidInputError as exc:
+            intake.bytes_done += item.size or 0
+            unicode = "Unicode" in exc.message
+            intake.fail(item.path, "the file name is not valid UTF-8, so it cannot be a key; rename the file" if unicode else exc.message)
+            continue
         try:
             with open(item.path, "rb") as handle:
                 data = handle.read()
@@ -211,7 +265,7 @@ def read_text_files(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
         if b"\0" in data[:BINARY_SNIFF_BYTES]:
             intake.fail(item.path, "binary file (contains NUL bytes), skipped")
             continue
-        yield item.path, decode(data, item.path, intake), None
+        yield item.path, decode(data, item.path, intake), None, item.path
 
 
 def _open_binary(item: Input) -> tuple[IO[bytes], IO[bytes]]:
@@ -287,24 +341,59 @@ def _scrub(value: Any) -> Any:
 
 
 def _storable_numbers(value: Any) -> bool:
-    """Whether every int in ``value`` fits the 64 bits msgpack can store."""
-    if isinstance(value, bool):
-        return True
-    if isinstance(value, int):
-        return -(1 << 63) <= value < (1 << 64)
-    if isinstance(value, list):
-        return all(_storable_numbers(part) for part in value)
-    if isinstance(value, dict):
-        return all(_storable_numbers(part) for part in value.values())
+    """Whether every int in ``value`` fits the 64 bits msgpack can store.  Iterative, so
+    any nesting depth is checked (the database refuses the too deep itself).  O(size)."""
+    pending = [value]
+    while pending:
+        part = pending.pop()
+        if isinstance(part, int) and not isinstance(part, bool) and not -(1 << 63) <= part < (1 << 64):
+            return False
+        if isinstance(part, list):
+            pending.extend(part)
+        elif isinstance(part, dict):
+            pending.extend(part.values())
     return True
+
+
+_TOO_LARGE = "holds an integer too large to store (over 64 bits)"
+#: What :func:`_checked_meta` returns for a meta it reported (None is a valid meta).
+_REFUSED = object()
+
+
+class JSONInputError(ValueError):
+    """A JSON text simdb will not take; the message says why, for a one-line report."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise JSONInputError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JSONInputError(f"{text} is too large for a floating-point number")
+    return value
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads(text)``, refusing what standard JSON cannot carry back out: NaN,
+    Infinity and numbers beyond the float range (Python's json accepts them, but
+    ``--json`` output and exports must stay valid JSON).  Raises JSONInputError, also for
+    malformed JSON and nesting too deep for the parser.  O(len(text))."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as exc:
+        raise JSONInputError(f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise JSONInputError("invalid JSON (nested too deeply to parse)") from None
 
 
 def _json_object(line: bytes, where: str, intake: Intake, source: str) -> dict[str, Any] | None:
     text = decode(line, where, intake, source)
     try:
-        record = json.loads(text)
-    except json.JSONDecodeError as exc:
-        intake.fail(where, f"invalid JSON ({exc.msg} at column {exc.colno})", source)
+        record = parse_json(text)
+    except JSONInputError as exc:
+        intake.fail(where, str(exc), source)
         return None
     if not isinstance(record, dict):
         intake.fail(where, f"a JSON {type(record).__name__}, not an object", source)
@@ -347,15 +436,16 @@ def read_jsonl(inputs: Iterable[Input], intake: Intake, *, id_field: str, text_f
                 continue
             meta = {field_name: value for field_name, value in record.items() if field_name not in (id_field, text_field)} or None
             if meta is not None and not _storable_numbers(meta):
-                intake.fail(where, "a field holds an integer too large to store (over 64 bits)", name)
+                intake.fail(where, f"a field {_TOO_LARGE}", name)
                 continue
-            yield key, text, meta
+            yield key, text, meta, where
 
 
-def read_fingerprint_tsv(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
-    """``(key, fingerprint, meta)`` per ``KEY<TAB>FINGERPRINT[<TAB>META-JSON]`` line, the
-    fingerprint in hex (``0x...`` or 16 digits) or decimal.  Bad lines are reported and
-    counted.  Streams; O(file size)."""
+def read_fingerprint_tsv(inputs: Iterable[Input], intake: Intake, *, decode_bytes: bool = False) -> Iterator[Item]:
+    """``(key, fingerprint, meta, "FILE:LINE")`` per ``KEY<TAB>FINGERPRINT[<TAB>META-JSON]``
+    line, the fingerprint in hex (``0x...`` or 16 digits) or decimal.  With
+    ``decode_bytes``, meta values ``{"base64": ...}`` (how exports write bytes) become bytes.
+    Bad lines are reported and counted.  Streams; O(file size)."""
     for item in inputs:
         name = item.name
         for number, line in _lines(item, intake):
@@ -375,13 +465,31 @@ def read_fingerprint_tsv(inputs: Iterable[Input], intake: Intake) -> Iterator[It
             meta = None
             if len(fields) > 2 and fields[2]:
                 try:
-                    meta = json.loads(fields[2])
-                except json.JSONDecodeError as exc:
-                    intake.fail(where, f"meta is not valid JSON ({exc.msg})", name)
+                    meta = parse_json(fields[2])
+                except JSONInputError as exc:
+                    intake.fail(where, f"meta: {exc}", name)
+                    continue
+                meta = _checked_meta(meta, where, intake, name, decode_bytes)
+                if meta is _REFUSED:
                     continue
             key = _valid_key(fields[0], where, intake, name)
             if key is not None:
-                yield key, fingerprint, meta
+                yield key, fingerprint, meta, where
+
+
+def _checked_meta(meta: Any, where: str, intake: Intake, source: str, decode_bytes: bool) -> Any:
+    """``meta`` ready to store (bytes decoded from base64 if ``decode_bytes``), or
+    ``_REFUSED`` after reporting why it cannot be stored."""
+    if not _storable_numbers(meta):
+        intake.fail(where, f"meta {_TOO_LARGE}", source)
+        return _REFUSED
+    if not decode_bytes:
+        return meta
+    try:
+        return unplain(meta)
+    except (binascii.Error, ValueError):
+        intake.fail(where, 'meta holds {"base64": ...} that is not valid base64', source)
+        return _REFUSED
 
 
 class _TextExtractor(HTMLParser):
@@ -418,6 +526,11 @@ def html_to_text(html: str) -> str:
 def _charset(content_type: str) -> str:
     match = re.search(r"charset=[\"']?([\w.:-]+)", content_type, re.IGNORECASE)
     return match.group(1) if match else "utf-8"
+
+
+#: The WARC record types that can hold a document.
+_DOCUMENT_RECORDS = ("conversion", "response", "resource")
+_CUT_SHORT = "is cut short (the archive is truncated or damaged)"
 
 
 def _record_text(record: Any, where: str, intake: Intake, source: str) -> str | None:
@@ -469,10 +582,29 @@ def _quietly(records: Iterator[Any]) -> Iterator[Any]:
         yield record
 
 
+def _tolerate_missing_uris(records: Any) -> None:
+    """Make warcio read a response record that has no WARC-Target-URI (it crashes with an
+    AttributeError on one, ending the archive) as one without HTTP headers, so that the
+    record can be reported and the rest of the archive read."""
+    loader = getattr(records, "loader", None)
+    parse = getattr(loader, "load_http_headers", None)
+    if loader is not None and parse is not None:
+        loader.load_http_headers = lambda rec_type, uri, stream, length: parse(rec_type, uri or "", stream, length)
+
+
+def _cut_short(records: Any, record: Any) -> bool:
+    """Whether ``record`` ended before its Content-Length: warcio hands such a record over
+    as if whole.  Reads the rest of the record (warcio would, before the next one)."""
+    records.read_to_end()
+    return bool(getattr(record.raw_stream, "limit", 0))
+
+
 def read_warc(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
-    """``(WARC-Target-URI, text, None)`` per text record of WARC or WET archives (gzipped
-    or not), read with warcio.  A damaged archive is reported; the records before the
-    damage are kept.  Streams; O(archive size)."""
+    """``(WARC-Target-URI, text, None, where)`` per text record of WARC or WET archives
+    (gzipped or not), read with warcio.  A damaged archive (a record cut short, bytes at
+    the end that are no whole record, a record without a WARC-Type) is reported, as is a
+    text record without a WARC-Target-URI to key it; the other records are kept.  Streams;
+    O(archive size)."""
     from warcio.archiveiterator import ArchiveIterator
     from warcio.exceptions import ArchiveLoadFailed
 
@@ -490,41 +622,94 @@ def read_warc(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
             intake.fail(item.path, "not a WARC/WET archive (it does not start with a WARC/ header)")
             continue
         records = ArchiveIterator(raw)
+        _tolerate_missing_uris(records)
         try:
             for record in _quietly(records):
                 intake.bytes_done = start + _position(raw)
-                where = record.rec_headers.get_header("WARC-Target-URI") or record.rec_headers.get_header("WARC-Record-ID") or item.path
+                uri = record.rec_headers.get_header("WARC-Target-URI")
+                where = f"{item.path}: record {uri or record.rec_headers.get_header('WARC-Record-ID') or f'at byte {records.offset}'}"
+                if record.rec_type is None:
+                    intake.fail(where, "has no WARC-Type header; the archive is damaged", item.path)
+                    continue
+                if not uri and record.rec_type in _DOCUMENT_RECORDS:
+                    problem = _CUT_SHORT if _cut_short(records, record) else "has no WARC-Target-URI to key it"
+                    intake.fail(where, f"{problem}, skipped", item.path)
+                    continue
                 text = _record_text(record, where, intake, item.path)
+                if _cut_short(records, record):
+                    intake.fail(where, f"{_CUT_SHORT}, skipped", item.path)
+                    continue
                 if text is None:
                     continue
-                key = _valid_key(where, where, intake, item.path)
+                key = _valid_key(uri, where, intake, item.path)
                 if key is not None:
-                    yield key, text, None
-        except (ArchiveLoadFailed, OSError, EOFError, ValueError) as exc:
+                    yield key, text, None, where
+        except (ArchiveLoadFailed, OSError, EOFError, ValueError, AttributeError) as exc:
+            # AttributeError: warcio trips over some malformed headers instead of refusing them.
             intake.fail(item.path, f"not a readable WARC/WET archive ({str(exc).strip() or type(exc).__name__})")
         else:
             if records.err_count:
                 intake.notice(item.path, f"{records.err_count} records have a wrong length; the archive may be damaged")
+            if item.size is not None and records.offset < item.size:
+                # warcio stops without a word at a record it cannot read whole.
+                intake.fail(item.path, f"bytes {records.offset:,} to {item.size:,} are no whole record: the archive is truncated or damaged")
         finally:
             raw.close()
             intake.bytes_done = start + (item.size or 0)
 
 
-def read_export(inputs: Iterable[Input], intake: Intake, header: dict[str, Any], file_format: str = "auto") -> Iterator[Item]:
-    """``(key, fingerprint, meta)`` from files written by ``simdb export``: JSONL (one
-    ``{"key", "fingerprint", "meta"}`` object per line, after an optional header line that
-    is copied into ``header``) or TSV (as :func:`read_fingerprint_tsv`).  With
-    ``file_format="auto"`` a file is TSV if its name ends in ``.tsv`` (or ``.tsv.gz``),
-    else JSONL."""
+@dataclass
+class ExportHeader:
+    """The settings line of the first JSONL export read: where it is (None if no header
+    was read), and the k, blocks and fingerprint settings it gives."""
+
+    where: str | None = None
+    k: int | None = None
+    blocks: int | None = None
+    fingerprinter: Fingerprinter | None = None
+
+
+def read_export(inputs: Iterable[Input], intake: Intake, header: ExportHeader, file_format: str = "auto") -> Iterator[Item]:
+    """``(key, fingerprint, meta, "FILE:LINE")`` from files written by ``simdb export``:
+    JSONL (one ``{"key", "fingerprint", "meta"}`` object per line, after an optional header
+    line, the first of which fills ``header``) or TSV (as :func:`read_fingerprint_tsv`).
+    With ``file_format="auto"`` a file is TSV if its name ends in ``.tsv`` (or
+    ``.tsv.gz``), else JSONL.  A file with a header this simdb cannot use (a newer format
+    version, bad settings) is reported and not read."""
     for item in inputs:
         is_tsv = file_format == "tsv" or (file_format == "auto" and item.path.lower().endswith((".tsv", ".tsv.gz")))
         if is_tsv:
-            yield from read_fingerprint_tsv([item], intake)
+            yield from read_fingerprint_tsv([item], intake, decode_bytes=True)
         else:
             yield from _read_export_jsonl(item, intake, header)
 
 
-def _read_export_jsonl(item: Input, intake: Intake, header: dict[str, Any]) -> Iterator[Item]:
+def _read_header(record: dict[str, Any], where: str, header: ExportHeader) -> str | None:
+    """Check an export header line; fill ``header`` from it if it is the first.  Returns
+    what is wrong with it, or None."""
+    version = record.get("format_version", 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        return f"export format_version {describe(version)} is not a format version"
+    if version > EXPORT_FORMAT_VERSION:
+        return f"export format_version {version} is newer than this simdb reads (up to {EXPORT_FORMAT_VERSION}); import it with a newer simdb"
+    k, blocks, settings = record.get("k"), record.get("blocks"), record.get("fingerprinter")
+    for field_name, value in (("k", k), ("blocks", blocks)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            return f"header {field_name}={describe(value)} is not an integer"
+    fingerprinter = None
+    if settings is not None:
+        from simdb.fingerprint import Fingerprinter
+
+        try:
+            fingerprinter = Fingerprinter.from_dict(unplain(settings))
+        except ValueError as exc:  # InvalidInputError, or bad base64 in an IDF table
+            return f"header fingerprinter settings cannot be used: {getattr(exc, 'message', None) or exc}"
+    if header.where is None:
+        header.where, header.k, header.blocks, header.fingerprinter = where, k, blocks, fingerprinter
+    return None
+
+
+def _read_export_jsonl(item: Input, intake: Intake, header: ExportHeader) -> Iterator[Item]:
     name = item.name
     first = True
     for _, where, line in _nonblank_lines(item, intake):
@@ -536,7 +721,10 @@ def _read_export_jsonl(item: Input, intake: Intake, header: dict[str, Any]) -> I
         if record is None:
             continue
         if first and record.get("simdb") == "export":
-            header.update(record)
+            problem = _read_header(record, where, header)
+            if problem is not None:
+                intake.fail(where, f"{problem}; the file was not read", name)
+                return
             first = False
             continue
         first = False
@@ -551,9 +739,12 @@ def _read_export_jsonl(item: Input, intake: Intake, header: dict[str, Any]) -> I
         except InvalidInputError as exc:
             intake.fail(where, exc.message, name)
             continue
+        meta = _checked_meta(record.get("meta"), where, intake, name, decode_bytes=True)
+        if meta is _REFUSED:
+            continue
         checked = _valid_key(key, where, intake, name)
         if checked is not None:
-            yield checked, value, record.get("meta")
+            yield checked, value, meta, where
 
 
 def read_documents(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
