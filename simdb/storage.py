@@ -178,14 +178,16 @@ class Storage:
         if not current.exists():
             # Another process creating this database at the same moment leaves only its
             # staging file here; that does not make the directory foreign.
-            if directory.exists() and any(not entry.name.startswith(_STAGING) for entry in directory.iterdir()):
-                raise NotADatabaseError(
-                    f"{directory} is not a simdb database (it has no {CURRENT} file)",
-                    "point at a simdb database or at an empty or missing directory",
-                )
-            if readonly or not create:
-                raise NotADatabaseError(f"{directory} does not exist", "create it first by opening it writable")
-            cls._create_directory(directory)
+            foreign = directory.exists() and any(not entry.name.startswith(_STAGING) for entry in directory.iterdir())
+            if not current.exists():  # else that other process finished between our looks
+                if foreign:
+                    raise NotADatabaseError(
+                        f"{directory} is not a simdb database (it has no {CURRENT} file)",
+                        "point at a simdb database or at an empty or missing directory",
+                    )
+                if readonly or not create:
+                    raise NotADatabaseError(f"{directory} does not exist", "create it first by opening it writable")
+                cls._create_directory(directory)
         return cls(directory, readonly, names, map_size or MIN_MAP_SIZE)
 
     @staticmethod
@@ -240,13 +242,17 @@ class Storage:
                 if "No such file" in str(exc):
                     continue
                 raise translate(exc, data_file) from None
-            if self._read_current() != (name, inode):
+            now_name, now_inode = self._read_current()
+            if now_name != name:
                 # A compaction swapped generations while we opened this one, and removed it:
                 # a writable open then made a new empty file under the old name.  Drop it.
+                # (Only when the name moved on: creators racing to make a new database each
+                # rewrite CURRENT with the same name, and that file is in use.)
                 env.close()
                 if not self.readonly:
                     _remove_generation(self.path, name)
                 continue
+            inode = now_inode
             self._check_file_length(env, data_file)
             env.reader_check()  # clear reader slots left by killed processes
             self._env, self._current_inode, self.generation = env, inode, name
