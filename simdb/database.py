@@ -542,7 +542,7 @@ class Database:
 
         def texts() -> Iterator[Any]:
             for position, item in enumerate(item_iterator):
-                if not isinstance(item, (tuple, list)) or len(item) not in (2, 3) or not isinstance(item[1], (str, bytes)):
+                if not isinstance(item, (tuple, list)) or len(item) not in (2, 3) or not isinstance(item[1], (str, bytes, bytearray, memoryview)):
                     raise InvalidInputError(f"item {position} ({describe(item)}) is not (key, text) or (key, text, meta)")
                 waiting.append((item[0], item[2] if len(item) == 3 else None))
                 yield item[1]

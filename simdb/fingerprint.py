@@ -968,6 +968,8 @@ def _iter_in_pool(fingerprinter: Fingerprinter, texts: Iterable[Text], workers: 
                 if not chunk:
                     break
                 _check_texts(chunk)
+                if any(isinstance(text, memoryview) for text in chunk):  # memoryviews cannot be pickled
+                    chunk = [bytes(text) if isinstance(text, memoryview) else text for text in chunk]
                 in_flight.append(pool.submit(_fingerprint_chunk, chunk))
             if not in_flight:
                 return

@@ -267,3 +267,17 @@ def test_parse_fingerprint_refuses_what_is_neither(text: str) -> None:
 def test_parse_fingerprint_refuses_non_strings(value) -> None:
     with pytest.raises(simdb.InvalidFingerprintError, match="not a str"):
         parse_fingerprint(value)
+
+
+# -- bytes-like texts ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_bytes_like_texts_are_taken_everywhere_text_is(tmp_path, workers: int) -> None:
+    raw = "Grüße aus Köln, und eine zweite Zeile".encode()
+    expected = simdb.simhash(raw.decode())
+    like = [raw, bytearray(raw), memoryview(raw)]
+    assert simdb.simhash_many(iter(like * 200), workers=workers) == [expected] * 600
+    with simdb.open(tmp_path / "db") as db:
+        db.add_texts(((f"k{i}", text) for i, text in enumerate(like)), workers=workers)
+        assert [document.fingerprint for document in db.items()] == [expected] * 3
