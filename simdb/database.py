@@ -308,6 +308,7 @@ class Database:
 
     def _setup(self, k: int | None, blocks: int | None, fingerprinter: Fingerprinter | None, create: bool) -> None:
         storage = self._storage
+        self._requested: Fingerprinter | None = None  # given to a read-only handle before any were stored
         stored = self._read_config()
         if stored is None:
             if storage.readonly or not create:
@@ -383,9 +384,11 @@ class Database:
         with self._storage.read() as txn:
             raw = txn.get(FINGERPRINTER_KEY, db=self._storage.db(META))
         if raw is None:
-            if given is not None:
-                self._store_fingerprinter(given)
-            return given
+            if given is not None and not self._storage.readonly:
+                return self._store_fingerprinter(given)
+            # A read-only handle cannot store them: they are checked when text is first used.
+            self._requested = given
+            return None
         from simdb.fingerprint import Fingerprinter
 
         stored = Fingerprinter.from_dict(codec.unpack(raw, "the fingerprint settings"))
@@ -449,7 +452,8 @@ class Database:
             from simdb.fingerprint import Fingerprinter
 
             # Another process may have stored settings since this handle opened: they stand.
-            self._fingerprinter = self._settle_fingerprinter(None) or self._store_fingerprinter(Fingerprinter(), given=False)
+            requested = self._requested
+            self._fingerprinter = self._settle_fingerprinter(requested) or self._store_fingerprinter(requested or Fingerprinter(), given=requested is not None)
         return self._fingerprinter
 
     def _resolve(self, fingerprint: object, text: str | None) -> int:

@@ -236,6 +236,30 @@ def test_a_read_only_handle_adopts_settings_stored_after_it_opened(db_path) -> N
         assert reader.query(text="words written by the other process")[0].key == "theirs"
 
 
+OTHER_SETTINGS = """
+import sys, simdb
+with simdb.open(sys.argv[1], fingerprinter=simdb.Fingerprinter(features="char")) as db:
+    db.add("theirs", text="words written by the other process")
+"""
+
+
+@pytest.mark.parametrize(("writer", "agrees"), [(STORE_SETTINGS, True), (OTHER_SETTINGS, False)])
+def test_a_read_only_handle_given_settings_before_any_are_stored_checks_them_at_first_text(db_path, writer: str, agrees: bool) -> None:
+    with simdb.open(db_path) as db:
+        db.add("fingerprint-only", 7)
+    with simdb.open(db_path, readonly=True, fingerprinter=simdb.Fingerprinter(ngram=2)) as reader:
+        assert [m.key for m in reader.query(7)] == ["fingerprint-only"]  # fingerprints need no settings
+        with pytest.raises(simdb.FingerprinterError, match="read-only"):
+            reader.query(text="anything")
+        run = subprocess.run([sys.executable, "-c", writer, str(db_path)], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        if agrees:
+            assert reader.query(text="words written by the other process")[0].key == "theirs"
+        else:
+            with pytest.raises(simdb.ConfigMismatchError, match="char"):
+                reader.query(text="words written by the other process")
+
+
 # -- fingerprints written as text ----------------------------------------------------------------
 
 fingerprints = st.integers(0, (1 << 64) - 1)
