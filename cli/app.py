@@ -144,6 +144,8 @@ CLI_WORDING = (
     ("omit blocks,", "omit --blocks,"),
     ("create it by opening it writable", "create it with simdb add or simdb import"),
     ("create it first by opening it writable", "create it with simdb add or simdb import"),
+    ("create it with create=True", "create it with simdb add or simdb import"),
+    ("open it writable to finish it", "simdb add or simdb import finishes it"),
     ("add text once with a writable database, or pass fingerprints", "add text with simdb add first, or query with --fingerprint"),
     ("run check()", "run simdb check"),
 )

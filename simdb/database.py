@@ -312,7 +312,8 @@ class Database:
         stored = self._read_config()
         if stored is None:
             if storage.readonly or not create:
-                raise NotADatabaseError(f"{storage.path} holds no simdb database yet", "create it by opening it writable")
+                hint = "create it by opening it writable" if storage.readonly else "create it with create=True"
+                raise NotADatabaseError(f"{storage.path} holds no simdb database yet", hint)
             self._use_plan(TablePlan.create(DEFAULT_K if k is None else k, blocks))
             if not storage.write(lambda txn: self._initialise(txn, fingerprinter)):
                 stored = self._read_config()  # another process created it first: theirs stands

@@ -362,6 +362,12 @@ def test_library_hints_are_put_in_command_line_terms(tmp_path: Path) -> None:
         database.add("a", 1)
     text_query = run("query", "some words", "--db", fingerprints_only)
     assert text_query.exit_code == 2 and "--fingerprint" in text_query.stderr and "writable" not in text_query.stderr
+    half_made = tmp_path / "half-made"
+    half_made.mkdir()
+    (half_made / "CURRENT").write_text("data-000001.mdb\n")  # a creation interrupted early
+    lookup = run("query", "--fingerprint", "0x1", "--db", half_made)
+    assert lookup.exit_code == 3 and "interrupted" in lookup.stderr
+    assert "simdb add" in lookup.stderr and "writable" not in lookup.stderr
 
 
 # -- 9. interruptions, FIFOs, stdin and damaged archives --------------------------------------
