@@ -33,6 +33,12 @@ gets the same treatment: with b bands of r rows a pair of Jaccard J becomes a ca
 probability 1 - (1 - J^r)^b.  Settings and k are chosen on the expected figures.
 ``--seeds N`` checks the model: it re-fingerprints the default features with N other hash
 functions and prints the mean and spread of the measured F1.
+
+Three what-ifs bound what other choices could reach: wider SimHash fingerprints (expected);
+the default index with each candidate verified by its exact Jaccard (measured: precision 1,
+the fingerprints' recall); and the same 64 bits spent as one-bit minwise hashes of the
+3-shingle sets (b-bit minwise hashing with b = 1, expected), the usual 64-bit sketch for
+Jaccard rather than angle.
 """
 
 from __future__ import annotations
@@ -64,6 +70,9 @@ CANDIDATE_THRESHOLD = 0.7
 MAX_K = 8
 PairKeys = npt.NDArray[np.int64]
 COSINE_FLOOR = 0.5
+# Below J = 0.05 a pair's one-bit minwise bits differ with probability >= 0.475, so all the
+# 2.2e8 pairs of 21,000 documents together expect fewer than one within k = 8 bits.
+MINWISE_FLOOR = 0.05
 
 
 def read_corpus(corpus: str | Path) -> list[str]:
@@ -244,11 +253,62 @@ def cosine_pairs(matrix: Any, floor: float = COSINE_FLOOR) -> tuple[PairKeys, np
     return np.concatenate(keys), np.concatenate(cosines)
 
 
+def jaccard_pairs(sets: Sequence[frozenset[str]], floor: float, block_expansions: int = 5_000_000) -> tuple[PairKeys, npt.NDArray[np.float64]]:
+    """Every pair (key i * n + j, i < j) sharing a member with Jaccard >= floor, with the
+    Jaccard.  Each document's members are expanded into their posting lists and the pairs
+    counted, in blocks of rows of about ``block_expansions`` expansions (a row with more is a
+    block of its own).  O(sum over members of their posting length squared), numpy only.
+    Unlike the prefix join it is cheap at low floors, which the what-if of one-bit minwise
+    hashing needs."""
+    n = len(sets)
+    columns: dict[str, int] = {}
+    member_columns = np.array([columns.setdefault(m, len(columns)) for members in sets for m in members], dtype=np.int64)
+    sizes = np.array([len(members) for members in sets], dtype=np.int64)
+    member_rows = np.repeat(np.arange(n, dtype=np.int64), sizes)
+    posting_lengths = np.bincount(member_columns, minlength=len(columns))
+    posting_starts = np.concatenate([[0], np.cumsum(posting_lengths)])
+    posting_rows = member_rows[np.argsort(member_columns, kind="stable")]
+    row_starts = np.concatenate([[0], np.cumsum(sizes)])
+    row_expansions = np.cumsum(np.bincount(member_rows, weights=posting_lengths[member_columns], minlength=n))
+    keys: list[PairKeys] = [np.empty(0, dtype=np.int64)]
+    jaccards: list[npt.NDArray[np.float64]] = [np.empty(0)]
+    first = 0
+    while first < n:
+        before = row_expansions[first - 1] if first else 0.0
+        last = max(first + 1, int(np.searchsorted(row_expansions, before + block_expansions, side="right")))
+        cells = member_columns[row_starts[first] : row_starts[last]]
+        lengths = posting_lengths[cells]
+        ends = np.cumsum(lengths)
+        positions = np.repeat(posting_starts[cells] - (ends - lengths), lengths) + np.arange(int(ends[-1]) if ends.size else 0)
+        left = np.repeat(member_rows[row_starts[first] : row_starts[last]], lengths)
+        right = posting_rows[positions]
+        upper = left < right
+        pair_keys, overlaps = np.unique(left[upper] * n + right[upper], return_counts=True)
+        i, j = pair_keys // n, pair_keys % n
+        jaccard = overlaps / (sizes[i] + sizes[j] - overlaps)
+        keep = jaccard >= floor
+        keys.append(pair_keys[keep])
+        jaccards.append(jaccard[keep])
+        first = last
+    return np.concatenate(keys), np.concatenate(jaccards)
+
+
 def within_k_probability(cosines: npt.NDArray[np.float64], k: int, bits: int = 64) -> npt.NDArray[np.float64]:
     """P(Hamming distance <= k) of each pair over the choice of hash function: the binomial
     CDF at k with ``bits`` trials of probability angle / pi."""
-    p = np.arccos(np.clip(cosines, -1.0, 1.0)) / math.pi
-    return sum(math.comb(bits, d) * p**d * (1 - p) ** (bits - d) for d in range(k + 1))
+    return binomial_within_k(np.arccos(np.clip(cosines, -1.0, 1.0)) / math.pi, k, bits)
+
+
+def one_bit_minwise_probability(jaccards: npt.NDArray[np.float64], k: int, bits: int = 64) -> npt.NDArray[np.float64]:
+    """P(Hamming distance <= k) of ``bits`` one-bit minwise hashes (b-bit minwise hashing with
+    b = 1, Li & Koenig 2010): a bit differs only when the two minima differ (1 - J) and then
+    their lowest bits do with probability 1/2, so each bit differs with probability (1 - J) / 2."""
+    return binomial_within_k((1.0 - jaccards) / 2, k, bits)
+
+
+def binomial_within_k(p: npt.NDArray[np.float64], k: int, bits: int) -> npt.NDArray[np.float64]:
+    """P(at most k of ``bits`` independent bits differ), each with probability p."""
+    return sum((math.comb(bits, d) * p**d * (1 - p) ** (bits - d) for d in range(k + 1)), np.zeros_like(p))
 
 
 def expected_scores(pair_keys: PairKeys, probability: npt.NDArray[np.float64], truth: PairKeys) -> tuple[float, float, float]:
@@ -317,10 +377,20 @@ Scores = tuple[float, float, float]
 Table = dict[int, dict[float, Scores]]
 
 
-def measured_table(fingerprints: Sequence[int], truth: dict[float, PairKeys]) -> Table:
-    """P/R/F1 of "distance <= k" for k = 0..MAX_K against each threshold's true pairs."""
-    keys, distances = hamming_pairs(fingerprints, MAX_K)
-    return {k: {tau: scores(np.unique(keys[distances <= k]), truth[tau]) for tau in THRESHOLDS} for k in range(MAX_K + 1)}
+def measured_table(pairs: tuple[PairKeys, npt.NDArray[np.int64]], truth: dict[float, PairKeys], verified: bool = False) -> Table:
+    """P/R/F1 of "distance <= k" for k = 0..MAX_K against each threshold's true pairs, from
+    the (pair keys, distances) of :func:`hamming_pairs` at MAX_K.  With
+    ``verified``, the pairs within k bits are kept only when their exact Jaccard reaches the
+    threshold, as a caller checking each candidate with :func:`simdb.jaccard` would: precision
+    is then 1 and recall is that of the fingerprints."""
+    keys, distances = pairs
+    table: Table = {}
+    for k in range(MAX_K + 1):
+        within = np.unique(keys[distances <= k])
+        table[k] = {
+            tau: scores(np.intersect1d(within, truth[tau]) if verified else within, truth[tau]) for tau in THRESHOLDS
+        }
+    return table
 
 
 def expected_table(pairs: tuple[PairKeys, npt.NDArray[np.float64]], truth: dict[float, PairKeys], bits: int = 64, max_k: int = MAX_K) -> Table:
@@ -363,7 +433,8 @@ def main(argv: list[str] | None = None) -> None:
           f" ({time.perf_counter() - started:.1f} s)")
 
     default = Fingerprinter()
-    default_measured = measured_table(default.fingerprint_many(documents), truth)
+    default_hamming = hamming_pairs(default.fingerprint_many(documents), MAX_K)
+    default_measured = measured_table(default_hamming, truth)
     default_matrix, default_hashes = feature_matrix(default, documents)
     default_pairs = cosine_pairs(default_matrix)
     default_expected = expected_table(default_pairs, truth)
@@ -382,17 +453,17 @@ def main(argv: list[str] | None = None) -> None:
     print("| method | J>=0.9 P | R | F1 | E[F1] | J>=0.8 P | R | F1 | E[F1] | index tables |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for k in range(MAX_K + 1):
-        cells = " | ".join(
+        row = " | ".join(
             f"{p:.3f} | {r:.3f} | {f:.3f} | {default_expected[k][tau][2]:.3f}"
             for tau, (p, r, f) in ((tau, default_measured[k][tau]) for tau in THRESHOLDS)
         )
-        print(f"| SimHash k={k} | {cells} | {len(TablePlan.create(k).tables)} |")
+        print(f"| SimHash k={k} | {row} | {len(TablePlan.create(k).tables)} |")
     for label, which in (("MinHashLSH 128 perms, threshold=tau", 0), ("MinHashLSH + estimate >= tau", 1)):
-        cells = " | ".join(
+        row = " | ".join(
             f"{p:.3f} | {r:.3f} | {f:.3f} | " + (f"{lsh_expected[tau][2]:.3f}" if which == 0 else "")
             for tau, (p, r, f) in ((tau, scores(lsh[tau][which], truth[tau])) for tau in THRESHOLDS)
         )
-        print(f"| {label} | {cells} | |")
+        print(f"| {label} | {row} | |")
 
     print()
     print("What-if, default features: best k and expected F1 if fingerprints were wider")
@@ -403,13 +474,36 @@ def main(argv: list[str] | None = None) -> None:
         wide = expected_table(default_pairs, truth, bits, max_k=bits // 4)
         print(f"| {bits} | " + " | ".join(f"{best_k(wide, tau)} | {wide[best_k(wide, tau)][tau][2]:.3f}" for tau in THRESHOLDS) + " |")
 
+    print()
+    print("What-if, the default index with every candidate verified (exact J >= tau): measured")
+    print()
+    print("| k | index tables | J>=0.9 P | R | F1 | J>=0.8 P | R | F1 |")
+    print("|---|---|---|---|---|---|---|---|")
+    verified = measured_table(default_hamming, truth, verified=True)
+    for k in range(MAX_K + 1):
+        row = " | ".join(f"{p:.3f} | {r:.3f} | {f:.3f}" for p, r, f in (verified[k][tau] for tau in THRESHOLDS))
+        print(f"| {k} | {len(TablePlan.create(k).tables)} | {row} |")
+
+    print()
+    print("What-if, the same 64 bits as 64 one-bit minwise hashes of the 3-shingle sets (expected)")
+    print()
+    print("| 64-bit sketch | J>=0.9 best k | E[F1] | J>=0.8 best k | E[F1] |")
+    print("|---|---|---|---|---|")
+    minwise_pairs, minwise_jaccards = jaccard_pairs(sets, MINWISE_FLOOR)
+    minwise: Table = {
+        k: {tau: expected_scores(minwise_pairs, one_bit_minwise_probability(minwise_jaccards, k), truth[tau]) for tau in THRESHOLDS}
+        for k in range(MAX_K + 1)
+    }
+    for label, table in (("SimHash, default features", default_expected), ("one-bit minwise hashes", minwise)):
+        print(f"| {label} | " + " | ".join(f"{best_k(table, tau)} | {table[best_k(table, tau)][tau][2]:.3f}" for tau in THRESHOLDS) + " |")
+
     if args.seeds:
         print()
         print(f"Check: default features under {args.seeds} other hash functions, measured F1 mean (sd)")
         print()
         print("| k | J>=0.9 F1 | E[F1] | J>=0.8 F1 | E[F1] |")
         print("|---|---|---|---|---|")
-        runs = [measured_table(reseeded_fingerprints(default_matrix, default_hashes, seed), truth) for seed in range(1, args.seeds + 1)]
+        runs = [measured_table(hamming_pairs(reseeded_fingerprints(default_matrix, default_hashes, seed), MAX_K), truth) for seed in range(1, args.seeds + 1)]
         for k in range(MAX_K + 1):
             cells = []
             for tau in THRESHOLDS:
@@ -430,7 +524,7 @@ def main(argv: list[str] | None = None) -> None:
             if fingerprinter == default:
                 measured, expected = default_measured, default_expected
             else:
-                measured = measured_table(fingerprinter.fingerprint_many(documents), truth)
+                measured = measured_table(hamming_pairs(fingerprinter.fingerprint_many(documents), MAX_K), truth)
                 expected = expected_table(cosine_pairs(feature_matrix(fingerprinter, documents)[0]), truth)
             cells = []
             for tau in THRESHOLDS:

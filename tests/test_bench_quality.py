@@ -67,3 +67,51 @@ def test_corpus_reader_takes_msrp_sentences_from_the_second_column(tmp_path: Pat
     (tmp_path / "msr_paraphrase_data.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
     (tmp_path / "ignored.txt").write_text("not a document of this corpus")
     assert quality.read_corpus(tmp_path) == ["First sentence, with a comma.", "Second one", "Third."]
+
+
+@settings(max_examples=200, deadline=None)
+@given(shingle_sets, st.sampled_from([0.0, 0.05, 0.3, 0.5, 1.0]), st.sampled_from([1, 7, 5_000_000]))
+def test_jaccard_pairs_lists_every_pair_at_or_above_the_floor(sets: list[frozenset[str]], floor: float, block: int) -> None:
+    # Small blocks split the rows many ways; no pair may be lost or counted twice across them.
+    keys, jaccards = quality.jaccard_pairs(sets, floor, block_expansions=block)
+    n = len(sets)
+    found = {(int(key) // n, int(key) % n): float(j) for key, j in zip(keys, jaccards)}
+    expected = {}
+    for i, j in itertools.combinations(range(n), 2):
+        # Pairs sharing nothing are never expanded; they only matter when the floor is 0.
+        if sets[i] & sets[j]:
+            jaccard = len(sets[i] & sets[j]) / len(sets[i] | sets[j])
+            if jaccard >= floor:
+                expected[(i, j)] = jaccard
+    assert found.keys() == expected.keys()
+    for pair, jaccard in expected.items():
+        assert math.isclose(found[pair], jaccard)
+
+
+def test_one_bit_minwise_model_matches_simulated_hashes() -> None:
+    # Two sets with J = 10 / 30: the minimum of a random order over their union falls in the
+    # intersection with probability J; otherwise the two minima's lowest bits are independent.
+    rng = np.random.default_rng(7)
+    a, b = set(range(0, 20)), set(range(10, 30))
+    union = sorted(a | b)
+    trials = 20_000
+    ranks = rng.random((trials, len(union)))
+    low_bits = rng.integers(0, 2, size=(trials, len(union)))
+    in_a = np.array([x in a for x in union])
+    in_b = np.array([x in b for x in union])
+    bit_a = low_bits[np.arange(trials), np.where(in_a, ranks, 2.0).argmin(axis=1)]
+    bit_b = low_bits[np.arange(trials), np.where(in_b, ranks, 2.0).argmin(axis=1)]
+    differ = float((bit_a != bit_b).mean())
+    jaccard = len(a & b) / len(a | b)
+    one_bit = quality.one_bit_minwise_probability(np.array([jaccard]), 0, bits=1)[0]
+    assert abs(differ - (1 - one_bit)) < 0.015
+
+
+def test_verified_table_keeps_only_true_pairs_and_the_recall() -> None:
+    truth = {tau: np.array([1, 2, 3], dtype=np.int64) for tau in quality.THRESHOLDS}
+    pairs = (np.array([1, 2, 7, 9], dtype=np.int64), np.array([0, 1, 1, 2], dtype=np.int64))
+    raw = quality.measured_table(pairs, truth)
+    verified = quality.measured_table(pairs, truth, verified=True)
+    for tau in quality.THRESHOLDS:
+        assert raw[1][tau][0] < 1.0 and verified[1][tau][0] == 1.0
+        assert [verified[k][tau][1] for k in verified] == [raw[k][tau][1] for k in raw]
