@@ -97,6 +97,8 @@ _POOL_CHUNK_DOCS = 256
 _RANGES_PER_WORKER = 8
 # Most documents fingerprinted together in one numpy batch (fewer when they are long).
 _BATCH_DOCS = 1024
+# Feature hashes of a text's chunks collected before they are merged (see _distinct_features).
+_MERGE_ROWS = 1 << 20
 _ZERO_START = np.zeros(1, dtype=np.int64)
 # Every byte of an ASCII text maps to itself lowercased if it is a letter or digit, else to
 # a space; the tokens are then bytes.split().
@@ -814,11 +816,21 @@ class Fingerprinter:
         return common / (first.size + second.size - common)
 
     def _distinct_features(self, text: str) -> UInt64Array:
-        """The sorted distinct lane-0 feature hashes of ``text``, merged chunk by chunk."""
+        """The sorted distinct lane-0 feature hashes of ``text``.  O(n log n); memory
+        O(distinct features) plus up to :data:`_MERGE_ROWS` hashes and one chunk's, whatever
+        the text's length."""
         distinct = np.empty(0, dtype=np.uint64)
+        pending: list[UInt64Array] = []
+        pending_rows = 0
         for batch in self._feature_batches(text):
-            distinct = np.union1d(distinct, batch[:, 0])
-        return distinct
+            pending.append(batch[:, 0])
+            pending_rows += batch.shape[0]
+            # Merging only once the chunks outweigh what is merged keeps the total work
+            # O(n log n); merging every chunk would re-sort the whole set each time.
+            if pending_rows > max(distinct.size, _MERGE_ROWS):
+                distinct = np.unique(np.concatenate([distinct, *pending]))
+                pending, pending_rows = [], 0
+        return np.unique(np.concatenate([distinct, *pending])) if pending else distinct
 
     def fit_idf(self, texts: Iterable[Text], min_df: int = 2) -> Fingerprinter:
         """A new Fingerprinter with these settings and an IDF table fitted on ``texts``.
@@ -838,9 +850,8 @@ class Fingerprinter:
         known_counts = np.empty(0, dtype=np.int64)
         for text in iterate(texts, "texts"):
             documents += 1
-            batches = [batch[:, 0] for batch in base._feature_batches(_as_text(text))]
-            if batches:
-                distinct = np.unique(np.concatenate(batches))
+            distinct = base._distinct_features(_as_text(text))
+            if distinct.size:
                 pending.append(distinct)
                 pending_rows += distinct.size
             if pending_rows > 1 << 22:

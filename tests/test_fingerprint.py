@@ -526,7 +526,10 @@ def test_jaccard_is_the_exact_jaccard_of_the_feature_sets(a: str, b: str, settin
     assert math.isclose(Fingerprinter(**settings_).jaccard(b, a), expected)
 
 
-def test_jaccard_of_long_texts_merges_features_across_chunks() -> None:
+@pytest.mark.parametrize("merge_rows", [fingerprint_module._MERGE_ROWS, 1000])
+def test_jaccard_of_long_texts_merges_features_across_chunks(merge_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A small merge threshold makes the chunks' features merge many times along the way.
+    monkeypatch.setattr(fingerprint_module, "_MERGE_ROWS", merge_rows)
     rng = random.Random(7)
     words = [f"w{i}" for i in range(3000)]
     a = " ".join(rng.choices(words, k=120_000))  # several chunks
