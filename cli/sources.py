@@ -448,10 +448,9 @@ def read_fingerprint_tsv(inputs: Iterable[Input], intake: Intake, *, decode_byte
     Bad lines are reported and counted.  Streams; O(file size)."""
     for item in inputs:
         name = item.name
-        for number, line in _lines(item, intake):
-            where = f"{name}:{number}"
+        for _, where, line in _nonblank_lines(item, intake):
             text = decode(line, where, intake, name).rstrip("\r\n")
-            if not text.strip():
+            if not text.strip():  # whitespace beyond ASCII
                 continue
             fields = text.split("\t")
             if len(fields) < 2:
