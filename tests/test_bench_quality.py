@@ -1,7 +1,8 @@
 """The quality benchmark's ground truth and expected scores, against brute force.
 
-The report's claims rest on two pieces of bench/quality.py: the exact Jaccard join must miss
-no pair above its threshold, and the expected-score arithmetic must agree with counting.
+The report's claims rest on two pieces of bench/quality.py: the exact Jaccard pairs must
+miss no pair at or above the floor (ties included), and the expected-score arithmetic must
+agree with counting.
 Neither needs a corpus or the benchmark extras.
 """
 
@@ -26,21 +27,6 @@ _SPEC.loader.exec_module(quality)
 
 # Small universes make high overlaps (and exact ties at the threshold) common.
 shingle_sets = st.lists(st.frozensets(st.sampled_from([f"s{i}" for i in range(12)]), max_size=10), max_size=14)
-
-
-@settings(max_examples=300, deadline=None)
-@given(shingle_sets, st.sampled_from([0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0]))
-def test_exact_join_finds_every_pair_at_or_above_the_threshold(sets: list[frozenset[str]], threshold: float) -> None:
-    found = quality.exact_similar_pairs(sets, threshold)
-    expected = {}
-    for i, j in itertools.combinations(range(len(sets)), 2):
-        if sets[i] and sets[j]:
-            jaccard = len(sets[i] & sets[j]) / len(sets[i] | sets[j])
-            if jaccard >= threshold - 1e-9:
-                expected[(i, j)] = jaccard
-    assert found.keys() == expected.keys()
-    for pair, jaccard in expected.items():
-        assert math.isclose(found[pair], jaccard)
 
 
 def test_within_k_probability_is_the_binomial_tail_of_angle_over_pi() -> None:
@@ -69,8 +55,8 @@ def test_corpus_reader_takes_msrp_sentences_from_the_second_column(tmp_path: Pat
     assert quality.read_corpus(tmp_path) == ["First sentence, with a comma.", "Second one", "Third."]
 
 
-@settings(max_examples=200, deadline=None)
-@given(shingle_sets, st.sampled_from([0.0, 0.05, 0.3, 0.5, 1.0]), st.sampled_from([1, 7, 5_000_000]))
+@settings(max_examples=300, deadline=None)
+@given(shingle_sets, st.sampled_from([0.0, 0.05, 0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0]), st.sampled_from([1, 7, 5_000_000]))
 def test_jaccard_pairs_lists_every_pair_at_or_above_the_floor(sets: list[frozenset[str]], floor: float, block: int) -> None:
     # Small blocks split the rows many ways; no pair may be lost or counted twice across them.
     keys, jaccards = quality.jaccard_pairs(sets, floor, block_expansions=block)
