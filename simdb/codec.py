@@ -13,7 +13,9 @@ from typing import Any
 import msgpack
 
 from simdb.errors import CorruptDatabaseError, InvalidInputError
-from simdb.keys import describe
+from simdb.keys import FINGERPRINT_LIMIT, MAX_KEY_BYTES, decode_id, describe
+
+_DAMAGE_HINT = "run check(); restore from a backup or an export"
 
 
 # msgpack writes a tuple as an array, which reads back as a list, and a list cannot key a
@@ -70,13 +72,17 @@ def _packb(value: Any, what: str) -> bytes:
         ) from None
 
 
-def unpack(encoded: bytes | None, what: str) -> Any:
+def unpack(encoded: bytes | None, what: str, path: str | None = None) -> Any:
     """Decode a value written by :func:`pack`; damage, or a missing value (None), raises
-    CorruptDatabaseError."""
+    CorruptDatabaseError naming ``what`` (the record) and ``path`` (the database), if given."""
+    where = f"the {what} stored in {path}" if path else what
+    if encoded is None:
+        raise CorruptDatabaseError(f"{where} is missing", _DAMAGE_HINT, path=path, record=what)
     try:
         return msgpack.unpackb(encoded, raw=False, strict_map_key=False, use_list=True)
     except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-        raise CorruptDatabaseError(f"{what} is damaged: {exc}", "run check(); restore from a backup or export") from None
+        detail = str(exc) or type(exc).__name__  # msgpack raises some errors with no message
+        raise CorruptDatabaseError(f"{where} is damaged: {detail}", _DAMAGE_HINT, path=path, record=what) from None
 
 
 def pack_documents(keys: list[str], fingerprints: list[int], metas: list[Any] | None) -> list[bytes] | None:
@@ -104,9 +110,29 @@ def pack_document(key: str, fingerprint: int, meta: Any) -> bytes:
     return _packb([key, fingerprint, meta], what)
 
 
-def unpack_document(encoded: bytes) -> tuple[str, int, Any]:
-    """Decode a document record; raises CorruptDatabaseError on damage."""
-    record = unpack(encoded, "a document record")
-    if not (isinstance(record, list) and len(record) == 3 and isinstance(record[0], str) and isinstance(record[1], int)):
-        raise CorruptDatabaseError(f"a document record has the wrong shape: {describe(record)}")
-    return record[0], record[1], record[2]
+def unpack_document(encoded: bytes, raw_id: bytes) -> tuple[str, int, Any]:
+    """Decode and validate the document record stored under ``raw_id``: ``[key, fingerprint,
+    meta]`` with a non-empty str key and an int fingerprint in [0, 2**64).  Every reader of
+    documents goes through here, so damage raises CorruptDatabaseError naming the document and
+    the bad field, never a value the index cannot hold.  O(size of the record)."""
+    record = unpack(encoded, f"document {decode_id(raw_id)}")
+    if type(record) is list and len(record) == 3:
+        key, fingerprint, meta = record
+        good_key = type(key) is str and 0 < len(key) <= MAX_KEY_BYTES
+        if good_key and type(fingerprint) is int and 0 <= fingerprint < FINGERPRINT_LIMIT:
+            return key, fingerprint, meta
+    raise _damaged_document(record, decode_id(raw_id))
+
+
+def _damaged_document(record: Any, doc_id: int) -> CorruptDatabaseError:
+    """The error for a decoded document record that fails :func:`unpack_document`'s checks."""
+    field = None
+    if not (isinstance(record, list) and len(record) == 3):
+        fault = f"is {describe(record)}, not [key, fingerprint, meta]"
+    elif type(record[0]) is not str or not 0 < len(record[0]) <= MAX_KEY_BYTES:
+        field = "key"
+        fault = f"has the key {describe(record[0])}, not a non-empty str of at most {MAX_KEY_BYTES} characters"
+    else:
+        field = "fingerprint"
+        fault = f"has the fingerprint {describe(record[1])}, not an int in [0, 2**64)"
+    return CorruptDatabaseError(f"document {doc_id} {fault}", _DAMAGE_HINT, record=f"document {doc_id}", field=field)

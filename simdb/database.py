@@ -45,6 +45,7 @@ from simdb.errors import (
 from simdb.keys import (
     FINGERPRINT_LIMIT,
     MAX_KEY_BYTES,
+    TABLE_KEY_BYTES,
     check_fingerprint,
     check_key,
     decode_id,
@@ -80,6 +81,11 @@ KEYS = b"keys"
 CONFIG_KEY = b"config"
 FINGERPRINTER_KEY = b"fingerprinter"
 NEXT_ID_KEY = b"next_id"
+#: Document ids are 8 bytes big-endian; the stored next id stays below 2**63, beyond any real
+#: count of documents, so a valid one leaves room for any batch and anything higher is damage.
+ID_LIMIT = 1 << 63
+_RESTORE = "restore it from a backup or an export"
+_RUN_CHECK = "run check(); restore from a backup or an export"
 
 
 class Match(NamedTuple):
@@ -337,32 +343,98 @@ class Database:
             raw = txn.get(CONFIG_KEY, db=meta)
         if raw is None:
             raise NotADatabaseError(f"{self._storage.path} has no simdb configuration", "is it a simdb database?")
-        config = codec.unpack(raw, f"the configuration of {self._storage.path}")
-        if not isinstance(config, dict) or "format_version" not in config:
-            raise CorruptDatabaseError(f"the configuration of {self._storage.path} is damaged")
+        return self._parse_config(raw)
+
+    def _parse_config(self, raw: bytes | None) -> dict[str, Any]:
+        """Decode the stored configuration: a dict with a format_version, else
+        CorruptDatabaseError.  O(size)."""
+        config = codec.unpack(raw, "configuration", self.path)
+        if not isinstance(config, dict):
+            raise self._damaged("configuration", f"is {describe(config)}, not a dict", hint=_RESTORE)
+        if "format_version" not in config:
+            raise self._damaged("configuration", "has no format_version", field="format_version", hint=_RESTORE)
         return config
 
     def _plan_from_config(self, config: dict[str, Any], k: int | None, blocks: int | None) -> TablePlan:
+        """The plan stored in ``config``, checked, then compared with the ``k`` and ``blocks``
+        the caller gave.  Damage is a CorruptDatabaseError naming the field (the caller's
+        arguments were checked before anything was opened); a newer format version is a
+        FormatVersionError.  O(tables)."""
         path = self._storage.path
         version = config["format_version"]
-        if not isinstance(version, int) or version > FORMAT_VERSION:
+        if type(version) is int and version > FORMAT_VERSION:
             raise FormatVersionError(
                 f"{path} has format version {version}; this simdb reads up to {FORMAT_VERSION}",
                 "upgrade simdb",
             )
-        for name, given in (("k", k), ("blocks", blocks)):
-            if given is not None and given != config.get(name):
-                raise ConfigMismatchError(
-                    f"{name}={given} was given, but the database at {path} was created with {name}={config.get(name)}",
-                    f"omit {name}, or export and import into a new database to change it",
-                )
+        if type(version) is not int or version != FORMAT_VERSION:
+            raise self._damaged(
+                "configuration",
+                f"has an invalid format_version {describe(version)} (this simdb writes {FORMAT_VERSION})",
+                field="format_version",
+                hint=_RESTORE,
+            )
+        for name in ("k", "blocks", "bits"):
+            if name not in config and name != "bits":
+                raise self._damaged("configuration", f"has no {name}", field=name, hint=_RESTORE)
+            if name in config and type(config[name]) is not int:
+                fault = f"has {name}={describe(config[name])}, not an int"
+                raise self._damaged("configuration", fault, field=name, hint=_RESTORE)
         try:
             plan = TablePlan.create(config["k"], config["blocks"], config.get("bits", BITS))
-        except (KeyError, InvalidInputError) as exc:
-            raise CorruptDatabaseError(f"the configuration of {path} is damaged ({exc})", "restore it from a backup or an export") from None
-        if plan.describe() != {key: config.get(key) for key in plan.describe()}:
-            raise CorruptDatabaseError(f"the block plan stored in {path} does not match its k and blocks")
+        except InvalidInputError as exc:
+            raise self._damaged("configuration", f"is invalid: {exc.message}", hint=_RESTORE) from None
+        described = plan.describe()
+        differing = [key for key, value in described.items() if config.get(key) != value]
+        if differing:
+            raise self._damaged("block plan", "does not match its k and blocks", field=differing[0], hint=_RESTORE)
+        for name, given, stored in (("k", k, plan.k), ("blocks", blocks, plan.blocks)):
+            if given is not None and given != stored:
+                raise ConfigMismatchError(
+                    f"{name}={given} was given, but the database at {path} was created with {name}={stored}",
+                    f"omit {name}, or export and import into a new database to change it",
+                )
         return plan
+
+    def _damaged(
+        self, record: str, fault: str, *, field: str | None = None, hint: str = _RUN_CHECK
+    ) -> CorruptDatabaseError:
+        """The error for a damaged record of this database (metadata or a table): one line
+        naming the record, the database and what is wrong, with the same in its fields."""
+        return CorruptDatabaseError(
+            f"the {record} stored in {self.path} {fault}", hint, path=self.path, record=record, field=field
+        )
+
+    def _read_next_id(self, txn: lmdb.Transaction[bytes]) -> int:
+        """The stored next document id, checked: an int in [0, 2**63) above every stored id
+        (a lower one would hand out ids in use).  Damage raises CorruptDatabaseError naming
+        it.  Cost: one get and one cursor seek."""
+        next_id = codec.unpack(txn.get(NEXT_ID_KEY, db=self._storage.db(META)), "next document id", self.path)
+        if type(next_id) is not int or not 0 <= next_id < ID_LIMIT:
+            raise self._damaged("next document id", f"is {describe(next_id)}, not an int in [0, 2**63)")
+        cursor = txn.cursor(self._storage.db(DOCS))
+        if cursor.last() and decode_id(cursor.key()) >= next_id:
+            last = decode_id(cursor.key())
+            raise self._damaged("next document id", f"is {next_id}, not above the last document id {last}")
+        return next_id
+
+    def _stored_fingerprinter(self, raw: bytes) -> Fingerprinter:
+        """The fingerprint settings stored as ``raw``; damage is a CorruptDatabaseError (a
+        database problem), not the InvalidInputError that the same settings given as an
+        argument would raise.  O(size of the IDF table)."""
+        from simdb.fingerprint import SETTINGS_VERSION, Fingerprinter
+
+        settings = codec.unpack(raw, "fingerprint settings", self.path)
+        version = settings.get("version") if isinstance(settings, dict) else None
+        if type(version) is int and version > SETTINGS_VERSION:
+            raise FormatVersionError(
+                f"{self.path} has fingerprint settings version {version}; this simdb reads up to {SETTINGS_VERSION}",
+                "upgrade simdb",
+            )
+        try:
+            return Fingerprinter.from_dict(settings)
+        except InvalidInputError as exc:
+            raise self._damaged("fingerprint settings", f"are invalid: {exc.message}", hint=_RESTORE) from None
 
     def _initialise(self, txn: lmdb.Transaction[bytes], fingerprinter: Fingerprinter | None) -> bool:
         """Write the configuration and create the sub-databases, unless another process has
@@ -390,9 +462,7 @@ class Database:
             # A read-only handle cannot store them: they are checked when text is first used.
             self._requested = given
             return None
-        from simdb.fingerprint import Fingerprinter
-
-        stored = Fingerprinter.from_dict(codec.unpack(raw, "the fingerprint settings"))
+        stored = self._stored_fingerprinter(raw)
         if given is not None and given != stored:
             raise ConfigMismatchError(
                 f"fingerprinter {given!r} was given, but the database at {self._storage.path} uses {stored!r}",
@@ -409,13 +479,12 @@ class Database:
                 f"{self._storage.path} has no fingerprint settings and is open read-only",
                 "add text once with a writable database, or pass fingerprints",
             )
-        from simdb.fingerprint import Fingerprinter
 
         def store(txn: lmdb.Transaction[bytes]) -> Fingerprinter:
             meta = self._storage.db(META)
             raw = txn.get(FINGERPRINTER_KEY, db=meta)
             if raw is not None:  # another process got there first: theirs stand
-                return Fingerprinter.from_dict(codec.unpack(raw, "the fingerprint settings"))
+                return self._stored_fingerprinter(raw)
             txn.put(FINGERPRINTER_KEY, codec.pack(fingerprinter.to_dict(), "fingerprint settings"), db=meta)
             return fingerprinter
 
@@ -575,7 +644,7 @@ class Database:
         and lose their old table entries."""
         storage = self._storage
         docs, keys_db, meta = storage.db(DOCS), storage.db(KEYS), storage.db(META)
-        next_id: int = codec.unpack(txn.get(NEXT_ID_KEY, db=meta), "the next id")
+        next_id = self._read_next_id(txn)
         result = AddResult()
         new_positions: list[int] = []
         changed_ids: list[int] = []
@@ -675,10 +744,12 @@ class Database:
             txn.delete(table_key(table.permute(fingerprint), doc_id), db=self._storage.db(name))
 
     def _record(self, txn: lmdb.Transaction[bytes], raw_id: bytes) -> tuple[str, int, Any]:
+        if len(raw_id) != 8:  # LMDB would refuse an empty key with an error of its own
+            raise self._damaged("key index", f"holds a document id {describe(raw_id)} that is not 8 bytes long")
         raw = txn.get(raw_id, db=self._storage.db(DOCS))
         if raw is None:
             raise CorruptDatabaseError(f"document id {decode_id(raw_id)} is indexed but missing", "run check()")
-        return codec.unpack_document(raw)
+        return codec.unpack_document(raw, raw_id)
 
     def remove(self, key: str) -> bool:
         """Remove the document under ``key``; returns whether there was one."""
@@ -710,6 +781,54 @@ class Database:
 
     # -- reading -------------------------------------------------------------------------
 
+    def _scan(
+        self,
+        cursor: lmdb.Cursor[bytes],
+        name: bytes,
+        low: bytes,
+        bound: bytes,
+        query: int,
+        k: int,
+        found: dict[bytes, int],
+    ) -> bool:
+        """Add to ``found`` the ids of entries in [low, bound) of table ``name`` within ``k``
+        bits of ``query`` (all permuted alike: permutations preserve Hamming distance).
+        Returns False when the table holds nothing at or after ``low``.  A matching entry
+        that is not 16 bytes long raises CorruptDatabaseError.  Cost: one seek plus one step
+        per candidate."""
+        if not cursor.set_range(low):
+            return False
+        entry = cursor.key()
+        while entry < bound:
+            distance = (int.from_bytes(entry[:8], "big") ^ query).bit_count()
+            if distance <= k:
+                if len(entry) != TABLE_KEY_BYTES:
+                    fault = f"holds a key {describe(entry)} of {len(entry)} bytes, not {TABLE_KEY_BYTES}"
+                    raise self._damaged(name.decode(), fault)
+                found[entry[8:]] = distance
+            if not cursor.next():
+                break
+            entry = cursor.key()
+        return True
+
+    def _read_table(
+        self, txn: lmdb.Transaction[bytes], name: bytes, *, every_key: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(permuted, id) uint64 arrays of every entry of table ``name``, in key order, read in
+        one scan.  Keys of the wrong length raise CorruptDatabaseError naming the table: all
+        those that change the total length, which is one comparison, or with ``every_key``
+        (for :meth:`check`) any, at one more C-level pass.  O(n)."""
+        db = self._storage.db(name)
+        keys: Iterable[bytes] = txn.cursor(db).iternext(values=False)
+        if every_key:
+            keys = list(keys)
+            if keys and set(map(len, keys)) != {TABLE_KEY_BYTES}:
+                raise self._damaged(name.decode(), f"holds keys that are not {TABLE_KEY_BYTES} bytes long")
+        joined = b"".join(keys)
+        if len(joined) != TABLE_KEY_BYTES * txn.stat(db)["entries"]:
+            raise self._damaged(name.decode(), f"holds keys that are not {TABLE_KEY_BYTES} bytes long")
+        return decode_table_keys(joined)
+
     def _probe(self, txn: lmdb.Transaction[bytes], fingerprint: int, k: int) -> dict[bytes, int]:
         """Ids (8-byte) of stored fingerprints within ``k`` bits of one query, with their
         distances: one range scan per table over the query's leading bits."""
@@ -718,7 +837,9 @@ class Database:
             query = table.permute(fingerprint)
             low = query & table.prefix_mask
             bound = low + table.prefix_span
-            _scan(txn.cursor(self._storage.db(name)), low.to_bytes(8, "big"), bound.to_bytes(8, "big") if bound >> BITS == 0 else _PAST_END, query, k, found)
+            cursor = txn.cursor(self._storage.db(name))
+            bound_bytes = bound.to_bytes(8, "big") if bound >> BITS == 0 else _PAST_END
+            self._scan(cursor, name, low.to_bytes(8, "big"), bound_bytes, query, k, found)
         return found
 
     def _probe_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[bytes, int]]:
@@ -736,7 +857,7 @@ class Database:
                 bound_bytes[position] = _PAST_END
             cursor = txn.cursor(self._storage.db(name))
             for index, low, bound, query in zip(order.tolist(), lows.astype(">u8").view("V8").tolist(), bound_bytes, permuted[order].tolist()):
-                if not _scan(cursor, low, bound, query, k, found[index]):
+                if not self._scan(cursor, name, low, bound, query, k, found[index]):
                     break  # no entries at or after this low, nor after the larger ones to come
         return found
 
@@ -748,7 +869,7 @@ class Database:
         doc_ids: list[np.ndarray] = []
         distances: list[np.ndarray] = []
         for table, name in zip(self.plan.tables, self._table_names):
-            stored, ids = decode_table_keys(b"".join(txn.cursor(self._storage.db(name)).iternext(values=False)))
+            stored, ids = self._read_table(txn, name)
             permuted = table.permute_array(queries)
             lows = permuted & np.uint64(table.prefix_mask)
             starts = np.searchsorted(stored, lows, side="left")
@@ -778,7 +899,7 @@ class Database:
             raw = txn.get(raw_id, db=docs)
             if raw is None:
                 raise CorruptDatabaseError(f"document id {decode_id(raw_id)} is in a table but missing", "run check()")
-            key, fingerprint, meta = codec.unpack_document(raw)
+            key, fingerprint, meta = codec.unpack_document(raw, raw_id)
             matches.append(Match(key, fingerprint, distance, meta))
         return matches
 
@@ -855,7 +976,7 @@ class Database:
                         return
                 rows = []
                 for raw_id, raw in cursor:
-                    rows.append(codec.unpack_document(raw))
+                    rows.append(codec.unpack_document(raw, raw_id))
                     after = raw_id
                     if len(rows) >= chunk:
                         break
@@ -875,9 +996,7 @@ class Database:
         table in one scan (no per-document decoding).  O(n log n)."""
         table = self.plan.tables[0]
         with self._storage.read() as txn:
-            cursor = txn.cursor(self._storage.db(self._table_names[0]))
-            joined = b"".join(cursor.iternext(values=False))
-        permuted, ids = decode_table_keys(joined)
+            permuted, ids = self._read_table(txn, self._table_names[0])
         order = np.argsort(ids, kind="stable")
         return ids[order], table.unpermute_array(permuted[order])
 
@@ -917,9 +1036,11 @@ class Database:
         }
 
     def check(self) -> CheckReport:
-        """Verify that every document is in every table exactly once, nothing else is in
-        the tables, and the key index and documents agree.  One read transaction; O(n log n)
-        with n documents, vectorised per table."""
+        """Verify the stored metadata (configuration, fingerprint settings, next id), that
+        every document record is valid and in every table exactly once, that nothing else is
+        in the tables, and that the key index and documents agree.  Damage is reported in the
+        result, never raised.  One read transaction; O(n log n) with n documents, vectorised
+        per table."""
         storage = self._storage
         problems: list[str] = []
         entries_seen = 0
@@ -927,17 +1048,28 @@ class Database:
             ids: list[int] = []
             fingerprints: list[int] = []
             id_by_index_key: dict[bytes, int] = {}
-            next_id = codec.unpack(txn.get(NEXT_ID_KEY, db=storage.db(META)), "the next id")
+            next_id: int | None = None
+            try:
+                meta = storage.db(META)
+                self._plan_from_config(self._parse_config(txn.get(CONFIG_KEY, db=meta)), self.plan.k, self.plan.blocks)
+                settings = txn.get(FINGERPRINTER_KEY, db=meta)
+                if settings is not None:
+                    self._stored_fingerprinter(settings)
+                next_id = self._read_next_id(txn)
+            except (CorruptDatabaseError, FormatVersionError, ConfigMismatchError) as exc:
+                problems.append(exc.message)
             for raw_id, raw in txn.cursor(storage.db(DOCS)):
                 doc_id = decode_id(raw_id)
                 try:
-                    key, fingerprint, _ = codec.unpack_document(raw)
-                    check_fingerprint(fingerprint)
+                    key, fingerprint, _ = codec.unpack_document(raw, raw_id)
                     id_by_index_key[index_key(check_key(key))] = doc_id
-                except Exception as exc:  # noqa: BLE001 - a check reports damage, it doesn't stop at it
-                    problems.append(f"document {doc_id}: {exc}")
+                except CorruptDatabaseError as exc:
+                    problems.append(exc.message)
                     continue
-                if doc_id >= next_id:
+                except InvalidKeyError as exc:  # a str key that is not valid Unicode, or too long in bytes
+                    problems.append(f"document {doc_id}: {exc.message}")
+                    continue
+                if next_id is not None and doc_id >= next_id:
                     problems.append(f"document {doc_id} is at or above the next id {next_id}")
                 ids.append(doc_id)
                 fingerprints.append(fingerprint)
@@ -949,11 +1081,11 @@ class Database:
             id_array = np.array(ids, dtype=np.uint64)
             fp_array = np.array(fingerprints, dtype=np.uint64)
             for table, name in zip(self.plan.tables, self._table_names):
-                joined = b"".join(txn.cursor(storage.db(name)).iternext(values=False))
-                if len(joined) % 16:
-                    problems.append(f"{name.decode()} holds keys that are not 16 bytes long")
+                try:
+                    permuted, entry_ids = self._read_table(txn, name, every_key=True)
+                except CorruptDatabaseError as exc:
+                    problems.append(exc.message)
                     continue
-                permuted, entry_ids = decode_table_keys(joined)
                 entries_seen += len(entry_ids)
                 expected = np.sort(table_keys_as_pairs(table.permute_array(fp_array), id_array))
                 actual = np.sort(table_keys_as_pairs(permuted, entry_ids))
@@ -1024,23 +1156,6 @@ def _check_batch_size(batch_size: object) -> None:
 _PAST_END = b"\xff" * 17
 
 
-def _scan(cursor: lmdb.Cursor[bytes], low: bytes, bound: bytes, query: int, k: int, found: dict[bytes, int]) -> bool:
-    """Add to ``found`` the ids of entries in [low, bound) within ``k`` bits of ``query``
-    (all permuted alike: permutations preserve Hamming distance).  Returns False when the
-    table holds nothing at or after ``low``.  Cost: one seek plus one step per candidate."""
-    if not cursor.set_range(low):
-        return False
-    entry = cursor.key()
-    while entry < bound:
-        distance = (int.from_bytes(entry[:8], "big") ^ query).bit_count()
-        if distance <= k:
-            found[entry[8:]] = distance
-        if not cursor.next():
-            break
-        entry = cursor.key()
-    return True
-
-
 def table_keys_as_pairs(permuted: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """(permuted, id) as a structured array, for set operations in :meth:`Database.check`."""
     pairs = np.empty(len(ids), dtype=[("fp", np.uint64), ("id", np.uint64)])
@@ -1078,7 +1193,7 @@ class _KeyNames:
             docs = storage.db(DOCS)
             for position, raw_id in zip(positions.tolist(), self._ids[positions].astype(">u8").view("V8").tolist()):
                 raw = txn.get(raw_id, db=docs)
-                self._names[position] = None if raw is None else codec.unpack_document(raw)[0]
+                self._names[position] = None if raw is None else codec.unpack_document(raw, raw_id)[0]
         self._known[positions] = True
 
     def _scan_all(self) -> None:
@@ -1088,7 +1203,7 @@ class _KeyNames:
         with storage.read() as txn:
             for raw_id, raw in txn.cursor(storage.db(DOCS)):
                 ids.append(decode_id(raw_id))
-                keys.append(codec.unpack_document(raw)[0])
+                keys.append(codec.unpack_document(raw, raw_id)[0])
         found = np.array(ids, dtype=np.uint64)
         at = np.minimum(np.searchsorted(found, self._ids), max(len(found) - 1, 0))
         present = (found[at] == self._ids) if len(found) else np.zeros(len(self._ids), dtype=bool)

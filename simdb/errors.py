@@ -55,7 +55,23 @@ class FormatVersionError(DatabaseError):
 
 
 class CorruptDatabaseError(DatabaseError):
-    """The database's files or records are damaged."""
+    """The database's files or records are damaged.  ``path`` is the database, where known;
+    ``record`` names the damaged record (``"next id"``, ``"configuration"``,
+    ``"table.03"``, ``"document 5"``, ...) and ``field`` the bad field in it, where known."""
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        path: str | None = None,
+        record: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        super().__init__(message, hint)
+        self.path = path
+        self.record = record
+        self.field = field
 
 
 class ReadOnlyError(DatabaseError):

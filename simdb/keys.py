@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 FINGERPRINT_LIMIT = 1 << 64
+#: Length of a table entry's LMDB key: the permuted fingerprint and the document id.
+TABLE_KEY_BYTES = 16
 #: Longest key accepted, in UTF-8 bytes.  Far beyond any URL; bounded so one key cannot
 #: exhaust memory or the map.
 MAX_KEY_BYTES = 1 << 20

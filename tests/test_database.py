@@ -4,6 +4,9 @@ check(), compaction, growth and threads."""
 from __future__ import annotations
 
 import random
+import re
+import subprocess
+import sys
 import threading
 
 import msgpack
@@ -12,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simdb
-from simdb.database import CONFIG_KEY, META
+from simdb.database import CONFIG_KEY, FINGERPRINTER_KEY, META
+from simdb.fingerprint import SETTINGS_VERSION
 from tests.conftest import as_items, brute_force_query, flip_bits
 
 
@@ -153,15 +157,31 @@ def test_conflicting_settings_name_both_values(db_path) -> None:
         simdb.open(db_path, blocks=7)
 
 
+def rewrite_stored(db_path, key: bytes, change) -> None:
+    """Replace the metadata record ``key`` of the database at ``db_path`` with
+    ``change(decoded record)``, behind the API, as damage or a newer simdb would."""
+    with simdb.open(db_path) as db:
+        storage = db._storage
+        value = change(msgpack.unpackb(storage.write(lambda txn: txn.get(key, db=storage.db(META)))))
+        storage.write(lambda txn: txn.put(key, msgpack.packb(value), db=storage.db(META)))
+
+
 def test_newer_format_version_is_refused(db_path) -> None:
-    db = simdb.open(db_path)
-    storage = db._storage
-    config = msgpack.unpackb(storage.write(lambda txn: txn.get(CONFIG_KEY, db=storage.db(META))))
-    config["format_version"] = simdb.FORMAT_VERSION + 1
-    storage.write(lambda txn: txn.put(CONFIG_KEY, msgpack.packb(config), db=storage.db(META)))
-    db.close()
-    with pytest.raises(simdb.FormatVersionError, match=f"format version {simdb.FORMAT_VERSION + 1}"):
+    simdb.open(db_path).close()
+    rewrite_stored(db_path, CONFIG_KEY, lambda config: {**config, "format_version": simdb.FORMAT_VERSION + 1})
+    with pytest.raises(simdb.FormatVersionError, match=f"format version {simdb.FORMAT_VERSION + 1}.*upgrade simdb"):
         simdb.open(db_path)
+
+
+@pytest.mark.parametrize("version", ["1", 0, -1, 1.0, True, None, [1]], ids=repr)
+def test_an_invalid_format_version_is_damage_not_a_newer_format(db_path, version) -> None:
+    simdb.open(db_path).close()
+    rewrite_stored(db_path, CONFIG_KEY, lambda config: {**config, "format_version": version})
+    for readonly in (False, True):
+        message = rf"configuration stored in .*invalid format_version {re.escape(repr(version))}"
+        with pytest.raises(simdb.CorruptDatabaseError, match=message) as caught:
+            simdb.open(db_path, readonly=readonly)
+        assert caught.value.field == "format_version" and caught.value.path == str(db_path)
 
 
 def test_paths_that_are_not_databases(tmp_path) -> None:
@@ -318,13 +338,59 @@ def test_query_many_paths_equal_brute_force(db_path, monkeypatch, ratio: int) ->
                 assert [m.distance for m in found] == sorted(m.distance for m in found)
 
 
-@pytest.mark.parametrize("damage", [{"k": "three"}, {"blocks": None}, {"widths": [64]}])
-def test_a_damaged_configuration_is_reported_as_damage(db_path, damage: dict) -> None:
-    db = simdb.open(db_path)
-    storage = db._storage
-    config = msgpack.unpackb(storage.write(lambda txn: txn.get(CONFIG_KEY, db=storage.db(META))))
-    config.update(damage)
-    storage.write(lambda txn: txn.put(CONFIG_KEY, msgpack.packb(config), db=storage.db(META)))
-    db.close()
-    with pytest.raises(simdb.CorruptDatabaseError, match="configuration|block plan"):
+@pytest.mark.parametrize(
+    ("damage", "field"),
+    [
+        ({"k": "three"}, "k"),
+        ({"k": True}, "k"),
+        ({"blocks": None}, "blocks"),
+        ({"bits": "64"}, "bits"),
+        ({"widths": [64]}, "widths"),
+    ],
+    ids=repr,
+)
+def test_a_damaged_configuration_is_reported_as_damage(db_path, damage: dict, field: str | None) -> None:
+    simdb.open(db_path).close()
+    rewrite_stored(db_path, CONFIG_KEY, lambda config: {**config, **damage})
+    for arguments in ({}, {"k": 3}):  # given settings are compared only with a sound stored plan
+        with pytest.raises(simdb.CorruptDatabaseError, match="configuration|block plan") as caught:
+            simdb.open(db_path, **arguments)
+        assert caught.value.field == field
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"ngram": "two"},
+        {"features": "bogus"},
+        {"bits": 65},
+        {"version": 0},
+        {"split_unspaced": "yes"},
+        {"extra": 1},
+        {"idf": [1]},
+    ],
+    ids=repr,
+)
+def test_damaged_stored_fingerprint_settings_are_a_database_error(db_path, damage: dict) -> None:
+    """Settings read from the database are damage (a DatabaseError, exit 3) naming the
+    database and the field; the same bad setting given as an argument is bad input."""
+    simdb.open(db_path, fingerprinter=simdb.Fingerprinter()).close()
+    rewrite_stored(db_path, FINGERPRINTER_KEY, lambda settings: {**settings, **damage})
+    [(name, value)] = damage.items()
+    message = f"fingerprint settings stored in {re.escape(str(db_path))} are invalid: .*{name}"
+    with pytest.raises(simdb.CorruptDatabaseError, match=message):
+        simdb.open(db_path)
+    command = [sys.executable, "-m", "cli.app", "stats", "--db", str(db_path)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 3, run.stderr  # a database problem, not bad input
+    assert "fingerprint settings stored in" in run.stderr and "Traceback" not in run.stderr, run.stderr
+    if name in ("ngram", "features", "bits", "split_unspaced"):
+        with pytest.raises(simdb.InvalidInputError, match=name):
+            simdb.Fingerprinter(**{name: value})
+
+
+def test_fingerprint_settings_of_a_newer_simdb_ask_for_an_upgrade(db_path) -> None:
+    simdb.open(db_path, fingerprinter=simdb.Fingerprinter()).close()
+    rewrite_stored(db_path, FINGERPRINTER_KEY, lambda settings: {**settings, "version": SETTINGS_VERSION + 1})
+    with pytest.raises(simdb.FormatVersionError, match="upgrade simdb"):
         simdb.open(db_path)

@@ -11,7 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+import msgpack
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import simdb
 from tests.conftest import as_items
@@ -217,6 +220,130 @@ def test_a_tampered_record_is_reported_not_executed(db_path) -> None:
 
     for module in [*(HERE.parent / "simdb").glob("*.py"), *(HERE.parent / "cli").glob("*.py")]:
         assert not re.search(r"^\s*(import|from)\s+(c?pickle|marshal|shelve)\b", module.read_text(), re.M), module
+
+
+# -- damaged records: reported by check(), refused as CorruptDatabaseError, never another error --
+
+
+def put_raw(db: simdb.Database, name: bytes, key: bytes, value: bytes | None) -> None:
+    """Overwrite (or, with None, delete) one record of sub-database ``name`` behind the API."""
+    storage = db._storage
+    if value is None:
+        storage.write(lambda txn: txn.delete(key, db=storage.db(name)))
+    else:
+        storage.write(lambda txn: txn.put(key, value, db=storage.db(name)))
+
+
+def is_a_usable_next_id(raw: bytes | None, documents: int) -> bool:
+    try:
+        value = msgpack.unpackb(raw)
+    except Exception:  # noqa: BLE001 - anything msgpack refuses is damage
+        return False
+    return type(value) is int and documents <= value < 2**63
+
+
+damaged_next_ids = st.one_of(
+    st.none(),  # the record is missing
+    st.binary(max_size=12),  # raw bytes, mostly not msgpack at all
+    st.one_of(
+        st.integers(-(2**63), 1), st.integers(2**63, 2**64 - 1), st.floats(), st.booleans(), st.none(),
+        st.text(max_size=5), st.binary(max_size=5), st.lists(st.integers(0, 5), max_size=2),
+    ).map(msgpack.packb),
+)
+
+
+def test_a_damaged_next_id_is_reported_and_refuses_writes(db_path) -> None:
+    """The next document id is read on every write: damage there (wrong type, negative,
+    at or below a stored id, past the id space, not msgpack, missing) refuses the write
+    with CorruptDatabaseError naming it, and check() reports it, rather than a TypeError or
+    OverflowError, or ids handed out twice."""
+    from simdb.database import META, NEXT_ID_KEY
+
+    with simdb.open(db_path) as db:
+        db.add_many([("a", 1), ("b", 2)])
+        good = db._storage.write(lambda txn: txn.get(NEXT_ID_KEY, db=db._storage.db(META)))
+
+        @settings(max_examples=80)
+        @given(damaged_next_ids)
+        def refused(raw: bytes | None) -> None:
+            assume(not is_a_usable_next_id(raw, 2))
+            put_raw(db, META, NEXT_ID_KEY, raw)
+            try:
+                far = 2**64 - 1  # no near-duplicate of a or b, so if_new stores it too
+                writes = [lambda: db.add("c", far), lambda: db.add_many([("c", far), ("a", 9)])]
+                writes.append(lambda: db.add("c", far, if_new=True))
+                for write in writes:
+                    with pytest.raises(simdb.CorruptDatabaseError, match="next document id stored in") as caught:
+                        write()
+                    assert caught.value.record == "next document id" and caught.value.path == str(db_path)
+                report = db.check()
+                assert not report and any("next document id" in problem for problem in report.problems), report
+                assert [(d.key, d.fingerprint) for d in db.items()] == [("a", 1), ("b", 2)]
+            finally:
+                put_raw(db, META, NEXT_ID_KEY, good)
+
+        refused()
+        db.add("c", 3)
+        assert db.check() and len(db) == 3
+
+
+def test_a_table_key_of_the_wrong_length_is_reported_naming_the_table(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many([("a", 1), ("b", 2), ("c", 2**40)])
+        table = db._table_names[0]
+        put_raw(db, table, b"\x00" * 5, b"")
+        reads = [lambda: list(db.pairs()), lambda: list(db.clusters()), db.fingerprint_arrays]
+        reads.append(lambda: db.query_many([1] * 10))
+        for read in reads:
+            with pytest.raises(simdb.CorruptDatabaseError, match="table.00 stored in .* not 16 bytes") as caught:
+                read()
+            assert caught.value.record == "table.00"
+        assert any("table.00" in problem for problem in db.check().problems)
+        # Two wrong lengths that add up to whole keys: check() still finds them.
+        put_raw(db, table, b"\xff" * 27, b"")
+        assert any("table.00" in problem for problem in db.check().problems)
+        put_raw(db, table, b"\x00" * 5, None)
+        put_raw(db, table, b"\xff" * 27, None)
+        assert db.check()
+        # An 8-byte key that a query matches holds no document id.
+        put_raw(db, table, db.plan.tables[0].permute(2**40).to_bytes(8, "big"), b"")
+        with pytest.raises(simdb.CorruptDatabaseError, match="table.00 stored in .* of 8 bytes"):
+            db.query(2**40)
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [
+        (["a", -1, None], "fingerprint"),
+        (["a", 2**63 * -1, None], "fingerprint"),
+        (["a", 1.0, None], "fingerprint"),
+        (["a", True, None], "fingerprint"),
+        (["a", "1", None], "fingerprint"),
+        (["", 1, None], "key"),
+        ([7, 1, None], "key"),
+        (["a", 1], None),
+        ({"a": 1}, None),
+    ],
+    ids=repr,
+)
+def test_a_stored_record_the_index_cannot_hold_is_damage(db_path, record, field: str | None) -> None:
+    """Every reader of documents (get, items, query, pairs) goes through one validator: a
+    record whose fingerprint is not an int in [0, 2**64), or whose key is not a non-empty str,
+    raises CorruptDatabaseError naming the document and field, and check() reports it."""
+    from simdb.database import DOCS
+
+    with simdb.open(db_path) as db:
+        db.add_many([("a", 1), ("b", 3)])
+        put_raw(db, DOCS, (0).to_bytes(8, "big"), msgpack.packb(record))
+        reads = [lambda: list(db.items()), lambda: db.query(1), lambda: db.query_many([1] * 5)]
+        reads.append(lambda: list(db.pairs()))
+        if field != "key":  # with the key itself damaged, get() finds the index disagreeing first
+            reads.append(lambda: db.get("a"))
+        for read in reads:
+            with pytest.raises(simdb.CorruptDatabaseError, match="document 0") as caught:
+                read()
+            assert caught.value.field == field
+        assert any(problem.startswith("document 0 ") for problem in db.check().problems)
 
 
 def test_sigkill_trials_leave_no_partial_batch_under_growth(tmp_path) -> None:
