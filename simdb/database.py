@@ -1048,16 +1048,12 @@ class Database:
             ids: list[int] = []
             fingerprints: list[int] = []
             id_by_index_key: dict[bytes, int] = {}
-            next_id: int | None = None
+            problems.extend(self._metadata_problems(txn))
             try:
-                meta = storage.db(META)
-                self._plan_from_config(self._parse_config(txn.get(CONFIG_KEY, db=meta)), self.plan.k, self.plan.blocks)
-                settings = txn.get(FINGERPRINTER_KEY, db=meta)
-                if settings is not None:
-                    self._stored_fingerprinter(settings)
-                next_id = self._read_next_id(txn)
-            except (CorruptDatabaseError, FormatVersionError, ConfigMismatchError) as exc:
+                next_id: int | None = self._read_next_id(txn)
+            except CorruptDatabaseError as exc:
                 problems.append(exc.message)
+                next_id = None
             for raw_id, raw in txn.cursor(storage.db(DOCS)):
                 doc_id = decode_id(raw_id)
                 try:
@@ -1096,6 +1092,24 @@ class Database:
                         shown = ", ".join(f"id {int(pair['id'])}" for pair in wrong[:5])
                         problems.append(f"{len(wrong)} entries {label} {name.decode()} ({shown}{', ...' if len(wrong) > 5 else ''})")
         return CheckReport(documents=len(ids), table_entries=entries_seen, problems=problems)
+
+    def _metadata_problems(self, txn: lmdb.Transaction[bytes]) -> list[str]:
+        """What is wrong with the stored configuration and fingerprint settings, each checked
+        as open() checks them, for :meth:`check`.  O(size of the settings)."""
+        meta = self._storage.db(META)
+        problems = []
+        try:
+            if self._plan_from_config(self._parse_config(txn.get(CONFIG_KEY, db=meta)), None, None) != self.plan:
+                problems.append(f"the configuration stored in {self.path} changed since it was opened")
+        except (CorruptDatabaseError, FormatVersionError) as exc:
+            problems.append(exc.message)
+        settings = txn.get(FINGERPRINTER_KEY, db=meta)
+        try:
+            if settings is not None:
+                self._stored_fingerprinter(settings)
+        except (CorruptDatabaseError, FormatVersionError) as exc:
+            problems.append(exc.message)
+        return problems
 
     def compact(self) -> CompactResult:
         """Rewrite the database into a fresh file, every sub-database in key order with full

@@ -287,6 +287,23 @@ def test_a_damaged_next_id_is_reported_and_refuses_writes(db_path) -> None:
         assert db.check() and len(db) == 3
 
 
+def test_check_reports_each_damaged_metadata_record(db_path) -> None:
+    from simdb.database import CONFIG_KEY, FINGERPRINTER_KEY, META, NEXT_ID_KEY
+
+    with simdb.open(db_path, fingerprinter=simdb.Fingerprinter()) as db:
+        db.add("a", 1)
+
+        def read(key: bytes) -> dict:
+            return msgpack.unpackb(db._storage.write(lambda txn: txn.get(key, db=db._storage.db(META))))
+
+        put_raw(db, META, CONFIG_KEY, msgpack.packb({**read(CONFIG_KEY), "format_version": "1"}))
+        put_raw(db, META, FINGERPRINTER_KEY, msgpack.packb({**read(FINGERPRINTER_KEY), "ngram": "two"}))
+        put_raw(db, META, NEXT_ID_KEY, msgpack.packb(-1))
+        problems = db.check().problems
+        for record in ("configuration", "fingerprint settings", "next document id"):
+            assert any(problem.startswith(f"the {record} stored in ") for problem in problems), (record, problems)
+
+
 def test_a_table_key_of_the_wrong_length_is_reported_naming_the_table(db_path) -> None:
     with simdb.open(db_path) as db:
         db.add_many([("a", 1), ("b", 2), ("c", 2**40)])
