@@ -52,6 +52,8 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 #: The newest ``format_version`` of ``simdb export`` files this simdb writes and reads.
 EXPORT_FORMAT_VERSION = 1
 
+_NOT_REGULAR = "not a regular file (a FIFO, socket or device), skipped"
+
 #: ``(key, text or fingerprint, meta, where it came from)``.
 Item = tuple[str, Any, Any, str]
 
@@ -181,40 +183,52 @@ def _expand_one(path: str, intake: Intake, recursive: bool, pattern: str | None,
     if stat.S_ISDIR(info.st_mode):
         return list(_walk(path, intake, recursive, pattern, skipped, visited))
     if not stat.S_ISREG(info.st_mode):
-        intake.fail(path, "not a regular file (a FIFO, socket or device), skipped")
+        intake.fail(path, _NOT_REGULAR)
         return []
     return [Input(path, WARC if is_warc_name(path) else TEXT, _file_size(info))]
 
 
 def _walk(top: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None, visited: set[tuple[int, int]]) -> Iterator[Input]:
-    if skipped is not None and os.path.realpath(top) == skipped:
-        return
-    try:
-        info = os.stat(top)
-        entries = sorted(os.scandir(top), key=lambda entry: entry.name)
-    except OSError as exc:
-        intake.fail(top, f"cannot list directory: {exc.strerror}")
-        return
-    if (info.st_dev, info.st_ino) in visited:
-        intake.notice(top, "a directory already read (through a symbolic link), skipped")
-        return
-    visited.add((info.st_dev, info.st_ino))
-    subdirectories = []
-    for entry in entries:
-        try:
-            if entry.is_dir():
-                subdirectories.append(entry.path)
-                continue
-            if not entry.is_file() or (pattern is not None and not fnmatch.fnmatch(entry.name, pattern)):
-                continue  # sockets, fifos and broken links are not documents
-            size = entry.stat().st_size
-        except OSError as exc:
-            intake.fail(entry.path, exc.strerror or str(exc))
+    """The files of directory ``top`` in sorted order, then (with ``recursive``) those of
+    each subdirectory in turn, depth first.  Iterative, with its own stack, so a tree of any
+    depth is walked; ``visited`` (device, inode) pairs keep a directory from being read twice.
+    A FIFO, socket or device among the files is reported, not read.  Cost: one stat and one
+    listing per directory, one stat per file."""
+    pending = [top]  # directories still to read, the next one last
+    while pending:
+        directory = pending.pop()
+        if skipped is not None and os.path.realpath(directory) == skipped:
             continue
-        yield Input(entry.path, WARC if is_warc_name(entry.name) else TEXT, size)
-    if recursive:
-        for subdirectory in subdirectories:
-            yield from _walk(subdirectory, intake, recursive, pattern, skipped, visited)
+        try:
+            info = os.stat(directory)
+            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+        except OSError as exc:
+            intake.fail(directory, f"cannot list directory: {exc.strerror}")
+            continue
+        if (info.st_dev, info.st_ino) in visited:
+            intake.notice(directory, "a directory already read (through a symbolic link), skipped")
+            continue
+        visited.add((info.st_dev, info.st_ino))
+        subdirectories = []
+        for entry in entries:
+            try:
+                if entry.is_dir():
+                    subdirectories.append(entry.path)
+                    continue
+                if pattern is not None and not fnmatch.fnmatch(entry.name, pattern):
+                    continue
+                if not entry.is_file():
+                    if entry.is_symlink() and not os.path.exists(entry.path):
+                        continue  # a broken link names nothing to read
+                    intake.fail(entry.path, _NOT_REGULAR)
+                    continue
+                size = entry.stat().st_size
+            except OSError as exc:
+                intake.fail(entry.path, exc.strerror or str(exc))
+                continue
+            yield Input(entry.path, WARC if is_warc_name(entry.name) else TEXT, size)
+        if recursive:
+            pending.extend(reversed(subdirectories))
 
 
 def stream_inputs(paths: Iterable[str], kind: str, intake: Intake) -> list[Input]:
@@ -379,13 +393,20 @@ def parse_json(text: str) -> Any:
     """``json.loads(text)``, refusing what standard JSON cannot carry back out: NaN,
     Infinity and numbers beyond the float range (Python's json accepts them, but
     ``--json`` output and exports must stay valid JSON).  Raises JSONInputError, also for
-    malformed JSON and nesting too deep for the parser.  O(len(text))."""
+    malformed JSON, nesting too deep for the parser and integers too long for Python to
+    convert.  O(len(text))."""
     try:
         return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except JSONInputError:
+        raise
     except json.JSONDecodeError as exc:
         raise JSONInputError(f"invalid JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
         raise JSONInputError("invalid JSON (nested too deeply to parse)") from None
+    except ValueError:
+        # Python refuses to convert an integer of more than sys.get_int_max_str_digits()
+        # digits (4,300), a guard against quadratic-time parsing; no 64-bit value is that long.
+        raise JSONInputError(f"an integer of more than {sys.get_int_max_str_digits():,} digits, far too large to store") from None
 
 
 def _json_object(line: bytes, where: str, intake: Intake, source: str) -> dict[str, Any] | None:

