@@ -55,6 +55,7 @@ from cli.sources import (
     read_export,
     read_fingerprint_tsv,
     read_jsonl,
+    stdin_keys,
     stream_inputs,
 )
 from simdb import AddResult, DatabaseError, InvalidInputError, NotADatabaseError, SimdbError
@@ -777,17 +778,22 @@ def remove(
     """Remove documents by key.
 
     Keys that are not stored are counted, not errors; exits 1 if none of them was found.
+    A line of stdin that is not UTF-8 is reported with its number and skipped (exit 2).
     """
+    intake = Intake(on_problem=problem_printer(json_output), on_notice=_print_notice)
     wanted: list[str] = []
     for key in keys:
-        wanted.extend((line for line in sys.stdin.read().splitlines() if line) if key == "-" else [key])
+        wanted.extend(stdin_keys(intake) if key == "-" else [key])
     with open_existing(db, readonly=False) as database:
         removed = database.remove_many(wanted)
     not_found = len(set(wanted)) - removed
     if json_output:
-        out(json_line({"removed": removed, "not_found": not_found}))
+        out(json_line({"removed": removed, "not_found": not_found, **({"failed": intake.failed} if intake.failed else {})}))
     else:
-        out(f"removed {removed:,} documents" + (f"; {not_found:,} keys were not stored" if not_found else ""))
+        failed = f"; {intake.failed:,} lines of stdin were not UTF-8" if intake.failed else ""
+        out(f"removed {removed:,} documents" + (f"; {not_found:,} keys were not stored" if not_found else "") + failed)
+    if intake.failed:
+        raise typer.Exit(EXIT_USAGE)
     if wanted and not removed:
         raise typer.Exit(EXIT_NOTHING_FOUND)
 

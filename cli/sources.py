@@ -174,6 +174,26 @@ def _stdin_lines(stdin: IO[str] | None) -> list[str]:
     return os.fsdecode(raw.read()).splitlines() if raw is not None else stream.read().splitlines()
 
 
+def stdin_keys(intake: Intake, stdin: IO[str] | None = None) -> list[str]:
+    """The non-empty lines of stdin as keys.  Read as bytes and decoded line by line, so
+    that a line that is not UTF-8 (it can name no stored key) is reported with its number
+    and the rest are still read, whatever error handler the locale gave stdin.  O(input)."""
+    stream = stdin or sys.stdin
+    raw = getattr(stream, "buffer", None)
+    if raw is None:  # a text stream without bytes beneath: already decoded
+        return [line for line in stream.read().splitlines() if line]
+    keys = []
+    for number, line in enumerate(raw.read().splitlines(), 1):
+        try:
+            key = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            intake.fail(f"<stdin>:{number}", f"not valid UTF-8 (byte {exc.start}), so it is no stored key; skipped", "<stdin>")
+            continue
+        if key:
+            keys.append(key)
+    return keys
+
+
 def _expand_one(path: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None, visited: set[tuple[int, int]]) -> list[Input]:
     try:
         info = os.stat(path)

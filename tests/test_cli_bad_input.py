@@ -11,6 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+import simdb
 from tests.test_cli import json_lines, prose, run
 from tests.test_cli_robustness import one_line, stored
 
@@ -106,3 +109,44 @@ def test_special_files_met_in_a_walk_are_reported(tmp_path: Path) -> None:
     assert set(stored(tmp_path / "db")) == {str(docs / "a.txt")}
     summary = json_lines(_process("add", docs, "--glob", "a*", "--db", tmp_path / "db2", "--json").stdout.decode())[-1]
     assert summary["failed"] == 0  # a special file the glob leaves out is not reported
+
+
+# -- remove: keys on stdin -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("errors", ["strict", "surrogateescape"])
+def test_remove_reads_undecodable_keys_on_stdin_line_by_line(tmp_path: Path, errors: str) -> None:
+    """Whatever error handler stdin has (strict used to end the run with exit 3, the
+    surrogate escapes of a C.UTF-8 locale made the database refuse every key)."""
+    db = tmp_path / "db"
+    with simdb.open(db) as database:
+        database.add_many([("good", 1), ("other", 2), ("kept", 3)])
+    strict = {"LC_ALL": "C.UTF-8", "PYTHONIOENCODING": f"utf-8:{errors}", "PYTHONUTF8": "0"}
+    result = _process("remove", "-", "--db", db, stdin=b"good\n\xff\xfebad\nother\n", env=strict)
+    stderr = result.stderr.decode()
+    assert result.returncode == 2 and "<stdin>:2" in stderr and "UTF-8" in stderr, stderr
+    one_line(stderr)
+    assert "removed 2 documents" in result.stdout.decode()
+    as_json = _process("remove", "-", "--db", db, "--json", stdin=b"\xff\n", env=strict)
+    assert as_json.returncode == 2 and json_lines(as_json.stdout.decode())[-1] == {"removed": 0, "not_found": 0, "failed": 1}
+    assert set(stored(db)) == {"kept"}
+    clean = _process("remove", "-", "--db", db, "--json", stdin="kept\r\nnothing\n".encode(), env=strict)
+    assert clean.returncode == 0 and json_lines(clean.stdout.decode()) == [{"removed": 1, "not_found": 1}]
+
+
+# -- demo --dir ----------------------------------------------------------------------------
+
+
+def test_demo_refuses_a_populated_directory_it_did_not_write(tmp_path: Path) -> None:
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / "thesis.tex").write_text("my own work")
+    refused = run("demo", "--dir", target, "--documents", "20", "--workers", "1")
+    assert refused.exit_code == 2 and str(target) in refused.stderr, refused.output
+    one_line(refused.stderr)
+    assert sorted(os.listdir(target)) == ["thesis.tex"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run("demo", "--dir", empty, "--documents", "20", "--workers", "1").exit_code == 0
+    again = run("demo", "--dir", empty, "--documents", "20", "--workers", "1")  # its own output: rerun
+    assert again.exit_code == 0, again.output
