@@ -634,9 +634,48 @@ def _tolerate_missing_uris(records: Any) -> None:
 
 def _cut_short(records: Any, record: Any) -> bool:
     """Whether ``record`` ended before its Content-Length: warcio hands such a record over
-    as if whole.  Reads the rest of the record (warcio would, before the next one)."""
-    records.read_to_end()
+    as if whole.  Reads the rest of the record (warcio would, before the next one), holding
+    back the warning warcio writes to stderr about a record of the wrong length (it is
+    counted in ``err_count`` and reported once)."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        records.read_to_end()
     return bool(getattr(record.raw_stream, "limit", 0))
+
+
+_CONTENT_LENGTH = re.compile(rb"[0-9]+")
+#: Bytes read at a time while looking for the next record after one of unknown length.
+_SCAN_CHUNK = 1 << 16
+
+
+def _undelimited(record: Any) -> str | None:
+    """What is wrong with ``record``'s Content-Length if it is missing or no number (warcio
+    takes it as 0, reads the record's body as the next record, and the archive breaks), else
+    None."""
+    length = record.rec_headers.get_header("Content-Length")
+    if length is not None and _CONTENT_LENGTH.fullmatch(length.strip().encode("latin-1", "replace")):
+        return None
+    return "has no Content-Length" if length is None else f"has Content-Length {describe(length)}, which is no number"
+
+
+def _skip_to_next_record(records: Any) -> None:
+    """After a record of unknown length: read on to the next line that starts a WARC record
+    (or to the end of the gzip member, which ends a record in a .warc.gz), and make warcio
+    go on from there.  Relies on warcio's ArchiveIterator internals (``reader``,
+    ``next_line``, ``member_info``), as :func:`_tolerate_missing_uris` does.  Reads
+    ``_SCAN_CHUNK`` bytes at a time, so memory stays bounded whatever the record's size."""
+    reader = records.reader
+    at_line_start, next_line = True, None
+    while True:
+        line = reader.readline(_SCAN_CHUNK)
+        if not line:
+            break
+        if at_line_start and line.startswith(b"WARC/"):
+            next_line = line
+            break
+        at_line_start = line.endswith(b"\n")
+    records.next_line = next_line
+    records.offset = records.fh.tell() - reader.rem_length() - len(next_line or b"")
+    records.member_info = (records.offset, 0)  # this record is read: warcio must not read on
 
 
 def read_warc(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
@@ -664,10 +703,15 @@ def read_warc(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
         records = ArchiveIterator(raw)
         _tolerate_missing_uris(records)
         try:
-            for record in _quietly(records):
+            for number, record in enumerate(_quietly(records), 1):
                 intake.bytes_done = start + _position(raw)
                 uri = record.rec_headers.get_header("WARC-Target-URI")
                 where = f"{item.path}: record {uri or record.rec_headers.get_header('WARC-Record-ID') or f'at byte {records.offset}'}"
+                problem = _undelimited(record)
+                if problem is not None:
+                    intake.fail(f"{item.path}: record {number} at byte {records.offset} ({uri or 'no URI'})", f"{problem}; skipped", item.path)
+                    _skip_to_next_record(records)
+                    continue
                 if record.rec_type is None:
                     intake.fail(where, "has no WARC-Type header; the archive is damaged", item.path)
                     continue

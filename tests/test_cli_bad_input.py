@@ -5,6 +5,7 @@ documents, and export/import round trips of every meta the library accepts."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import socket
 import subprocess
@@ -130,7 +131,7 @@ def test_remove_reads_undecodable_keys_on_stdin_line_by_line(tmp_path: Path, err
     as_json = _process("remove", "-", "--db", db, "--json", stdin=b"\xff\n", env=strict)
     assert as_json.returncode == 2 and json_lines(as_json.stdout.decode())[-1] == {"removed": 0, "not_found": 0, "failed": 1}
     assert set(stored(db)) == {"kept"}
-    clean = _process("remove", "-", "--db", db, "--json", stdin="kept\r\nnothing\n".encode(), env=strict)
+    clean = _process("remove", "-", "--db", db, "--json", stdin=b"kept\r\nnothing\n", env=strict)
     assert clean.returncode == 0 and json_lines(clean.stdout.decode()) == [{"removed": 1, "not_found": 1}]
 
 
@@ -150,3 +151,30 @@ def test_demo_refuses_a_populated_directory_it_did_not_write(tmp_path: Path) -> 
     assert run("demo", "--dir", empty, "--documents", "20", "--workers", "1").exit_code == 0
     again = run("demo", "--dir", empty, "--documents", "20", "--workers", "1")  # its own output: rerun
     assert again.exit_code == 0, again.output
+
+
+# -- WARC records whose Content-Length is no number ----------------------------------------
+
+
+def _warc_record(uri: str, text: str, length: bytes | None = None) -> bytes:
+    """One hand-written WARC response record; ``length`` replaces its Content-Length."""
+    http = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n" + text.encode()
+    headers = (
+        b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: " + uri.encode() + b"\r\n"
+        b"Content-Type: application/http; msgtype=response\r\nContent-Length: " + (length or str(len(http)).encode()) + b"\r\n\r\n"
+    )
+    return headers + http + b"\r\n\r\n"
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_warc_record_with_a_content_length_that_is_no_number_is_reported(tmp_path: Path, compressed: bool) -> None:
+    records = [_warc_record("http://one/", prose(1, 80)), _warc_record("http://two/", prose(2, 80), b"abc"), _warc_record("http://three/", prose(3, 80))]
+    archive = tmp_path / ("bad.warc.gz" if compressed else "bad.warc")
+    archive.write_bytes(b"".join(gzip.compress(record) for record in records) if compressed else b"".join(records))
+    result = _process("add", archive, "--db", tmp_path / "db", "--workers", "1")
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    assert f"{archive}: record 2 at byte {len(gzip.compress(records[0])) if compressed else len(records[0])}" in stderr and "Content-Length 'abc'" in stderr, stderr
+    assert "WARNING" not in stderr and "Offset" not in stderr
+    one_line(stderr)
+    assert set(stored(tmp_path / "db")) == {"http://one/", "http://three/"}
