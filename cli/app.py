@@ -45,12 +45,14 @@ from cli.sources import (
     EXPORT_FORMAT_VERSION,
     FINGERPRINTS,
     JSONL,
+    TSV_MSGPACK_PREFIX,
     ExportHeader,
     Input,
     Intake,
     Item,
     decode,
     expand_paths,
+    export_meta,
     read_documents,
     read_export,
     read_fingerprint_tsv,
@@ -939,12 +941,14 @@ def export(
                 settings = database.fingerprinter.to_dict() if database.fingerprinter is not None else None
                 stream.write(json_line({"simdb": "export", "format_version": EXPORT_FORMAT_VERSION, "k": database.k, "blocks": database.plan.blocks, "fingerprinter": settings}) + "\n")
                 for document in database.items():
-                    stream.write(json_line({"key": document.key, "fingerprint": hex_fingerprint(document.fingerprint), "meta": document.meta}) + "\n")
+                    field, meta = export_meta(document.meta)
+                    stream.write(json_line({"key": document.key, "fingerprint": hex_fingerprint(document.fingerprint), field: meta}) + "\n")
             else:
                 for document in database.items():
                     if any(mark in document.key for mark in "\t\n\r"):
                         raise simdb.InvalidInputError(f"key {document.key!r} holds a tab or line break, which TSV cannot carry", "export with --format jsonl")
-                    meta = "" if document.meta is None else json_line(document.meta)
+                    field, meta = export_meta(document.meta)
+                    meta = "" if document.meta is None else json_line(meta) if field == "meta" else TSV_MSGPACK_PREFIX + meta
                     stream.write(f"{document.key}\t{hex_fingerprint(document.fingerprint)}\t{meta}\n")
     except BrokenPipeError:
         raise

@@ -12,6 +12,7 @@ turns into an ETA.
 
 from __future__ import annotations
 
+import base64
 import binascii
 import contextlib
 import fnmatch
@@ -29,7 +30,7 @@ from html.parser import HTMLParser
 from typing import IO, TYPE_CHECKING, Any
 
 from cli.output import unplain
-from simdb import InvalidInputError, parse_fingerprint
+from simdb import InvalidInputError, codec, parse_fingerprint
 from simdb.keys import check_key, describe
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to an export header that needs it
@@ -50,7 +51,12 @@ MESSAGES_PER_INPUT = 5
 # A JSON \u escape of a lone surrogate, which json.loads turns into an unencodable str.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 #: The newest ``format_version`` of ``simdb export`` files this simdb writes and reads.
-EXPORT_FORMAT_VERSION = 1
+#: Version 2 added ``meta_msgpack`` (and TSV's ``msgpack:``) for meta that JSON cannot carry
+#: exactly; version 1 files read as they always did.
+EXPORT_FORMAT_VERSION = 2
+#: How a TSV export's META column starts when it holds msgpack rather than JSON (no JSON
+#: text starts with a letter m, so the two cannot be confused).
+TSV_MSGPACK_PREFIX = "msgpack:"
 
 _NOT_REGULAR = "not a regular file (a FIFO, socket or device), skipped"
 
@@ -482,6 +488,56 @@ def read_jsonl(inputs: Iterable[Input], intake: Intake, *, id_field: str, text_f
             yield key, text, meta, where
 
 
+def exact_in_json(value: Any) -> bool:
+    """Whether ``json.loads(json.dumps(value))`` gives ``value`` back exactly, also as an
+    import reads it: no bytes, tuples, non-string dict keys, NaN or infinities, and no dict
+    of the form ``{"base64": "..."}``, which is how exports before format 2 wrote bytes and
+    how import still reads such a dict.  Iterative; O(size)."""
+    pending = [value]
+    while pending:
+        part = pending.pop()
+        if part is None or isinstance(part, (str, bool, int)):
+            continue
+        if isinstance(part, float):
+            if not math.isfinite(part):
+                return False
+        elif isinstance(part, list):
+            pending.extend(part)
+        elif isinstance(part, dict):
+            if not all(isinstance(name, str) for name in part) or _looks_like_bytes(part):
+                return False
+            pending.extend(part.values())
+        else:
+            return False
+    return True
+
+
+def _looks_like_bytes(value: dict[Any, Any]) -> bool:
+    return len(value) == 1 and isinstance(value.get("base64"), str)
+
+
+def export_meta(meta: Any) -> tuple[str, Any]:
+    """How an export writes ``meta``: ``("meta", meta)`` when JSON carries it exactly (see
+    :func:`exact_in_json`), else ``("meta_msgpack", base64 of its msgpack encoding)``, which
+    keeps bytes, non-string dict keys, NaN and infinities as they are.  O(size)."""
+    if exact_in_json(meta):
+        return "meta", meta
+    return "meta_msgpack", base64.b64encode(codec.pack(meta, "meta")).decode("ascii")
+
+
+def _msgpack_meta(encoded: Any, where: str, intake: Intake, source: str) -> Any:
+    """The meta an export wrote as base64 msgpack, or ``_REFUSED`` after reporting why not."""
+    try:
+        if not isinstance(encoded, str):
+            raise InvalidInputError(f"meta_msgpack is a {type(encoded).__name__}, not a base64 string")
+        return codec.unpack_input(base64.b64decode(encoded, validate=True), "meta_msgpack")
+    except binascii.Error:
+        intake.fail(where, "meta_msgpack is not valid base64", source)
+    except InvalidInputError as exc:
+        intake.fail(where, exc.message, source)
+    return _REFUSED
+
+
 def read_fingerprint_tsv(inputs: Iterable[Input], intake: Intake, *, decode_bytes: bool = False) -> Iterator[Item]:
     """``(key, fingerprint, meta, "FILE:LINE")`` per ``KEY<TAB>FINGERPRINT[<TAB>META-JSON]``
     line, the fingerprint in hex (``0x...`` or 16 digits) or decimal.  With
@@ -503,7 +559,11 @@ def read_fingerprint_tsv(inputs: Iterable[Input], intake: Intake, *, decode_byte
                 intake.fail(where, exc.message, name)
                 continue
             meta = None
-            if len(fields) > 2 and fields[2]:
+            if decode_bytes and len(fields) > 2 and fields[2].startswith(TSV_MSGPACK_PREFIX):
+                meta = _msgpack_meta(fields[2][len(TSV_MSGPACK_PREFIX) :], where, intake, name)
+                if meta is _REFUSED:
+                    continue
+            elif len(fields) > 2 and fields[2]:
                 try:
                     meta = parse_json(fields[2])
                 except JSONInputError as exc:
@@ -755,7 +815,8 @@ class ExportHeader:
 
 def read_export(inputs: Iterable[Input], intake: Intake, header: ExportHeader, file_format: str = "auto") -> Iterator[Item]:
     """``(key, fingerprint, meta, "FILE:LINE")`` from files written by ``simdb export``:
-    JSONL (one ``{"key", "fingerprint", "meta"}`` object per line, after an optional header
+    JSONL (one ``{"key", "fingerprint", "meta" or "meta_msgpack"}`` object per line (see
+    :func:`export_meta`), after an optional header
     line, the first of which fills ``header``) or TSV (as :func:`read_fingerprint_tsv`).
     With ``file_format="auto"`` a file is TSV if its name ends in ``.tsv`` (or
     ``.tsv.gz``), else JSONL.  A file with a header this simdb cannot use (a newer format
@@ -823,7 +884,10 @@ def _read_export_jsonl(item: Input, intake: Intake, header: ExportHeader) -> Ite
         except InvalidInputError as exc:
             intake.fail(where, exc.message, name)
             continue
-        meta = _checked_meta(record.get("meta"), where, intake, name, decode_bytes=True)
+        if "meta_msgpack" in record:
+            meta = _msgpack_meta(record["meta_msgpack"], where, intake, name)
+        else:
+            meta = _checked_meta(record.get("meta"), where, intake, name, decode_bytes=True)
         if meta is _REFUSED:
             continue
         checked = _valid_key(key, where, intake, name)
