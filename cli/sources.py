@@ -59,6 +59,19 @@ EXPORT_FORMAT_VERSION = 2
 TSV_MSGPACK_PREFIX = "msgpack:"
 
 _NOT_REGULAR = "not a regular file (a FIFO, socket or device), skipped"
+#: The default largest document ``simdb add`` reads (``--max-doc-bytes``): a text file, a
+#: JSONL or TSV line, or a WARC record's payload.  Larger ones are reported and skipped
+#: without being read whole.
+DEFAULT_MAX_DOC_BYTES = 64 * 2**20
+
+
+def too_large(size: int | None, limit: int) -> str:
+    """The report of a document over ``limit`` bytes (``size`` if known)."""
+    what = f"{size:,} bytes" if size is not None else "more bytes"
+    return f"{what}, over --max-doc-bytes ({limit:,}); skipped"
+
+#: Bytes read at a time while skipping an oversized line or looking for the next WARC record.
+_SCAN_CHUNK = 1 << 16
 
 #: ``(key, text or fingerprint, meta, where it came from)``.
 Item = tuple[str, Any, Any, str]
@@ -282,11 +295,16 @@ def decode(data: bytes, where: str, intake: Intake, source: str | None = None) -
         return data.decode("utf-8-sig", errors="replace")
 
 
-def read_text_files(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
+def read_text_files(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = None) -> Iterator[Item]:
     """``(path, text, None, path)`` for every readable text file; binary files (a NUL byte
-    in the first 8 KiB), unreadable ones and ones whose path cannot be a key (a name that
-    is not valid UTF-8) are reported and counted.  Reads each file whole."""
+    in the first 8 KiB), unreadable ones, ones over ``max_bytes`` and ones whose path
+    cannot be a key (a name that is not valid UTF-8) are reported and counted.  Reads each
+    file whole, but never more than ``max_bytes + 1`` bytes of it."""
     for item in inputs:
+        if max_bytes is not None and item.size is not None and item.size > max_bytes:
+            intake.bytes_done += item.size
+            intake.fail(item.path, too_large(item.size, max_bytes))
+            continue
         try:
             check_key(item.path)
         except InvalidInputError as exc:
@@ -296,12 +314,15 @@ def read_text_files(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
             continue
         try:
             with open(item.path, "rb") as handle:
-                data = handle.read()
+                data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
         except OSError as exc:
             intake.bytes_done += item.size or 0
             intake.fail(item.path, f"cannot read: {exc.strerror or exc}")
             continue
         intake.bytes_done += item.size if item.size is not None else len(data)
+        if max_bytes is not None and len(data) > max_bytes:  # it grew since it was listed
+            intake.fail(item.path, too_large(None, max_bytes))
+            continue
         if b"\0" in data[:BINARY_SNIFF_BYTES]:
             intake.fail(item.path, "binary file (contains NUL bytes), skipped")
             continue
@@ -324,16 +345,18 @@ def _position(raw: IO[bytes]) -> int:
         return 0
 
 
-def _nonblank_lines(item: Input, intake: Intake) -> Iterator[tuple[int, str, bytes]]:
+def _nonblank_lines(item: Input, intake: Intake, max_bytes: int | None = None) -> Iterator[tuple[int, str, bytes]]:
     """``(number, "NAME:NUMBER", line)`` for the lines of :func:`_lines` that are not blank."""
-    for number, line in _lines(item, intake):
+    for number, line in _lines(item, intake, max_bytes):
         if line.strip():
             yield number, f"{item.name}:{number}", line
 
 
-def _lines(item: Input, intake: Intake) -> Iterator[tuple[int, bytes]]:
+def _lines(item: Input, intake: Intake, max_bytes: int | None = None) -> Iterator[tuple[int, bytes]]:
     """Numbered lines of a (possibly gzipped) file, advancing ``intake.bytes_done`` as the
-    raw file is consumed.  An I/O or gzip error is reported and ends this input."""
+    raw file is consumed.  A line longer than ``max_bytes`` (its line break aside) is
+    reported with its size and skipped, read ``_SCAN_CHUNK`` bytes at a time, never whole.
+    An I/O or gzip error is reported and ends this input."""
     start = intake.bytes_done
     try:
         stream, raw = _open_binary(item)
@@ -341,8 +364,17 @@ def _lines(item: Input, intake: Intake) -> Iterator[tuple[int, bytes]]:
         intake.fail(item.path, f"cannot read: {exc.strerror or exc}")
         return
     try:
-        for number, line in enumerate(stream, 1):
+        number = 0
+        while True:
+            line = stream.readline() if max_bytes is None else stream.readline(max_bytes + 1)
+            if not line:
+                break
+            number += 1
             intake.bytes_done = start + _position(raw)
+            if max_bytes is not None and len(line) > max_bytes and not line.endswith(b"\n"):
+                size = len(line) + _skip_line(stream)
+                intake.fail(f"{item.name}:{number}", f"a line of {too_large(size, max_bytes)}", item.name)
+                continue
             yield number, line
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         intake.fail(item.path, f"cannot read: {getattr(exc, 'strerror', None) or exc}")
@@ -350,6 +382,19 @@ def _lines(item: Input, intake: Intake) -> Iterator[tuple[int, bytes]]:
         if raw is not sys.stdin.buffer:
             raw.close()
         intake.bytes_done = start + (item.size or 0)
+
+
+def _skip_line(stream: IO[bytes]) -> int:
+    """Read the rest of the current line, ``_SCAN_CHUNK`` bytes at a time; its length
+    (the line break not counted)."""
+    skipped = 0
+    while True:
+        part = stream.readline(_SCAN_CHUNK)
+        if part.endswith(b"\n"):
+            return skipped + len(part) - 1
+        if not part:
+            return skipped
+        skipped += len(part)
 
 
 def _valid_key(key: str, where: str, intake: Intake, source: str) -> str | None:
@@ -453,14 +498,15 @@ def _json_object(line: bytes, where: str, intake: Intake, source: str) -> dict[s
     return record
 
 
-def read_jsonl(inputs: Iterable[Input], intake: Intake, *, id_field: str, text_field: str) -> Iterator[Item]:
+def read_jsonl(inputs: Iterable[Input], intake: Intake, *, id_field: str, text_field: str, max_bytes: int | None = None) -> Iterator[Item]:
     """``(id, text, other fields or None)`` per JSON object line.  A line without the id
     field gets the key ``FILE:LINE`` (noticed once per file); a line without a string text
-    field, or that is not a JSON object, is reported and counted.  Streams; O(file size)."""
+    field, that is not a JSON object or that is over ``max_bytes``, is reported and
+    counted.  Streams; O(file size), memory O(max_bytes)."""
     for item in inputs:
         name = item.name
         warned_missing_id = False
-        for number, where, line in _nonblank_lines(item, intake):
+        for number, where, line in _nonblank_lines(item, intake, max_bytes):
             record = _json_object(line, where, intake, name)
             if record is None:
                 continue
@@ -538,14 +584,14 @@ def _msgpack_meta(encoded: Any, where: str, intake: Intake, source: str) -> Any:
     return _REFUSED
 
 
-def read_fingerprint_tsv(inputs: Iterable[Input], intake: Intake, *, decode_bytes: bool = False) -> Iterator[Item]:
+def read_fingerprint_tsv(inputs: Iterable[Input], intake: Intake, *, decode_bytes: bool = False, max_bytes: int | None = None) -> Iterator[Item]:
     """``(key, fingerprint, meta, "FILE:LINE")`` per ``KEY<TAB>FINGERPRINT[<TAB>META-JSON]``
     line, the fingerprint in hex (``0x...`` or 16 digits) or decimal.  With
     ``decode_bytes``, meta values ``{"base64": ...}`` (how exports write bytes) become bytes.
-    Bad lines are reported and counted.  Streams; O(file size)."""
+    Bad lines (and lines over ``max_bytes``) are reported and counted.  Streams; O(file size)."""
     for item in inputs:
         name = item.name
-        for _, where, line in _nonblank_lines(item, intake):
+        for _, where, line in _nonblank_lines(item, intake, max_bytes):
             text = decode(line, where, intake, name).rstrip("\r\n")
             if not text.strip():  # whitespace beyond ASCII
                 continue
@@ -633,12 +679,29 @@ _DOCUMENT_RECORDS = ("conversion", "response", "resource")
 _CUT_SHORT = "is cut short (the archive is truncated or damaged)"
 
 
-def _record_text(record: Any, where: str, intake: Intake, source: str) -> str | None:
+class _Oversized(Exception):
+    """A WARC record's payload is over the largest document size."""
+
+
+def _payload(record: Any, max_bytes: int | None) -> bytes:
+    """The (decoded) payload of ``record``, reading at most ``max_bytes + 1`` bytes of it;
+    raises _Oversized if there is more."""
+    if max_bytes is None:
+        data: bytes = record.content_stream().read()
+        return data
+    data = record.content_stream().read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise _Oversized
+    return data
+
+
+def _record_text(record: Any, where: str, intake: Intake, source: str, max_bytes: int | None = None) -> str | None:
     """The text of one WARC record: a WET ``conversion`` record as is; a ``response`` or
     ``resource`` record with a text or HTML payload (HTML reduced to its visible text);
-    anything else (requests, metadata, images, errors) is not a document: None."""
+    anything else (requests, metadata, images, errors) is not a document: None.  A payload
+    over ``max_bytes`` raises _Oversized, having read ``max_bytes + 1`` bytes of it."""
     if record.rec_type == "conversion":
-        return decode(record.content_stream().read(), where, intake, source)
+        return decode(_payload(record, max_bytes), where, intake, source)
     if record.rec_type not in ("response", "resource"):
         return None
     headers = record.http_headers
@@ -648,7 +711,7 @@ def _record_text(record: Any, where: str, intake: Intake, source: str) -> str | 
     mime = content_type.split(";")[0].strip().lower()
     if not (mime.startswith("text/") or mime == "application/xhtml+xml"):
         return None
-    data = record.content_stream().read()
+    data = _payload(record, max_bytes)
     charset = _charset(content_type)
     try:
         text = data.decode(charset)
@@ -703,8 +766,6 @@ def _cut_short(records: Any, record: Any) -> bool:
 
 
 _CONTENT_LENGTH = re.compile(rb"[0-9]+")
-#: Bytes read at a time while looking for the next record after one of unknown length.
-_SCAN_CHUNK = 1 << 16
 
 
 def _undelimited(record: Any) -> str | None:
@@ -738,12 +799,13 @@ def _skip_to_next_record(records: Any) -> None:
     records.member_info = (records.offset, 0)  # this record is read: warcio must not read on
 
 
-def read_warc(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
+def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = None) -> Iterator[Item]:
     """``(WARC-Target-URI, text, None, where)`` per text record of WARC or WET archives
     (gzipped or not), read with warcio.  A damaged archive (a record cut short, bytes at
     the end that are no whole record, a record without a WARC-Type) is reported, as is a
-    text record without a WARC-Target-URI to key it; the other records are kept.  Streams;
-    O(archive size)."""
+    text record without a WARC-Target-URI to key it, or one whose payload is over
+    ``max_bytes`` (read no further than that); the other records are kept.  Streams;
+    O(archive size), memory O(max_bytes)."""
     from warcio.archiveiterator import ArchiveIterator
     from warcio.exceptions import ArchiveLoadFailed
 
@@ -779,7 +841,13 @@ def read_warc(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
                     problem = _CUT_SHORT if _cut_short(records, record) else "has no WARC-Target-URI to key it"
                     intake.fail(where, f"{problem}, skipped", item.path)
                     continue
-                text = _record_text(record, where, intake, item.path)
+                try:
+                    text = _record_text(record, where, intake, item.path, max_bytes)
+                except _Oversized:
+                    assert max_bytes is not None
+                    _cut_short(records, record)  # reads the rest, a chunk at a time
+                    intake.fail(where, f"a payload of {too_large(record.length, max_bytes)}", item.path)
+                    continue
                 if _cut_short(records, record):
                     intake.fail(where, f"{_CUT_SHORT}, skipped", item.path)
                     continue
@@ -895,8 +963,9 @@ def _read_export_jsonl(item: Input, intake: Intake, header: ExportHeader) -> Ite
             yield checked, value, meta, where
 
 
-def read_documents(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
+def read_documents(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = None) -> Iterator[Item]:
     """Texts of the PATH inputs of ``simdb add``, in order: each file as one document, each
-    WARC/WET archive as one document per text record."""
+    WARC/WET archive as one document per text record; documents over ``max_bytes`` are
+    reported and skipped."""
     for item in inputs:
-        yield from (read_warc([item], intake) if item.kind == WARC else read_text_files([item], intake))
+        yield from (read_warc([item], intake, max_bytes) if item.kind == WARC else read_text_files([item], intake, max_bytes))

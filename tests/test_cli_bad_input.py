@@ -253,3 +253,102 @@ def test_a_damaged_msgpack_meta_fails_its_line_only(tmp_path: Path) -> None:
     assert result.exit_code == 2 and f"{source}:2" in result.stderr and f"{source}:3" in result.stderr, result.output
     one_line(result.stderr)
     assert {key: document.meta for key, document in stored(tmp_path / "db").items()} == {"a": {"a": 1}}
+
+
+# -- oversized documents and memory ------------------------------------------------------
+
+BIG = 300 * 2**20  # bytes of the oversized document, far above the RSS the test allows
+LIMIT = 2**20  # --max-doc-bytes in these tests
+
+
+def _write_big_gzip(path: Path, head: bytes, tail: bytes, members: tuple[bytes, bytes] = (b"", b"")) -> None:
+    """A gzip file: ``members[0]``, then one member of ``head`` + BIG bytes + ``tail``, then
+    ``members[1]`` (already compressed); written a MiB at a time."""
+    chunk = b"ab " * (2**20 // 3)
+    with open(path, "wb") as raw:
+        raw.write(members[0])
+        with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1) as stream:
+            stream.write(head)
+            for _ in range(BIG // len(chunk)):
+                stream.write(chunk)
+            stream.write(tail)
+        raw.write(members[1])
+
+
+def _peak_rss_mib(*args: object) -> tuple[subprocess.CompletedProcess[bytes], float]:
+    """Run ``python -m cli.app ARGS`` under a parent of its own, which reports the peak RSS
+    of its children (the command and any workers it started), in MiB."""
+    wrapper = (
+        "import resource, subprocess, sys\n"
+        "done = subprocess.run(sys.argv[1:], capture_output=True)\n"
+        "sys.stderr.buffer.write(done.stderr); sys.stdout.buffer.write(done.stdout)\n"
+        "sys.stderr.write(f'\\nPEAK {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n'); sys.exit(done.returncode)\n"
+    )
+    result = _process_raw([sys.executable, "-c", wrapper, sys.executable, "-m", "cli.app", *map(str, args)])
+    stderr = result.stderr.decode()
+    peak = int(stderr.rsplit("PEAK ", 1)[1]) / 1024
+    result.stderr = stderr.rsplit("\nPEAK ", 1)[0].encode()
+    return result, peak
+
+
+def _process_raw(command: list[str]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(command, capture_output=True, env={**os.environ, "SIMDB_PATH": ""}, timeout=300, check=False)
+
+
+def test_oversized_documents_are_skipped_without_reading_them_whole(tmp_path: Path) -> None:
+    """A 300 MB JSONL line and WARC record (gzipped to little) and a 300 MB text file, with
+    --max-doc-bytes 1 MiB: each is reported with its size and skipped, the documents around
+    them are stored, and the process never holds anything like the document."""
+    jsonl = tmp_path / "big.jsonl.gz"
+    good = [json.dumps({"id": f"line-{number}", "text": prose(number)}).encode() + b"\n" for number in (1, 3)]
+    _write_big_gzip(jsonl, b'{"id": "big", "text": "', b'"}\n', (gzip.compress(good[0]), gzip.compress(good[1])))
+    archive = tmp_path / "big.warc.gz"
+    http = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n"
+    head = (
+        b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://big/\r\n"
+        b"Content-Type: application/http; msgtype=response\r\nContent-Length: " + str(len(http) + BIG // 3 * 3).encode() + b"\r\n\r\n" + http
+    )
+    _write_big_gzip(archive, head, b"\r\n\r\n", (gzip.compress(_warc_record("http://one/", prose(4))), gzip.compress(_warc_record("http://three/", prose(5)))))
+    text = tmp_path / "big.txt"
+    with open(text, "wb") as handle:
+        handle.truncate(BIG)  # sparse: costs no disk
+    small = tmp_path / "small.txt"
+    small.write_text(prose(6))
+    result, peak = _peak_rss_mib("add", archive, text, small, "--jsonl", jsonl, "--max-doc-bytes", LIMIT, "--db", tmp_path / "db", "--workers", "1")
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    assert f"{jsonl}:2: a line of" in stderr and f"{archive}: record http://big/" in stderr and f"{text}: {BIG:,} bytes" in stderr, stderr
+    assert stderr.count("over --max-doc-bytes (1,048,576)") == 3
+    assert set(stored(tmp_path / "db")) == {"line-1", "line-3", "http://one/", "http://three/", str(small)}
+    assert peak < 200, f"peak RSS {peak:.0f} MiB while skipping {BIG / 2**20:.0f} MB documents"
+
+
+def test_a_batch_of_large_texts_is_committed_in_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The texts handed to the database and not yet committed stay under BATCH_TEXT_CHARS
+    plus one document: the call ends early and the next takes the rest, even when an
+    item of a batch is refused and the batch is stored in halves."""
+    import cli.app
+
+    monkeypatch.setattr(cli.app, "BATCH_TEXT_CHARS", 5_000)
+    calls: list[int] = []
+    add_texts = simdb.Database.add_texts
+
+    def counting(self: simdb.Database, items: object, **kwargs: object) -> object:
+        def counted(rows: object) -> object:
+            for row in rows:  # type: ignore[attr-defined]
+                calls[-1] += len(row[1])
+                yield row
+
+        calls.append(0)
+        return add_texts(self, counted(items), **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(simdb.Database, "add_texts", counting)
+    source = tmp_path / "docs.jsonl"
+    rows = [{"id": f"doc-{number}", "text": prose(number, 200)} for number in range(20)]
+    rows[7]["deep"] = json.loads("[" * 150 + "]" * 150)  # meta the database refuses
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = run("add", "--jsonl", source, "--db", tmp_path / "db", "--workers", "1")
+    assert result.exit_code == 2 and f"{source}:8" in result.stderr, result.output
+    assert set(stored(tmp_path / "db")) == {f"doc-{number}" for number in range(20)} - {"doc-7"}
+    longest = max(len(row["text"]) for row in rows)
+    assert len(calls) > 3 and max(calls) <= 5_000 + longest, calls
