@@ -331,9 +331,9 @@ class Ingest:
     nothing extra while all goes well.
 
     Texts are held from when they are handed over until their batch commits (to retry a
-    refused batch).  Once they add up to :data:`BATCH_TEXT_CHARS` characters the call to the database
-    ends early, committing what it has, and a new call takes the rest: so the texts held
-    at once never pass that plus one document, however large the documents."""
+    refused batch).  Once they add up to :data:`BATCH_TEXT_CHARS` characters the call to
+    the database ends early, committing what it has, and a new call takes the rest: so the
+    texts held at once never pass that plus one document, however large the documents."""
 
     def __init__(
         self,
@@ -569,8 +569,9 @@ def add(
         typer.Option(
             "--max-doc-bytes",
             min=1,
-            help="Largest document read: a text file, a JSONL or TSV line, or a WARC record's payload (after decompression). "
-            "Larger ones are reported with their size and skipped, without being read whole.",
+            help="Largest document read: a text file, a JSONL or TSV line, or a WARC record's payload "
+            "(after decompression). Larger ones are reported with their size and skipped, "
+            "without being read whole.",
         ),
     ] = DEFAULT_MAX_DOC_BYTES,
     k: CreateKOption = None,
@@ -614,7 +615,8 @@ def add(
             ingest.fingerprints(read_fingerprint_tsv(fingerprint_inputs, intake, max_bytes=max_doc_bytes))
         if path_inputs or jsonl_inputs:
             documents = read_documents(path_inputs, intake, max_doc_bytes)
-            ingest.texts(chain(documents, read_jsonl(jsonl_inputs, intake, id_field=id_field, text_field=text_field, max_bytes=max_doc_bytes)))
+            lines = read_jsonl(jsonl_inputs, intake, id_field=id_field, text_field=text_field, max_bytes=max_doc_bytes)
+            ingest.texts(chain(documents, lines))
 
     with simdb.open(db, k=k, blocks=blocks, fingerprinter=fingerprinter) as database:
         code = run_ingest(
@@ -823,7 +825,8 @@ def remove(
         removed = database.remove_many(wanted)
     not_found = len(set(wanted)) - removed
     if json_output:
-        out(json_line({"removed": removed, "not_found": not_found, **({"failed": intake.failed} if intake.failed else {})}))
+        failures = {"failed": intake.failed} if intake.failed else {}
+        out(json_line({"removed": removed, "not_found": not_found, **failures}))
     else:
         failed = f"; {intake.failed:,} lines of stdin were not UTF-8" if intake.failed else ""
         out(f"removed {removed:,} documents" + (f"; {not_found:,} keys were not stored" if not_found else "") + failed)
@@ -975,14 +978,16 @@ def export(
                 stream.write(json_line({"simdb": "export", "format_version": EXPORT_FORMAT_VERSION, "k": database.k, "blocks": database.plan.blocks, "fingerprinter": settings}) + "\n")
                 for document in database.items():
                     field, meta = export_meta(document.meta)
-                    stream.write(json_line({"key": document.key, "fingerprint": hex_fingerprint(document.fingerprint), field: meta}) + "\n")
+                    fingerprint = hex_fingerprint(document.fingerprint)
+                    stream.write(json_line({"key": document.key, "fingerprint": fingerprint, field: meta}) + "\n")
             else:
                 for document in database.items():
                     if any(mark in document.key for mark in "\t\n\r"):
                         raise simdb.InvalidInputError(f"key {document.key!r} holds a tab or line break, which TSV cannot carry", "export with --format jsonl")
                     field, meta = export_meta(document.meta)
-                    meta = "" if document.meta is None else json_line(meta) if field == "meta" else TSV_MSGPACK_PREFIX + meta
-                    stream.write(f"{document.key}\t{hex_fingerprint(document.fingerprint)}\t{meta}\n")
+                    column = json_line(meta) if field == "meta" else TSV_MSGPACK_PREFIX + meta
+                    column = "" if document.meta is None else column
+                    stream.write(f"{document.key}\t{hex_fingerprint(document.fingerprint)}\t{column}\n")
     except BrokenPipeError:
         raise
     except OSError as error:  # writing, closing or renaming the output

@@ -123,7 +123,8 @@ def previous_output(directory: Path) -> Output:
         if directory.is_dir() and any(directory.iterdir()):
             # Not a previous demo's directory (each run records its output before writing):
             # someone's own files, which the demo's docs/ and db/ would be mixed into.
-            raise InvalidInputError(f"{directory} is not empty and holds no earlier simdb demo output", "choose a new or empty --dir") from None
+            message = f"{directory} is not empty and holds no earlier simdb demo output"
+            raise InvalidInputError(message, "choose a new or empty --dir") from None
         made = Output()
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InvalidInputError(f"{record_path} is not the record simdb demo writes ({exc})", "choose another --dir") from None

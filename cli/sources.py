@@ -206,7 +206,8 @@ def stdin_keys(intake: Intake, stdin: IO[str] | None = None) -> list[str]:
         try:
             key = line.decode("utf-8")
         except UnicodeDecodeError as exc:
-            intake.fail(f"<stdin>:{number}", f"not valid UTF-8 (byte {exc.start}), so it is no stored key; skipped", "<stdin>")
+            cause = f"not valid UTF-8 (byte {exc.start}), so it is no stored key; skipped"
+            intake.fail(f"<stdin>:{number}", cause, "<stdin>")
             continue
         if key:
             keys.append(key)
@@ -477,7 +478,8 @@ def parse_json(text: str) -> Any:
     except ValueError:
         # Python refuses to convert an integer of more than sys.get_int_max_str_digits()
         # digits (4,300), a guard against quadratic-time parsing; no 64-bit value is that long.
-        raise JSONInputError(f"an integer of more than {sys.get_int_max_str_digits():,} digits, far too large to store") from None
+        limit = sys.get_int_max_str_digits()
+        raise JSONInputError(f"an integer of more than {limit:,} digits, far too large to store") from None
 
 
 def _json_object(line: bytes, where: str, intake: Intake, source: str) -> dict[str, Any] | None:
@@ -498,7 +500,9 @@ def _json_object(line: bytes, where: str, intake: Intake, source: str) -> dict[s
     return record
 
 
-def read_jsonl(inputs: Iterable[Input], intake: Intake, *, id_field: str, text_field: str, max_bytes: int | None = None) -> Iterator[Item]:
+def read_jsonl(
+    inputs: Iterable[Input], intake: Intake, *, id_field: str, text_field: str, max_bytes: int | None = None
+) -> Iterator[Item]:
     """``(id, text, other fields or None)`` per JSON object line.  A line without the id
     field gets the key ``FILE:LINE`` (noticed once per file); a line without a string text
     field, that is not a JSON object or that is over ``max_bytes``, is reported and
@@ -584,7 +588,9 @@ def _msgpack_meta(encoded: Any, where: str, intake: Intake, source: str) -> Any:
     return _REFUSED
 
 
-def read_fingerprint_tsv(inputs: Iterable[Input], intake: Intake, *, decode_bytes: bool = False, max_bytes: int | None = None) -> Iterator[Item]:
+def read_fingerprint_tsv(
+    inputs: Iterable[Input], intake: Intake, *, decode_bytes: bool = False, max_bytes: int | None = None
+) -> Iterator[Item]:
     """``(key, fingerprint, meta, "FILE:LINE")`` per ``KEY<TAB>FINGERPRINT[<TAB>META-JSON]``
     line, the fingerprint in hex (``0x...`` or 16 digits) or decimal.  With
     ``decode_bytes``, meta values ``{"base64": ...}`` (how exports write bytes) become bytes.
@@ -831,7 +837,8 @@ def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = N
                 where = f"{item.path}: record {uri or record.rec_headers.get_header('WARC-Record-ID') or f'at byte {records.offset}'}"
                 problem = _undelimited(record)
                 if problem is not None:
-                    intake.fail(f"{item.path}: record {number} at byte {records.offset} ({uri or 'no URI'})", f"{problem}; skipped", item.path)
+                    record_where = f"{item.path}: record {number} at byte {records.offset} ({uri or 'no URI'})"
+                    intake.fail(record_where, f"{problem}; skipped", item.path)
                     _skip_to_next_record(records)
                     continue
                 if record.rec_type is None:
@@ -968,4 +975,5 @@ def read_documents(inputs: Iterable[Input], intake: Intake, max_bytes: int | Non
     WARC/WET archive as one document per text record; documents over ``max_bytes`` are
     reported and skipped."""
     for item in inputs:
-        yield from (read_warc([item], intake, max_bytes) if item.kind == WARC else read_text_files([item], intake, max_bytes))
+        reader = read_warc if item.kind == WARC else read_text_files
+        yield from reader([item], intake, max_bytes)

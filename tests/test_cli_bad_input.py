@@ -24,10 +24,19 @@ from tests.test_cli import json_lines, prose, run
 from tests.test_cli_robustness import one_line, stored
 
 
-def _process(*args: object, stdin: bytes | None = None, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
+def _process(
+    *args: object, stdin: bytes | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[bytes]:
     """``python -m cli.app ARGS`` as a real process, with bytes in and out."""
     environment = {**os.environ, "SIMDB_PATH": "", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "cli.app", *map(str, args)], input=stdin, capture_output=True, env=environment, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.app", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        env=environment,
+        timeout=timeout,
+        check=False,
+    )
 
 
 # -- integers longer than Python's int parser takes ----------------------------------------
@@ -37,7 +46,11 @@ HUGE = "9" * 5000
 
 def test_a_5000_digit_integer_fails_its_jsonl_line_only(tmp_path: Path) -> None:
     source = tmp_path / "docs.jsonl"
-    source.write_text(f'{{"id": "a", "text": "{prose(1)}"}}\n{{"id": "b", "text": "x", "n": {HUGE}}}\n{{"id": "c", "text": "{prose(2)}"}}\n')
+    source.write_text(
+        f'{{"id": "a", "text": "{prose(1)}"}}\n'
+        f'{{"id": "b", "text": "x", "n": {HUGE}}}\n'
+        f'{{"id": "c", "text": "{prose(2)}"}}\n'
+    )
     result = run("add", "--jsonl", source, "--db", tmp_path / "db", "--workers", "1")
     assert result.exit_code == 2 and f"{source}:2" in result.stderr and "digits" in result.stderr, result.output
     one_line(result.stderr)
@@ -55,7 +68,11 @@ def test_a_5000_digit_integer_fails_its_tsv_line_only(tmp_path: Path) -> None:
 
 def test_a_5000_digit_integer_fails_its_import_line_only(tmp_path: Path) -> None:
     source = tmp_path / "backup.jsonl"
-    source.write_text(f'{{"key": "a", "fingerprint": "0x1"}}\n{{"key": "b", "fingerprint": {HUGE}}}\n{{"key": "c", "fingerprint": "0x7f00"}}\n')
+    source.write_text(
+        f'{{"key": "a", "fingerprint": "0x1"}}\n'
+        f'{{"key": "b", "fingerprint": {HUGE}}}\n'
+        f'{{"key": "c", "fingerprint": "0x7f00"}}\n'
+    )
     result = run("import", source, "--db", tmp_path / "db")
     assert result.exit_code == 2 and f"{source}:2" in result.stderr, result.output
     one_line(result.stderr)
@@ -134,7 +151,11 @@ def test_remove_reads_undecodable_keys_on_stdin_line_by_line(tmp_path: Path, err
     one_line(stderr)
     assert "removed 2 documents" in result.stdout.decode()
     as_json = _process("remove", "-", "--db", db, "--json", stdin=b"\xff\n", env=strict)
-    assert as_json.returncode == 2 and json_lines(as_json.stdout.decode())[-1] == {"removed": 0, "not_found": 0, "failed": 1}
+    assert as_json.returncode == 2 and json_lines(as_json.stdout.decode())[-1] == {
+        "removed": 0,
+        "not_found": 0,
+        "failed": 1,
+    }
     assert set(stored(db)) == {"kept"}
     clean = _process("remove", "-", "--db", db, "--json", stdin=b"kept\r\nnothing\n", env=strict)
     assert clean.returncode == 0 and json_lines(clean.stdout.decode()) == [{"removed": 1, "not_found": 1}]
@@ -166,20 +187,29 @@ def _warc_record(uri: str, text: str, length: bytes | None = None) -> bytes:
     http = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n" + text.encode()
     headers = (
         b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: " + uri.encode() + b"\r\n"
-        b"Content-Type: application/http; msgtype=response\r\nContent-Length: " + (length or str(len(http)).encode()) + b"\r\n\r\n"
+        b"Content-Type: application/http; msgtype=response\r\nContent-Length: "
+        + (length or str(len(http)).encode())
+        + b"\r\n\r\n"
     )
     return headers + http + b"\r\n\r\n"
 
 
 @pytest.mark.parametrize("compressed", [False, True])
 def test_a_warc_record_with_a_content_length_that_is_no_number_is_reported(tmp_path: Path, compressed: bool) -> None:
-    records = [_warc_record("http://one/", prose(1, 80)), _warc_record("http://two/", prose(2, 80), b"abc"), _warc_record("http://three/", prose(3, 80))]
+    records = [
+        _warc_record("http://one/", prose(1, 80)),
+        _warc_record("http://two/", prose(2, 80), b"abc"),
+        _warc_record("http://three/", prose(3, 80)),
+    ]
     archive = tmp_path / ("bad.warc.gz" if compressed else "bad.warc")
     archive.write_bytes(b"".join(gzip.compress(record) for record in records) if compressed else b"".join(records))
     result = _process("add", archive, "--db", tmp_path / "db", "--workers", "1")
     stderr = result.stderr.decode()
     assert result.returncode == 2, stderr
-    assert f"{archive}: record 2 at byte {len(gzip.compress(records[0])) if compressed else len(records[0])}" in stderr and "Content-Length 'abc'" in stderr, stderr
+    assert (
+        f"{archive}: record 2 at byte {len(gzip.compress(records[0])) if compressed else len(records[0])}" in stderr
+        and "Content-Length 'abc'" in stderr
+    ), stderr
     assert "WARNING" not in stderr and "Offset" not in stderr
     one_line(stderr)
     assert set(stored(tmp_path / "db")) == {"http://one/", "http://three/"}
@@ -192,7 +222,11 @@ _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
 _LOOKS_LIKE_A_TAG = st.fixed_dictionaries({"base64": st.sampled_from(["aGk=", "", "not base64!"]) | _TEXT})
 _SCALARS = st.none() | st.booleans() | _INT | st.floats() | _TEXT | st.binary(max_size=8) | _LOOKS_LIKE_A_TAG
 _KEYS = _TEXT | _INT | st.none() | st.booleans() | st.floats() | st.binary(max_size=8)
-_META = st.recursive(_SCALARS, lambda children: st.lists(children, max_size=4) | st.dictionaries(_KEYS, children, max_size=4), max_leaves=12)
+_META = st.recursive(
+    _SCALARS,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_KEYS, children, max_size=4),
+    max_leaves=12,
+)
 
 
 def _exactly(values: list[object]) -> list[bytes]:
@@ -226,19 +260,32 @@ def test_every_meta_the_library_accepts_survives_export_and_import(metas: list[o
 
 @pytest.mark.parametrize("file_format", ["jsonl", "tsv"])
 def test_the_probes_metas_survive_export_and_import(tmp_path: Path, file_format: str) -> None:
-    metas = [{"base64": "aGk="}, {1: "one"}, {None: 0}, float("nan"), {"x": [float("inf"), -float("inf")]}, b"hi", {"base64": b"hi"}]
+    metas = [
+        {"base64": "aGk="},
+        {1: "one"},
+        {None: 0},
+        float("nan"),
+        {"x": [float("inf"), -float("inf")]},
+        b"hi",
+        {"base64": b"hi"},
+    ]
     assert _exactly(_round_trip(tmp_path, metas, file_format)) == _exactly(metas)
 
 
 def test_exports_written_before_format_2_import_as_before(tmp_path: Path) -> None:
     """Format 1 wrote bytes as {"base64": ...} and dict keys as strings; such files (with a
     header, without one, and TSV) still import as they always did."""
-    lines = [{"key": "a", "fingerprint": "0x1", "meta": {"base64": "aGk="}}, {"key": "b", "fingerprint": "0x2", "meta": {"1": "one", "n": [{"base64": "AA=="}]}}]
+    lines = [
+        {"key": "a", "fingerprint": "0x1", "meta": {"base64": "aGk="}},
+        {"key": "b", "fingerprint": "0x2", "meta": {"1": "one", "n": [{"base64": "AA=="}]}},
+    ]
     header = {"simdb": "export", "format_version": 1, "k": 3, "blocks": 5, "fingerprinter": None}
     expected = {"a": b"hi", "b": {"1": "one", "n": [b"\0"]}}
     for name, rows in (("with-header.jsonl", [header, *lines]), ("no-header.jsonl", lines)):
         (tmp_path / name).write_text("".join(json.dumps(row) + "\n" for row in rows))
-    (tmp_path / "old.tsv").write_text("".join(f"{row['key']}\t{row['fingerprint']}\t{json.dumps(row['meta'])}\n" for row in lines))
+    (tmp_path / "old.tsv").write_text(
+        "".join(f"{row['key']}\t{row['fingerprint']}\t{json.dumps(row['meta'])}\n" for row in lines)
+    )
     for name in ("with-header.jsonl", "no-header.jsonl", "old.tsv"):
         result = run("import", tmp_path / name, "--db", tmp_path / f"db-{name}")
         assert result.exit_code == 0, result.output
@@ -247,7 +294,11 @@ def test_exports_written_before_format_2_import_as_before(tmp_path: Path) -> Non
 
 def test_a_damaged_msgpack_meta_fails_its_line_only(tmp_path: Path) -> None:
     source = tmp_path / "backup.jsonl"
-    rows = [{"key": "a", "fingerprint": "0x1", "meta_msgpack": "gaFhAQ=="}, {"key": "b", "fingerprint": "0x2", "meta_msgpack": "!!"}, {"key": "c", "fingerprint": "0x3", "meta_msgpack": "kQ=="}]
+    rows = [
+        {"key": "a", "fingerprint": "0x1", "meta_msgpack": "gaFhAQ=="},
+        {"key": "b", "fingerprint": "0x2", "meta_msgpack": "!!"},
+        {"key": "c", "fingerprint": "0x3", "meta_msgpack": "kQ=="},
+    ]
     source.write_text("".join(json.dumps(row) + "\n" for row in rows))
     result = run("import", source, "--db", tmp_path / "db")
     assert result.exit_code == 2 and f"{source}:2" in result.stderr and f"{source}:3" in result.stderr, result.output
@@ -282,7 +333,8 @@ def _peak_rss_mib(*args: object) -> tuple[subprocess.CompletedProcess[bytes], fl
         "import resource, subprocess, sys\n"
         "done = subprocess.run(sys.argv[1:], capture_output=True)\n"
         "sys.stderr.buffer.write(done.stderr); sys.stdout.buffer.write(done.stdout)\n"
-        "sys.stderr.write(f'\\nPEAK {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n'); sys.exit(done.returncode)\n"
+        "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+        "sys.stderr.write(f'\\nPEAK {peak}\\n'); sys.exit(done.returncode)\n"
     )
     result = _process_raw([sys.executable, "-c", wrapper, sys.executable, "-m", "cli.app", *map(str, args)])
     stderr = result.stderr.decode()
@@ -306,18 +358,43 @@ def test_oversized_documents_are_skipped_without_reading_them_whole(tmp_path: Pa
     http = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n"
     head = (
         b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://big/\r\n"
-        b"Content-Type: application/http; msgtype=response\r\nContent-Length: " + str(len(http) + BIG // 3 * 3).encode() + b"\r\n\r\n" + http
+        b"Content-Type: application/http; msgtype=response\r\nContent-Length: "
+        + str(len(http) + BIG // 3 * 3).encode()
+        + b"\r\n\r\n"
+        + http
     )
-    _write_big_gzip(archive, head, b"\r\n\r\n", (gzip.compress(_warc_record("http://one/", prose(4))), gzip.compress(_warc_record("http://three/", prose(5)))))
+    _write_big_gzip(
+        archive,
+        head,
+        b"\r\n\r\n",
+        (gzip.compress(_warc_record("http://one/", prose(4))), gzip.compress(_warc_record("http://three/", prose(5)))),
+    )
     text = tmp_path / "big.txt"
     with open(text, "wb") as handle:
         handle.truncate(BIG)  # sparse: costs no disk
     small = tmp_path / "small.txt"
     small.write_text(prose(6))
-    result, peak = _peak_rss_mib("add", archive, text, small, "--jsonl", jsonl, "--max-doc-bytes", LIMIT, "--db", tmp_path / "db", "--workers", "1")
+    result, peak = _peak_rss_mib(
+        "add",
+        archive,
+        text,
+        small,
+        "--jsonl",
+        jsonl,
+        "--max-doc-bytes",
+        LIMIT,
+        "--db",
+        tmp_path / "db",
+        "--workers",
+        "1",
+    )
     stderr = result.stderr.decode()
     assert result.returncode == 2, stderr
-    assert f"{jsonl}:2: a line of" in stderr and f"{archive}: record http://big/" in stderr and f"{text}: {BIG:,} bytes" in stderr, stderr
+    assert (
+        f"{jsonl}:2: a line of" in stderr
+        and f"{archive}: record http://big/" in stderr
+        and f"{text}: {BIG:,} bytes" in stderr
+    ), stderr
     assert stderr.count("over --max-doc-bytes (1,048,576)") == 3
     assert set(stored(tmp_path / "db")) == {"line-1", "line-3", "http://one/", "http://three/", str(small)}
     assert peak < 200, f"peak RSS {peak:.0f} MiB while skipping {BIG / 2**20:.0f} MB documents"
