@@ -42,19 +42,23 @@ from cli import output
 from cli.output import err, hex_fingerprint, json_line, out
 from cli.sources import (
     BINARY_SNIFF_BYTES,
+    DEFAULT_MAX_DOC_BYTES,
     EXPORT_FORMAT_VERSION,
     FINGERPRINTS,
     JSONL,
+    TSV_MSGPACK_PREFIX,
     ExportHeader,
     Input,
     Intake,
     Item,
     decode,
     expand_paths,
+    export_meta,
     read_documents,
     read_export,
     read_fingerprint_tsv,
     read_jsonl,
+    stdin_keys,
     stream_inputs,
 )
 from simdb import AddResult, DatabaseError, InvalidInputError, NotADatabaseError, SimdbError
@@ -65,6 +69,10 @@ if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to the commands tha
 #: Where the database lives when neither --db nor $SIMDB_PATH says otherwise.
 DEFAULT_DB_PATH = "simdb-data"
 DEFAULT_BATCH_SIZE = 5_000
+#: Characters of text handed to the database and not yet committed, at most (plus one
+#: document): a batch of large documents is cut short at this size, so memory follows it,
+#: not --batch-size times the largest document.
+BATCH_TEXT_CHARS = 256 * 2**20
 EXIT_NOTHING_FOUND = 1
 EXIT_USAGE = 2
 EXIT_DATABASE = 3
@@ -320,7 +328,12 @@ class Ingest:
     say).  The items not yet committed are kept, with where each came from, so such a
     batch is then stored in halves, recursively, down to the refused items, which are
     reported and counted as failed: O(log batch size) extra transactions per refused item,
-    nothing extra while all goes well."""
+    nothing extra while all goes well.
+
+    Texts are held from when they are handed over until their batch commits (to retry a
+    refused batch).  Once they add up to :data:`BATCH_TEXT_CHARS` characters the call to
+    the database ends early, committing what it has, and a new call takes the rest: so the
+    texts held at once never pass that plus one document, however large the documents."""
 
     def __init__(
         self,
@@ -348,6 +361,9 @@ class Ingest:
         self._running = AddResult()  # totals of the call in progress, as of its last commit
         self._skips_shown = 0
         self._uncommitted: deque[Item] = deque()  # items handed to the database, in order
+        self.text_budget = BATCH_TEXT_CHARS  # read here, so that a test can lower it
+        self._uncommitted_chars = 0  # characters of the texts in _uncommitted
+        self._paused = False  # _watched stopped at text_budget, not at the end of its items
 
     def _watched(self, items: Iterator[Item]) -> Iterator[tuple[str, Any, Any]]:
         """``items`` as the database takes them, each kept in ``_uncommitted`` until its
@@ -357,7 +373,12 @@ class Ingest:
             if self.stop.is_set():
                 raise KeyboardInterrupt
             self._uncommitted.append(item)
+            if isinstance(item[1], str):
+                self._uncommitted_chars += len(item[1])
             yield item[0], item[1], item[2]
+            if self._uncommitted_chars >= self.text_budget:
+                self._paused = True  # end this call: it commits what it holds
+                return
 
     def texts(self, items: Iterable[Item]) -> None:
         """Fingerprint and store ``(key, text, meta, where)`` items (``workers`` processes)."""
@@ -373,10 +394,12 @@ class Ingest:
     def _feed(self, items: Iterable[Item], add: Adder, *, texts: bool) -> None:
         source = iter(items)
         while True:
-            self._uncommitted = deque()
+            self._uncommitted, self._uncommitted_chars, self._paused = deque(), 0, False
             try:
                 self._call(lambda on_batch: add(self._watched(source), on_batch))
-                return
+                if not self._paused:
+                    return
+                continue  # the text budget ended that call; the next one goes on
             except InvalidInputError:
                 if self.stop.is_set():
                     raise KeyboardInterrupt from None  # Ctrl-C came: stop, don't retry
@@ -421,7 +444,9 @@ class Ingest:
     def _on_batch(self, totals: AddResult) -> None:
         # The database takes its batches from the items in order, batch_size at a time.
         for _ in range(min(self.batch_size, len(self._uncommitted))):
-            self._uncommitted.popleft()
+            text = self._uncommitted.popleft()[1]
+            if isinstance(text, str):
+                self._uncommitted_chars -= len(text)
         for skip in totals.skipped[self._skips_shown :]:
             if self.json_output:
                 out(json_line({"event": "skipped", "key": skip.key, "duplicate_of": skip.duplicate_of, "distance": skip.distance}))
@@ -539,6 +564,16 @@ def add(
     if_new: IfNewOption = False,
     workers: WorkersOption = None,
     batch_size: BatchOption = DEFAULT_BATCH_SIZE,
+    max_doc_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-doc-bytes",
+            min=1,
+            help="Largest document read: a text file, a JSONL or TSV line, or a WARC record's payload "
+            "(after decompression). Larger ones are reported with their size and skipped, "
+            "without being read whole.",
+        ),
+    ] = DEFAULT_MAX_DOC_BYTES,
     k: CreateKOption = None,
     blocks: BlocksOption = None,
     features: FeaturesOption = None,
@@ -555,8 +590,9 @@ def add(
     WARC-Target-URI; adding an existing key replaces it.  Inputs are read in this order:
     --fingerprints files, PATH arguments, --jsonl files.  An unreadable or binary file is
     reported once and counted as failed (exit code 2 at the end); text that is not valid
-    UTF-8 is decoded with replacement and counted.  Ctrl-C stops cleanly: every committed
-    batch stays.  Ends with a summary line: added, replaced, skipped, failed.
+    UTF-8 is decoded with replacement and counted, and so is a document over
+    --max-doc-bytes.  Ctrl-C stops cleanly: every committed batch stays.  Ends with a
+    summary line: added, replaced, skipped, failed.
     """
     if not (paths or jsonl or fingerprints):
         raise usage_error("nothing to add: give files or directories, --jsonl FILE or --fingerprints FILE (see simdb add --help)")
@@ -576,9 +612,11 @@ def add(
 
     def feed(ingest: Ingest) -> None:
         if fingerprint_inputs:
-            ingest.fingerprints(read_fingerprint_tsv(fingerprint_inputs, intake))
+            ingest.fingerprints(read_fingerprint_tsv(fingerprint_inputs, intake, max_bytes=max_doc_bytes))
         if path_inputs or jsonl_inputs:
-            ingest.texts(chain(read_documents(path_inputs, intake), read_jsonl(jsonl_inputs, intake, id_field=id_field, text_field=text_field)))
+            documents = read_documents(path_inputs, intake, max_doc_bytes)
+            lines = read_jsonl(jsonl_inputs, intake, id_field=id_field, text_field=text_field, max_bytes=max_doc_bytes)
+            ingest.texts(chain(documents, lines))
 
     with simdb.open(db, k=k, blocks=blocks, fingerprinter=fingerprinter) as database:
         code = run_ingest(
@@ -777,17 +815,23 @@ def remove(
     """Remove documents by key.
 
     Keys that are not stored are counted, not errors; exits 1 if none of them was found.
+    A line of stdin that is not UTF-8 is reported with its number and skipped (exit 2).
     """
+    intake = Intake(on_problem=problem_printer(json_output), on_notice=_print_notice)
     wanted: list[str] = []
     for key in keys:
-        wanted.extend((line for line in sys.stdin.read().splitlines() if line) if key == "-" else [key])
+        wanted.extend(stdin_keys(intake) if key == "-" else [key])
     with open_existing(db, readonly=False) as database:
         removed = database.remove_many(wanted)
     not_found = len(set(wanted)) - removed
     if json_output:
-        out(json_line({"removed": removed, "not_found": not_found}))
+        failures = {"failed": intake.failed} if intake.failed else {}
+        out(json_line({"removed": removed, "not_found": not_found, **failures}))
     else:
-        out(f"removed {removed:,} documents" + (f"; {not_found:,} keys were not stored" if not_found else ""))
+        failed = f"; {intake.failed:,} lines of stdin were not UTF-8" if intake.failed else ""
+        out(f"removed {removed:,} documents" + (f"; {not_found:,} keys were not stored" if not_found else "") + failed)
+    if intake.failed:
+        raise typer.Exit(EXIT_USAGE)
     if wanted and not removed:
         raise typer.Exit(EXIT_NOTHING_FOUND)
 
@@ -933,13 +977,17 @@ def export(
                 settings = database.fingerprinter.to_dict() if database.fingerprinter is not None else None
                 stream.write(json_line({"simdb": "export", "format_version": EXPORT_FORMAT_VERSION, "k": database.k, "blocks": database.plan.blocks, "fingerprinter": settings}) + "\n")
                 for document in database.items():
-                    stream.write(json_line({"key": document.key, "fingerprint": hex_fingerprint(document.fingerprint), "meta": document.meta}) + "\n")
+                    field, meta = export_meta(document.meta)
+                    fingerprint = hex_fingerprint(document.fingerprint)
+                    stream.write(json_line({"key": document.key, "fingerprint": fingerprint, field: meta}) + "\n")
             else:
                 for document in database.items():
                     if any(mark in document.key for mark in "\t\n\r"):
                         raise simdb.InvalidInputError(f"key {document.key!r} holds a tab or line break, which TSV cannot carry", "export with --format jsonl")
-                    meta = "" if document.meta is None else json_line(document.meta)
-                    stream.write(f"{document.key}\t{hex_fingerprint(document.fingerprint)}\t{meta}\n")
+                    field, meta = export_meta(document.meta)
+                    column = json_line(meta) if field == "meta" else TSV_MSGPACK_PREFIX + meta
+                    column = "" if document.meta is None else column
+                    stream.write(f"{document.key}\t{hex_fingerprint(document.fingerprint)}\t{column}\n")
     except BrokenPipeError:
         raise
     except OSError as error:  # writing, closing or renaming the output

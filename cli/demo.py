@@ -111,7 +111,8 @@ class Output:
 
 
 def previous_output(directory: Path) -> Output:
-    """What earlier demo runs wrote into ``directory``, after checking that ``DIR/docs`` and
+    """What earlier demo runs wrote into ``directory``, after checking that it is missing,
+    empty or a previous demo's (it holds the demo's record), and that ``DIR/docs`` and
     ``DIR/db`` hold nothing else (InvalidInputError naming the first thing that is not the
     demo's): a rerun may then replace all of it.  Cost: one listing, one pass over the keys."""
     record_path = directory / RECORD_NAME
@@ -119,6 +120,11 @@ def previous_output(directory: Path) -> Output:
         record = json.loads(record_path.read_text(encoding="utf-8"))
         made = Output(set(record["files"]), set(record["keys"]))
     except (FileNotFoundError, NotADirectoryError):
+        if directory.is_dir() and any(directory.iterdir()):
+            # Not a previous demo's directory (each run records its output before writing):
+            # someone's own files, which the demo's docs/ and db/ would be mixed into.
+            message = f"{directory} is not empty and holds no earlier simdb demo output"
+            raise InvalidInputError(message, "choose a new or empty --dir") from None
         made = Output()
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InvalidInputError(f"{record_path} is not the record simdb demo writes ({exc})", "choose another --dir") from None

@@ -12,6 +12,7 @@ turns into an ETA.
 
 from __future__ import annotations
 
+import base64
 import binascii
 import contextlib
 import fnmatch
@@ -29,7 +30,7 @@ from html.parser import HTMLParser
 from typing import IO, TYPE_CHECKING, Any
 
 from cli.output import unplain
-from simdb import InvalidInputError, parse_fingerprint
+from simdb import InvalidInputError, codec, parse_fingerprint
 from simdb.keys import check_key, describe
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to an export header that needs it
@@ -50,7 +51,27 @@ MESSAGES_PER_INPUT = 5
 # A JSON \u escape of a lone surrogate, which json.loads turns into an unencodable str.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 #: The newest ``format_version`` of ``simdb export`` files this simdb writes and reads.
-EXPORT_FORMAT_VERSION = 1
+#: Version 2 added ``meta_msgpack`` (and TSV's ``msgpack:``) for meta that JSON cannot carry
+#: exactly; version 1 files read as they always did.
+EXPORT_FORMAT_VERSION = 2
+#: How a TSV export's META column starts when it holds msgpack rather than JSON (no JSON
+#: text starts with a letter m, so the two cannot be confused).
+TSV_MSGPACK_PREFIX = "msgpack:"
+
+_NOT_REGULAR = "not a regular file (a FIFO, socket or device), skipped"
+#: The default largest document ``simdb add`` reads (``--max-doc-bytes``): a text file, a
+#: JSONL or TSV line, or a WARC record's payload.  Larger ones are reported and skipped
+#: without being read whole.
+DEFAULT_MAX_DOC_BYTES = 64 * 2**20
+
+
+def too_large(size: int | None, limit: int) -> str:
+    """The report of a document over ``limit`` bytes (``size`` if known)."""
+    what = f"{size:,} bytes" if size is not None else "more bytes"
+    return f"{what}, over --max-doc-bytes ({limit:,}); skipped"
+
+#: Bytes read at a time while skipping an oversized line or looking for the next WARC record.
+_SCAN_CHUNK = 1 << 16
 
 #: ``(key, text or fingerprint, meta, where it came from)``.
 Item = tuple[str, Any, Any, str]
@@ -172,6 +193,27 @@ def _stdin_lines(stdin: IO[str] | None) -> list[str]:
     return os.fsdecode(raw.read()).splitlines() if raw is not None else stream.read().splitlines()
 
 
+def stdin_keys(intake: Intake, stdin: IO[str] | None = None) -> list[str]:
+    """The non-empty lines of stdin as keys.  Read as bytes and decoded line by line, so
+    that a line that is not UTF-8 (it can name no stored key) is reported with its number
+    and the rest are still read, whatever error handler the locale gave stdin.  O(input)."""
+    stream = stdin or sys.stdin
+    raw = getattr(stream, "buffer", None)
+    if raw is None:  # a text stream without bytes beneath: already decoded
+        return [line for line in stream.read().splitlines() if line]
+    keys = []
+    for number, line in enumerate(raw.read().splitlines(), 1):
+        try:
+            key = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            cause = f"not valid UTF-8 (byte {exc.start}), so it is no stored key; skipped"
+            intake.fail(f"<stdin>:{number}", cause, "<stdin>")
+            continue
+        if key:
+            keys.append(key)
+    return keys
+
+
 def _expand_one(path: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None, visited: set[tuple[int, int]]) -> list[Input]:
     try:
         info = os.stat(path)
@@ -181,40 +223,52 @@ def _expand_one(path: str, intake: Intake, recursive: bool, pattern: str | None,
     if stat.S_ISDIR(info.st_mode):
         return list(_walk(path, intake, recursive, pattern, skipped, visited))
     if not stat.S_ISREG(info.st_mode):
-        intake.fail(path, "not a regular file (a FIFO, socket or device), skipped")
+        intake.fail(path, _NOT_REGULAR)
         return []
     return [Input(path, WARC if is_warc_name(path) else TEXT, _file_size(info))]
 
 
 def _walk(top: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None, visited: set[tuple[int, int]]) -> Iterator[Input]:
-    if skipped is not None and os.path.realpath(top) == skipped:
-        return
-    try:
-        info = os.stat(top)
-        entries = sorted(os.scandir(top), key=lambda entry: entry.name)
-    except OSError as exc:
-        intake.fail(top, f"cannot list directory: {exc.strerror}")
-        return
-    if (info.st_dev, info.st_ino) in visited:
-        intake.notice(top, "a directory already read (through a symbolic link), skipped")
-        return
-    visited.add((info.st_dev, info.st_ino))
-    subdirectories = []
-    for entry in entries:
-        try:
-            if entry.is_dir():
-                subdirectories.append(entry.path)
-                continue
-            if not entry.is_file() or (pattern is not None and not fnmatch.fnmatch(entry.name, pattern)):
-                continue  # sockets, fifos and broken links are not documents
-            size = entry.stat().st_size
-        except OSError as exc:
-            intake.fail(entry.path, exc.strerror or str(exc))
+    """The files of directory ``top`` in sorted order, then (with ``recursive``) those of
+    each subdirectory in turn, depth first.  Iterative, with its own stack, so a tree of any
+    depth is walked; ``visited`` (device, inode) pairs keep a directory from being read twice.
+    A FIFO, socket or device among the files is reported, not read.  Cost: one stat and one
+    listing per directory, one stat per file."""
+    pending = [top]  # directories still to read, the next one last
+    while pending:
+        directory = pending.pop()
+        if skipped is not None and os.path.realpath(directory) == skipped:
             continue
-        yield Input(entry.path, WARC if is_warc_name(entry.name) else TEXT, size)
-    if recursive:
-        for subdirectory in subdirectories:
-            yield from _walk(subdirectory, intake, recursive, pattern, skipped, visited)
+        try:
+            info = os.stat(directory)
+            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+        except OSError as exc:
+            intake.fail(directory, f"cannot list directory: {exc.strerror}")
+            continue
+        if (info.st_dev, info.st_ino) in visited:
+            intake.notice(directory, "a directory already read (through a symbolic link), skipped")
+            continue
+        visited.add((info.st_dev, info.st_ino))
+        subdirectories = []
+        for entry in entries:
+            try:
+                if entry.is_dir():
+                    subdirectories.append(entry.path)
+                    continue
+                if pattern is not None and not fnmatch.fnmatch(entry.name, pattern):
+                    continue
+                if not entry.is_file():
+                    if entry.is_symlink() and not os.path.exists(entry.path):
+                        continue  # a broken link names nothing to read
+                    intake.fail(entry.path, _NOT_REGULAR)
+                    continue
+                size = entry.stat().st_size
+            except OSError as exc:
+                intake.fail(entry.path, exc.strerror or str(exc))
+                continue
+            yield Input(entry.path, WARC if is_warc_name(entry.name) else TEXT, size)
+        if recursive:
+            pending.extend(reversed(subdirectories))
 
 
 def stream_inputs(paths: Iterable[str], kind: str, intake: Intake) -> list[Input]:
@@ -242,11 +296,16 @@ def decode(data: bytes, where: str, intake: Intake, source: str | None = None) -
         return data.decode("utf-8-sig", errors="replace")
 
 
-def read_text_files(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
+def read_text_files(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = None) -> Iterator[Item]:
     """``(path, text, None, path)`` for every readable text file; binary files (a NUL byte
-    in the first 8 KiB), unreadable ones and ones whose path cannot be a key (a name that
-    is not valid UTF-8) are reported and counted.  Reads each file whole."""
+    in the first 8 KiB), unreadable ones, ones over ``max_bytes`` and ones whose path
+    cannot be a key (a name that is not valid UTF-8) are reported and counted.  Reads each
+    file whole, but never more than ``max_bytes + 1`` bytes of it."""
     for item in inputs:
+        if max_bytes is not None and item.size is not None and item.size > max_bytes:
+            intake.bytes_done += item.size
+            intake.fail(item.path, too_large(item.size, max_bytes))
+            continue
         try:
             check_key(item.path)
         except InvalidInputError as exc:
@@ -256,12 +315,15 @@ def read_text_files(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
             continue
         try:
             with open(item.path, "rb") as handle:
-                data = handle.read()
+                data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
         except OSError as exc:
             intake.bytes_done += item.size or 0
             intake.fail(item.path, f"cannot read: {exc.strerror or exc}")
             continue
         intake.bytes_done += item.size if item.size is not None else len(data)
+        if max_bytes is not None and len(data) > max_bytes:  # it grew since it was listed
+            intake.fail(item.path, too_large(None, max_bytes))
+            continue
         if b"\0" in data[:BINARY_SNIFF_BYTES]:
             intake.fail(item.path, "binary file (contains NUL bytes), skipped")
             continue
@@ -284,16 +346,18 @@ def _position(raw: IO[bytes]) -> int:
         return 0
 
 
-def _nonblank_lines(item: Input, intake: Intake) -> Iterator[tuple[int, str, bytes]]:
+def _nonblank_lines(item: Input, intake: Intake, max_bytes: int | None = None) -> Iterator[tuple[int, str, bytes]]:
     """``(number, "NAME:NUMBER", line)`` for the lines of :func:`_lines` that are not blank."""
-    for number, line in _lines(item, intake):
+    for number, line in _lines(item, intake, max_bytes):
         if line.strip():
             yield number, f"{item.name}:{number}", line
 
 
-def _lines(item: Input, intake: Intake) -> Iterator[tuple[int, bytes]]:
+def _lines(item: Input, intake: Intake, max_bytes: int | None = None) -> Iterator[tuple[int, bytes]]:
     """Numbered lines of a (possibly gzipped) file, advancing ``intake.bytes_done`` as the
-    raw file is consumed.  An I/O or gzip error is reported and ends this input."""
+    raw file is consumed.  A line longer than ``max_bytes`` (its line break aside) is
+    reported with its size and skipped, read ``_SCAN_CHUNK`` bytes at a time, never whole.
+    An I/O or gzip error is reported and ends this input."""
     start = intake.bytes_done
     try:
         stream, raw = _open_binary(item)
@@ -301,8 +365,17 @@ def _lines(item: Input, intake: Intake) -> Iterator[tuple[int, bytes]]:
         intake.fail(item.path, f"cannot read: {exc.strerror or exc}")
         return
     try:
-        for number, line in enumerate(stream, 1):
+        number = 0
+        while True:
+            line = stream.readline() if max_bytes is None else stream.readline(max_bytes + 1)
+            if not line:
+                break
+            number += 1
             intake.bytes_done = start + _position(raw)
+            if max_bytes is not None and len(line) > max_bytes and not line.endswith(b"\n"):
+                size = len(line) + _skip_line(stream)
+                intake.fail(f"{item.name}:{number}", f"a line of {too_large(size, max_bytes)}", item.name)
+                continue
             yield number, line
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         intake.fail(item.path, f"cannot read: {getattr(exc, 'strerror', None) or exc}")
@@ -310,6 +383,19 @@ def _lines(item: Input, intake: Intake) -> Iterator[tuple[int, bytes]]:
         if raw is not sys.stdin.buffer:
             raw.close()
         intake.bytes_done = start + (item.size or 0)
+
+
+def _skip_line(stream: IO[bytes]) -> int:
+    """Read the rest of the current line, ``_SCAN_CHUNK`` bytes at a time; its length
+    (the line break not counted)."""
+    skipped = 0
+    while True:
+        part = stream.readline(_SCAN_CHUNK)
+        if part.endswith(b"\n"):
+            return skipped + len(part) - 1
+        if not part:
+            return skipped
+        skipped += len(part)
 
 
 def _valid_key(key: str, where: str, intake: Intake, source: str) -> str | None:
@@ -379,13 +465,21 @@ def parse_json(text: str) -> Any:
     """``json.loads(text)``, refusing what standard JSON cannot carry back out: NaN,
     Infinity and numbers beyond the float range (Python's json accepts them, but
     ``--json`` output and exports must stay valid JSON).  Raises JSONInputError, also for
-    malformed JSON and nesting too deep for the parser.  O(len(text))."""
+    malformed JSON, nesting too deep for the parser and integers too long for Python to
+    convert.  O(len(text))."""
     try:
         return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except JSONInputError:
+        raise
     except json.JSONDecodeError as exc:
         raise JSONInputError(f"invalid JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
         raise JSONInputError("invalid JSON (nested too deeply to parse)") from None
+    except ValueError:
+        # Python refuses to convert an integer of more than sys.get_int_max_str_digits()
+        # digits (4,300), a guard against quadratic-time parsing; no 64-bit value is that long.
+        limit = sys.get_int_max_str_digits()
+        raise JSONInputError(f"an integer of more than {limit:,} digits, far too large to store") from None
 
 
 def _json_object(line: bytes, where: str, intake: Intake, source: str) -> dict[str, Any] | None:
@@ -406,14 +500,17 @@ def _json_object(line: bytes, where: str, intake: Intake, source: str) -> dict[s
     return record
 
 
-def read_jsonl(inputs: Iterable[Input], intake: Intake, *, id_field: str, text_field: str) -> Iterator[Item]:
+def read_jsonl(
+    inputs: Iterable[Input], intake: Intake, *, id_field: str, text_field: str, max_bytes: int | None = None
+) -> Iterator[Item]:
     """``(id, text, other fields or None)`` per JSON object line.  A line without the id
     field gets the key ``FILE:LINE`` (noticed once per file); a line without a string text
-    field, or that is not a JSON object, is reported and counted.  Streams; O(file size)."""
+    field, that is not a JSON object or that is over ``max_bytes``, is reported and
+    counted.  Streams; O(file size), memory O(max_bytes)."""
     for item in inputs:
         name = item.name
         warned_missing_id = False
-        for number, where, line in _nonblank_lines(item, intake):
+        for number, where, line in _nonblank_lines(item, intake, max_bytes):
             record = _json_object(line, where, intake, name)
             if record is None:
                 continue
@@ -441,14 +538,66 @@ def read_jsonl(inputs: Iterable[Input], intake: Intake, *, id_field: str, text_f
             yield key, text, meta, where
 
 
-def read_fingerprint_tsv(inputs: Iterable[Input], intake: Intake, *, decode_bytes: bool = False) -> Iterator[Item]:
+def exact_in_json(value: Any) -> bool:
+    """Whether ``json.loads(json.dumps(value))`` gives ``value`` back exactly, also as an
+    import reads it: no bytes, tuples, non-string dict keys, NaN or infinities, and no dict
+    of the form ``{"base64": "..."}``, which is how exports before format 2 wrote bytes and
+    how import still reads such a dict.  Iterative; O(size)."""
+    pending = [value]
+    while pending:
+        part = pending.pop()
+        if part is None or isinstance(part, (str, bool, int)):
+            continue
+        if isinstance(part, float):
+            if not math.isfinite(part):
+                return False
+        elif isinstance(part, list):
+            pending.extend(part)
+        elif isinstance(part, dict):
+            if not all(isinstance(name, str) for name in part) or _looks_like_bytes(part):
+                return False
+            pending.extend(part.values())
+        else:
+            return False
+    return True
+
+
+def _looks_like_bytes(value: dict[Any, Any]) -> bool:
+    return len(value) == 1 and isinstance(value.get("base64"), str)
+
+
+def export_meta(meta: Any) -> tuple[str, Any]:
+    """How an export writes ``meta``: ``("meta", meta)`` when JSON carries it exactly (see
+    :func:`exact_in_json`), else ``("meta_msgpack", base64 of its msgpack encoding)``, which
+    keeps bytes, non-string dict keys, NaN and infinities as they are.  O(size)."""
+    if exact_in_json(meta):
+        return "meta", meta
+    return "meta_msgpack", base64.b64encode(codec.pack(meta, "meta")).decode("ascii")
+
+
+def _msgpack_meta(encoded: Any, where: str, intake: Intake, source: str) -> Any:
+    """The meta an export wrote as base64 msgpack, or ``_REFUSED`` after reporting why not."""
+    try:
+        if not isinstance(encoded, str):
+            raise InvalidInputError(f"meta_msgpack is a {type(encoded).__name__}, not a base64 string")
+        return codec.unpack_input(base64.b64decode(encoded, validate=True), "meta_msgpack")
+    except binascii.Error:
+        intake.fail(where, "meta_msgpack is not valid base64", source)
+    except InvalidInputError as exc:
+        intake.fail(where, exc.message, source)
+    return _REFUSED
+
+
+def read_fingerprint_tsv(
+    inputs: Iterable[Input], intake: Intake, *, decode_bytes: bool = False, max_bytes: int | None = None
+) -> Iterator[Item]:
     """``(key, fingerprint, meta, "FILE:LINE")`` per ``KEY<TAB>FINGERPRINT[<TAB>META-JSON]``
     line, the fingerprint in hex (``0x...`` or 16 digits) or decimal.  With
     ``decode_bytes``, meta values ``{"base64": ...}`` (how exports write bytes) become bytes.
-    Bad lines are reported and counted.  Streams; O(file size)."""
+    Bad lines (and lines over ``max_bytes``) are reported and counted.  Streams; O(file size)."""
     for item in inputs:
         name = item.name
-        for _, where, line in _nonblank_lines(item, intake):
+        for _, where, line in _nonblank_lines(item, intake, max_bytes):
             text = decode(line, where, intake, name).rstrip("\r\n")
             if not text.strip():  # whitespace beyond ASCII
                 continue
@@ -462,7 +611,11 @@ def read_fingerprint_tsv(inputs: Iterable[Input], intake: Intake, *, decode_byte
                 intake.fail(where, exc.message, name)
                 continue
             meta = None
-            if len(fields) > 2 and fields[2]:
+            if decode_bytes and len(fields) > 2 and fields[2].startswith(TSV_MSGPACK_PREFIX):
+                meta = _msgpack_meta(fields[2][len(TSV_MSGPACK_PREFIX) :], where, intake, name)
+                if meta is _REFUSED:
+                    continue
+            elif len(fields) > 2 and fields[2]:
                 try:
                     meta = parse_json(fields[2])
                 except JSONInputError as exc:
@@ -532,12 +685,29 @@ _DOCUMENT_RECORDS = ("conversion", "response", "resource")
 _CUT_SHORT = "is cut short (the archive is truncated or damaged)"
 
 
-def _record_text(record: Any, where: str, intake: Intake, source: str) -> str | None:
+class _Oversized(Exception):
+    """A WARC record's payload is over the largest document size."""
+
+
+def _payload(record: Any, max_bytes: int | None) -> bytes:
+    """The (decoded) payload of ``record``, reading at most ``max_bytes + 1`` bytes of it;
+    raises _Oversized if there is more."""
+    if max_bytes is None:
+        data: bytes = record.content_stream().read()
+        return data
+    data = record.content_stream().read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise _Oversized
+    return data
+
+
+def _record_text(record: Any, where: str, intake: Intake, source: str, max_bytes: int | None = None) -> str | None:
     """The text of one WARC record: a WET ``conversion`` record as is; a ``response`` or
     ``resource`` record with a text or HTML payload (HTML reduced to its visible text);
-    anything else (requests, metadata, images, errors) is not a document: None."""
+    anything else (requests, metadata, images, errors) is not a document: None.  A payload
+    over ``max_bytes`` raises _Oversized, having read ``max_bytes + 1`` bytes of it."""
     if record.rec_type == "conversion":
-        return decode(record.content_stream().read(), where, intake, source)
+        return decode(_payload(record, max_bytes), where, intake, source)
     if record.rec_type not in ("response", "resource"):
         return None
     headers = record.http_headers
@@ -547,7 +717,7 @@ def _record_text(record: Any, where: str, intake: Intake, source: str) -> str | 
     mime = content_type.split(";")[0].strip().lower()
     if not (mime.startswith("text/") or mime == "application/xhtml+xml"):
         return None
-    data = record.content_stream().read()
+    data = _payload(record, max_bytes)
     charset = _charset(content_type)
     try:
         text = data.decode(charset)
@@ -593,17 +763,55 @@ def _tolerate_missing_uris(records: Any) -> None:
 
 def _cut_short(records: Any, record: Any) -> bool:
     """Whether ``record`` ended before its Content-Length: warcio hands such a record over
-    as if whole.  Reads the rest of the record (warcio would, before the next one)."""
-    records.read_to_end()
+    as if whole.  Reads the rest of the record (warcio would, before the next one), holding
+    back the warning warcio writes to stderr about a record of the wrong length (it is
+    counted in ``err_count`` and reported once)."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        records.read_to_end()
     return bool(getattr(record.raw_stream, "limit", 0))
 
 
-def read_warc(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
+_CONTENT_LENGTH = re.compile(rb"[0-9]+")
+
+
+def _undelimited(record: Any) -> str | None:
+    """What is wrong with ``record``'s Content-Length if it is missing or no number (warcio
+    takes it as 0, reads the record's body as the next record, and the archive breaks), else
+    None."""
+    length = record.rec_headers.get_header("Content-Length")
+    if length is not None and _CONTENT_LENGTH.fullmatch(length.strip().encode("latin-1", "replace")):
+        return None
+    return "has no Content-Length" if length is None else f"has Content-Length {describe(length)}, which is no number"
+
+
+def _skip_to_next_record(records: Any) -> None:
+    """After a record of unknown length: read on to the next line that starts a WARC record
+    (or to the end of the gzip member, which ends a record in a .warc.gz), and make warcio
+    go on from there.  Relies on warcio's ArchiveIterator internals (``reader``,
+    ``next_line``, ``member_info``), as :func:`_tolerate_missing_uris` does.  Reads
+    ``_SCAN_CHUNK`` bytes at a time, so memory stays bounded whatever the record's size."""
+    reader = records.reader
+    at_line_start, next_line = True, None
+    while True:
+        line = reader.readline(_SCAN_CHUNK)
+        if not line:
+            break
+        if at_line_start and line.startswith(b"WARC/"):
+            next_line = line
+            break
+        at_line_start = line.endswith(b"\n")
+    records.next_line = next_line
+    records.offset = records.fh.tell() - reader.rem_length() - len(next_line or b"")
+    records.member_info = (records.offset, 0)  # this record is read: warcio must not read on
+
+
+def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = None) -> Iterator[Item]:
     """``(WARC-Target-URI, text, None, where)`` per text record of WARC or WET archives
     (gzipped or not), read with warcio.  A damaged archive (a record cut short, bytes at
     the end that are no whole record, a record without a WARC-Type) is reported, as is a
-    text record without a WARC-Target-URI to key it; the other records are kept.  Streams;
-    O(archive size)."""
+    text record without a WARC-Target-URI to key it, or one whose payload is over
+    ``max_bytes`` (read no further than that); the other records are kept.  Streams;
+    O(archive size), memory O(max_bytes)."""
     from warcio.archiveiterator import ArchiveIterator
     from warcio.exceptions import ArchiveLoadFailed
 
@@ -623,10 +831,16 @@ def read_warc(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
         records = ArchiveIterator(raw)
         _tolerate_missing_uris(records)
         try:
-            for record in _quietly(records):
+            for number, record in enumerate(_quietly(records), 1):
                 intake.bytes_done = start + _position(raw)
                 uri = record.rec_headers.get_header("WARC-Target-URI")
                 where = f"{item.path}: record {uri or record.rec_headers.get_header('WARC-Record-ID') or f'at byte {records.offset}'}"
+                problem = _undelimited(record)
+                if problem is not None:
+                    record_where = f"{item.path}: record {number} at byte {records.offset} ({uri or 'no URI'})"
+                    intake.fail(record_where, f"{problem}; skipped", item.path)
+                    _skip_to_next_record(records)
+                    continue
                 if record.rec_type is None:
                     intake.fail(where, "has no WARC-Type header; the archive is damaged", item.path)
                     continue
@@ -634,7 +848,13 @@ def read_warc(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
                     problem = _CUT_SHORT if _cut_short(records, record) else "has no WARC-Target-URI to key it"
                     intake.fail(where, f"{problem}, skipped", item.path)
                     continue
-                text = _record_text(record, where, intake, item.path)
+                try:
+                    text = _record_text(record, where, intake, item.path, max_bytes)
+                except _Oversized:
+                    assert max_bytes is not None
+                    _cut_short(records, record)  # reads the rest, a chunk at a time
+                    intake.fail(where, f"a payload of {too_large(record.length, max_bytes)}", item.path)
+                    continue
                 if _cut_short(records, record):
                     intake.fail(where, f"{_CUT_SHORT}, skipped", item.path)
                     continue
@@ -670,7 +890,8 @@ class ExportHeader:
 
 def read_export(inputs: Iterable[Input], intake: Intake, header: ExportHeader, file_format: str = "auto") -> Iterator[Item]:
     """``(key, fingerprint, meta, "FILE:LINE")`` from files written by ``simdb export``:
-    JSONL (one ``{"key", "fingerprint", "meta"}`` object per line, after an optional header
+    JSONL (one ``{"key", "fingerprint", "meta" or "meta_msgpack"}`` object per line (see
+    :func:`export_meta`), after an optional header
     line, the first of which fills ``header``) or TSV (as :func:`read_fingerprint_tsv`).
     With ``file_format="auto"`` a file is TSV if its name ends in ``.tsv`` (or
     ``.tsv.gz``), else JSONL.  A file with a header this simdb cannot use (a newer format
@@ -738,7 +959,10 @@ def _read_export_jsonl(item: Input, intake: Intake, header: ExportHeader) -> Ite
         except InvalidInputError as exc:
             intake.fail(where, exc.message, name)
             continue
-        meta = _checked_meta(record.get("meta"), where, intake, name, decode_bytes=True)
+        if "meta_msgpack" in record:
+            meta = _msgpack_meta(record["meta_msgpack"], where, intake, name)
+        else:
+            meta = _checked_meta(record.get("meta"), where, intake, name, decode_bytes=True)
         if meta is _REFUSED:
             continue
         checked = _valid_key(key, where, intake, name)
@@ -746,8 +970,10 @@ def _read_export_jsonl(item: Input, intake: Intake, header: ExportHeader) -> Ite
             yield checked, value, meta, where
 
 
-def read_documents(inputs: Iterable[Input], intake: Intake) -> Iterator[Item]:
+def read_documents(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = None) -> Iterator[Item]:
     """Texts of the PATH inputs of ``simdb add``, in order: each file as one document, each
-    WARC/WET archive as one document per text record."""
+    WARC/WET archive as one document per text record; documents over ``max_bytes`` are
+    reported and skipped."""
     for item in inputs:
-        yield from (read_warc([item], intake) if item.kind == WARC else read_text_files([item], intake))
+        reader = read_warc if item.kind == WARC else read_text_files
+        yield from reader([item], intake, max_bytes)

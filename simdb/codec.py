@@ -85,6 +85,20 @@ def unpack(encoded: bytes | None, what: str, path: str | None = None) -> Any:
         raise CorruptDatabaseError(f"{where} is damaged: {detail}", _DAMAGE_HINT, path=path, record=what) from None
 
 
+def unpack_input(encoded: bytes, what: str) -> Any:
+    """Decode msgpack that came from outside the database (an export file): as
+    :func:`unpack`, but damage is bad input, InvalidInputError naming ``what``.  Extension
+    types, which simdb never writes, are refused.  Bounded by ``len(encoded)``."""
+
+    def refuse_extension(code: int, data: bytes) -> Any:
+        raise ValueError(f"extension type {code}, which simdb never writes")
+
+    try:
+        return msgpack.unpackb(encoded, raw=False, strict_map_key=False, use_list=True, ext_hook=refuse_extension)
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise InvalidInputError(f"{what} is not valid msgpack: {exc}") from None
+
+
 def pack_documents(keys: list[str], fingerprints: list[int], metas: list[Any] | None) -> list[bytes] | None:
     """Encode many document records in one C-level pass (``metas=None``: no metadata); None
     if any cannot be encoded (:func:`pack_document` then names the culprit)."""

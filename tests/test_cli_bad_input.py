@@ -1,0 +1,431 @@
+"""The command line under the inputs of an adversarial probe: numbers too long for Python's
+int parser, directory trees deeper than the recursion limit, special files met in a walk,
+undecodable keys on stdin, damaged WARC headers, populated demo directories, oversized
+documents, and export/import round trips of every meta the library accepts."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import simdb
+from simdb import codec
+from tests.test_cli import json_lines, prose, run
+from tests.test_cli_robustness import one_line, stored
+
+
+def _process(
+    *args: object, stdin: bytes | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[bytes]:
+    """``python -m cli.app ARGS`` as a real process, with bytes in and out."""
+    environment = {**os.environ, "SIMDB_PATH": "", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "cli.app", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        env=environment,
+        timeout=timeout,
+        check=False,
+    )
+
+
+# -- integers longer than Python's int parser takes ----------------------------------------
+
+HUGE = "9" * 5000
+
+
+def test_a_5000_digit_integer_fails_its_jsonl_line_only(tmp_path: Path) -> None:
+    source = tmp_path / "docs.jsonl"
+    source.write_text(
+        f'{{"id": "a", "text": "{prose(1)}"}}\n'
+        f'{{"id": "b", "text": "x", "n": {HUGE}}}\n'
+        f'{{"id": "c", "text": "{prose(2)}"}}\n'
+    )
+    result = run("add", "--jsonl", source, "--db", tmp_path / "db", "--workers", "1")
+    assert result.exit_code == 2 and f"{source}:2" in result.stderr and "digits" in result.stderr, result.output
+    one_line(result.stderr)
+    assert set(stored(tmp_path / "db")) == {"a", "c"}
+
+
+def test_a_5000_digit_integer_fails_its_tsv_line_only(tmp_path: Path) -> None:
+    source = tmp_path / "fp.tsv"
+    source.write_text(f'a\t0x1\nb\t0x2\t{{"n": {HUGE}}}\nc\t0x7f00\n')
+    result = run("add", "--fingerprints", source, "--db", tmp_path / "db")
+    assert result.exit_code == 2 and f"{source}:2" in result.stderr, result.output
+    one_line(result.stderr)
+    assert set(stored(tmp_path / "db")) == {"a", "c"}
+
+
+def test_a_5000_digit_integer_fails_its_import_line_only(tmp_path: Path) -> None:
+    source = tmp_path / "backup.jsonl"
+    source.write_text(
+        f'{{"key": "a", "fingerprint": "0x1"}}\n'
+        f'{{"key": "b", "fingerprint": {HUGE}}}\n'
+        f'{{"key": "c", "fingerprint": "0x7f00"}}\n'
+    )
+    result = run("import", source, "--db", tmp_path / "db")
+    assert result.exit_code == 2 and f"{source}:2" in result.stderr, result.output
+    one_line(result.stderr)
+    assert set(stored(tmp_path / "db")) == {"a", "c"}
+
+
+# -- directory walks -----------------------------------------------------------------------
+
+
+def test_add_recursive_reads_a_tree_1000_levels_deep(tmp_path: Path) -> None:
+    top = tmp_path / "deep"
+    directory = top
+    top.mkdir()
+    for _ in range(1000):  # one level at a time: Path.mkdir(parents=True) recurses itself
+        directory = directory / "d"
+        directory.mkdir()
+    (directory / "bottom.txt").write_text(prose(1))
+    (top / "top.txt").write_text(prose(2))
+    try:
+        result = run("add", top, "-r", "--db", tmp_path / "db", "--workers", "1")
+        assert result.exit_code == 0, result.output
+        assert set(stored(tmp_path / "db")) == {str(top / "top.txt"), str(directory / "bottom.txt")}
+    finally:  # bottom up: shutil.rmtree, as pytest cleans up, recurses once per level
+        (directory / "bottom.txt").unlink()
+        while directory != top:
+            directory.rmdir()
+            directory = directory.parent
+
+
+def test_the_walk_keeps_its_order(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    for sub in ("b/y", "a/x", "a/z"):
+        (docs / sub).mkdir(parents=True)
+    for name in ("2.txt", "1.txt", "a/x/3.txt", "a/4.txt", "a/z/5.txt", "b/y/6.txt", "b/7.txt"):
+        (docs / name).write_text(prose(len(name) + ord(name[0])) + name)
+    result = run("add", docs, "-r", "--db", tmp_path / "db", "--workers", "1")
+    assert result.exit_code == 0, result.output
+    order = ["1.txt", "2.txt", "a/4.txt", "a/x/3.txt", "a/z/5.txt", "b/7.txt", "b/y/6.txt"]
+    assert list(stored(tmp_path / "db")) == [str(docs / name) for name in order]
+
+
+def test_special_files_met_in_a_walk_are_reported(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text(prose(1))
+    os.mkfifo(docs / "pipe.txt")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(docs / "sock.txt"))
+    try:
+        result = _process("add", docs, "--db", tmp_path / "db", "--workers", "1", timeout=60)
+    finally:
+        listener.close()
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    for name in ("pipe.txt", "sock.txt"):
+        assert str(docs / name) in stderr and "not a regular file" in stderr
+    assert set(stored(tmp_path / "db")) == {str(docs / "a.txt")}
+    summary = json_lines(_process("add", docs, "--glob", "a*", "--db", tmp_path / "db2", "--json").stdout.decode())[-1]
+    assert summary["failed"] == 0  # a special file the glob leaves out is not reported
+
+
+# -- remove: keys on stdin -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("errors", ["strict", "surrogateescape"])
+def test_remove_reads_undecodable_keys_on_stdin_line_by_line(tmp_path: Path, errors: str) -> None:
+    """Whatever error handler stdin has (strict used to end the run with exit 3, the
+    surrogate escapes of a C.UTF-8 locale made the database refuse every key)."""
+    db = tmp_path / "db"
+    with simdb.open(db) as database:
+        database.add_many([("good", 1), ("other", 2), ("kept", 3)])
+    strict = {"LC_ALL": "C.UTF-8", "PYTHONIOENCODING": f"utf-8:{errors}", "PYTHONUTF8": "0"}
+    result = _process("remove", "-", "--db", db, stdin=b"good\n\xff\xfebad\nother\n", env=strict)
+    stderr = result.stderr.decode()
+    assert result.returncode == 2 and "<stdin>:2" in stderr and "UTF-8" in stderr, stderr
+    one_line(stderr)
+    assert "removed 2 documents" in result.stdout.decode()
+    as_json = _process("remove", "-", "--db", db, "--json", stdin=b"\xff\n", env=strict)
+    assert as_json.returncode == 2 and json_lines(as_json.stdout.decode())[-1] == {
+        "removed": 0,
+        "not_found": 0,
+        "failed": 1,
+    }
+    assert set(stored(db)) == {"kept"}
+    clean = _process("remove", "-", "--db", db, "--json", stdin=b"kept\r\nnothing\n", env=strict)
+    assert clean.returncode == 0 and json_lines(clean.stdout.decode()) == [{"removed": 1, "not_found": 1}]
+
+
+# -- demo --dir ----------------------------------------------------------------------------
+
+
+def test_demo_refuses_a_populated_directory_it_did_not_write(tmp_path: Path) -> None:
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / "thesis.tex").write_text("my own work")
+    refused = run("demo", "--dir", target, "--documents", "20", "--workers", "1")
+    assert refused.exit_code == 2 and str(target) in refused.stderr, refused.output
+    one_line(refused.stderr)
+    assert sorted(os.listdir(target)) == ["thesis.tex"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run("demo", "--dir", empty, "--documents", "20", "--workers", "1").exit_code == 0
+    again = run("demo", "--dir", empty, "--documents", "20", "--workers", "1")  # its own output: rerun
+    assert again.exit_code == 0, again.output
+
+
+# -- WARC records whose Content-Length is no number ----------------------------------------
+
+
+def _warc_record(uri: str, text: str, length: bytes | None = None) -> bytes:
+    """One hand-written WARC response record; ``length`` replaces its Content-Length."""
+    http = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n" + text.encode()
+    headers = (
+        b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: " + uri.encode() + b"\r\n"
+        b"Content-Type: application/http; msgtype=response\r\nContent-Length: "
+        + (length or str(len(http)).encode())
+        + b"\r\n\r\n"
+    )
+    return headers + http + b"\r\n\r\n"
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_warc_record_with_a_content_length_that_is_no_number_is_reported(tmp_path: Path, compressed: bool) -> None:
+    records = [
+        _warc_record("http://one/", prose(1, 80)),
+        _warc_record("http://two/", prose(2, 80), b"abc"),
+        _warc_record("http://three/", prose(3, 80)),
+    ]
+    archive = tmp_path / ("bad.warc.gz" if compressed else "bad.warc")
+    archive.write_bytes(b"".join(gzip.compress(record) for record in records) if compressed else b"".join(records))
+    result = _process("add", archive, "--db", tmp_path / "db", "--workers", "1")
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    assert (
+        f"{archive}: record 2 at byte {len(gzip.compress(records[0])) if compressed else len(records[0])}" in stderr
+        and "Content-Length 'abc'" in stderr
+    ), stderr
+    assert "WARNING" not in stderr and "Offset" not in stderr
+    one_line(stderr)
+    assert set(stored(tmp_path / "db")) == {"http://one/", "http://three/"}
+
+
+# -- export and import keep every meta exactly ---------------------------------------------
+
+_INT = st.integers(-(2**63), 2**64 - 1)
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
+_LOOKS_LIKE_A_TAG = st.fixed_dictionaries({"base64": st.sampled_from(["aGk=", "", "not base64!"]) | _TEXT})
+_SCALARS = st.none() | st.booleans() | _INT | st.floats() | _TEXT | st.binary(max_size=8) | _LOOKS_LIKE_A_TAG
+_KEYS = _TEXT | _INT | st.none() | st.booleans() | st.floats() | st.binary(max_size=8)
+_META = st.recursive(
+    _SCALARS,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_KEYS, children, max_size=4),
+    max_leaves=12,
+)
+
+
+def _exactly(values: list[object]) -> list[bytes]:
+    """The values as msgpack bytes: equal only if every type, bit (NaN's too) and order is."""
+    return [codec.pack(value, "meta") for value in values]
+
+
+def _round_trip(directory: Path, metas: list[object], file_format: str) -> list[object]:
+    """``metas`` stored, exported in ``file_format``, imported into a new database, read back."""
+    with simdb.open(directory / "a") as database:
+        database.add_many((f"key-{number}", number, meta) for number, meta in enumerate(metas))
+    exported = directory / f"out.{file_format}"
+    written = run("export", "--format", file_format, "-o", exported, "--db", directory / "a")
+    assert written.exit_code == 0, written.output
+    imported = run("import", exported, "--db", directory / "b")
+    assert imported.exit_code == 0, imported.output
+    with simdb.open(directory / "b", readonly=True) as database:
+        return [document.meta for document in database.items()]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(metas=st.lists(_META, min_size=1, max_size=4), file_format=st.sampled_from(["jsonl", "tsv"]))
+def test_every_meta_the_library_accepts_survives_export_and_import(metas: list[object], file_format: str) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        try:
+            back = _round_trip(Path(directory), metas, file_format)
+        except simdb.InvalidInputError:
+            assume(False)  # a meta the library refuses: not this property's concern
+        assert _exactly(back) == _exactly(metas)
+
+
+@pytest.mark.parametrize("file_format", ["jsonl", "tsv"])
+def test_the_probes_metas_survive_export_and_import(tmp_path: Path, file_format: str) -> None:
+    metas = [
+        {"base64": "aGk="},
+        {1: "one"},
+        {None: 0},
+        float("nan"),
+        {"x": [float("inf"), -float("inf")]},
+        b"hi",
+        {"base64": b"hi"},
+    ]
+    assert _exactly(_round_trip(tmp_path, metas, file_format)) == _exactly(metas)
+
+
+def test_exports_written_before_format_2_import_as_before(tmp_path: Path) -> None:
+    """Format 1 wrote bytes as {"base64": ...} and dict keys as strings; such files (with a
+    header, without one, and TSV) still import as they always did."""
+    lines = [
+        {"key": "a", "fingerprint": "0x1", "meta": {"base64": "aGk="}},
+        {"key": "b", "fingerprint": "0x2", "meta": {"1": "one", "n": [{"base64": "AA=="}]}},
+    ]
+    header = {"simdb": "export", "format_version": 1, "k": 3, "blocks": 5, "fingerprinter": None}
+    expected = {"a": b"hi", "b": {"1": "one", "n": [b"\0"]}}
+    for name, rows in (("with-header.jsonl", [header, *lines]), ("no-header.jsonl", lines)):
+        (tmp_path / name).write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (tmp_path / "old.tsv").write_text(
+        "".join(f"{row['key']}\t{row['fingerprint']}\t{json.dumps(row['meta'])}\n" for row in lines)
+    )
+    for name in ("with-header.jsonl", "no-header.jsonl", "old.tsv"):
+        result = run("import", tmp_path / name, "--db", tmp_path / f"db-{name}")
+        assert result.exit_code == 0, result.output
+        assert {key: document.meta for key, document in stored(tmp_path / f"db-{name}").items()} == expected
+
+
+def test_a_damaged_msgpack_meta_fails_its_line_only(tmp_path: Path) -> None:
+    source = tmp_path / "backup.jsonl"
+    rows = [
+        {"key": "a", "fingerprint": "0x1", "meta_msgpack": "gaFhAQ=="},
+        {"key": "b", "fingerprint": "0x2", "meta_msgpack": "!!"},
+        {"key": "c", "fingerprint": "0x3", "meta_msgpack": "kQ=="},
+    ]
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = run("import", source, "--db", tmp_path / "db")
+    assert result.exit_code == 2 and f"{source}:2" in result.stderr and f"{source}:3" in result.stderr, result.output
+    one_line(result.stderr)
+    assert {key: document.meta for key, document in stored(tmp_path / "db").items()} == {"a": {"a": 1}}
+
+
+# -- oversized documents and memory ------------------------------------------------------
+
+BIG = 300 * 2**20  # bytes of the oversized document, far above the RSS the test allows
+LIMIT = 2**20  # --max-doc-bytes in these tests
+
+
+def _write_big_gzip(path: Path, head: bytes, tail: bytes, members: tuple[bytes, bytes] = (b"", b"")) -> None:
+    """A gzip file: ``members[0]``, then one member of ``head`` + BIG bytes + ``tail``, then
+    ``members[1]`` (already compressed); written a MiB at a time."""
+    chunk = b"ab " * (2**20 // 3)
+    with open(path, "wb") as raw:
+        raw.write(members[0])
+        with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1) as stream:
+            stream.write(head)
+            for _ in range(BIG // len(chunk)):
+                stream.write(chunk)
+            stream.write(tail)
+        raw.write(members[1])
+
+
+def _peak_rss_mib(*args: object) -> tuple[subprocess.CompletedProcess[bytes], float]:
+    """Run ``python -m cli.app ARGS`` under a parent of its own, which reports the peak RSS
+    of its children (the command and any workers it started), in MiB."""
+    wrapper = (
+        "import resource, subprocess, sys\n"
+        "done = subprocess.run(sys.argv[1:], capture_output=True)\n"
+        "sys.stderr.buffer.write(done.stderr); sys.stdout.buffer.write(done.stdout)\n"
+        "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+        "sys.stderr.write(f'\\nPEAK {peak}\\n'); sys.exit(done.returncode)\n"
+    )
+    result = _process_raw([sys.executable, "-c", wrapper, sys.executable, "-m", "cli.app", *map(str, args)])
+    stderr = result.stderr.decode()
+    peak = int(stderr.rsplit("PEAK ", 1)[1]) / 1024
+    result.stderr = stderr.rsplit("\nPEAK ", 1)[0].encode()
+    return result, peak
+
+
+def _process_raw(command: list[str]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(command, capture_output=True, env={**os.environ, "SIMDB_PATH": ""}, timeout=300, check=False)
+
+
+def test_oversized_documents_are_skipped_without_reading_them_whole(tmp_path: Path) -> None:
+    """A 300 MB JSONL line and WARC record (gzipped to little) and a 300 MB text file, with
+    --max-doc-bytes 1 MiB: each is reported with its size and skipped, the documents around
+    them are stored, and the process never holds anything like the document."""
+    jsonl = tmp_path / "big.jsonl.gz"
+    good = [json.dumps({"id": f"line-{number}", "text": prose(number)}).encode() + b"\n" for number in (1, 3)]
+    _write_big_gzip(jsonl, b'{"id": "big", "text": "', b'"}\n', (gzip.compress(good[0]), gzip.compress(good[1])))
+    archive = tmp_path / "big.warc.gz"
+    http = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n"
+    head = (
+        b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://big/\r\n"
+        b"Content-Type: application/http; msgtype=response\r\nContent-Length: "
+        + str(len(http) + BIG // 3 * 3).encode()
+        + b"\r\n\r\n"
+        + http
+    )
+    _write_big_gzip(
+        archive,
+        head,
+        b"\r\n\r\n",
+        (gzip.compress(_warc_record("http://one/", prose(4))), gzip.compress(_warc_record("http://three/", prose(5)))),
+    )
+    text = tmp_path / "big.txt"
+    with open(text, "wb") as handle:
+        handle.truncate(BIG)  # sparse: costs no disk
+    small = tmp_path / "small.txt"
+    small.write_text(prose(6))
+    result, peak = _peak_rss_mib(
+        "add",
+        archive,
+        text,
+        small,
+        "--jsonl",
+        jsonl,
+        "--max-doc-bytes",
+        LIMIT,
+        "--db",
+        tmp_path / "db",
+        "--workers",
+        "1",
+    )
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    assert (
+        f"{jsonl}:2: a line of" in stderr
+        and f"{archive}: record http://big/" in stderr
+        and f"{text}: {BIG:,} bytes" in stderr
+    ), stderr
+    assert stderr.count("over --max-doc-bytes (1,048,576)") == 3
+    assert set(stored(tmp_path / "db")) == {"line-1", "line-3", "http://one/", "http://three/", str(small)}
+    assert peak < 200, f"peak RSS {peak:.0f} MiB while skipping {BIG / 2**20:.0f} MB documents"
+
+
+def test_a_batch_of_large_texts_is_committed_in_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The texts handed to the database and not yet committed stay under BATCH_TEXT_CHARS
+    plus one document: the call ends early and the next takes the rest, even when an
+    item of a batch is refused and the batch is stored in halves."""
+    import cli.app
+
+    monkeypatch.setattr(cli.app, "BATCH_TEXT_CHARS", 5_000)
+    calls: list[int] = []
+    add_texts = simdb.Database.add_texts
+
+    def counting(self: simdb.Database, items: object, **kwargs: object) -> object:
+        def counted(rows: object) -> object:
+            for row in rows:  # type: ignore[attr-defined]
+                calls[-1] += len(row[1])
+                yield row
+
+        calls.append(0)
+        return add_texts(self, counted(items), **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(simdb.Database, "add_texts", counting)
+    source = tmp_path / "docs.jsonl"
+    rows = [{"id": f"doc-{number}", "text": prose(number, 200)} for number in range(20)]
+    rows[7]["deep"] = json.loads("[" * 150 + "]" * 150)  # meta the database refuses
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = run("add", "--jsonl", source, "--db", tmp_path / "db", "--workers", "1")
+    assert result.exit_code == 2 and f"{source}:8" in result.stderr, result.output
+    assert set(stored(tmp_path / "db")) == {f"doc-{number}" for number in range(20)} - {"doc-7"}
+    longest = max(len(row["text"]) for row in rows)
+    assert len(calls) > 3 and max(calls) <= 5_000 + longest, calls
