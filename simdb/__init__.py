@@ -35,7 +35,17 @@ from simdb.errors import (
     SimdbError,
     StorageError,
 )
-from simdb.fingerprint import Fingerprinter, hamming, jaccard, similarity, simhash, simhash_features, simhash_many
+from simdb.fingerprint import (
+    Fingerprinter,
+    hamming,
+    jaccard,
+    similarity,
+    simhash,
+    simhash_features,
+    simhash_many,
+    sketch_similarities,
+    sketch_similarity,
+)
 from simdb.keys import parse_fingerprint
 from simdb.plan import TablePlan, default_blocks
 
@@ -80,4 +90,6 @@ __all__ = [
     "simhash",
     "simhash_features",
     "simhash_many",
+    "sketch_similarities",
+    "sketch_similarity",
 ]
