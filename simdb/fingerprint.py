@@ -857,7 +857,7 @@ class Fingerprinter:
             fingerprints = _packed_rows_to_ints(packed, self._bits)
         if partial.minima is None or partial.filled is None:
             return fingerprints, sketches
-        featureless: npt.NDArray[np.bool_] = ~partial.filled.any(axis=1)
+        featureless = np.logical_not(np.any(partial.filled, axis=1))
         if self._kind == "minhash":
             # The fingerprint's bins come first, then the sketch's; each part is densified
             # on its own.

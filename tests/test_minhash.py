@@ -17,12 +17,28 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_fingerprint import (
+    ASCII_TEXT,
+    MASK64,
+    REF_MULTIPLIER,
+    UNICODE_TEXT,
+    ref_feature_hash,
+    ref_features,
+    ref_fmix64,
+)
 
 import simdb
 import simdb.features as features_module
 from simdb.errors import InvalidInputError
-from simdb.fingerprint import PROBE_SALT, SKETCH_BYTES, SKETCH_SALT, Fingerprinter, simhash, sketch_similarities, sketch_similarity
-from test_fingerprint import ASCII_TEXT, MASK64, REF_MULTIPLIER, UNICODE_TEXT, ref_feature_hash, ref_features, ref_fmix64
+from simdb.fingerprint import (
+    PROBE_SALT,
+    SKETCH_BYTES,
+    SKETCH_SALT,
+    Fingerprinter,
+    simhash,
+    sketch_similarities,
+    sketch_similarity,
+)
 
 # -- the reference implementation ----------------------------------------------------------
 
