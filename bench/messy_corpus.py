@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import binascii
 import random
 
 _SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "po", "si", "de", "fa", "gu", "ho", "ji", "be", "zo", "wy"]
@@ -60,11 +61,13 @@ def _attachment(rng: random.Random) -> str:
     if rng.random() < 0.5:
         encoded = base64.encodebytes(payload).decode("ascii")
         return f"--boundary\nContent-Type: application/octet-stream\nContent-Transfer-Encoding: base64\n\n{encoded}"
-    # uuencode-like: lines of 'M' followed by printable noise that repeats a lot ("M`", "M ")
+    # Real uuencoding (binascii) of a payload with long zero runs, as binary attachments
+    # have: each all-zero line is "M" followed by backquotes, i.e. the token "m" once per
+    # line, so one shingle ("m m m") repeats hundreds of times.
+    zeros = bytes(rng.randint(2000, 20000))
+    data = payload[: len(payload) // 2] + zeros + payload[len(payload) // 2 :]
     lines = ["begin 644 data.bin"]
-    for start in range(0, len(payload), 45):
-        chunk = payload[start : start + 45]
-        lines.append("M" + "".join(chr(32 + (byte % 4)) if byte < 200 else chr(33 + byte % 60) for byte in chunk))
+    lines += [binascii.b2a_uu(data[start : start + 45], backtick=True).decode("ascii").rstrip("\n") for start in range(0, len(data), 45)]
     return "\n".join([*lines, "`", "end"])
 
 
