@@ -20,10 +20,14 @@ import random
 
 _SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "po", "si", "de", "fa", "gu", "ho", "ji", "be", "zo", "wy"]
 _FOOTERS = [
-    "_______________________________________________\nlist-users mailing list\nlist-users@lists.example.org\n"
-    "https://lists.example.org/mailman/listinfo/list-users",
-    "--\nYou received this message because you are subscribed to the Google Groups \"dev\" group.\n"
-    "To unsubscribe from this group and stop receiving emails from it, send an email to dev+unsubscribe@example.com.",
+    (
+        "_______________________________________________\nlist-users mailing list\nlist-users@lists.example.org\n"
+        "https://lists.example.org/mailman/listinfo/list-users"
+    ),
+    (
+        "--\nYou received this message because you are subscribed to the Google Groups \"dev\" group.\n"
+        "To unsubscribe from this group and stop receiving emails from it, send an email to dev+unsubscribe@example.com."
+    ),
 ]
 _DISCLAIMER = (
     "CONFIDENTIALITY NOTICE: This e-mail message, including any attachments, is for the sole use of the intended "
