@@ -1,4 +1,4 @@
-"""SimHash fingerprints of text (Charikar 2002), fast, reproducible and configurable.
+"""SimHash (Charikar 2002) and minwise fingerprints of text, fast, reproducible and configurable.
 
 The fingerprint of a text is defined exactly, so that it is the same in every process, on
 every platform and in every release that keeps :data:`SETTINGS_VERSION`:
@@ -18,12 +18,25 @@ every platform and in every release that keeps :data:`SETTINGS_VERSION`:
    one feature made of all of them.  A ``bits=64`` fingerprint uses lane 0, ``bits=128``
    uses ``lane0 | lane1 << 64`` and ``bits=32`` uses ``lane0 >> 32``.
 4. **Weights.**  ``weights="tf"`` counts every occurrence (weight 1 each);
-   ``weights="binary"`` counts each distinct feature once.  A fitted IDF table
-   (:meth:`Fingerprinter.fit_idf`) multiplies each by the feature's integer IDF weight.
+   ``weights="binary"`` counts each distinct feature once; ``weights="log"`` weighs each
+   distinct feature ``1 + floor(log2(tf))``, so no repeated line outvotes the text.  A
+   fitted IDF table (:meth:`Fingerprinter.fit_idf`) multiplies each by the feature's
+   integer IDF weight.
 5. **Bits.**  Bit ``j`` of the fingerprint is 1 exactly when the weights of the features
    whose hash has bit ``j`` set make up *more than half* of the total weight; ties give 0.
+6. **kind="minhash"** (one-bit one-permutation minwise hashing, Li & König 2010, densified
+   as in Shrivastava 2017) takes the set of distinct lane-0 feature hashes instead (weights
+   and IDF play no part).  With ``B = bits`` bins, bin ``i`` holds the smallest hash whose
+   top ``log2(B)`` bits are ``i``.  An empty bin takes the minimum of the first non-empty
+   bin in its probe order (bins ``j`` sorted by ``fmix64(PROBE_SALT + i * B + j)``).  Bit
+   ``i`` is bit 0 of ``fmix64(m_i ^ (i + 1) * MULTIPLIER)``; it differs between two texts
+   with probability about ``(1 - J) / 2``.
+7. **Sketch** (:meth:`Fingerprinter.fingerprint_and_sketch`, either kind): the same
+   construction with 128 bins over ``fmix64(h ^ SKETCH_SALT)`` of each distinct hash,
+   keeping the low byte of each bin's value: 128 bytes, b"" for a featureless text;
+   :func:`sketch_similarity` estimates Jaccard from it.
 
-All weights are integers, and sums of integers below 2**53 are exact in float64, so the
+All SimHash weights are integers, and sums of integers below 2**53 are exact in float64, so the
 vectorised numpy summation gives the same bits in any order on any BLAS.
 
 Defined results for edge cases: the empty text, a text of only punctuation or whitespace
