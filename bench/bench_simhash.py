@@ -59,6 +59,29 @@ def best_rate(run: Callable[[], object], items: int, repeats: int) -> tuple[floa
     return items / best_wall, items / max(best_cpu, 1e-9)
 
 
+def _shingles(text: str) -> list[bytes]:
+    """Word 3-shingles as datasketch users make them (split on whitespace, lowercased)."""
+    words = text.lower().split()
+    return [" ".join(words[i : i + 3]).encode() for i in range(max(1, len(words) - 2))]
+
+
+def _datasketch_minhashes(texts: list[str]) -> list[object]:
+    from datasketch import MinHash
+
+    sketches = []
+    for text in texts:
+        minhash = MinHash(num_perm=128)
+        minhash.update_batch(_shingles(text))
+        sketches.append(minhash)
+    return sketches
+
+
+def _datasketch_bulk(texts: list[str]) -> list[object]:
+    from datasketch import MinHash
+
+    return list(MinHash.bulk([_shingles(text) for text in texts], num_perm=128))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpus", nargs="?", default=DEFAULT_CORPUS)
@@ -85,6 +108,17 @@ def main(argv: list[str] | None = None) -> None:
         lambda: simhash_many(documents), len(documents), args.repeats)
     rates["simdb simhash(text) per call"] = best_rate(
         lambda: [simhash(text) for text in documents], len(documents), args.repeats)
+    minwise = Fingerprinter(kind="minhash")
+    rates["simdb kind=minhash fingerprints_and_sketches (fp + 128-byte sketch)"] = best_rate(
+        lambda: minwise.fingerprints_and_sketches(documents), len(documents), args.repeats)
+    rates["simdb kind=simhash fingerprints_and_sketches (fp + 128-byte sketch)"] = best_rate(
+        lambda: fingerprinter.fingerprints_and_sketches(documents), len(documents), args.repeats)
+    rates["simdb kind=minhash fingerprint_and_sketch(text) per call"] = best_rate(
+        lambda: [minwise.fingerprint_and_sketch(text) for text in documents], len(documents), args.repeats)
+    rates["datasketch MinHash(128) update per word 3-shingle"] = best_rate(
+        lambda: _datasketch_minhashes(peer_documents), len(peer_documents), args.repeats)
+    rates["datasketch MinHash.bulk(128) of word 3-shingle sets"] = best_rate(
+        lambda: _datasketch_bulk(peer_documents), len(peer_documents), args.repeats)
     rates["PyPI simhash Simhash(text).value"] = best_rate(
         lambda: [Simhash(text).value for text in peer_documents], len(peer_documents), args.repeats)
     peer_wall, peer_cpu = rates["PyPI simhash Simhash(text).value"]

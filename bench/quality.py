@@ -1,6 +1,13 @@
 """Fingerprint quality against exact Jaccard similarity, beside MinHash LSH.
 
-    python bench/quality.py CORPUS_PATH [--variants] [--limit N]
+    python bench/quality.py CORPUS_PATH [--variants] [--limit N] [--kinds]
+
+CORPUS_PATH may also be ``messy:N`` (or ``messy:N:SEED``): N generated mailing-list posts
+from :mod:`messy_corpus`, with signatures, quoted replies, footers and attachments.
+``--kinds`` prints only the comparison of fingerprint kinds and SimHash weights (best k of
+each, measured): SimHash tf / binary / log, the one-bit minwise fingerprint
+(``kind="minhash"``) raw and with its 128-byte sketch check (estimate >= tau), beside
+MinHash LSH.
 
 CORPUS_PATH is a directory of Reuters-21578 SGML files (``reut2-*.sgm``; each article's
 title and body are one document), the MSR Paraphrase Corpus (``msr_paraphrase_data.txt``;
@@ -57,7 +64,7 @@ import numpy as np
 import numpy.typing as npt
 
 from simdb.features import tokenize, word_shingles
-from simdb.fingerprint import Fingerprinter
+from simdb.fingerprint import Fingerprinter, sketch_similarities
 from simdb.plan import TablePlan
 
 _ARTICLE = re.compile(r"<REUTERS[^>]*NEWID=\"(\d+)\"[^>]*>(.*?)</REUTERS>", re.DOTALL)
@@ -79,6 +86,12 @@ def read_corpus(corpus: str | Path) -> list[str]:
     """The documents of a corpus directory: Reuters-21578 articles (title + body, SGML
     references and the Latin-1 encoding decoded), MSRP sentences or ``*.txt`` files.
     O(corpus size)."""
+    if str(corpus).startswith("messy:"):
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from messy_corpus import messy_posts
+
+        count, _, seed = str(corpus)[len("messy:") :].partition(":")
+        return messy_posts(int(count), int(seed or 0))
     root = Path(corpus)
     sgml = sorted(root.glob("reut2-*.sgm"))
     if sgml:
@@ -373,12 +386,64 @@ def best_k(table: Table, tau: float) -> int:
     return max(table, key=lambda k: table[k][tau][2])
 
 
+def sketch_checked_table(pairs: tuple[PairKeys, npt.NDArray[np.int64]], sketches: list[bytes], truth: dict[float, PairKeys]) -> Table:
+    """P/R/F1 of "distance <= k and sketch estimate >= tau" (the candidates of a k-bit
+    index, each checked with :func:`simdb.sketch_similarity`), measured."""
+    keys, distances = pairs
+    n = len(sketches)
+    estimates = sketch_similarities([sketches[i] for i in (keys // n).tolist()], [sketches[j] for j in (keys % n).tolist()])
+    table: Table = {}
+    for k in range(MAX_K + 1):
+        table[k] = {tau: scores(np.unique(keys[(distances <= k) & (estimates >= tau)]), truth[tau]) for tau in THRESHOLDS}
+    return table
+
+
+KIND_METHODS: list[tuple[str, dict[str, Any], bool]] = [
+    ("SimHash weights=tf", {"weights": "tf"}, False),
+    ("SimHash weights=log", {"weights": "log"}, False),
+    ("SimHash weights=binary", {"weights": "binary"}, False),
+    ("SimHash weights=binary + sketch >= tau", {"weights": "binary"}, True),
+    ("minhash (one-bit minwise)", {"kind": "minhash"}, False),
+    ("minhash + sketch >= tau", {"kind": "minhash"}, True),
+]
+
+
+def print_kinds(documents: Sequence[str], truth: dict[float, PairKeys], lsh: dict[float, tuple[PairKeys, PairKeys]]) -> None:
+    """The --kinds table: best k (by measured F1) of each kind and weighting, and MinHash LSH."""
+    print()
+    print("Kinds and weights (word 3-shingles, 64 bits): best k by measured F1, P, R, F1; and F1 at k=3")
+    print()
+    print("| method | J>=0.9 best k | P | R | F1 | F1 k=3 | J>=0.8 best k | P | R | F1 | F1 k=3 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    computed: dict[str, tuple[tuple[PairKeys, npt.NDArray[np.int64]], list[bytes]]] = {}
+    for label, settings, checked in KIND_METHODS:
+        fingerprinter = Fingerprinter(**settings)
+        key = repr(fingerprinter)
+        if key not in computed:
+            fingerprints, sketches = fingerprinter.fingerprints_and_sketches(documents)
+            computed[key] = (hamming_pairs(fingerprints, MAX_K), sketches)
+        pairs, sketches = computed[key]
+        table = sketch_checked_table(pairs, sketches, truth) if checked else measured_table(pairs, truth)
+        cells = []
+        for tau in THRESHOLDS:
+            k = best_k(table, tau)
+            p, r, f = table[k][tau]
+            cells.append(f"{k} | {p:.3f} | {r:.3f} | {f:.3f} | {table[3][tau][2]:.3f}")
+        print(f"| {label} | {' | '.join(cells)} |")
+    for label, which in (("MinHashLSH 128 perms, threshold=tau", 0), ("MinHashLSH + estimate >= tau", 1)):
+        row = " | ".join(
+            f"- | {p:.3f} | {r:.3f} | {f:.3f} | -" for p, r, f in (scores(lsh[tau][which], truth[tau]) for tau in THRESHOLDS)
+        )
+        print(f"| {label} | {row} |")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpus")
     parser.add_argument("--variants", action="store_true", help="also report other settings (best k)")
     parser.add_argument("--seeds", type=int, default=0, help="check the expected figures with N other hash functions")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N documents")
+    parser.add_argument("--kinds", action="store_true", help="only compare fingerprint kinds and weights")
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -395,6 +460,13 @@ def main(argv: list[str] | None = None) -> None:
     print(f"corpus: {args.corpus}: {n} documents with a word 3-shingle ({len(all_sets) - n} without)")
     print(f"exact pairs: J>=0.7: {similar_keys.size}, J>=0.8: {truth[0.8].size}, J>=0.9: {truth[0.9].size}"
           f" ({time.perf_counter() - started:.1f} s)")
+
+    if args.kinds:
+        minhashes = build_minhashes(sets)
+        print_kinds(documents, truth, {tau: minhash_lsh_pairs(sets, tau, minhashes) for tau in THRESHOLDS})
+        print()
+        print(f"total time {time.perf_counter() - started:.1f} s")
+        return
 
     default = Fingerprinter()
     default_hamming = hamming_pairs(default.fingerprint_many(documents), MAX_K)

@@ -35,11 +35,19 @@ from simdb.errors import (
     SimdbError,
     StorageError,
 )
-from simdb.fingerprint import Fingerprinter, hamming, jaccard, similarity, simhash, simhash_features, simhash_many
+from simdb.fingerprint import (
+    Fingerprinter,
+    hamming,
+    jaccard,
+    simhash,
+    simhash_features,
+    simhash_many,
+    similarity,
+    sketch_similarities,
+    sketch_similarity,
+)
 from simdb.keys import parse_fingerprint
 from simdb.plan import TablePlan, default_blocks
-
-
 
 __version__ = "0.1.0"
 
@@ -76,8 +84,10 @@ __all__ = [
     "jaccard",
     "open",
     "parse_fingerprint",
-    "similarity",
     "simhash",
     "simhash_features",
     "simhash_many",
+    "similarity",
+    "sketch_similarities",
+    "sketch_similarity",
 ]

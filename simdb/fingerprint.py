@@ -1,4 +1,4 @@
-"""SimHash fingerprints of text (Charikar 2002), fast, reproducible and configurable.
+"""SimHash (Charikar 2002) and minwise fingerprints of text, fast, reproducible and configurable.
 
 The fingerprint of a text is defined exactly, so that it is the same in every process, on
 every platform and in every release that keeps :data:`SETTINGS_VERSION`:
@@ -18,12 +18,25 @@ every platform and in every release that keeps :data:`SETTINGS_VERSION`:
    one feature made of all of them.  A ``bits=64`` fingerprint uses lane 0, ``bits=128``
    uses ``lane0 | lane1 << 64`` and ``bits=32`` uses ``lane0 >> 32``.
 4. **Weights.**  ``weights="tf"`` counts every occurrence (weight 1 each);
-   ``weights="binary"`` counts each distinct feature once.  A fitted IDF table
-   (:meth:`Fingerprinter.fit_idf`) multiplies each by the feature's integer IDF weight.
+   ``weights="binary"`` counts each distinct feature once; ``weights="log"`` weighs each
+   distinct feature ``1 + floor(log2(tf))``, so no repeated line outvotes the text.  A
+   fitted IDF table (:meth:`Fingerprinter.fit_idf`) multiplies each by the feature's
+   integer IDF weight.
 5. **Bits.**  Bit ``j`` of the fingerprint is 1 exactly when the weights of the features
    whose hash has bit ``j`` set make up *more than half* of the total weight; ties give 0.
+6. **kind="minhash"** (one-bit one-permutation minwise hashing, Li & König 2010, densified
+   as in Shrivastava 2017) takes the set of distinct lane-0 feature hashes instead (weights
+   and IDF play no part).  With ``B = bits`` bins, bin ``i`` holds the smallest hash whose
+   top ``log2(B)`` bits are ``i``.  An empty bin takes the minimum of the first non-empty
+   bin in its probe order (bins ``j`` sorted by ``fmix64(PROBE_SALT + i * B + j)``).  Bit
+   ``i`` is bit 0 of ``fmix64(m_i ^ (i + 1) * MULTIPLIER)``; it differs between two texts
+   with probability about ``(1 - J) / 2``.
+7. **Sketch** (:meth:`Fingerprinter.fingerprint_and_sketch`, either kind): the same
+   construction with 128 bins over ``fmix64(h ^ SKETCH_SALT)`` of each distinct hash,
+   keeping the low byte of each bin's value: 128 bytes, b"" for a featureless text;
+   :func:`sketch_similarity` estimates Jaccard from it.
 
-All weights are integers, and sums of integers below 2**53 are exact in float64, so the
+All SimHash weights are integers, and sums of integers below 2**53 are exact in float64, so the
 vectorised numpy summation gives the same bits in any order on any BLAS.
 
 Defined results for edge cases: the empty text, a text of only punctuation or whitespace
@@ -75,8 +88,18 @@ MULTIPLIER = 0x9E3779B97F4A7C15
 #: Fixed-point scale of IDF weights: a weight of ``w`` is stored as ``round(w * IDF_SCALE)``.
 IDF_SCALE = 64
 
+#: Fingerprint kinds: SimHash (cosine of weighted features) or one-bit one-permutation
+#: minwise hashing (Jaccard of the feature sets).
+KINDS = ("simhash", "minhash")
 FEATURE_KINDS = ("word", "word-shingle", "char")
-WEIGHT_KINDS = ("tf", "binary")
+WEIGHT_KINDS = ("tf", "binary", "log")
+#: Bytes of a verification sketch: one byte per bin of a 128-bin one-permutation minwise
+#: sketch of the features (see :func:`sketch_similarity`).
+SKETCH_BYTES = 128
+#: Xored into feature hashes before :func:`_fmix64` to give the sketch its own permutation.
+SKETCH_SALT = 0x2545F4914F6CDD1D
+#: Offset of the hashes that order the probes of densification (see _probe_order).
+PROBE_SALT = 0x6A09E667F3BCC909
 FINGERPRINT_BITS = (32, 64, 128)
 MAX_NGRAM = {"word": 1, "word-shingle": 16, "char": 64}
 DEFAULT_NGRAM = {"word": 1, "word-shingle": 3, "char": 5}
@@ -87,6 +110,8 @@ _FMIX_SHIFT = np.uint64(33)
 _FMIX_C1 = np.uint64(0xFF51AFD7ED558CCD)
 _FMIX_C2 = np.uint64(0xC4CEB9FE1A85EC53)
 _MULTIPLIER = np.uint64(MULTIPLIER)
+_SKETCH_SALT = np.uint64(SKETCH_SALT)
+_UINT64_MAX = np.uint64(_MASK64)
 # Token-hash caches are cleared when they grow past this many entries; a cache only saves
 # time, every result is the same with or without it.
 _CACHE_LIMIT = 1 << 20
@@ -99,7 +124,6 @@ _RANGES_PER_WORKER = 8
 _BATCH_DOCS = 1024
 # Feature hashes of a text's chunks collected before they are merged (see _distinct_features).
 _MERGE_ROWS = 1 << 20
-_ZERO_START = np.zeros(1, dtype=np.int64)
 # Every byte of an ASCII text maps to itself lowercased if it is a letter or digit, else to
 # a space; the tokens are then bytes.split().
 _ASCII_FOLD = bytes(
@@ -207,17 +231,24 @@ def _ascii_char_table(lanes: int) -> UInt64Array:
 
 
 def _distinct_per_document(
-    features: UInt64Array, counts: npt.NDArray[np.int64]
-) -> tuple[UInt64Array, npt.NDArray[np.int64]]:
-    """Drop repeated features within each document (binary weighting).  Features are grouped
-    by document in order; the result is too, sorted by hash inside each.  O(n log n)."""
+    features: UInt64Array, counts: npt.NDArray[np.int64], multiplicity: npt.NDArray[np.int64] | None = None
+) -> tuple[UInt64Array, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Merge repeated features within each document.  Features are grouped by document in
+    order (``counts`` rows each), each occurring ``multiplicity`` times (default once);
+    returns the distinct features grouped the same way, sorted by hash inside each
+    document, their counts per document and their summed multiplicities.  O(n log n)."""
     documents = np.repeat(np.arange(counts.size), counts)
     keys = tuple(features[:, lane] for lane in reversed(range(features.shape[1])))
     order = np.lexsort((*keys, documents))
     features, documents = features[order], documents[order]
     first = np.ones(documents.size, dtype=bool)
     first[1:] = (documents[1:] != documents[:-1]) | np.any(features[1:] != features[:-1], axis=1)
-    return features[first], np.bincount(documents[first], minlength=counts.size)
+    starts = np.flatnonzero(first)
+    if multiplicity is None:
+        summed = np.diff(np.append(starts, documents.size)).astype(np.int64)
+    else:
+        summed = np.add.reduceat(multiplicity[order], starts) if starts.size else np.empty(0, dtype=np.int64)
+    return features[first], np.bincount(documents[first], minlength=counts.size), summed
 
 
 def _segment_bit_counts(
@@ -319,70 +350,109 @@ def _idf_weight(documents: int, document_frequency: int) -> int:
     return max(1, round(IDF_SCALE * (1.0 + math.log((1 + documents) / (1 + document_frequency)))))
 
 
-class _Accumulator:
-    """Per-bit weight sums of a stream of feature-hash batches, for one text."""
+class _Partial:
+    """What the kernel (:meth:`Fingerprinter._reduce`) knows about a batch of documents:
+    per-bit weight sums and total weights (SimHash), per-bin minimum feature hashes and which
+    bins hold a feature (minwise fingerprint and sketch).  Partials of the chunks of one long
+    text merge exactly: sums add, minima take the minimum, filled bins take the union."""
 
-    __slots__ = ("bits", "binary", "idf", "sums", "total", "distinct", "distinct_rows")
+    __slots__ = ("sums", "totals", "minima", "filled")
 
-    def __init__(self, bits: int, binary: bool, idf: _IdfTable | None) -> None:
-        self.bits = bits
-        self.binary = binary
-        self.idf = idf
-        self.sums: FloatArray | None = None
-        self.total = 0.0
-        # Binary weighting: distinct feature hashes seen so far, as a list of arrays that
-        # is compacted whenever it has doubled, so the work is O(n log n) overall.
-        self.distinct: list[UInt64Array] = []
-        self.distinct_rows = 0
+    def __init__(
+        self, sums: FloatArray | None, totals: FloatArray | None, minima: UInt64Array | None, filled: npt.NDArray[np.bool_] | None
+    ) -> None:
+        self.sums = sums
+        self.totals = totals
+        self.minima = minima
+        self.filled = filled
 
-    def add(self, feature_hashes: UInt64Array) -> None:
-        """Add a (rows, lanes) batch of feature hashes, one row per occurrence."""
-        if self.binary:
-            batch = _unique_rows(feature_hashes)
-            self.distinct.append(batch)
-            pending = sum(part.shape[0] for part in self.distinct)
-            if len(self.distinct) > 1 and pending > 2 * max(self.distinct_rows, 1 << 16):
-                merged = _unique_rows(np.concatenate(self.distinct))
-                self.distinct = [merged]
-                self.distinct_rows = merged.shape[0]
-            return
-        self._sum(feature_hashes)
-
-    def _sum(self, feature_hashes: UInt64Array) -> None:
-        matrix = _bit_matrix(feature_hashes, self.bits)
-        rows = feature_hashes.shape[0]
-        if self.idf is None:
-            # Integer counts without converting the bit matrix to floats (8x its size).
-            partial = _segment_bit_counts(matrix, np.zeros(1, dtype=np.int64), np.array([rows])).reshape(-1).astype(np.float64)
-            total = float(rows)
-        else:
-            weights = self.idf.lookup(feature_hashes[:, 0])
-            partial = weights @ matrix
-            total = float(weights.sum())
-        if self.sums is None:
-            self.sums = partial
-        else:
-            self.sums += partial
-        self.total += total
-
-    def fingerprint(self) -> int:
-        """The fingerprint of everything added.  0 when nothing was added."""
-        if self.binary and self.distinct:
-            distinct = _unique_rows(np.concatenate(self.distinct)) if len(self.distinct) > 1 else self.distinct[0]
-            self.distinct = []
-            # Sum in slices so the bit matrix stays small for huge texts.
-            for start in range(0, distinct.shape[0], 1 << 16):
-                self._sum(distinct[start : start + (1 << 16)])
-        if self.sums is None:
-            return 0
-        return _fingerprint_from_sums(self.sums, self.total)
+    def merge(self, other: _Partial) -> _Partial:
+        """Combine with the partial of a later chunk of the same document(s).  O(bins)."""
+        if self.sums is not None and other.sums is not None and self.totals is not None and other.totals is not None:
+            self.sums += other.sums
+            self.totals += other.totals
+        if self.minima is not None and other.minima is not None and self.filled is not None and other.filled is not None:
+            np.minimum(self.minima, other.minima, out=self.minima)
+            self.filled |= other.filled
+        return self
 
 
-def _unique_rows(feature_hashes: UInt64Array) -> UInt64Array:
-    """The distinct rows of a (rows, lanes) uint64 array, sorted.  O(n log n)."""
-    if feature_hashes.shape[1] == 1:
-        return np.unique(feature_hashes[:, 0]).reshape(-1, 1)
-    return np.unique(feature_hashes, axis=0)
+def _bin_minima(hashes: UInt64Array, counts: npt.NDArray[np.int64], bins: int, sketch: bool) -> tuple[UInt64Array, npt.NDArray[np.bool_]]:
+    """One-permutation minwise hashing of a batch: for each document (``counts`` rows each, in
+    order) the minimum feature hash of each of ``bins`` bins (bin = top bits of the hash),
+    then, if ``sketch``, of each of :data:`SKETCH_BYTES` bins of the re-hashed features
+    (:func:`_sketch_hashes`).  Returns (docs, width) minima (empty bins hold 2**64 - 1) and
+    the (docs, width) mask of bins that hold a feature.  O(rows): one scatter-minimum."""
+    docs = counts.size
+    width = bins + (SKETCH_BYTES if sketch else 0)
+    row_offsets = np.repeat(np.arange(docs, dtype=np.int64) * width, counts)
+    parts_index: list[npt.NDArray[np.int64]] = []
+    parts_value: list[UInt64Array] = []
+    if bins:
+        shift = np.uint64(64 - bins.bit_length() + 1)
+        parts_index.append(row_offsets + (hashes >> shift).astype(np.int64))
+        parts_value.append(hashes)
+    if sketch:
+        rehashed = _sketch_hashes(hashes)
+        parts_index.append(row_offsets + bins + (rehashed >> np.uint64(64 - 7)).astype(np.int64))
+        parts_value.append(rehashed)
+    index = np.concatenate(parts_index) if len(parts_index) > 1 else parts_index[0]
+    values = np.concatenate(parts_value) if len(parts_value) > 1 else parts_value[0]
+    minima = np.full(docs * width, _UINT64_MAX, dtype=np.uint64)
+    np.minimum.at(minima, index, values)
+    filled = np.zeros(docs * width, dtype=bool)
+    filled[index] = True
+    return minima.reshape(docs, width), filled.reshape(docs, width)
+
+
+def _sketch_hashes(hashes: UInt64Array) -> UInt64Array:
+    """The feature hashes under a second permutation, ``fmix64(h ^ SKETCH_SALT)``, so the
+    sketch's bins are independent of the minwise fingerprint's.  O(n)."""
+    return _fmix64(hashes ^ _SKETCH_SALT)
+
+
+@lru_cache(maxsize=8)
+def _probe_order(bins: int) -> npt.NDArray[np.intp]:
+    """(bins, bins): row ``i`` lists every bin in the order an empty bin ``i`` probes them:
+    ``j`` sorted by ``fmix64(PROBE_SALT + i * bins + j)``.  Fixed per bin, so two texts fill
+    the same empty bin from the same place (optimal densification, Shrivastava 2017)."""
+    keys = _fmix64(np.uint64(PROBE_SALT) + np.arange(bins * bins, dtype=np.uint64)).reshape(bins, bins)
+    order = np.argsort(keys, axis=1, kind="stable")
+    order.flags.writeable = False
+    return order
+
+
+def _densify(minima: UInt64Array, filled: npt.NDArray[np.bool_]) -> UInt64Array:
+    """Fill each empty bin with the minimum of the first filled bin in its probe order
+    (:func:`_probe_order`); rows with no filled bin are left as they are.  Returns a new
+    array.  Typical documents have few empty bins, so the loop ends after a few passes;
+    O(bins) passes at worst (a one-feature text)."""
+    result = minima.copy()
+    bins = minima.shape[1]
+    order = _probe_order(bins)
+    rows, columns = np.nonzero(~filled & filled.any(axis=1, keepdims=True))
+    step = 0
+    while rows.size:
+        probe = order[columns, step]
+        found = filled[rows, probe]
+        result[rows[found], columns[found]] = minima[rows[found], probe[found]]
+        rows, columns = rows[~found], columns[~found]
+        step += 1
+    return result
+
+
+def _bin_values(minima: UInt64Array) -> UInt64Array:
+    """``fmix64(m ^ (i + 1) * MULTIPLIER)`` of the minimum ``m`` of each bin ``i``: a value
+    that is equal for equal minima and uniform otherwise, even where densification copied one
+    bin's minimum into another.  O(bins)."""
+    salts = np.arange(1, minima.shape[1] + 1, dtype=np.uint64) * _MULTIPLIER
+    return _fmix64(minima ^ salts)
+
+
+def _log_weights(multiplicity: npt.NDArray[np.int64]) -> FloatArray:
+    """``1 + floor(log2(tf))`` (tf's bit length) of each count: exact integers, so a feature
+    repeated 2,000 times weighs 11, not 2,000.  O(n)."""
+    return np.frexp(multiplicity.astype(np.float64))[1].astype(np.float64)
 
 
 def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
@@ -424,7 +494,7 @@ class Fingerprinter:
     """
 
     __slots__ = (
-        "_features", "_ngram", "_bits", "_weights", "_stopwords", "_split_unspaced",
+        "_features", "_ngram", "_bits", "_weights", "_stopwords", "_split_unspaced", "_kind",
         "_idf", "_stopword_set", "_stopword_bytes", "_hash",
     )
     # Declared for the type checker: __init__ sets the slots with object.__setattr__,
@@ -435,6 +505,7 @@ class Fingerprinter:
     _weights: str
     _stopwords: str | None
     _split_unspaced: bool
+    _kind: str
     _idf: _IdfTable | None
     _stopword_set: frozenset[str]
     _stopword_bytes: frozenset[bytes]
@@ -448,9 +519,11 @@ class Fingerprinter:
         weights: str = "tf",
         stopwords: str | None = None,
         split_unspaced: bool = True,
+        kind: str = "simhash",
         *,
         _idf: _IdfTable | None = None,
     ) -> None:
+        _check_choice("kind", kind, KINDS)
         _check_choice("features", features, FEATURE_KINDS)
         if ngram is None:
             ngram = DEFAULT_NGRAM[features]
@@ -468,6 +541,11 @@ class Fingerprinter:
             raise InvalidInputError(f"split_unspaced={split_unspaced!r} is not a bool")
         if features == "char":
             split_unspaced = True
+        if kind == "minhash":
+            if _idf is not None:
+                raise InvalidInputError("an IDF table has no effect on kind='minhash'", "fit IDF for kind='simhash' only")
+            # A minwise fingerprint is of the feature set: every weighting gives the same one.
+            weights = "binary"
         setter = object.__setattr__
         setter(self, "_features", features)
         setter(self, "_ngram", ngram)
@@ -475,6 +553,7 @@ class Fingerprinter:
         setter(self, "_weights", weights)
         setter(self, "_stopwords", stopwords)
         setter(self, "_split_unspaced", split_unspaced)
+        setter(self, "_kind", kind)
         setter(self, "_idf", _idf)
         setter(self, "_stopword_set", stopword_set)
         setter(self, "_stopword_bytes", frozenset(word.encode() for word in stopword_set if word.isascii()))
@@ -486,6 +565,11 @@ class Fingerprinter:
         setter(self, "_hash", hash((self.settings_key(), idf_digest)))
 
     # -- settings -----------------------------------------------------------------------
+
+    @property
+    def kind(self) -> str:
+        """``"simhash"`` or ``"minhash"``."""
+        return self._kind
 
     @property
     def features(self) -> str:
@@ -516,9 +600,9 @@ class Fingerprinter:
         """Entries of the frozen IDF table, or None when no table was fitted."""
         return None if self._idf is None else int(self._idf.hashes.size)
 
-    def settings_key(self) -> tuple[str, int, int, str, str | None, bool]:
-        """The settings other than the IDF table, as a tuple."""
-        return (self._features, self._ngram, self._bits, self._weights, self._stopwords, self._split_unspaced)
+    def settings_key(self) -> tuple[str, int, int, str, str | None, bool, str]:
+        """The settings other than the IDF table, as a tuple in the constructor's order."""
+        return (self._features, self._ngram, self._bits, self._weights, self._stopwords, self._split_unspaced, self._kind)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Fingerprinter is immutable")
@@ -538,7 +622,7 @@ class Fingerprinter:
     def __repr__(self) -> str:
         idf = "" if self._idf is None else f", idf=<{self._idf.hashes.size} features of {self._idf.documents} texts>"
         return (
-            f"Fingerprinter(features={self._features!r}, ngram={self._ngram}, bits={self._bits}, "
+            f"Fingerprinter(kind={self._kind!r}, features={self._features!r}, ngram={self._ngram}, bits={self._bits}, "
             f"weights={self._weights!r}, stopwords={self._stopwords!r}, split_unspaced={self._split_unspaced}{idf})"
         )
 
@@ -550,6 +634,7 @@ class Fingerprinter:
         :data:`SETTINGS_VERSION` and the IDF table.  O(size of the IDF table)."""
         return {
             "version": SETTINGS_VERSION,
+            "kind": self._kind,
             "features": self._features,
             "ngram": self._ngram,
             "bits": self._bits,
@@ -564,7 +649,8 @@ class Fingerprinter:
         """Rebuild a Fingerprinter from :meth:`to_dict` output, validating every field.
 
         Every field must be present (a missing field is not silently defaulted, because
-        defaults may change between releases).  Raises :class:`InvalidInputError` naming the
+        defaults may change between releases), except ``kind``: settings stored before kinds
+        existed lack it and are SimHash settings.  Raises :class:`InvalidInputError` naming the
         bad field.  O(size of the IDF table)."""
         if not isinstance(data, dict):
             raise InvalidInputError(f"fingerprinter settings={type(data).__name__} is not a dict")
@@ -576,10 +662,12 @@ class Fingerprinter:
                 f"version={version} of the fingerprinter settings is not supported",
                 f"this simdb reads version {SETTINGS_VERSION}; upgrade simdb",
             )
-        expected = {"version", "features", "ngram", "bits", "weights", "stopwords", "split_unspaced", "idf"}
+        expected = {"version", "kind", "features", "ngram", "bits", "weights", "stopwords", "split_unspaced", "idf"}
         unknown = sorted(str(key) for key in data if key not in expected)
         if unknown:
             raise InvalidInputError(f"unknown fingerprinter setting {unknown[0]!r}")
+        # Settings stored before there were kinds are SimHash settings, with the same fingerprints.
+        data = {"kind": "simhash", **data}
         missing = sorted(expected - set(data))
         if missing:
             raise InvalidInputError(f"fingerprinter setting {missing[0]!r} is missing")
@@ -593,9 +681,10 @@ class Fingerprinter:
             weights=data["weights"],
             stopwords=data["stopwords"],
             split_unspaced=data["split_unspaced"],
+            kind=data["kind"],
             _idf=idf,
         )
-        if made.features != data["features"] or made.split_unspaced != data["split_unspaced"]:
+        if made.settings_key() != tuple(data[name] for name in _SETTING_NAMES):
             raise InvalidInputError("fingerprinter settings are not in canonical form", "store Fingerprinter.to_dict() output")
         return made
 
@@ -605,7 +694,7 @@ class Fingerprinter:
         """The (rows, lanes) token hashes of one chunk of text: one row per token after stop
         words are dropped, or for ``features="char"`` one row per character of the tokens
         joined by single spaces.  O(len(piece))."""
-        lanes = 2 if self._bits == 128 else 1
+        lanes = self._lanes()
         tokens: Sequence[str | bytes]
         if piece.isascii():
             # Fast path, same tokens as features.tokenize: one C pass lowercases, folds
@@ -624,7 +713,7 @@ class Fingerprinter:
     def _feature_batches(self, text: str) -> Iterator[UInt64Array]:
         """Yield (rows, lanes) uint64 arrays of feature hashes, one row per occurrence, chunk
         by chunk.  Memory is bounded by the chunk size whatever the text's length."""
-        lanes = 2 if self._bits == 128 else 1
+        lanes = self._lanes()
         ngram = self._ngram
         char_mode = self._features == "char"
         # Only the last ngram - 1 tokens (characters) are carried into the next chunk.
@@ -650,37 +739,40 @@ class Fingerprinter:
             # Fewer tokens than ngram, but some: one feature made of all of them.
             yield _shingle_hashes(carry, carry.shape[0])
 
-    def _fingerprint_streaming(self, text: str) -> int:
-        """Fingerprint one text of any length chunk by chunk, carrying per-bit sums."""
-        accumulator = _Accumulator(self._bits, self._weights == "binary", self._idf)
-        for batch in self._feature_batches(text):
-            accumulator.add(batch)
-        return accumulator.fingerprint()
+    def _lanes(self) -> int:
+        """Hash lanes per token: two only for 128-bit SimHash; minwise hashing uses lane 0."""
+        return 2 if self._bits == 128 and self._kind == "simhash" else 1
 
-    def _fingerprint_short_texts(self, texts: Sequence[str]) -> list[int]:
-        """Fingerprints of texts that each fit in one chunk, computed together: the Python
-        work is tokenising and one dict lookup per token; hashing shingles, unpacking bits and
-        the per-document sums are a fixed number of numpy passes over the whole batch."""
-        lanes = 2 if self._bits == 128 else 1
-        ngram = self._ngram
+    def _batch_features(self, texts: Sequence[str]) -> tuple[UInt64Array, npt.NDArray[np.int64]]:
+        """The feature hashes of texts that each fit in one chunk, one row per occurrence,
+        grouped by text, and the number of rows of each text.  The Python work is tokenising
+        and one dict lookup per token; shingling is a fixed number of numpy passes over the
+        whole batch.  O(total length)."""
         arrays = [self._piece_hashes(text) for text in texts]
+        ngram = self._ngram
+        if len(arrays) == 1:
+            # One text (the single-text API): skip the batch bookkeeping below.
+            rows = arrays[0].shape[0]
+            if not rows:
+                return arrays[0], np.zeros(1, dtype=np.int64)
+            features = _shingle_hashes(arrays[0], min(ngram, rows))
+            return features, np.array([features.shape[0]], dtype=np.int64)
         documents = len(arrays)
         lengths = np.fromiter((array.shape[0] for array in arrays), dtype=np.int64, count=documents)
         if not lengths.any():
-            return [0] * documents
+            return np.empty((0, self._lanes()), dtype=np.uint64), np.zeros(documents, dtype=np.int64)
         tokens = np.concatenate(arrays)
         window_counts = np.maximum(lengths - ngram + 1, 0)
         windows_total = int(window_counts.sum())
+        window_starts = np.cumsum(window_counts) - window_counts
         if windows_total:
             # Shingle across the whole batch, then keep the windows inside one document.
             windows = _shingle_hashes(tokens, ngram)
             token_starts = np.cumsum(lengths) - lengths
-            window_starts = np.cumsum(window_counts) - window_counts
             keep = np.arange(windows_total) + np.repeat(token_starts - window_starts, window_counts)
             features = windows[keep]
         else:
-            features = np.empty((0, lanes), dtype=np.uint64)
-            window_starts = np.zeros(documents, dtype=np.int64)
+            features = np.empty((0, tokens.shape[1]), dtype=np.uint64)
         counts = window_counts
         short = np.flatnonzero((lengths > 0) & (lengths < ngram))
         if short.size:
@@ -689,62 +781,123 @@ class Fingerprinter:
             features = np.insert(features, window_starts[short], extra, axis=0)
             counts = counts.copy()
             counts[short] = 1
-        if self._weights == "binary":
-            features, counts = _distinct_per_document(features, counts)
-        present = np.flatnonzero(counts)
-        feature_starts = (np.cumsum(counts) - counts)[present]
-        matrix = _bit_matrix(features, self._bits)
-        if self._idf is None:
-            sums = _segment_bit_counts(matrix, feature_starts, counts[present])
-            totals = counts[present].astype(np.float64)
-        else:
-            weights = self._idf.lookup(features[:, 0])
-            sums = np.add.reduceat(matrix * weights[:, None], feature_starts, axis=0)
-            totals = np.add.reduceat(weights, feature_starts)
-        packed = np.packbits(2.0 * sums > totals[:, None], axis=1, bitorder="little")
-        results = [0] * documents
-        for document, row in zip(present.tolist(), _packed_rows_to_ints(packed, self._bits)):
-            results[document] = row
-        return results
+        return features, counts
 
-    def fingerprint(self, text: Text) -> int:
-        """The ``bits``-wide SimHash of ``text`` (see the module docstring for the exact
-        definition and the edge cases).  O(len(text)); a text longer than one chunk is
-        streamed, with memory bounded by the chunk size for ``weights="tf"``."""
-        text = _as_text(text)
-        if len(text) <= _features_module.CHUNK_CHARS:
-            return self._fingerprint_one(text)
-        return self._fingerprint_streaming(text)
+    def _weighs_distinct(self) -> bool:
+        """Whether SimHash weights depend on a feature's count in the whole text (binary,
+        log), so repeated features must be merged before the kernel sees them."""
+        return self._kind == "simhash" and self._weights != "tf"
 
-    def _fingerprint_one(self, text: str) -> int:
-        """One text that fits in a chunk, with as few numpy calls as possible (each costs a
-        microsecond or two, which matters at ~2 KB per text)."""
-        hashes = self._piece_hashes(text)
-        rows = hashes.shape[0]
-        if not rows:
-            return 0
-        features = _shingle_hashes(hashes, min(self._ngram, rows))
-        if self._weights == "binary":
-            features = _unique_rows(features)
-        matrix = _bit_matrix(features, self._bits)
+    def _feature_weights(self, features: UInt64Array, multiplicity: npt.NDArray[np.int64] | None) -> FloatArray | None:
+        """Integer SimHash weights of feature rows (distinct ones with their ``multiplicity``
+        for binary and log weights), or None when every row weighs 1.  O(n log size of IDF)."""
+        weights = None if self._weights != "log" or multiplicity is None else _log_weights(multiplicity)
         if self._idf is not None:
-            weights = self._idf.lookup(features[:, 0])
-            return _fingerprint_from_sums(weights @ matrix, float(weights.sum()))
-        count = features.shape[0]
-        if count <= 255:
-            # Byte lanes of uint64 sums cannot carry with at most 255 rows (see
-            # _segment_bit_counts); the lanes keep their positions in any byte order.
-            sums = matrix.view(np.uint64).sum(axis=0, dtype=np.uint64).view(np.uint8)
-        else:
-            sums = _segment_bit_counts(matrix, _ZERO_START, np.array([count]))[0]
-        return _fingerprint_from_sums(sums, count)
+            idf = self._idf.lookup(features[:, 0])
+            weights = idf if weights is None else weights * idf
+        return weights
 
-    def _fingerprint_list(self, texts: Iterable[Text]) -> list[int]:
-        return list(self._iter_here(texts))
+    def _reduce(self, features: UInt64Array, counts: npt.NDArray[np.int64], weights: FloatArray | None, sketch: bool) -> _Partial:
+        """The kernel: everything a fingerprint and a sketch need from a batch of feature
+        rows (``counts`` per document, in order; ``weights`` per row or None for 1 each),
+        in one pass.  Single texts, batches and the chunks of long texts all come here.
+        O(rows · bits / 8) for SimHash, O(rows) for minwise hashing and the sketch."""
+        documents = counts.size
+        sums = totals = minima = filled = None
+        if self._kind == "simhash":
+            sums = np.zeros((documents, self._bits), dtype=np.float64)
+            totals = np.zeros(documents, dtype=np.float64)
+            present = np.flatnonzero(counts)
+            if present.size:
+                matrix = _bit_matrix(features, self._bits)
+                starts = (np.cumsum(counts) - counts)[present]
+                if weights is not None:
+                    sums[present] = np.add.reduceat(matrix * weights[:, None], starts, axis=0)
+                    totals[present] = np.add.reduceat(weights, starts)
+                elif documents == 1 and features.shape[0] <= 255:
+                    # Byte lanes of uint64 sums cannot carry with at most 255 rows (see
+                    # _segment_bit_counts); the lanes keep their positions in any byte order.
+                    sums[0] = matrix.view(np.uint64).sum(axis=0, dtype=np.uint64).view(np.uint8)
+                    totals[0] = features.shape[0]
+                else:
+                    sums[present] = _segment_bit_counts(matrix, starts, counts[present])
+                    totals[present] = counts[present]
+        bins = self._bits if self._kind == "minhash" else 0
+        if bins or sketch:
+            minima, filled = _bin_minima(features[:, 0], counts, bins, sketch)
+        return _Partial(sums, totals, minima, filled)
 
-    def _iter_here(self, texts: Iterable[Text]) -> Iterator[int]:
-        """Fingerprints in this process, in order: short texts in batches of about one chunk
-        of text, long texts streamed one by one."""
+    def _reduce_documents(self, texts: Sequence[str], sketch: bool) -> _Partial:
+        """:meth:`_reduce` of whole texts that each fit in one chunk."""
+        features, counts = self._batch_features(texts)
+        multiplicity = None
+        if self._weighs_distinct():
+            features, counts, multiplicity = _distinct_per_document(features, counts)
+        return self._reduce(features, counts, self._feature_weights(features, multiplicity), sketch)
+
+    def _reduce_long(self, text: str, sketch: bool) -> _Partial:
+        """:meth:`_reduce` of one text of any length, chunk by chunk.  Sums and minima merge
+        across chunks, so memory is bounded by the chunk size; binary and log weights must
+        first count every distinct feature (8 bytes each, 16 at 128 bits, plus a count)."""
+        one = np.ones(1, dtype=np.int64)
+        partial: _Partial | None = None
+        distinct = _DistinctCounter()
+        for batch in self._feature_batches(text):
+            if self._weighs_distinct():
+                distinct.add(batch)
+                continue
+            counts = np.array([batch.shape[0]], dtype=np.int64)
+            reduced = self._reduce(batch, counts, self._feature_weights(batch, None), sketch)
+            partial = reduced if partial is None else partial.merge(reduced)
+        features, multiplicity = distinct.result(self._lanes())
+        # Reduce in slices so the bit matrix stays small for huge texts.
+        for start in range(0, features.shape[0], 1 << 16):
+            rows = features[start : start + (1 << 16)]
+            weights = self._feature_weights(rows, multiplicity[start : start + (1 << 16)])
+            reduced = self._reduce(rows, one * rows.shape[0], weights, sketch)
+            partial = reduced if partial is None else partial.merge(reduced)
+        if partial is None:
+            return self._reduce(np.empty((0, self._lanes()), dtype=np.uint64), np.zeros(1, dtype=np.int64), None, sketch)
+        return partial
+
+    def _finish(self, partial: _Partial, sketch: bool) -> tuple[list[int], list[bytes]]:
+        """Fingerprints (and sketches, else an empty list) of the documents of a partial.
+        Featureless documents get fingerprint 0 and sketch b"".  O(documents · bins)."""
+        fingerprints: list[int]
+        sketches: list[bytes] = []
+        if partial.sums is not None and partial.totals is not None:
+            packed = np.packbits(2.0 * partial.sums > partial.totals[:, None], axis=1, bitorder="little")
+            fingerprints = _packed_rows_to_ints(packed, self._bits)
+        if partial.minima is None or partial.filled is None:
+            return fingerprints, sketches
+        featureless = np.logical_not(np.any(partial.filled, axis=1))
+        if self._kind == "minhash":
+            # The fingerprint's bins come first, then the sketch's; each part is densified
+            # on its own.
+            values = _bin_values(_densify(partial.minima[:, : self._bits], partial.filled[:, : self._bits]))
+            bits = (values & np.uint64(1)).astype(np.uint8)
+            bits[featureless] = 0
+            fingerprints = _packed_rows_to_ints(np.packbits(bits, axis=1, bitorder="little"), self._bits)
+        if sketch:
+            first = partial.minima.shape[1] - SKETCH_BYTES
+            values = _bin_values(_densify(partial.minima[:, first:], partial.filled[:, first:]))
+            sketch_bytes = (values & np.uint64(0xFF)).astype(np.uint8)
+            empty: list[bool] = featureless.tolist()
+            sketches = [b"" if none else row.tobytes() for row, none in zip(sketch_bytes, empty)]
+        return fingerprints, sketches
+
+    def _compute(self, texts: Iterable[Text], sketch: bool) -> tuple[list[int], list[bytes]]:
+        """Fingerprints and sketches (an empty list unless asked) of ``texts``, here."""
+        fingerprints: list[int] = []
+        sketches: list[bytes] = []
+        for more_fingerprints, more_sketches in self._iter_blocks(texts, sketch):
+            fingerprints.extend(more_fingerprints)
+            sketches.extend(more_sketches)
+        return fingerprints, sketches
+
+    def _iter_blocks(self, texts: Iterable[Text], sketch: bool) -> Iterator[tuple[list[int], list[bytes]]]:
+        """Fingerprints and sketches of ``texts`` in this process, in order, a block at a
+        time: short texts in batches of about one chunk of text, long texts one by one."""
         batch: list[str] = []
         batch_chars = 0
         limit = _features_module.CHUNK_CHARS
@@ -752,35 +905,50 @@ class Fingerprinter:
             text = _as_text(raw)
             if len(text) > limit:
                 if batch:
-                    yield from self._fingerprint_short_texts(batch)
+                    yield self._finish(self._reduce_documents(batch, sketch), sketch)
                 batch, batch_chars = [], 0
-                yield self._fingerprint_streaming(text)
+                yield self._finish(self._reduce_long(text, sketch), sketch)
                 continue
             batch.append(text)
             batch_chars += len(text)
             if batch_chars >= limit or len(batch) >= _BATCH_DOCS:
-                yield from self._fingerprint_short_texts(batch)
+                yield self._finish(self._reduce_documents(batch, sketch), sketch)
                 batch, batch_chars = [], 0
         if batch:
-            yield from self._fingerprint_short_texts(batch)
+            yield self._finish(self._reduce_documents(batch, sketch), sketch)
+
+    def fingerprint(self, text: Text) -> int:
+        """The ``bits``-wide fingerprint of ``text`` (see the module docstring for the exact
+        definition and the edge cases).  O(len(text)); a text longer than one chunk is
+        streamed, with memory bounded by the chunk size (except for SimHash with binary or
+        log weights, which counts the distinct features)."""
+        return self._compute((text,), sketch=False)[0][0]
+
+    def fingerprint_and_sketch(self, text: Text) -> tuple[int, bytes]:
+        """The fingerprint of ``text`` and its verification sketch, from one pass over its
+        features: :data:`SKETCH_BYTES` bytes (b"" when the text has no features, so callers
+        can tell featureless texts apart) whose :func:`sketch_similarity` estimates the
+        Jaccard similarity of two texts' feature sets.  O(len(text))."""
+        fingerprints, sketches = self._compute((text,), sketch=True)
+        return fingerprints[0], sketches[0]
 
     def weighted_features(self, text: Text) -> list[tuple[int, int]]:
         """The distinct feature hashes of ``text`` (``bits`` wide) with their total integer
-        weights, sorted by hash: ``simhash_features(fp.weighted_features(t), bits=fp.bits)
-        == fp.fingerprint(t)``.  For inspection; O(n log n) time and O(n) memory."""
+        SimHash weights, sorted by hash: for ``kind="simhash"``,
+        ``simhash_features(fp.weighted_features(t), bits=fp.bits) == fp.fingerprint(t)``.
+        For inspection; O(n log n) time and O(n) memory."""
         batches = list(self._feature_batches(_as_text(text)))
         if not batches:
             return []
         rows = np.concatenate(batches)
-        weights = np.ones(rows.shape[0], dtype=np.int64) if self._idf is None else self._idf.lookup(rows[:, 0]).astype(np.int64)
-        keys = [_row_to_int(row, self._bits) for row in rows.tolist()]
-        totals: dict[int, int] = {}
-        for key, weight in zip(keys, weights.tolist()):
-            if self._weights == "binary":
-                totals[key] = weight
-            else:
-                totals[key] = totals.get(key, 0) + weight
-        return sorted(totals.items())
+        features, _, multiplicity = _distinct_per_document(rows, np.array([rows.shape[0]]))
+        weights = self._feature_weights(features, multiplicity)
+        if weights is None:
+            weights = np.ones(features.shape[0]) if self._weighs_distinct() else multiplicity.astype(np.float64)
+        elif self._weights == "tf":
+            weights = weights * multiplicity
+        keys = [_row_to_int(row, self._bits) for row in features.tolist()]
+        return sorted(zip(keys, weights.astype(np.int64).tolist()))
 
     def fingerprint_many(self, texts: Iterable[Text], workers: int | None = None) -> list[int]:
         """Fingerprints of ``texts``, in order.
@@ -796,12 +964,32 @@ class Fingerprinter:
         """:meth:`fingerprint_many` as a stream: fingerprints come out in order while the
         texts are still being read, so a caller can store them as they come with one pool
         for the whole input.  Memory: the texts in flight only."""
+        return (fingerprint for fingerprint, _ in self._iter_pairs(texts, workers, sketch=False))
+
+    def fingerprints_and_sketches(self, texts: Iterable[Text], workers: int | None = None) -> tuple[list[int], list[bytes]]:
+        """Fingerprints and sketches of ``texts`` (see :meth:`fingerprint_and_sketch`), in
+        order, as two lists; ``workers`` as for :meth:`fingerprint_many`.  O(total length)."""
+        fingerprints: list[int] = []
+        sketches: list[bytes] = []
+        for fingerprint, sketch in self._iter_pairs(texts, workers, sketch=True):
+            fingerprints.append(fingerprint)
+            sketches.append(sketch)
+        return fingerprints, sketches
+
+    def iter_fingerprints_and_sketches(self, texts: Iterable[Text], workers: int | None = None) -> Iterator[tuple[int, bytes]]:
+        """:meth:`fingerprints_and_sketches` as a stream of (fingerprint, sketch) pairs, in
+        order while the texts are still being read.  Memory: the texts in flight only."""
+        return self._iter_pairs(texts, workers, sketch=True)
+
+    def _iter_pairs(self, texts: Iterable[Text], workers: int | None, sketch: bool) -> Iterator[tuple[int, bytes]]:
+        """(fingerprint, sketch or b"") pairs of ``texts``, here or in a pool of ``workers``;
+        the arguments are checked now, before the first pair is asked for."""
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             raise InvalidInputError(f"workers={workers!r} is not a positive int or None")
         iterate(texts, "texts")  # refuses one text passed alone, before any work starts
         if workers is None or workers == 1:
-            return self._iter_here(texts)
-        return _iter_in_pool(self, texts, workers)
+            return _pairs(self._iter_blocks(texts, sketch))
+        return _pairs(_iter_in_pool(self, texts, workers, sketch))
 
     def jaccard(self, a: Text, b: Text) -> float:
         """The exact Jaccard similarity of the distinct feature sets of ``a`` and ``b`` under
@@ -864,6 +1052,41 @@ class Fingerprinter:
         return Fingerprinter(*self.settings_key(), _idf=table)
 
 
+class _DistinctCounter:
+    """The distinct feature rows of a stream of batches with how often each occurred, for
+    binary and log weights of long texts.  Batches are merged once they outweigh what is
+    merged, so the work is O(n log n) overall; memory O(distinct features)."""
+
+    __slots__ = ("merged", "merged_counts", "pending", "pending_rows")
+
+    def __init__(self) -> None:
+        self.merged: UInt64Array | None = None
+        self.merged_counts = np.empty(0, dtype=np.int64)
+        self.pending: list[UInt64Array] = []
+        self.pending_rows = 0
+
+    def add(self, rows: UInt64Array) -> None:
+        self.pending.append(rows)
+        self.pending_rows += rows.shape[0]
+        if self.pending_rows > max(self.merged_counts.size, _MERGE_ROWS):
+            self._merge()
+
+    def _merge(self) -> None:
+        parts = self.pending if self.merged is None else [self.merged, *self.pending]
+        multiplicity = np.concatenate([self.merged_counts, np.ones(self.pending_rows, dtype=np.int64)])
+        rows = np.concatenate(parts)
+        self.merged, _, self.merged_counts = _distinct_per_document(rows, np.array([rows.shape[0]]), multiplicity)
+        self.pending, self.pending_rows = [], 0
+
+    def result(self, lanes: int) -> tuple[UInt64Array, npt.NDArray[np.int64]]:
+        """The distinct rows, sorted, and their counts."""
+        if self.pending:
+            self._merge()
+        if self.merged is None:
+            return np.empty((0, lanes), dtype=np.uint64), np.empty(0, dtype=np.int64)
+        return self.merged, self.merged_counts
+
+
 def _merge_counts(
     known: UInt64Array, counts: npt.NDArray[np.int64], pending: list[UInt64Array]
 ) -> tuple[UInt64Array, npt.NDArray[np.int64]]:
@@ -889,44 +1112,60 @@ def _row_to_int(row: Sequence[int], bits: int) -> int:
 _WORKER_FINGERPRINTER: Fingerprinter | None = None
 # The caller's list or tuple of texts, inherited by a forked worker (see _iter_in_pool).
 _WORKER_TEXTS: Sequence[Text] = ()
+# Whether the workers of this pool compute sketches too.
+_WORKER_SKETCH = False
+# What a worker sends back: fingerprints (packed bytes, or ints for 128 bits) and sketches.
+_WorkerResult = tuple[bytes | list[int], list[bytes]]
 
 
-def _init_worker(fingerprinter: Fingerprinter, texts: Sequence[Text]) -> None:
+def _init_worker(fingerprinter: Fingerprinter, texts: Sequence[Text], sketch: bool) -> None:
     """Set up a pool worker: ignore SIGINT and remember the settings and the shared texts.
     Under fork the arguments are inherited, not pickled, so this costs nothing per text."""
-    global _WORKER_FINGERPRINTER, _WORKER_TEXTS
+    global _WORKER_FINGERPRINTER, _WORKER_TEXTS, _WORKER_SKETCH
     # Ctrl-C reaches the whole process group; the parent decides what it means, and the
     # workers end with the pool instead of each printing a KeyboardInterrupt.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _WORKER_FINGERPRINTER = fingerprinter
     _WORKER_TEXTS = texts
+    _WORKER_SKETCH = sketch
 
 
-def _fingerprint_chunk(texts: Sequence[Text]) -> bytes | list[int]:
-    """Fingerprints of texts sent to this worker, in the form :func:`_unpack` reads: the
-    bytes of a uint64 array for up to 64 bits (one object to pickle instead of one int per
-    text), a list of ints for 128 bits."""
+def _fingerprint_chunk(texts: Sequence[Text]) -> _WorkerResult:
+    """Fingerprints (and sketches, if the pool asks for them) of texts sent to this worker,
+    in the form :func:`_unpack` reads: the bytes of a uint64 array for up to 64 bits (one
+    object to pickle instead of one int per text), a list of ints for 128 bits."""
     fingerprinter = _WORKER_FINGERPRINTER
     if fingerprinter is None:  # pragma: no cover - the initializer always runs first
         raise FingerprinterError("worker process has no fingerprinter settings")
-    fingerprints = fingerprinter._fingerprint_list(texts)
+    fingerprints, sketches = fingerprinter._compute(texts, _WORKER_SKETCH)
     if fingerprinter.bits <= 64:
-        return np.array(fingerprints, dtype=np.uint64).tobytes()
-    return fingerprints
+        return np.array(fingerprints, dtype=np.uint64).tobytes(), sketches
+    return fingerprints, sketches
 
 
-def _fingerprint_range(start: int, stop: int) -> bytes | list[int]:
+def _fingerprint_range(start: int, stop: int) -> _WorkerResult:
     """:func:`_fingerprint_chunk` of ``texts[start:stop]`` of the texts this forked worker
     inherited.  The slice touches the reference counts of those texts only, so copy-on-write
     copies the pages of this range, not of the whole input."""
     return _fingerprint_chunk(_WORKER_TEXTS[start:stop])
 
 
-def _unpack(result: bytes | list[int]) -> list[int]:
-    """The fingerprints of a worker's result.  O(n), in C for up to 64 bits."""
-    if isinstance(result, bytes):
-        return np.frombuffer(result, dtype=np.uint64).tolist()
-    return result
+def _unpack(result: _WorkerResult) -> tuple[list[int], list[bytes]]:
+    """The fingerprints and sketches of a worker's result.  O(n), in C for up to 64 bits."""
+    fingerprints, sketches = result
+    if isinstance(fingerprints, bytes):
+        return np.frombuffer(fingerprints, dtype=np.uint64).tolist(), sketches
+    return fingerprints, sketches
+
+
+def _pairs(blocks: Iterable[tuple[list[int], list[bytes]]]) -> Iterator[tuple[int, bytes]]:
+    """(fingerprint, sketch) pairs of blocks of results; b"" where no sketch was made."""
+    for fingerprints, sketches in blocks:
+        if sketches:
+            yield from zip(fingerprints, sketches)
+        else:
+            for fingerprint in fingerprints:
+                yield fingerprint, b""
 
 
 def _check_texts(texts: Iterable[Any]) -> None:
@@ -938,8 +1177,11 @@ def _check_texts(texts: Iterable[Any]) -> None:
             _as_text(text)  # raises InvalidInputError
 
 
-def _iter_in_pool(fingerprinter: Fingerprinter, texts: Iterable[Text], workers: int) -> Iterator[int]:
-    """Fingerprints of ``texts`` from a pool of ``workers`` processes, in order.
+def _iter_in_pool(
+    fingerprinter: Fingerprinter, texts: Iterable[Text], workers: int, sketch: bool
+) -> Iterator[tuple[list[int], list[bytes]]]:
+    """Blocks of fingerprints (and sketches if ``sketch``) of ``texts`` from a pool of
+    ``workers`` processes, in order.
 
     A list or tuple under fork is not sent at all: the workers inherit it copy-on-write and
     are sent (start, stop) ranges, all at once.  Shipping texts costs about 10 µs of CPU per
@@ -957,7 +1199,7 @@ def _iter_in_pool(fingerprinter: Fingerprinter, texts: Iterable[Text], workers: 
     # The shared texts reach the workers as an initializer argument, which fork hands over
     # without pickling, rather than through a global of this process, which another
     # thread's call could replace before the fork.
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(fingerprinter, shared)) as pool:
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(fingerprinter, shared, sketch)) as pool:
         if shared:
             # Several ranges per worker, so a worker slowed by other load takes fewer of
             # them instead of stalling the end; never so small that batching suffers.
@@ -965,14 +1207,14 @@ def _iter_in_pool(fingerprinter: Fingerprinter, texts: Iterable[Text], workers: 
             futures = [pool.submit(_fingerprint_range, start, min(start + step, len(shared))) for start in range(0, len(shared), step)]
             try:
                 for future in futures:
-                    yield from _unpack(future.result())
+                    yield _unpack(future.result())
             finally:
                 # A caller that stops early (Ctrl-C, an abandoned iterator) waits for the
                 # ranges being worked on, not for the whole input.
                 pool.shutdown(cancel_futures=True)
             return
         iterator = iter(texts)
-        in_flight: deque[Future[bytes | list[int]]] = deque()
+        in_flight: deque[Future[_WorkerResult]] = deque()
         while True:
             while len(in_flight) < 4 * workers:
                 chunk = list(islice(iterator, _POOL_CHUNK_DOCS))
@@ -984,12 +1226,12 @@ def _iter_in_pool(fingerprinter: Fingerprinter, texts: Iterable[Text], workers: 
                 in_flight.append(pool.submit(_fingerprint_chunk, chunk))
             if not in_flight:
                 return
-            yield from _unpack(in_flight.popleft().result())
+            yield _unpack(in_flight.popleft().result())
 
 
 # -- module-level functions ---------------------------------------------------------------
 
-_SETTING_NAMES = ("features", "ngram", "bits", "weights", "stopwords", "split_unspaced")
+_SETTING_NAMES = ("features", "ngram", "bits", "weights", "stopwords", "split_unspaced", "kind")
 
 
 @lru_cache(maxsize=64)
@@ -1098,11 +1340,65 @@ def similarity(a: int, b: int, bits: int = 64) -> float:
     return 1.0 - distance / bits
 
 
+# A byte of two sketches whose bins hold different minima still agrees with probability
+# 1/256; the estimate removes those chance agreements.
+_BYTE_COLLISION = 1.0 / 256
+
+
+def _sketch_rows(sketches: Any, name: str) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.bool_]]:
+    """Sketches as an (n, SKETCH_BYTES) uint8 matrix and the mask of the non-empty ones,
+    from such a matrix or a sequence of bytes (b"" for a featureless text).  O(n)."""
+    if isinstance(sketches, np.ndarray):
+        if sketches.dtype != np.uint8 or sketches.ndim != 2 or sketches.shape[1] != SKETCH_BYTES:
+            raise InvalidInputError(f"{name} is a {sketches.dtype} array of shape {sketches.shape}, not (n, {SKETCH_BYTES}) uint8")
+        return sketches, np.ones(sketches.shape[0], dtype=bool)
+    if isinstance(sketches, (str, bytes, bytearray, memoryview)):
+        raise InvalidInputError(f"{name} is one sketch, not a sequence of them", "use sketch_similarity for one pair")
+    rows = list(iterate(sketches, name))
+    for position, sketch in enumerate(rows):
+        if not isinstance(sketch, (bytes, bytearray, memoryview)) or len(sketch) not in (0, SKETCH_BYTES):
+            raise InvalidInputError(f"{name}[{position}] is not a sketch of {SKETCH_BYTES} bytes or b''")
+    present = np.fromiter((len(sketch) > 0 for sketch in rows), dtype=bool, count=len(rows))
+    joined = b"".join(bytes(sketch) if len(sketch) else bytes(SKETCH_BYTES) for sketch in rows)
+    return np.frombuffer(joined, dtype=np.uint8).reshape(-1, SKETCH_BYTES), present
+
+
+def sketch_similarities(a: Any, b: Any) -> FloatArray:
+    """:func:`sketch_similarity` of many pairs at once: ``a[i]`` against ``b[i]``, each an
+    (n, :data:`SKETCH_BYTES`) uint8 array or a sequence of sketches (bytes, b"" for a
+    featureless text).  Returns a float64 array of n estimates.  O(n · SKETCH_BYTES), numpy."""
+    first, first_present = _sketch_rows(a, "a")
+    second, second_present = _sketch_rows(b, "b")
+    if first.shape[0] != second.shape[0]:
+        raise InvalidInputError(f"a has {first.shape[0]} sketches but b has {second.shape[0]}")
+    agreeing = np.count_nonzero(first == second, axis=1) / SKETCH_BYTES
+    estimates = np.clip((agreeing - _BYTE_COLLISION) / (1.0 - _BYTE_COLLISION), 0.0, 1.0)
+    estimates[~(first_present & second_present)] = 0.0
+    return estimates
+
+
+def sketch_similarity(a: bytes, b: bytes) -> float:
+    """An estimate of the Jaccard similarity of the feature sets of two texts from their
+    sketches (:meth:`Fingerprinter.fingerprint_and_sketch`, same settings): the share of
+    agreeing bytes, corrected for the 1/256 chance that bytes of different minima agree,
+    clipped to [0, 1].  Its standard deviation is about ``sqrt(J (1 - J) / 128)`` (0.027
+    at J = 0.9).  A featureless text's sketch (b"") is similar to nothing: 0.0.  O(128)."""
+    for name, sketch in (("a", a), ("b", b)):
+        if not isinstance(sketch, (bytes, bytearray, memoryview)) or len(sketch) not in (0, SKETCH_BYTES):
+            raise InvalidInputError(f"{name}={sketch!r:.40} is not a sketch of {SKETCH_BYTES} bytes or b''")
+    if not len(a) or not len(b):
+        return 0.0
+    agreeing = sum(x == y for x, y in zip(bytes(a), bytes(b))) / SKETCH_BYTES
+    return min(1.0, max(0.0, (agreeing - _BYTE_COLLISION) / (1.0 - _BYTE_COLLISION)))
+
+
 __all__ = [
     "DEFAULT_NGRAM",
     "FEATURE_KINDS",
     "FINGERPRINT_BITS",
     "Fingerprinter",
+    "KINDS",
+    "SKETCH_BYTES",
     "SEED",
     "SETTINGS_VERSION",
     "STOPWORD_LISTS",
@@ -1113,4 +1409,6 @@ __all__ = [
     "simhash",
     "simhash_features",
     "simhash_many",
+    "sketch_similarities",
+    "sketch_similarity",
 ]

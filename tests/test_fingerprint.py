@@ -123,10 +123,13 @@ def ref_simhash(text: str, bits: int = 64, weights: str = "tf", idf: tuple[dict[
                 **settings: Any) -> int:
     feature_lists = ref_features(text, **settings)
     occurrences = [(ref_feature_hash(f, bits), ref_feature_hash(f, 64)) for f in feature_lists]
-    if weights == "binary":
-        occurrences = sorted(set(occurrences))
+    tf = Counter(occurrences)
+    if weights != "tf":
+        occurrences = sorted(tf)
     table, default = idf if idf else ({}, 1)
-    hashed = [(h, table.get(lane0, default) if idf else 1) for h, lane0 in occurrences]
+    # log weights: 1 + floor(log2(tf)), the bit length of the count.
+    hashed = [(h, (table.get(lane0, default) if idf else 1) * (tf[(h, lane0)].bit_length() if weights == "log" else 1))
+              for h, lane0 in occurrences]
     return ref_simhash_of_weighted(hashed, bits)
 
 
@@ -148,7 +151,7 @@ PINNED = [
 
 def test_defaults_are_the_documented_ones() -> None:
     assert Fingerprinter().to_dict() == {
-        "version": 1, "features": "word-shingle", "ngram": 3, "bits": 64, "weights": "tf",
+        "version": 1, "kind": "simhash", "features": "word-shingle", "ngram": 3, "bits": 64, "weights": "tf",
         "stopwords": None, "split_unspaced": True, "idf": None,
     }
 
@@ -171,7 +174,7 @@ SETTINGS = st.fixed_dictionaries(
     optional={
         "features": st.sampled_from(["word", "word-shingle", "char"]),
         "bits": st.sampled_from([32, 64, 128]),
-        "weights": st.sampled_from(["tf", "binary"]),
+        "weights": st.sampled_from(["tf", "binary", "log"]),
         "stopwords": st.sampled_from([None, "english"]),
         "split_unspaced": st.booleans(),
     },
@@ -392,7 +395,7 @@ def test_from_dict_rejects_missing_fields_and_bad_idf_tables() -> None:
         Fingerprinter.from_dict([1, 2])
 
 
-@pytest.mark.parametrize("settings_", [{}, {"weights": "binary", "bits": 128}, {"features": "char", "ngram": 4}])
+@pytest.mark.parametrize("settings_", [{}, {"weights": "binary", "bits": 128}, {"features": "char", "ngram": 4}, {"weights": "log"}])
 def test_fit_idf_matches_reference(settings_: dict[str, Any]) -> None:
     fitted = Fingerprinter(**settings_).fit_idf(CORPUS)
     assert fitted.idf_size is not None and fitted.idf_size > 0
@@ -413,7 +416,8 @@ def test_fit_idf_matches_reference(settings_: dict[str, Any]) -> None:
 
 
 def test_weighted_features_reproduce_the_fingerprint() -> None:
-    for fingerprinter in (Fingerprinter(), Fingerprinter(bits=32, weights="binary"), Fingerprinter(bits=128).fit_idf(CORPUS)):
+    for fingerprinter in (Fingerprinter(), Fingerprinter(bits=32, weights="binary"), Fingerprinter(bits=128).fit_idf(CORPUS),
+                          Fingerprinter(weights="log").fit_idf(CORPUS), Fingerprinter(weights="log")):
         text = "the cat sat on the mat, the cat sat on the mat again"
         pairs = fingerprinter.weighted_features(text)
         assert simhash_features(pairs, bits=fingerprinter.bits) == fingerprinter.fingerprint(text)
