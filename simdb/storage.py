@@ -239,6 +239,10 @@ def _point_current_at(directory: Path, name: str, *, initialised: bool = True, c
                 os.link(staging, directory / CURRENT)
             except FileExistsError:
                 return
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
+                    raise
+                os.replace(staging, directory / CURRENT)  # a filesystem without hard links
         else:
             os.replace(staging, directory / CURRENT)
     finally:
@@ -346,7 +350,10 @@ class Storage:
             data_file = self.path / name
             lock_file = self.path / (name + "-lock")
             _refuse_link(data_file)
-            size = data_file.stat().st_size if data_file.exists() else 0
+            try:
+                size = data_file.stat().st_size
+            except FileNotFoundError:
+                size = 0
             if not size:
                 if self._read_current()[0] != name:
                     continue  # swapped and removed between our two reads: read CURRENT again
@@ -389,7 +396,8 @@ class Storage:
             if self._open_handles(env, name):
                 self._env, self.generation = env, name
                 return
-            env.close()
+            env.close()  # superseded while we opened it, as above (only a writable open says so)
+            _remove_generation(self.path, name)
         raise StorageError(f"{self.path} keeps changing generation; cannot open it")
 
     @staticmethod
