@@ -62,7 +62,7 @@ from simdb.keys import (
     table_key,
 )
 from simdb.plan import BITS, TablePlan
-from simdb.storage import Storage
+from simdb.storage import MAX_MAP_SIZE, Storage
 
 if TYPE_CHECKING:
     from simdb.fingerprint import Fingerprinter
@@ -270,6 +270,8 @@ def _check_open_arguments(
     for name, value, lowest in (("k", k, 0), ("blocks", blocks, 1), ("map_size", map_size, 1)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < lowest):
             raise InvalidInputError(f"{name}={describe(value)} is not an int >= {lowest}")
+    if isinstance(map_size, int) and map_size > MAX_MAP_SIZE:
+        raise InvalidInputError(f"map_size={map_size} is over the largest map simdb can address, {MAX_MAP_SIZE} (2**44)")
     if fingerprinter is None:
         return
     from simdb.fingerprint import Fingerprinter
@@ -1115,7 +1117,6 @@ class Database:
         """Rewrite the database into a fresh file, every sub-database in key order with full
         pages, and swap it in atomically.  Writers in other processes wait, then continue
         in the new file; readers move over at their next transaction.  O(size)."""
-        before = self._storage.size_on_disk()
         names = [META, DOCS, KEYS, *self._table_names]
 
         def rewrite(source: lmdb.Transaction[bytes], target: lmdb.Environment) -> None:
@@ -1124,7 +1125,7 @@ class Database:
                     cursor = txn.cursor(target.open_db(name, txn=txn))
                     cursor.putmulti(source.cursor(self._storage.db(name)).iternext(), append=True)
 
-        self._storage.swap_in_rewrite(rewrite)
+        before = self._storage.swap_in_rewrite(rewrite)
         return CompactResult(before, self._storage.size_on_disk())
 
     # -- all pairs -----------------------------------------------------------------------

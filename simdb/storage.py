@@ -4,12 +4,19 @@ translation of LMDB's errors into simdb's.
 Layout.  A database is a directory holding ``CURRENT`` (the name of the live data file) and
 that file, ``data-NNNNNN.mdb`` with its ``-lock`` file.  Compaction writes the next
 generation beside it and renames ``CURRENT`` over; each generation has its own lock file, so
-no process ever pairs a new data file with an old reader table.
+no process ever pairs a new data file with an old reader table.  Generation numbers only
+grow, so a name is never reused (inode numbers are: the filesystem hands a freed one to the
+next new file, which is why a generation is never told apart by ``CURRENT``'s inode).
+``CURRENT`` has a second line, ``initialised``, once a writable open has made the first data
+file: from then on a missing first data file is damage, not an interrupted creation.  No
+file inside the directory may be a symbolic link (the directory itself may be one).
 
-Swaps.  Every write transaction compares ``CURRENT``'s inode with the one this process
-opened, *after* taking LMDB's write lock; compaction renames ``CURRENT`` while holding that
-lock, so a writer can never commit into a superseded file.  Readers compare at most every
-READ_RECHECK_SECONDS: until then they read a consistent, slightly older snapshot.
+Swaps.  Every write transaction compares the generation named in ``CURRENT`` with the one
+this process opened, *after* taking LMDB's write lock; compaction renames ``CURRENT`` while
+holding that lock, so a writer can never commit into a superseded file.  Readers compare at
+most every READ_RECHECK_SECONDS: until then they read a consistent, slightly older snapshot.
+Writable opens and compactions remove, under that lock, what killed compactions left: other
+generations, lock files without their data file, staging files of dead processes.
 
 Growth.  A write that fills the map is retried after doubling it; a transaction that finds
 the file grown by another process adopts the new size.  Both need no transaction active in
@@ -21,6 +28,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -47,42 +55,132 @@ FIRST_GENERATION = "data-000001.mdb"
 _STAGING = ".CURRENT."  # prefix of the files CURRENT is written to before the atomic rename
 _GENERATION = re.compile(r"data-(\d{6})\.mdb")
 MIN_MAP_SIZE = 1 << 26  # 64 MiB of address space; the file itself only grows as pages are written
+MAX_MAP_SIZE = 1 << 44  # 16 TiB: well inside the 47-bit user address space that mmap must find
 MAX_READERS = 512
+# LMDB's lock file: a 192-byte header and a 64-byte slot per reader after the first.  LMDB
+# makes it sparse and writes it through a memory map, so on a full filesystem touching a new
+# page faults (SIGBUS); simdb allocates it whole before LMDB opens it.
+LOCK_FILE_BYTES = 192 + 64 * (MAX_READERS - 1)
+_INITIALISED = "initialised"  # CURRENT's second line once the first data file was made
+DISK_FULL_MARGIN = 1 << 20  # an I/O error with less free than this is taken as a full disk
 READ_RECHECK_SECONDS = 0.02  # how stale a reader may be after another process compacts
 READER_CHECK_INTERVAL = 5.0  # seconds between sweeps for slots of dead readers
 _NO_SPACE = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
-def translate(exc: lmdb.Error, where: object) -> DatabaseError:
-    """Map an LMDB error to the matching simdb error, naming ``where``."""
+def _nearly_full(directory: Path) -> bool:
+    """Whether the filesystem holding ``directory`` has (almost) no space or inodes left:
+    one statvfs call."""
+    try:
+        info = os.statvfs(directory)
+    except OSError:
+        return False
+    return info.f_bavail * info.f_frsize < DISK_FULL_MARGIN or (info.f_files > 0 and info.f_favail == 0)
+
+
+def _disk_full(where: object, reason: str) -> DiskFullError:
+    return DiskFullError(f"no space left writing {where}: {reason}", "free disk space; the batch was not stored")
+
+
+def translate(exc: lmdb.Error, where: object, directory: Path | None = None) -> DatabaseError:
+    """Map an LMDB error to the matching simdb error, naming ``where``.  py-lmdb gives the
+    errno of an operating-system failure as ``exc.code``.  LMDB reports a write cut short by
+    a full disk as EIO, so an EIO with (almost) no space left in ``directory`` is a full
+    disk too; that costs one statvfs call, on the error path only."""
     text = str(exc)
+    code = getattr(exc, "code", 0)
     if isinstance(exc, lmdb.ReadonlyError):
         return ReadOnlyError(f"{where} is read-only: {text}", "open it without readonly=True")
-    if any(os.strerror(code) in text for code in _NO_SPACE) or "MDB_MAP_FULL" in text:
-        return DiskFullError(f"no space left writing {where}: {text}", "free disk space; the batch was not stored")
+    if isinstance(exc, lmdb.MapFullError) or code in _NO_SPACE:
+        return _disk_full(where, text)
+    if code == errno.EIO and directory is not None and _nearly_full(directory):
+        return _disk_full(where, f"{text} (the filesystem is full)")
     if isinstance(exc, (lmdb.CorruptedError, lmdb.InvalidError, lmdb.PageNotFoundError, lmdb.VersionMismatchError)):
         return CorruptDatabaseError(f"{where} is damaged: {text}", "restore it from a backup or an export")
-    if "already open" in text:  # LMDB allows one environment per file per process
+    if not code and "already open" in text:
+        # py-lmdb refuses a second environment per file per process with no code or class.
         return StorageError(f"{where} is already open in this process", "open it once and share the Database: it is thread-safe")
     return StorageError(f"LMDB failed on {where}: {text}")
 
 
+def _os_error(exc: OSError, what: str) -> DatabaseError:
+    """Map an operating-system failure while ``what`` to DiskFullError (no space or no
+    inodes: both ENOSPC) or StorageError."""
+    if exc.errno in _NO_SPACE:
+        return _disk_full(what, exc.strerror or str(exc))
+    return StorageError(f"failed {what}: {exc.strerror or exc}")
+
+
+def _refuse_link(path: Path) -> None:
+    """Refuse a symbolic link inside the database directory: LMDB would follow it and write
+    (its lock file, even for a reader) wherever it points.  One lstat."""
+    if path.is_symlink():
+        raise CorruptDatabaseError(
+            f"{path} is a symbolic link; simdb does not follow links inside a database directory",
+            "replace it with the file it points to",
+        )
+
+
+def _allocate_lock_file(lock_file: Path) -> None:
+    """Create ``lock_file`` if missing and allocate all of its LOCK_FILE_BYTES, so LMDB's
+    writes through its memory map cannot fault on a full disk.  Costs an open and a
+    fallocate (a no-op once allocated).  A filesystem that cannot allocate ahead, or one we
+    may not write, is left for LMDB to report."""
+    try:
+        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            _refuse_link(lock_file)
+        if exc.errno in _NO_SPACE:
+            raise _os_error(exc, f"creating {lock_file}") from None
+        return
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CorruptDatabaseError(f"{lock_file} is not a regular file", "remove it; simdb makes a new one")
+        os.posix_fallocate(fd, 0, max(LOCK_FILE_BYTES, os.fstat(fd).st_size))
+    except OSError as exc:
+        if exc.errno in _NO_SPACE:
+            raise _os_error(exc, f"allocating {lock_file}") from None
+    finally:
+        os.close(fd)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class _SharedLock:
     """Many holders of ``shared`` or one of ``exclusive``; used so that map resizes and
-    generation swaps never happen under a live transaction of this process."""
+    generation swaps never happen under a live transaction of this process.
+
+    Writer-preferring: while an ``exclusive`` waits, no thread takes a *new* ``shared``, so a
+    thread querying in a loop cannot starve writes and compactions.  A thread that already
+    holds ``shared`` may take it again (nested reads) without waiting, or it would wait for
+    an exclusive that waits for it."""
 
     def __init__(self) -> None:
         self._condition = threading.Condition(threading.Lock())
         self._shared = 0
         self._exclusive = False
+        self._exclusive_waiting = 0
+        self._held = threading.local()  # .depth: how many shared this thread holds
 
     def acquire_shared(self) -> None:
+        depth: int = getattr(self._held, "depth", 0)
         with self._condition:
-            while self._exclusive:
+            while self._exclusive or (self._exclusive_waiting and not depth):
                 self._condition.wait()
             self._shared += 1
+        self._held.depth = depth + 1
 
     def release_shared(self) -> None:
+        self._held.depth -= 1
         with self._condition:
             self._shared -= 1
             if not self._shared:
@@ -99,8 +197,14 @@ class _SharedLock:
     @contextmanager
     def exclusive(self) -> Iterator[None]:
         with self._condition:
-            while self._exclusive or self._shared:
-                self._condition.wait()
+            self._exclusive_waiting += 1
+            try:
+                while self._exclusive or self._shared:
+                    self._condition.wait()
+            finally:
+                self._exclusive_waiting -= 1
+                if not self._exclusive_waiting:
+                    self._condition.notify_all()  # readers held back only by this waiter
             self._exclusive = True
         try:
             yield
@@ -118,15 +222,31 @@ def _fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
-def _point_current_at(directory: Path, name: str) -> None:
+def _point_current_at(directory: Path, name: str, *, initialised: bool = True, create: bool = False) -> None:
     """Make ``CURRENT`` name the data file ``name``, durably and atomically: written to a
-    staging file of this process and thread, then renamed over."""
+    staging file of this process and thread, then renamed over.  With ``create``, only if no
+    ``CURRENT`` exists yet (a hard link, which fails if it does): of creators racing to make
+    a database the first wins, and none overwrites what the winner has written since.
+    Costs two fsyncs.  Raises OSError."""
     staging = directory / f"{_STAGING}{os.getpid()}.{threading.get_ident()}"
-    with open(staging, "w") as handle:
-        handle.write(name + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(staging, directory / CURRENT)
+    try:
+        with open(staging, "w") as handle:
+            handle.write(name + "\n" + (_INITIALISED + "\n" if initialised else ""))
+            handle.flush()
+            os.fsync(handle.fileno())
+        if create:
+            try:
+                os.link(staging, directory / CURRENT)
+            except FileExistsError:
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
+                    raise
+                os.replace(staging, directory / CURRENT)  # a filesystem without hard links
+        else:
+            os.replace(staging, directory / CURRENT)
+    finally:
+        staging.unlink(missing_ok=True)
     _fsync_directory(directory)
 
 
@@ -153,8 +273,6 @@ class Storage:
         self._lock = _SharedLock()
         self._write_mutex = threading.Lock()
         self._env: lmdb.Environment | None = None
-        self._current_inode = 0
-        self._current_file = str(path / CURRENT)
         self._next_read_check = 0.0
         self._last_reader_check = time.monotonic()
         self.generation = ""
@@ -166,7 +284,7 @@ class Storage:
     @staticmethod
     def exists(path: str | os.PathLike[str]) -> bool:
         """Whether a database directory is at ``path`` (its ``CURRENT`` file is).  O(1)."""
-        return (Path(path) / CURRENT).exists()
+        return os.path.lexists(Path(path) / CURRENT)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, readonly: bool, create: bool, names: list[bytes], map_size: int | None) -> Storage:
@@ -174,12 +292,11 @@ class Storage:
         directory = Path(path)
         if directory.exists() and not directory.is_dir():
             raise NotADatabaseError(f"{directory} is a file, not a simdb database directory", "give a directory path")
-        current = directory / CURRENT
-        if not current.exists():
+        if not cls.exists(directory):
             # Another process creating this database at the same moment leaves only its
             # staging file here; that does not make the directory foreign.
             foreign = directory.exists() and any(not entry.name.startswith(_STAGING) for entry in directory.iterdir())
-            if not current.exists():  # else that other process finished between our looks
+            if not cls.exists(directory):  # else that other process finished between our looks
                 if foreign:
                     raise NotADatabaseError(
                         f"{directory} is not a simdb database (it has no {CURRENT} file)",
@@ -194,38 +311,61 @@ class Storage:
     def _create_directory(directory: Path) -> None:
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            _point_current_at(directory, FIRST_GENERATION)  # racing creators write the same
+            # Not yet "initialised": until a writable open has made the first data file, a
+            # missing one means this creation was interrupted, not that data was lost.
+            _point_current_at(directory, FIRST_GENERATION, initialised=False, create=True)
         except OSError as exc:
+            if exc.errno in _NO_SPACE:
+                raise _os_error(exc, f"creating a database at {directory}") from None
             raise StorageError(f"cannot create a database at {directory}: {exc.strerror}", "check the path and its permissions") from None
 
-    def _read_current(self) -> tuple[str, int]:
+    def _read_current(self) -> tuple[str, bool]:
+        """The generation ``CURRENT`` names, and whether its first data file was made.  One
+        open and read; refuses a link, a FIFO or anything else that is not a regular file
+        (opening a FIFO would block) without blocking."""
         current = self.path / CURRENT
         try:
-            with open(current, "rb") as handle:
-                inode = os.fstat(handle.fileno()).st_ino
-                name = handle.read(64).decode("ascii", "replace").strip()
+            fd = os.open(current, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                _refuse_link(current)
+            raise StorageError(f"cannot read {current}: {exc.strerror}") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise CorruptDatabaseError(f"{current} is not a regular file", "restore it from a backup")
+            raw = os.read(fd, 64)
         except OSError as exc:
             raise StorageError(f"cannot read {current}: {exc.strerror}") from None
-        if not _GENERATION.fullmatch(name):
+        finally:
+            os.close(fd)
+        name, *flags = raw.decode("ascii", "replace").split() or [""]
+        if not _GENERATION.fullmatch(name) or flags not in ([], [_INITIALISED]):
             raise CorruptDatabaseError(f"{current} names {name!r}, not a data file", "restore it from a backup")
-        return name, inode
+        return name, bool(flags)
 
     def _open_generation(self) -> None:
         """Open the generation ``CURRENT`` names; retries if a compaction swaps it meanwhile."""
         for _ in range(100):
-            name, inode = self._read_current()
+            name, initialised = self._read_current()
             data_file = self.path / name
-            size = data_file.stat().st_size if data_file.exists() else 0
+            lock_file = self.path / (name + "-lock")
+            _refuse_link(data_file)
+            try:
+                size = data_file.stat().st_size
+            except FileNotFoundError:
+                size = 0
             if not size:
                 if self._read_current()[0] != name:
                     continue  # swapped and removed between our two reads: read CURRENT again
                 state = "empty" if data_file.exists() else "missing"
-                if name != FIRST_GENERATION:
-                    # A compaction makes its file whole before CURRENT names it: this is damage,
-                    # and starting an empty database over it would hide the loss.
+                if name != FIRST_GENERATION or initialised:
+                    # A compaction makes its file whole before CURRENT names it, and a first
+                    # data file once made is never removed: this is damage, and starting an
+                    # empty database over it would hide the loss.
                     raise CorruptDatabaseError(f"{data_file} is {state}", "restore the database from a backup or an export")
                 if self.readonly:
                     raise NotADatabaseError(f"{data_file} is {state}", "was its creation interrupted? open it writable to finish it")
+            _allocate_lock_file(lock_file)
             try:
                 env = lmdb.open(
                     str(data_file),
@@ -239,25 +379,25 @@ class Storage:
                     lock=True,
                 )
             except lmdb.Error as exc:
-                if "No such file" in str(exc):
+                if getattr(exc, "code", 0) == errno.ENOENT:
                     continue
-                raise translate(exc, data_file) from None
-            now_name, now_inode = self._read_current()
-            if now_name != name:
+                raise translate(exc, data_file, self.path) from None
+            if self._read_current()[0] != name:
                 # A compaction swapped generations while we opened this one, and removed it:
                 # a writable open then made a new empty file under the old name.  Drop it.
                 # (Only when the name moved on: creators racing to make a new database each
-                # rewrite CURRENT with the same name, and that file is in use.)
+                # open the same first file, and that file is in use.)
                 env.close()
                 if not self.readonly:
                     _remove_generation(self.path, name)
                 continue
-            inode = now_inode
             self._check_file_length(env, data_file)
             env.reader_check()  # clear reader slots left by killed processes
-            self._env, self._current_inode, self.generation = env, inode, name
-            self._open_handles()
-            return
+            if self._open_handles(env, name):
+                self._env, self.generation = env, name
+                return
+            env.close()  # superseded while we opened it, as above (only a writable open says so)
+            _remove_generation(self.path, name)
         raise StorageError(f"{self.path} keeps changing generation; cannot open it")
 
     @staticmethod
@@ -278,20 +418,78 @@ class Storage:
             raise DatabaseClosedError(f"the database at {self.path} is closed")
         return self._env
 
-    def _open_handles(self) -> None:
+    def _open_handles(self, env: lmdb.Environment, name: str) -> bool:
+        """Open the named sub-databases of ``env`` (generation ``name``); False if a
+        compaction swapped generations first.  A writable open does it in a write
+        transaction, so it waits for another process's writer to commit; holding that lock
+        it also marks ``CURRENT`` initialised and removes leftovers (see module doc).  A
+        read-only open never waits.  A map grown by another process is adopted first."""
         # Handles are opened here, outside any caller's transaction: a handle opened inside a
         # read transaction dies when it ends, and one opened lazily inside write() would
-        # deadlock on LMDB's (non-recursive) write lock.  py-lmdb opens them in a write
-        # transaction when the environment is writable, so a writable open waits for another
-        # process's writer to commit; a read-only open never waits.
-        self._db_handles = {}
-        for name in self._names:
+        # deadlock on LMDB's (non-recursive) write lock.
+        for _ in range(100):
+            txn = None
             try:
-                self._db_handles[name] = self.env.open_db(name, create=False)
-            except lmdb.NotFoundError:
-                continue  # not created yet; create() makes it
+                # py-lmdb keeps handles opened in a read-only transaction only when it makes
+                # that transaction itself (txn=None).
+                txn = None if self.readonly else env.begin(write=True)
+                handles: dict[bytes, lmdb._Database] = {}
+                for db_name in self._names:
+                    try:
+                        handles[db_name] = env.open_db(db_name, txn=txn, create=False)
+                    except lmdb.NotFoundError:
+                        continue  # not created yet; create() makes it
+            except lmdb.MapResizedError:
+                if txn is not None:
+                    txn.abort()
+                env.set_mapsize(0)  # no transaction of this environment is open now
+                continue
             except lmdb.Error as exc:
-                raise translate(exc, self.path) from None
+                env.close()
+                raise translate(exc, self.path, self.path) from None
+            if txn is None:
+                self._db_handles = handles
+                return True
+            try:
+                current, initialised = self._read_current()
+                if current != name:
+                    return False
+                if not initialised:
+                    _point_current_at(self.path, name)
+                self._sweep_leftovers(name)
+                txn.commit()  # keeps the handles opened in it
+            except lmdb.Error as exc:
+                env.close()
+                raise translate(exc, self.path, self.path) from None
+            except OSError as exc:
+                env.close()
+                raise _os_error(exc, f"updating {self.path / CURRENT}") from None
+            except BaseException:
+                env.close()
+                raise
+            finally:
+                txn.abort()  # a no-op after commit
+            self._db_handles = handles
+            return True
+        env.close()
+        raise StorageError(f"the map of {self.path} keeps growing; cannot open it")
+
+    def _sweep_leftovers(self, live: str) -> None:
+        """Remove what killed compactions left beside the live generation: every other
+        generation and lock file, and staging files of processes that are gone.  Must be
+        called holding the live generation's write lock, which every compaction holds while
+        it writes the next generation, so nothing removed here is being written.  Readers of
+        an older generation keep reading it: removing a name does not close their files.
+        One directory scan."""
+        for entry in os.scandir(self.path):
+            generation = entry.name.removesuffix("-lock")
+            if _GENERATION.fullmatch(generation):
+                if generation != live:
+                    Path(entry.path).unlink(missing_ok=True)
+            elif entry.name.startswith(_STAGING):
+                pid = entry.name[len(_STAGING):].split(".")[0]
+                if pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid)):
+                    Path(entry.path).unlink(missing_ok=True)
 
     def db(self, name: bytes) -> lmdb._Database:
         """The handle of a named sub-database."""
@@ -317,15 +515,14 @@ class Storage:
     # -- transactions --------------------------------------------------------------------
 
     def _superseded(self) -> bool:
-        try:
-            return os.stat(self._current_file).st_ino != self._current_inode
-        except FileNotFoundError:
-            return False
+        """Whether ``CURRENT`` names a generation other than the one open here: one open and
+        read of ``CURRENT``."""
+        return self._read_current()[0] != self.generation
 
     def _reader_should_move(self) -> bool:
         # A reader of a superseded generation still sees a consistent snapshot, only an
-        # older one; checking at most every READ_RECHECK_SECONDS saves a stat() per query
-        # and bounds how stale it can be.  Writers check on every transaction.
+        # older one; checking at most every READ_RECHECK_SECONDS saves reading CURRENT per
+        # query and bounds how stale it can be.  Writers check on every transaction.
         now = time.monotonic()
         if now < self._next_read_check:
             return False
@@ -371,12 +568,12 @@ class Storage:
         except lmdb.MapResizedError:
             return None
         except lmdb.Error as exc:
-            raise translate(exc, self.path) from None
+            raise translate(exc, self.path, self.path) from None
 
     @contextmanager
     def read(self) -> Iterator[lmdb.Transaction[bytes]]:
-        """A read-only snapshot transaction: one LMDB begin, and a stat() at most every
-        READ_RECHECK_SECONDS to follow a compaction made by another process."""
+        """A read-only snapshot transaction: one LMDB begin, and a read of ``CURRENT`` at
+        most every READ_RECHECK_SECONDS to follow a compaction made by another process."""
         while True:
             self._lock.acquire_shared()
             try:
@@ -391,7 +588,7 @@ class Storage:
                     try:
                         yield txn
                     except lmdb.Error as exc:
-                        raise translate(exc, self.path) from None
+                        raise translate(exc, self.path, self.path) from None
                     finally:
                         txn.abort()
                     return
@@ -425,20 +622,20 @@ class Storage:
                     txn = self._begin(env, write=True)
                     if txn is None:
                         action = "adopt"
-                    elif self._superseded():  # checked under LMDB's write lock; see module doc
-                        txn.abort()
-                        action = "reopen"
                     else:
                         try:
-                            result = work(txn)
-                            txn.commit()
-                            return result
+                            if self._superseded():  # checked under LMDB's write lock; see module doc
+                                action = "reopen"
+                            else:
+                                result = work(txn)
+                                txn.commit()
+                                return result
                         except lmdb.MapFullError:
                             action = "grow"
                         except lmdb.MapResizedError:
                             action = "adopt"
                         except lmdb.Error as exc:
-                            raise translate(exc, self.path) from None
+                            raise translate(exc, self.path, self.path) from None
                         finally:
                             txn.abort()  # a no-op after commit; otherwise nothing of it is stored
                 if action == "reopen":
@@ -448,43 +645,77 @@ class Storage:
 
     # -- compaction ----------------------------------------------------------------------
 
-    def swap_in_rewrite(self, rewrite: Callable[[lmdb.Transaction[bytes], lmdb.Environment], None]) -> None:
+    def swap_in_rewrite(self, rewrite: Callable[[lmdb.Transaction[bytes], lmdb.Environment], None]) -> int:
         """Write the next generation with ``rewrite(source_txn, target_env)`` while holding
-        the write lock, make it durable, and point ``CURRENT`` at it atomically."""
+        the write lock, make it durable, and point ``CURRENT`` at it atomically.  Follows a
+        compaction made meanwhile by another process first.  Returns the size in bytes of
+        the data file it compacted.  Raises DiskFullError, with nothing left behind, if the
+        disk or its inodes run out."""
+        compacted: list[tuple[str, int]] = []
 
         def build(txn: lmdb.Transaction[bytes]) -> None:
+            source = self.generation  # the live one: write() checked under the write lock
+            self._sweep_leftovers(source)  # what a killed compaction left, the target included
             # _read_current admitted this generation only if it matches _GENERATION.
-            number = int(_GENERATION.fullmatch(self.generation).group(1)) + 1  # type: ignore[union-attr]
+            number = int(_GENERATION.fullmatch(source).group(1)) + 1  # type: ignore[union-attr]
             name = f"data-{number:06d}.mdb"
             target_file = self.path / name
-            _remove_generation(self.path, name)  # a compaction killed before its swap
             try:
+                before = (self.path / source).stat().st_size
+                _allocate_lock_file(self.path / (name + "-lock"))
                 target = lmdb.open(
                     str(target_file), subdir=False, max_dbs=self.max_dbs, map_size=max(MIN_MAP_SIZE, 2 * _used_bytes(self.env)),
                     max_readers=MAX_READERS, meminit=False, sync=False,
                 )
             except lmdb.Error as exc:
-                raise translate(exc, target_file) from None
+                _remove_generation(self.path, name)
+                raise translate(exc, target_file, self.path) from None
+            except OSError as exc:
+                _remove_generation(self.path, name)
+                raise _os_error(exc, f"starting {target_file}") from None
+            except BaseException:
+                _remove_generation(self.path, name)
+                raise
             try:
                 try:
                     rewrite(txn, target)
+                    target.sync(True)
                 except lmdb.MapFullError:
                     # Must not reach write(), which would grow the *source* map and retry.
                     raise StorageError(f"the compacted copy outgrew its map at {target_file}") from None
-                target.sync(True)
+                except lmdb.Error as exc:
+                    # Nor may a full disk, which would be retried; and it is the target's.
+                    raise translate(exc, target_file, self.path) from None
             except BaseException:
                 target.close()
                 _remove_generation(self.path, name)
                 raise
             target.close()
-            _point_current_at(self.path, name)
+            try:
+                _point_current_at(self.path, name)
+            except OSError as exc:
+                if self._read_current()[0] != name:  # else the swap happened; only its fsync failed
+                    _remove_generation(self.path, name)
+                raise _os_error(exc, f"pointing {self.path / CURRENT} at {name}") from None
+            compacted[:] = [(source, before)]
 
-        old_generation = self.generation
         self.write(build)
         self._reopen(self.env)
         # Other processes keep their open handles; the names go so nothing new opens them.
-        _remove_generation(self.path, old_generation)
+        source, before = compacted[0]
+        _remove_generation(self.path, source)
+        return before
 
     def size_on_disk(self) -> int:
-        """Bytes of the live data file."""
-        return (self.path / self.generation).stat().st_size
+        """Bytes of the live data file, following a compaction made by another process
+        first.  A stat, and a read of ``CURRENT`` when the file has gone."""
+        for _ in range(100):
+            env, name = self.env, self.generation
+            try:
+                return (self.path / name).stat().st_size
+            except FileNotFoundError:
+                if not self._superseded():
+                    hint = "restore the database from a backup or an export"
+                    raise CorruptDatabaseError(f"{self.path / name} is missing", hint) from None
+                self._reopen(env)
+        raise StorageError(f"{self.path} keeps changing generation")

@@ -121,6 +121,9 @@ def test_sigkill_during_writes_removes_and_compaction(tmp_path, trial: int) -> N
             assert_groups_whole(db, set(range(40)), set())
         db.add_many(group_items(99_999))  # and it stays writable
         assert db.check()
+        # The writable open removed whatever the kill left: other generations, stray lock files.
+        live = db._storage.generation
+        assert sorted(p.name for p in path.iterdir()) == ["CURRENT", live, live + "-lock"]
 
 
 CREATE_AND_ADD = """

@@ -1,0 +1,477 @@
+"""Storage faults found by probing, each shown with real processes, real files and real
+filesystems: generation identity under inode reuse, threads that starve writers, opens during
+another process's map growth, compaction after another process's compaction, a real full
+disk, hostile files inside the database directory, and leftovers of killed compactions."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import simdb
+from simdb.storage import LOCK_FILE_BYTES, MAX_MAP_SIZE
+from tests.conftest import as_items
+
+ROOT = str(Path(__file__).parent.parent)
+
+
+def python(script: str, *args: object, **kwargs: object) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *map(str, args)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=env, **kwargs,  # type: ignore[call-overload]
+    )
+
+
+def expect(process: subprocess.Popen[str], tag: str) -> list[str]:
+    assert process.stdout is not None
+    line = process.stdout.readline().split()
+    assert line and line[0] == tag, f"{line} {process.stderr.read() if process.stderr else ''}"
+    return line[1:]
+
+
+# -- 1. a generation is known by its name, never by an inode number -------------------------
+
+IDLE_WRITER = """
+import os, sys, simdb
+db = simdb.open(sys.argv[1])
+db.add_many(("first-%d" % i, i) for i in range(10))
+print("READY", os.stat(os.path.join(sys.argv[1], "CURRENT")).st_ino, flush=True)
+sys.stdin.readline()
+print("ADDED", db.add_many(("later-%d" % i, 1000 + i) for i in range(100)).added, flush=True)
+db.close()
+"""
+
+IDLE_READER = """
+import sys, time, simdb
+db = simdb.open(sys.argv[1], readonly=True)
+print("READY", len(db), flush=True)
+sys.stdin.readline()
+deadline = time.monotonic() + 10
+while len(db) != 111 and time.monotonic() < deadline:
+    time.sleep(0.01)
+print("SEEN", len(db), flush=True)
+"""
+
+
+@pytest.fixture
+def private_ext4(tmp_path: Path) -> Iterator[Path]:
+    """A directory on an ext4 filesystem no other process uses (a loop-mounted image), so
+    its inode numbers are handed out predictably; tmp_path if one cannot be mounted."""
+    image, mount = tmp_path / "ext4.img", tmp_path / "ext4"
+    mount.mkdir()
+    with open(image, "wb") as handle:
+        handle.truncate(32 << 20)
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True, check=False)
+    mounted = not made.returncode and not subprocess.run(
+        ["mount", "-o", "loop", str(image), str(mount)], capture_output=True, check=False
+    ).returncode
+    if not mounted:
+        yield tmp_path
+        return
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_writer_and_a_reader_follow_compactions_that_reuse_the_inode_of_current(private_ext4: Path) -> None:
+    """Compactions by another process free the inode of the CURRENT an idle writer and reader
+    opened, and ext4 hands that number to a later CURRENT.  The writer's next batch must land
+    in the live generation (it used to go into a deleted file: acknowledged, then lost), and
+    the reader must see later commits (it used to stay on the deleted file for good)."""
+    db_path = private_ext4 / "db"
+    pool = {}
+    for number in range(16):
+        path = db_path.parent / f"pool-{number}"
+        path.touch()
+        pool[path.stat().st_ino] = path
+    simdb.open(db_path).close()
+    writer = python(IDLE_WRITER, db_path)
+    original = int(expect(writer, "READY")[0])
+    reader = python(IDLE_READER, db_path)
+    assert expect(reader, "READY") == ["10"]
+    with simdb.open(db_path) as db:
+        reused = compact_until_current_reuses(db, db_path, original, pool)
+    if not reused:
+        writer.kill()
+        reader.kill()
+        pytest.skip(f"the filesystem under {db_path} did not reuse inode {original} for CURRENT")
+    for process in (writer, reader):
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    assert expect(writer, "ADDED") == ["100"]
+    assert writer.wait(timeout=60) == 0
+    with simdb.open(db_path) as db:
+        db.add("from-another-process", 1)  # the reader must see this commit to the live generation
+        assert expect(reader, "SEEN") == ["111"]
+        assert reader.wait(timeout=60) == 0
+        assert len(db) == 111 and db.get("later-99") is not None and db.check()
+
+
+def compact_until_current_reuses(
+    db: simdb.Database, directory: Path, wanted: int, scratch: dict[int, Path], tries: int = 100
+) -> bool:
+    """Compact until the inode number ``wanted`` (freed by an earlier compaction) names
+    CURRENT again.  ext4 gives a new file the lowest free inode of its group, and a
+    compaction makes three files (data, lock, then CURRENT's staging file), so: take every
+    free number up to ``wanted`` with scratch files, give back two of them below it (the
+    ``scratch`` given holds some made before the database, so lower numbers) and ``wanted``
+    itself, and the next compaction's third new file gets ``wanted``."""
+    made = 0
+    try:
+        for _ in range(tries):
+            db.compact()
+            if os.stat(directory / "CURRENT").st_ino == wanted:
+                return True
+            if any(entry.inode() == wanted for entry in os.scandir(directory)):
+                continue  # a data or lock file holds it now; the next compaction frees it
+            for _ in range(2_000):
+                path = directory / f"scratch-{made}"
+                made += 1
+                path.touch()
+                scratch[path.stat().st_ino] = path
+                if wanted in scratch:
+                    break
+            lower = sorted(number for number in scratch if number < wanted)[:2]
+            for number in [*lower, wanted] if wanted in scratch else []:
+                scratch.pop(number).unlink()
+        return False
+    finally:
+        for path in scratch.values():
+            path.unlink()
+
+
+# -- 2. a querying thread does not starve writes or compaction ------------------------------
+
+
+def test_a_thread_querying_in_a_loop_does_not_starve_writes_or_compaction(db_path: Path) -> None:
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    timings: dict[str, float] = {}
+    with simdb.open(db_path) as db:
+        db.add_many(as_items(range(2_000)))
+
+        def query_forever() -> None:
+            try:
+                while not stop.is_set():
+                    db.query(12345)
+            except BaseException as exc:  # noqa: BLE001 - collected for the main thread
+                errors.append(exc)
+
+        def write_and_compact() -> None:
+            started = time.monotonic()
+            db.add("new", 12345)
+            db.compact()
+            timings["write and compact"] = time.monotonic() - started
+            started, batches = time.monotonic(), 0
+            while time.monotonic() - started < 2:
+                db.add_many(as_items(range(batches * 10, batches * 10 + 10), prefix="batch"))
+                batches += 1
+            timings["batches in 2 s"] = batches
+
+        queriers = [threading.Thread(target=query_forever, daemon=True) for _ in range(2)]
+        for thread in queriers:
+            thread.start()
+        time.sleep(0.2)
+        writer = threading.Thread(target=write_and_compact, daemon=True)
+        writer.start()
+        writer.join(timeout=30)
+        stop.set()  # lets a starved writer finish, so the database closes cleanly
+        writer.join(timeout=60)
+        for thread in queriers:
+            thread.join(timeout=30)
+        assert timings.get("write and compact", 99) < 5, timings
+        assert timings["batches in 2 s"] >= 20, timings  # a writer thread keeps a real rate beside the queries
+        assert not errors, errors[0]
+        assert db.get("new") is not None and db.check()
+
+
+def test_a_thread_may_nest_reads_while_a_writer_waits(db_path: Path) -> None:
+    """Writer preference must not deadlock a thread that already holds a read."""
+    with simdb.open(db_path) as db:
+        db.add_many(as_items(range(100)))
+        storage = db._storage
+        with storage.read():
+            writer = threading.Thread(target=db.add_many, args=(as_items(range(50), prefix="w"),))
+            writer.start()
+            time.sleep(0.2)  # the writer now waits for this thread's read to end
+            with storage.read():  # must not wait behind it
+                assert len(db) in (100, 150)
+        writer.join(timeout=30)
+        assert not writer.is_alive() and len(db) == 150
+
+
+# -- 3. opening during another process's map growth -----------------------------------------
+
+GROWER = """
+import sys, simdb
+with simdb.open(sys.argv[1], map_size=1 << 16) as db:
+    print("STARTED", flush=True)
+    for round_ in range(40):
+        db.add_many(("g%d-%d" % (round_, i), round_ * 100_000 + i, {"pad": "x" * 100}) for i in range(5_000))
+print("DONE", flush=True)
+"""
+
+
+def test_writable_opens_succeed_while_another_process_grows_the_map(db_path: Path) -> None:
+    simdb.open(db_path, map_size=1 << 16).close()
+    grower = python(GROWER, db_path)
+    expect(grower, "STARTED")
+    opens = 0
+    try:
+        while grower.poll() is None:
+            with simdb.open(db_path, map_size=65536 if opens % 2 else None) as db:
+                db.add(f"opener-{opens}", opens)
+            opens += 1
+    finally:
+        grower.kill()
+    assert grower.wait() == 0, grower.stderr.read() if grower.stderr else ""
+    assert opens > 10
+    with simdb.open(db_path) as db:
+        assert len(db) == 40 * 5_000 + opens and db.check()
+
+
+# -- 4. compaction after another process's compaction ---------------------------------------
+
+COMPACT = """
+import sys, simdb
+with simdb.open(sys.argv[1]) as db:
+    db.compact()
+"""
+
+
+def test_compact_and_stats_after_another_process_compacted(db_path: Path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many(as_items(range(5_000)))
+        for _ in range(2):
+            other = python(COMPACT, db_path)
+            assert other.wait(timeout=60) == 0, other.stderr.read() if other.stderr else ""
+            result = db.compact()
+            assert result.bytes_before > 0 and result.bytes_after > 0
+            other = python(COMPACT, db_path)
+            assert other.wait(timeout=60) == 0, other.stderr.read() if other.stderr else ""
+            assert db.stats()["documents"] == 5_000  # stats follows the live generation too
+        assert len(db) == 5_000 and db.check()
+        assert [p.name for p in db_path.glob("data-*.mdb")] == [db._storage.generation]
+
+
+# -- 5. a real full disk --------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs with 64 inodes, unmounted afterwards."""
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    options = "size=4m,nr_inodes=64"
+    command = ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+FILL_THEN_COMPACT = """
+import os, sys, simdb
+path, filler = sys.argv[1], sys.argv[2]
+db = simdb.open(path, map_size=1 << 16)
+db.add_many(("doc-%d" % i, i * 7919) for i in range(3_000))
+fd = os.open(filler, os.O_WRONLY | os.O_CREAT)   # fill what is left of the filesystem
+try:
+    while True:
+        os.write(fd, b"x" * 4096)
+except OSError:
+    os.close(fd)
+try:
+    db.add_many(("big-%d" % i, i, {"pad": "y" * 100}) for i in range(20_000))
+    print("BATCH stored", flush=True)
+except simdb.SimdbError as exc:
+    print("BATCH", type(exc).__name__, flush=True)
+try:
+    db.compact()
+    print("COMPACT done", flush=True)
+except simdb.SimdbError as exc:
+    print("COMPACT", type(exc).__name__, flush=True)
+print("COUNT", len(db), flush=True)
+"""
+
+
+def test_a_full_filesystem_gives_disk_full_for_batches_and_compaction(small_fs: Path) -> None:
+    path = small_fs / "db"
+    run = subprocess.run(
+        [sys.executable, "-c", FILL_THEN_COMPACT, str(path), str(small_fs / "filler")],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": ROOT}, check=False,
+    )
+    assert run.returncode == 0, (run.returncode, run.stdout, run.stderr)  # SIGBUS would be -7
+    assert "BATCH DiskFullError" in run.stdout and "COMPACT DiskFullError" in run.stdout, run.stdout
+    assert "COUNT 3000" in run.stdout
+    assert sorted(p.name for p in path.iterdir()) == ["CURRENT", "data-000001.mdb", "data-000001.mdb-lock"]
+    (small_fs / "filler").unlink()
+    with simdb.open(path) as db:
+        assert len(db) == 3_000 and db.check()
+        db.compact()
+        assert len(db) == 3_000
+
+
+@pytest.mark.parametrize("inodes_left", [0, 1, 2])
+def test_running_out_of_inodes_during_compaction_is_disk_full(small_fs: Path, inodes_left: int) -> None:
+    """A compaction makes three files (lock, data, CURRENT's staging file); whichever of them
+    finds no inode left, the error is DiskFullError and nothing of the attempt remains."""
+    path = small_fs / "db"
+    with simdb.open(path) as db:
+        db.add_many(as_items(range(1_000)))
+        made: list[Path] = []
+        try:
+            while True:
+                made.append(small_fs / f"f{len(made)}")
+                made[-1].touch()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+        for scratch in made[-1 - inodes_left:-1]:
+            scratch.unlink()
+        with pytest.raises(simdb.DiskFullError):
+            db.compact()
+        assert len(db) == 1_000 and db.check()
+    assert sorted(p.name for p in path.iterdir()) == ["CURRENT", "data-000001.mdb", "data-000001.mdb-lock"]
+
+
+def test_an_io_error_is_disk_full_only_when_the_filesystem_is_full(small_fs: Path, tmp_path: Path) -> None:
+    """LMDB reports a write cut short by a full disk as EIO, not ENOSPC."""
+    import lmdb
+
+    from simdb.storage import translate
+
+    error = lmdb.Error("mdb_txn_commit: Input/output error")
+    error.code = errno.EIO  # py-lmdb sets it on the errors it raises
+    fd = os.open(small_fs / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"x" * 65536)
+    except OSError:
+        os.close(fd)
+    assert isinstance(translate(error, "db", small_fs), simdb.DiskFullError)
+    assert type(translate(error, "db", tmp_path)) is simdb.StorageError
+
+
+# -- 9. hostile files inside the database directory -----------------------------------------
+
+OPEN_AND_REPORT = """
+import sys, simdb
+try:
+    simdb.open(sys.argv[1], readonly=sys.argv[2] == "ro").close()
+    print("OPENED")
+except simdb.SimdbError as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.parametrize("readonly", ["ro", "rw"])
+def test_a_fifo_in_place_of_current_is_refused_without_hanging(db_path: Path, readonly: str) -> None:
+    simdb.open(db_path).close()
+    (db_path / "CURRENT").unlink()
+    os.mkfifo(db_path / "CURRENT")
+    run = subprocess.run(
+        [sys.executable, "-c", OPEN_AND_REPORT, str(db_path), readonly],
+        capture_output=True, text=True, timeout=30, env={**os.environ, "PYTHONPATH": ROOT}, check=False,
+    )
+    assert run.stdout.startswith("CorruptDatabaseError") and "CURRENT" in run.stdout, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("victim", ["CURRENT", "data-000001.mdb", "data-000001.mdb-lock"])
+@pytest.mark.parametrize("readonly", [True, False])
+def test_symbolic_links_inside_the_database_are_refused(tmp_path: Path, victim: str, readonly: bool) -> None:
+    path = tmp_path / "db"
+    with simdb.open(path) as db:
+        db.add("a", 1)
+    outside = tmp_path / "outside"
+    (path / victim).rename(outside)
+    original = outside.read_bytes()
+    (path / victim).symlink_to(outside)
+    with pytest.raises(simdb.CorruptDatabaseError, match=f"{victim}.*symbolic link"):
+        simdb.open(path, readonly=readonly)
+    assert outside.read_bytes() == original  # nothing outside was written through the link
+
+
+def test_the_directory_itself_may_be_a_symbolic_link(tmp_path: Path) -> None:
+    with simdb.open(tmp_path / "real") as db:
+        db.add("a", 1)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with simdb.open(tmp_path / "link", readonly=True) as db:
+        assert db.get("a") is not None
+
+
+# -- 11. a missing first data file ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["missing", "empty"])
+def test_a_lost_first_data_file_is_damage_not_a_fresh_start(db_path: Path, damage: str) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many(as_items(range(50)))
+        data_file = db._storage.path / db._storage.generation
+    assert data_file.name == "data-000001.mdb"
+    if damage == "missing":
+        data_file.unlink()
+    else:
+        data_file.write_bytes(b"")
+    for readonly in (False, True):
+        with pytest.raises(simdb.CorruptDatabaseError, match=damage):
+            simdb.open(db_path, readonly=readonly)
+    assert data_file.exists() == (damage == "empty")  # nothing was made in its place
+
+
+# -- 12. map_size bounds --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("map_size", [2**70, 2**62, MAX_MAP_SIZE + 1])
+def test_a_map_size_beyond_the_address_space_is_refused_before_anything_is_made(db_path: Path, map_size: int) -> None:
+    with pytest.raises(simdb.InvalidInputError, match="map_size"):
+        simdb.open(db_path, map_size=map_size)
+    assert not db_path.exists()
+
+
+# -- leftovers of killed compactions --------------------------------------------------------
+
+
+def test_leftovers_of_killed_compactions_are_removed_by_the_next_writable_open(db_path: Path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many(as_items(range(1_000)))
+        db.compact()
+        db.compact()
+        live = db._storage.generation
+    assert live == "data-000003.mdb"
+    # What a compaction killed at various moments leaves: an older generation whose removal
+    # never ran, a newer one that was never swapped in, stray lock files, a staging file.
+    leftovers = ["data-000001.mdb", "data-000001.mdb-lock", "data-000002.mdb-lock"]
+    leftovers += ["data-000004.mdb", "data-000004.mdb-lock"]
+    for name in leftovers:
+        (db_path / name).write_bytes(b"x" * 4096)
+    script = "print(__import__('os').getpid())"
+    gone = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    dead = gone.stdout.strip()
+    (db_path / f".CURRENT.{dead}.1").write_text("data-000004.mdb\n")
+    with simdb.open(db_path, readonly=True) as db:
+        assert len(db) == 1_000
+    assert all((db_path / name).exists() for name in leftovers)  # a reader removes nothing
+    with simdb.open(db_path) as db:
+        assert len(db) == 1_000 and db.check()
+    assert sorted(p.name for p in db_path.iterdir()) == ["CURRENT", live, live + "-lock"]
+
+
+def test_lock_files_are_allocated_so_a_full_disk_cannot_fault_them(db_path: Path) -> None:
+    with simdb.open(db_path) as db:
+        lock = db_path / (db._storage.generation + "-lock")
+        assert lock.stat().st_size >= LOCK_FILE_BYTES
+        assert lock.stat().st_blocks * 512 >= LOCK_FILE_BYTES
