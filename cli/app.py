@@ -1159,8 +1159,8 @@ def demo(
         output.table(["distance", "similarity", "key"], ([m.distance, f"{1 - m.distance / 64:.3f}", m.key] for m in matches), right_aligned=(0, 1))
 
         out(f"\n4. simdb pairs --db {db_path}")
-        output.table(["distance", "key_a", "key_b"], ([distance, a, b] for a, b, distance in found), right_aligned=(0,))
-        hits = sum(1 for a, b, _ in found if frozenset((a, b)) in planted)
+        output.table(["distance", "key_a", "key_b"], ([distance, a, b] for a, b, distance, _ in found), right_aligned=(0,))
+        hits = sum(1 for a, b, _, _ in found if frozenset((a, b)) in planted)
         out(
             f"\nFound {hits} of the {len(planted)} planted pairs within k={database.k} bits, and {len(found) - hits} other pairs."
             + (" The planted copies not found differ in more bits: SimHash distances of one-word edits vary." if hits < len(planted) else "")

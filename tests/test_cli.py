@@ -13,6 +13,7 @@ import os
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -21,7 +22,13 @@ from typer.testing import CliRunner
 import simdb
 from cli import output
 from cli.app import DEFAULT_DB_PATH, app
-from simdb.fingerprint import simhash
+from simdb.fingerprint import Fingerprinter
+
+
+def simhash(text: str, **settings: Any) -> int:
+    """The fingerprint that `simdb add` and `simdb hash` give by default: Fingerprinter()'s
+    settings (minhash since issue #14) with any given ones."""
+    return Fingerprinter(**settings).fingerprint(text)
 
 runner = CliRunner()
 
