@@ -21,6 +21,7 @@ transaction, so no reader ever sees a document without its table entries, or the
 
 from __future__ import annotations
 
+import math
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -70,7 +71,7 @@ from simdb.keys import (
     table_entry_pairs,
     table_key,
 )
-from simdb.plan import BITS, TablePlan
+from simdb.plan import BITS, TablePlan, block_widths
 from simdb.storage import Storage
 from simdb.threshold import (
     DEFAULT_THRESHOLD,
@@ -834,7 +835,7 @@ class Database:
         from an in-memory all-pairs search, and the checks and inserts share the one
         transaction, so two writers cannot both store near-duplicates of each other.
         Cost: one batched probe, O(b log b) in numpy, one Python step per candidate."""
-        rule = self._duplicate_rule(threshold)
+        rule = self._duplicate_rule(threshold, verified=batch.sketches is not None and self._sketched)
         kind = kind_of(self._fingerprinter)
         queries = np.array(batch.fingerprints, dtype=np.uint64)
         found = self._find_many(txn, queries, rule.radius)
@@ -885,13 +886,14 @@ class Database:
             result.merge(stored_result)
         return result
 
-    def _duplicate_rule(self, threshold: float | None) -> _Rule:
+    def _duplicate_rule(self, threshold: float | None, verified: bool) -> _Rule:
         """How ``if_new`` decides a duplicate: by similarity when a threshold is given or the
-        database has text settings (then :data:`DEFAULT_THRESHOLD`), else within k bits."""
+        database has text settings (then :data:`DEFAULT_THRESHOLD`), else within k bits.
+        ``verified``: the batch has sketches to check candidates with."""
         if threshold is None and self._fingerprinter is None:
             return _Rule(self.plan.k, None)
         threshold = DEFAULT_THRESHOLD if threshold is None else threshold
-        radius = candidate_distance(threshold, kind_of(self._fingerprinter), verified=self._sketched)
+        radius = candidate_distance(threshold, kind_of(self._fingerprinter), verified=verified)
         return _Rule(min(self.plan.k, radius), threshold)
 
     def _batch_duplicates(self, batch: _Batch, rule: _Rule, kind: str) -> dict[int, list[tuple[int, int, float]]]:
@@ -1157,15 +1159,16 @@ class Database:
             matches.append(Match(key, fingerprint, distance, meta, similarity))
         return matches
 
-    def _query_radius(self, k: int | None, threshold: float | None) -> tuple[int, float | None]:
+    def _query_radius(self, k: int | None, threshold: float | None, verified: bool) -> tuple[int, float | None]:
         """The probe radius and checked threshold of a query: ``k`` (at most the index k) if
-        given, else with a threshold min(index k, :func:`candidate_distance`), else the index k."""
+        given, else with a threshold min(index k, :func:`candidate_distance`; ``verified``
+        when the query has a sketch to check with), else the index k."""
         if threshold is None:
             return self._check_k(k), None
         threshold = check_threshold(threshold)
         if k is not None:
             return self._check_k(k), threshold
-        radius = candidate_distance(threshold, kind_of(self._fingerprinter), verified=self._sketched)
+        radius = candidate_distance(threshold, kind_of(self._fingerprinter), verified=verified)
         return min(self.plan.k, radius), threshold
 
     def query(
@@ -1190,7 +1193,7 @@ class Database:
             query, sketch = self._text_fingerprinter().fingerprint_and_sketch(text)
         else:
             query = self._resolve(fingerprint, None)
-        radius, threshold = self._query_radius(k, threshold)
+        radius, threshold = self._query_radius(k, threshold, verified=bool(sketch) and self._sketched)
         limit = self._check_limit(limit)
         with self._storage.read() as txn:
             return self._matches(txn, self._probe(txn, query, radius), limit, sketch, threshold)
@@ -1215,7 +1218,7 @@ class Database:
             raise InvalidInputError("no fingerprints were given", "pass fingerprints or texts=")
         else:
             queries = [check_fingerprint(fp) for fp in iterate(fingerprints, "fingerprints")]
-        radius, threshold = self._query_radius(k, threshold)
+        radius, threshold = self._query_radius(k, threshold, verified=sketches is not None and self._sketched)
         limit = self._check_limit(limit)
         if not queries:
             return []
@@ -1431,10 +1434,11 @@ class Database:
 
     # -- all pairs -----------------------------------------------------------------------
 
-    def _pair_settings(self, k: int | None, threshold: float | None) -> tuple[int, float | None]:
+    def _pair_settings(self, k: int | None, threshold: float | None, verified: bool) -> tuple[int, float | None]:
         """The search radius and threshold of pairs(), clusters() and pair_histogram(): a
         threshold (default :data:`DEFAULT_THRESHOLD` when ``k`` is not given either) sets the
-        radius by :func:`candidate_distance` unless ``k`` is given; ``k`` alone is bit mode."""
+        radius by :func:`candidate_distance` (``verified`` when some document has a sketch)
+        unless ``k`` is given; ``k`` alone is bit mode."""
         if threshold is not None:
             threshold = check_threshold(threshold)
         elif k is None:
@@ -1444,7 +1448,7 @@ class Database:
                 raise DistanceError(f"k={describe(k)} is not a distance in [0, {BITS}]")
             return k, threshold
         assert threshold is not None
-        return candidate_distance(threshold, kind_of(self._fingerprinter), verified=self._sketched), threshold
+        return candidate_distance(threshold, kind_of(self._fingerprinter), verified=verified), threshold
 
     def _snapshot(self) -> _Snapshot:
         """Ids and fingerprints of every document in insertion order (from the first table),
@@ -1521,8 +1525,8 @@ class Database:
         Reads the fingerprints and sketches once, then streams blocks of pairs with memory
         O(n + block).  The pairs are those of the documents as read at the start; a document
         removed before its key is read is left out."""
-        k, threshold = self._pair_settings(k, threshold)
         snapshot = self._snapshot()
+        k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
         names = _KeyNames(self, snapshot.ids)
         for left, right, distances, similarities in self._pair_blocks(snapshot, k, threshold, include_featureless):
             # Positions follow insertion order and left < right, so key_a was added first.
@@ -1543,12 +1547,13 @@ class Database:
         rules), each a list of keys with the first-added key first, in order of their
         first-added key.  Singletons are left out unless asked for.  In bit mode (``k``
         alone) identical fingerprints are grouped without expanding their pairs."""
-        k, threshold = self._pair_settings(k, threshold)
         snapshot = self._snapshot()
+        k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
         names = _KeyNames(self, snapshot.ids)
         featureless = bool((snapshot.state == _FEATURELESS).any())
-        if threshold is None and k < BITS and (include_featureless or not featureless):
-            labels = cluster_labels(snapshot.fingerprints, TablePlan.create(k), k)
+        plan = _pairs_plan(k, len(snapshot.ids))
+        if threshold is None and plan is not None and (include_featureless or not featureless):
+            labels = cluster_labels(snapshot.fingerprints, plan, k)
         else:
             labeler = ComponentLabeler(len(snapshot.ids))
             for left, right, _, _ in self._pair_blocks(snapshot, k, threshold, include_featureless):
@@ -1568,8 +1573,8 @@ class Database:
         bucket is present, empty ones with 0.  Cost as :meth:`pairs`, without reading keys."""
         if by not in ("distance", "similarity"):
             raise InvalidInputError(f"by={describe(by)} is not 'distance' or 'similarity'")
-        k, threshold = self._pair_settings(k, threshold)
         snapshot = self._snapshot()
+        k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
         buckets = k + 1 if by == "distance" else _SIMILARITY_BUCKETS + 1
         counts = np.zeros(buckets, dtype=np.int64)
         for _, _, distances, similarities in self._pair_blocks(snapshot, k, threshold, include_featureless):
@@ -1597,6 +1602,11 @@ class _Snapshot(NamedTuple):
     rows: np.ndarray
     state: np.ndarray
 
+    @property
+    def verifiable(self) -> bool:
+        """Whether any pair can be checked by sketches: some document has one."""
+        return bool((self.state == _SKETCHED).any())
+
 
 class _Rule(NamedTuple):
     """When ``if_new`` takes a candidate within ``radius`` bits for a duplicate: similarity
@@ -1609,26 +1619,46 @@ class _Rule(NamedTuple):
         return distance <= self.radius if self.threshold is None else similarity >= self.threshold
 
 
-#: Above this expected share of all pairs examined, a table plan is slower than comparing
-#: every pair (large k leaves tables with short prefixes).
-_PLAN_WORK_LIMIT = 0.25
+#: Measured costs (ns, one core) of the in-memory pair search, for choosing its plan: one row
+#: through one table's passes, one candidate pair of a table, one pair compared directly.
+_ROW_NS, _CANDIDATE_NS, _BRUTE_PAIR_NS = 17.0, 11.0, 9.0
+#: Plans with more tables are left out: per-table overheads grow beyond the model there.
+_PAIR_PLAN_TABLES = 1000
 #: Fingerprint comparisons per block of the every-pair search.
 _BRUTE_BLOCK = 1 << 22
 
 
+def _pairs_plan(k: int, n: int) -> TablePlan | None:
+    """The cheapest block plan for finding every pair within ``k`` bits among ``n``
+    fingerprints in memory, by a cost model measured on this code (a table costs a pass over
+    the rows plus the pairs sharing its shortest prefix), or None when comparing every pair
+    directly is cheaper (large k, or few fingerprints).  O(64)."""
+    best: tuple[float, TablePlan | None] = (n * (n - 1) / 2 * _BRUTE_PAIR_NS, None)
+    if k >= BITS:
+        return None
+    for blocks in range(k + 1, BITS + 1):
+        tables = math.comb(blocks, k)
+        if tables > _PAIR_PLAN_TABLES:
+            continue
+        leading = sum(block_widths(BITS, blocks)[-(blocks - k):])  # the shortest prefix
+        cost = tables * (n * _ROW_NS + n * (n - 1) / 2 / 2.0**leading * _CANDIDATE_NS)
+        if cost < best[0]:
+            best = (cost, TablePlan.create(k, blocks))
+    return best[1]
+
+
 def _iter_pairs_any_k(fingerprints: np.ndarray, k: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Blocks ``(left, right, distance)`` of every pair of positions (left < right) within
-    ``k`` bits, for any k in 0..64: the permutation-table search of a plan built for this k
-    (:func:`simdb.allpairs.iter_pair_blocks`) while its tables' prefixes keep the candidates
-    few, else every pair compared in blocks of :data:`_BRUTE_BLOCK` (O(n^2 / 2), numpy)."""
+    ``k`` bits, for any k in 0..64: the permutation-table search
+    (:func:`simdb.allpairs.iter_pair_blocks`) of the plan :func:`_pairs_plan` picks for this k
+    and n, else every pair compared in blocks of :data:`_BRUTE_BLOCK` (O(n^2 / 2), numpy)."""
     n = len(fingerprints)
     if n < 2:
         return
-    if k < BITS:
-        plan = TablePlan.create(k)
-        if sum(2.0 ** -table.leading_bits for table in plan.tables) < _PLAN_WORK_LIMIT:
-            yield from iter_pair_blocks(fingerprints, plan, k)
-            return
+    plan = _pairs_plan(k, n)
+    if plan is not None:
+        yield from iter_pair_blocks(fingerprints, plan, k)
+        return
     rows_per_block = max(1, _BRUTE_BLOCK // n)
     for start in range(0, n - 1, rows_per_block):
         stop = min(n - 1, start + rows_per_block)

@@ -87,7 +87,8 @@ def test_threshold_pairs_clusters_and_queries_equal_the_oracle(tmp_path_factory,
     fingerprinter = simdb.Fingerprinter(kind=kind)
     with simdb.open(tmp_path_factory.mktemp("t") / "db", k=3, fingerprinter=fingerprinter) as db:
         oracle = Oracle(fingerprinter, fill(db, texts, fingerprint_only))
-        radius = candidate_distance(threshold, kind, verified=True)
+        # candidates are checked with sketches when some document has one
+        radius = candidate_distance(threshold, kind, verified=any(row[2] for row in oracle.rows))
         expected = oracle.pairs(threshold, radius)
         got = list(db.pairs(threshold=threshold))
         assert {pair[:3] for pair in got} == expected
@@ -105,10 +106,10 @@ def test_threshold_pairs_clusters_and_queries_equal_the_oracle(tmp_path_factory,
         want = sorted(sorted(group, key=lambda key: int(key[1:])) for group in {frozenset(g) for g in groups.values()} if len(group) > 1)
         assert sorted(db.clusters(threshold=threshold)) == want
         # a query finds the stored documents at similarity >= threshold within min(index k, radius)
-        query_radius = min(db.k, radius)
         for i in rng.sample(range(len(texts)), min(4, len(texts))):
             key, fingerprint, _ = oracle.rows[i]
             query_row = (key, fingerprint, fingerprinter.fingerprint_and_sketch(texts[i])[1])
+            query_radius = min(db.k, candidate_distance(threshold, kind, verified=bool(query_row[2])))
             want_matches = {
                 row[0]
                 for row in oracle.rows
@@ -276,3 +277,29 @@ def test_candidate_distance_matches_the_contract() -> None:
     assert candidate_distance(1.0, "minhash", verified=True) == 0
     assert candidate_distance(0.9, "minhash", verified=True) >= 6
     assert simdb.DEFAULT_THRESHOLD == 0.9
+
+
+def test_damaged_sketches_are_reported_by_check_and_readers(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_texts([("a", "one two three four five"), ("b", "six seven eight nine ten")])
+        env = db._storage.env
+        with env.begin(write=True) as txn:
+            sketches = env.open_db(SKETCHES, txn=txn)
+            txn.put((0).to_bytes(8, "big"), b"short", db=sketches)
+            txn.put((99).to_bytes(8, "big"), bytes(128), db=sketches)
+        problems = db.check().problems
+        assert any("sketch of document 0" in problem for problem in problems)
+        assert any("has no matching document" in problem for problem in problems)
+        with pytest.raises(simdb.CorruptDatabaseError, match="sketches"):
+            list(db.pairs())
+        with pytest.raises(simdb.CorruptDatabaseError, match="sketches"):
+            db.query(text="one two three four five", threshold=0.5)
+
+
+def test_large_thresholds_spans_use_a_cheap_plan_or_compare_every_pair() -> None:
+    from simdb.database import _pairs_plan
+
+    assert _pairs_plan(3, 1_000_000) is not None
+    assert _pairs_plan(64, 10) is None and _pairs_plan(40, 100_000) is None
+    plan = _pairs_plan(9, 200_000)
+    assert plan is not None and len(plan.tables) <= 1000
