@@ -700,10 +700,10 @@ def pairs(
         raise usage_error("--out, --scheduler and --workers go with --parquet")
     with open_existing(db) as database:
         distance_limit = database.k if k is None else k
-        found = database.pairs(k)
+        found = database.pairs(distance_limit)
         if histogram:
             counts = [0] * (distance_limit + 1)
-            for _, _, distance in found:
+            for _, _, distance, _ in found:
                 counts[distance] += 1
             total = sum(counts)
             if json_output:
@@ -716,10 +716,10 @@ def pairs(
             total = 0 if first is None else 1
             rest = chain([first], found) if first is not None else iter(())
             if json_output:
-                for key_a, key_b, distance in rest:
+                for key_a, key_b, distance, _ in rest:
                     out(json_line({"key_a": key_a, "key_b": key_b, "distance": distance}))
             elif first is not None:
-                total = output.table(["distance", "key_a", "key_b"], ([distance, key_a, key_b] for key_a, key_b, distance in rest), right_aligned=(0,))
+                total = output.table(["distance", "key_a", "key_b"], ([distance, key_a, key_b] for key_a, key_b, distance, _ in rest), right_aligned=(0,))
     if not total:
         err(f"simdb: no pairs within {distance_limit} bits")
         raise typer.Exit(EXIT_NOTHING_FOUND)
@@ -791,7 +791,7 @@ def clusters(
                 output.histogram("documents", documents, [("clusters", groups)], first_column="k")
         else:
             total = 0
-            for number, members in enumerate(database.clusters(k, singletons=singletons), 1):
+            for number, members in enumerate(database.clusters(distance_limit, singletons=singletons), 1):
                 total = number
                 if json_output:
                     out(json_line({"cluster": number, "representative": members[0], "size": len(members), "members": members}))
@@ -1148,19 +1148,19 @@ def demo(
         )
         if code:
             raise typer.Exit(code)
-        found = sorted(database.pairs(), key=lambda pair: (pair[2], pair[0], pair[1]))
+        found = sorted(database.pairs(database.k), key=lambda pair: (pair[2], pair[0], pair[1]))
         planted = {frozenset((keys[a], keys[b])) for a, b in collection.planted}
         # Query with the planted copy farthest from its original that is still found, so the
         # answer shows a non-zero distance; any copy if none was found.
-        found_planted = [(distance, a, b) for a, b, distance in found if frozenset((a, b)) in planted]
+        found_planted = [(distance, a, b) for a, b, distance, _ in found if frozenset((a, b)) in planted]
         example = max(found_planted)[1] if found_planted else keys[collection.planted[0][1]]
         out(f"\n3. simdb query --file {example} --db {db_path}")
         matches = database.query(text=Path(example).read_text(encoding="utf-8"))
         output.table(["distance", "similarity", "key"], ([m.distance, f"{1 - m.distance / 64:.3f}", m.key] for m in matches), right_aligned=(0, 1))
 
         out(f"\n4. simdb pairs --db {db_path}")
-        output.table(["distance", "key_a", "key_b"], ([distance, a, b] for a, b, distance in found), right_aligned=(0,))
-        hits = sum(1 for a, b, _ in found if frozenset((a, b)) in planted)
+        output.table(["distance", "key_a", "key_b"], ([distance, a, b] for a, b, distance, _ in found), right_aligned=(0,))
+        hits = sum(1 for a, b, _, _ in found if frozenset((a, b)) in planted)
         out(
             f"\nFound {hits} of the {len(planted)} planted pairs within k={database.k} bits, and {len(found) - hits} other pairs."
             + (" The planted copies not found differ in more bits: SimHash distances of one-word edits vary." if hits < len(planted) else "")

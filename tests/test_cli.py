@@ -13,6 +13,7 @@ import os
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -21,7 +22,13 @@ from typer.testing import CliRunner
 import simdb
 from cli import output
 from cli.app import DEFAULT_DB_PATH, app
-from simdb.fingerprint import simhash
+from simdb.fingerprint import Fingerprinter
+
+
+def simhash(text: str, **settings: Any) -> int:
+    """The fingerprint that `simdb add` and `simdb hash` give by default: Fingerprinter()'s
+    settings (minhash since issue #14) with any given ones."""
+    return Fingerprinter(**settings).fingerprint(text)
 
 runner = CliRunner()
 
@@ -65,7 +72,8 @@ def db(tmp_path: Path) -> str:
 @pytest.fixture
 def filled(corpus: Path, db: str) -> str:
     """A database holding the four .txt files of ``corpus``."""
-    result = run("add", corpus, "--recursive", "--glob", "*.txt", "--db", db, "--workers", "1")
+    # k=3 named: these tests count tables and distances of a k=3 index (the default is k=5).
+    result = run("add", corpus, "--recursive", "--glob", "*.txt", "--db", db, "--workers", "1", "-k", "3")
     assert result.exit_code == 0, result.output
     return db
 
@@ -443,7 +451,7 @@ def _fingerprint_db(tmp_path: Path, distances: list[int]) -> str:
     source = tmp_path / "pairs.tsv"
     source.write_text("\n".join(lines) + "\n")
     db = str(tmp_path / "fpdb")
-    assert run("add", "--fingerprints", source, "--db", db).exit_code == 0
+    assert run("add", "--fingerprints", source, "--db", db, "-k", "3").exit_code == 0
     return db
 
 
@@ -468,7 +476,7 @@ def test_clusters_show_representative_first(tmp_path: Path) -> None:
     source = tmp_path / "c.tsv"
     source.write_text("first\t0x0\nsecond\t0x1\nthird\t0x3\nfar\t0xffff0000ffff0000\nalone\t0x00ff00ff00ff00ff\n")
     db = str(tmp_path / "cdb")
-    run("add", "--fingerprints", source, "--db", db)
+    run("add", "--fingerprints", source, "--db", db, "-k", "3")
     result = run("clusters", "--db", db, "--json")
     assert result.exit_code == 0, result.output
     assert json_lines(result.stdout) == [{"cluster": 1, "representative": "first", "size": 3, "members": ["first", "second", "third"]}]

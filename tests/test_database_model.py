@@ -32,6 +32,7 @@ class DatabaseBesideDict(RuleBasedStateMachine):
         self.db = simdb.open(self.directory + "/db", k=K, map_size=1 << 20)
         self.model: dict[str, int] = {}
         self.meta: dict[str, object] = {}
+        self.texts: dict[str, str] = {}  # keys stored from text, which carry a sketch
 
     def teardown(self) -> None:
         self.db.close()
@@ -53,6 +54,18 @@ class DatabaseBesideDict(RuleBasedStateMachine):
         self.db.add(key, fp, meta=meta)
         self.model[key] = fp
         self.meta[key] = meta
+        self.texts.pop(key, None)
+        return key
+
+    @rule(target=keys, key=st.sampled_from(["a", "b", "t1", "t2", "t3"]), words=st.lists(st.sampled_from(["w1", "w2", "w3", "w4", "w5", "w6", "."]), max_size=8))
+    def add_text(self, key: str, words: list[str]) -> str:
+        text = " ".join(words)
+        self.db.add(key, text=text)
+        fingerprinter = self.db.fingerprinter
+        assert fingerprinter is not None
+        self.model[key] = fingerprinter.fingerprint(text)
+        self.meta[key] = None
+        self.texts[key] = text
         return key
 
     @rule(items=st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e", "f", "é", "x" * 600]), st.integers(0, 10**6), st.integers(0, 4)), max_size=8))
@@ -62,6 +75,7 @@ class DatabaseBesideDict(RuleBasedStateMachine):
         for key, fp in rows:
             self.model[key] = fp
             self.meta[key] = None
+            self.texts.pop(key, None)
 
     @rule(key=keys)
     def replace(self, key: str) -> None:
@@ -69,12 +83,14 @@ class DatabaseBesideDict(RuleBasedStateMachine):
         self.db.add(key, fp)
         self.model[key] = fp
         self.meta[key] = None
+        self.texts.pop(key, None)
 
     @rule(key=keys)
     def remove(self, key: str) -> None:
         assert self.db.remove(key) == (key in self.model)
         self.model.pop(key, None)
         self.meta.pop(key, None)
+        self.texts.pop(key, None)
 
     @rule(seed=st.integers(0, 10**6), distance=st.integers(0, 6))
     def query(self, seed: int, distance: int) -> None:
@@ -107,6 +123,16 @@ class DatabaseBesideDict(RuleBasedStateMachine):
     def contents_agree(self) -> None:
         assert len(self.db) == len(self.model)
         assert {d.key: d.fingerprint for d in self.db.items()} == self.model
+        assert self.db.stats()["sketch_count"] == len(self.texts)
+
+    @rule()
+    def pairs_use_the_sketches_of_text_documents(self) -> None:
+        fingerprinter = self.db.fingerprinter
+        for pair in self.db.pairs(threshold=0.5):
+            if fingerprinter is not None and pair.key_a in self.texts and pair.key_b in self.texts:
+                a = fingerprinter.fingerprint_and_sketch(self.texts[pair.key_a])[1]
+                b = fingerprinter.fingerprint_and_sketch(self.texts[pair.key_b])[1]
+                assert pair.similarity == simdb.sketch_similarity(a, b)
 
     @precondition(lambda self: len(self.model) % 3 == 0)
     @invariant()
