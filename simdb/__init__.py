@@ -15,6 +15,7 @@ from simdb.database import (
     Database,
     Document,
     Match,
+    Pair,
     Skip,
     open,
 )
@@ -48,10 +49,12 @@ from simdb.fingerprint import (
 )
 from simdb.keys import parse_fingerprint
 from simdb.plan import TablePlan, default_blocks
+from simdb.threshold import DEFAULT_THRESHOLD, candidate_distance
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_THRESHOLD",
     "FORMAT_VERSION",
     "AddResult",
     "CheckReport",
@@ -71,12 +74,14 @@ __all__ = [
     "InvalidInputError",
     "InvalidKeyError",
     "Match",
+    "Pair",
     "NotADatabaseError",
     "ReadOnlyError",
     "SimdbError",
     "Skip",
     "StorageError",
     "TablePlan",
+    "candidate_distance",
     "default_blocks",
     "find_all",
     "find_clusters",

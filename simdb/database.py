@@ -5,6 +5,8 @@ Sub-databases of the one LMDB environment:
 - ``meta``: the configuration (format version, bits, k, block plan), the fingerprint
   settings, and the next document id;
 - ``docs``: document id (8 bytes big-endian) -> msgpack ``[key, fingerprint, meta]``;
+- ``sketches`` (format 2): document id -> the 128-byte verification sketch of a document added
+  from text (b"" when the text had no features); documents added as fingerprints have none;
 - ``keys``: the key index, the 16-byte digest of the UTF-8 key (see :mod:`simdb.keys`) ->
   document id;
 - ``table.NN``: one per permutation table; key = permuted fingerprint and document id, 16
@@ -61,13 +63,25 @@ from simdb.keys import (
     table_entry_pairs,
     table_key,
 )
+from simdb.allpairs import ComponentLabeler, cluster_labels, iter_clusters, iter_pair_blocks
+from simdb.fingerprint import SKETCH_BYTES, sketch_similarities, sketch_similarity
 from simdb.plan import BITS, TablePlan
 from simdb.storage import Storage
+from simdb.threshold import (
+    DEFAULT_THRESHOLD,
+    candidate_distance,
+    check_threshold,
+    fingerprint_similarities,
+    kind_of,
+)
 
 if TYPE_CHECKING:
     from simdb.fingerprint import Fingerprinter
 
-FORMAT_VERSION = 1
+#: Format 2 adds the ``sketches`` sub-database; format 1 databases (no sketches) are still
+#: read and written as format 1, with similarities estimated from the fingerprints.
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
 DEFAULT_K = 3
 DEFAULT_BATCH_SIZE = 100_000
 #: query_many reads whole tables instead of seeking once per query when the batch has at
@@ -78,6 +92,7 @@ MERGE_COST_RATIO = 5
 META = b"meta"
 DOCS = b"docs"
 KEYS = b"keys"
+SKETCHES = b"sketches"
 CONFIG_KEY = b"config"
 FINGERPRINTER_KEY = b"fingerprinter"
 NEXT_ID_KEY = b"next_id"
@@ -89,12 +104,23 @@ _RUN_CHECK = "run check(); restore from a backup or an export"
 
 
 class Match(NamedTuple):
-    """One query result."""
+    """One query result: ``similarity`` is the sketch estimate when both sides have sketches,
+    else the fingerprint's estimate from ``distance``."""
 
     key: str
     fingerprint: int
     distance: int
     meta: Any
+    similarity: float
+
+
+class Pair(NamedTuple):
+    """One near-duplicate pair from :meth:`Database.pairs`, ``key_a`` added first."""
+
+    key_a: str
+    key_b: str
+    distance: int
+    similarity: float
 
 
 class Document(NamedTuple):
@@ -111,20 +137,27 @@ class Skip(NamedTuple):
     key: str
     duplicate_of: str
     distance: int
+    similarity: float
 
 
 @dataclass
 class AddResult:
-    """What an add did: counts of new and replaced keys, and the skipped near-duplicates."""
+    """What an add did: counts of new and replaced keys, the skipped near-duplicates, and how
+    many of the stored documents came from texts with no features (``featureless``).
+    ``unchanged`` is reserved (always 0 for now)."""
 
     added: int = 0
     replaced: int = 0
     skipped: list[Skip] = field(default_factory=list)
+    featureless: int = 0
+    unchanged: int = 0
 
     def merge(self, other: AddResult) -> None:
         self.added += other.added
         self.replaced += other.replaced
         self.skipped.extend(other.skipped)
+        self.featureless += other.featureless
+        self.unchanged += other.unchanged
 
 
 @dataclass
@@ -155,6 +188,9 @@ class _Batch:
     records: list[bytes]
     #: Positions in index-key order and the index keys in that order, once computed.
     key_order: tuple[np.ndarray, np.ndarray] | None = None
+    #: The sketch of each item added from text (b"" for a featureless text); None when the
+    #: batch came as fingerprints.
+    sketches: list[bytes] | None = None
 
     @classmethod
     def prepare(cls, items: Iterable[Sequence[Any]], first_position: int) -> _Batch:
@@ -223,6 +259,7 @@ class _Batch:
             [self.index_keys[i] for i in firsts],
             [self.fingerprints[last_of[i]] for i in firsts],
             [self.records[last_of[i]] for i in firsts],
+            sketches=None if self.sketches is None else [self.sketches[last_of[i]] for i in firsts],
         )
         return folded, len(self.keys) - len(firsts)
 
@@ -236,6 +273,7 @@ class _Batch:
             [self.index_keys[i] for i in positions],
             [self.fingerprints[i] for i in positions],
             [self.records[i] for i in positions],
+            sketches=None if self.sketches is None else [self.sketches[i] for i in positions],
         )
 
 
@@ -314,6 +352,7 @@ class Database:
 
     def _setup(self, k: int | None, blocks: int | None, fingerprinter: Fingerprinter | None, create: bool) -> None:
         storage = self._storage
+        self._format: int = FORMAT_VERSION  # the stored format, set from the configuration
         self._requested: Fingerprinter | None = None  # given to a read-only handle before any were stored
         stored = self._read_config()
         if stored is None:
@@ -321,6 +360,7 @@ class Database:
                 hint = "create it by opening it writable" if storage.readonly else "create it with create=True"
                 raise NotADatabaseError(f"{storage.path} holds no simdb database yet", hint)
             self._use_plan(TablePlan.create(DEFAULT_K if k is None else k, blocks))
+            self._format = FORMAT_VERSION
             if not storage.write(lambda txn: self._initialise(txn, fingerprinter)):
                 stored = self._read_config()  # another process created it first: theirs stands
         if stored is not None:
@@ -330,7 +370,7 @@ class Database:
     def _use_plan(self, plan: TablePlan) -> None:
         self.plan = plan
         self._table_names = [t.name.encode() for t in plan.tables]
-        self._storage.reopen_with([META, DOCS, KEYS, *self._table_names])
+        self._storage.reopen_with([META, DOCS, KEYS, SKETCHES, *self._table_names])
 
     def _read_config(self) -> dict[str, Any] | None:
         with self._storage.read() as txn:
@@ -367,13 +407,14 @@ class Database:
                 f"{path} has format version {version}; this simdb reads up to {FORMAT_VERSION}",
                 "upgrade simdb",
             )
-        if type(version) is not int or version != FORMAT_VERSION:
+        if type(version) is not int or version not in READABLE_FORMATS:
             raise self._damaged(
                 "configuration",
                 f"has an invalid format_version {describe(version)} (this simdb writes {FORMAT_VERSION})",
                 field="format_version",
                 hint=_RESTORE,
             )
+        self._format = version
         for name in ("k", "blocks", "bits"):
             if name not in config and name != "bits":
                 raise self._damaged("configuration", f"has no {name}", field=name, hint=_RESTORE)
@@ -444,7 +485,7 @@ class Database:
         meta = storage.db(META)
         if txn.get(CONFIG_KEY, db=meta) is not None:
             return False
-        for name in (DOCS, KEYS, *self._table_names):
+        for name in (DOCS, KEYS, SKETCHES, *self._table_names):
             storage.create(txn, name)
         config = {"format_version": FORMAT_VERSION, **self.plan.describe()}
         txn.put(CONFIG_KEY, codec.pack(config, "configuration"), db=meta)
@@ -565,10 +606,25 @@ class Database:
 
     # -- writing -------------------------------------------------------------------------
 
-    def add(self, key: str, fingerprint: int | None = None, meta: Any = None, *, text: str | None = None, if_new: bool = False) -> AddResult:
-        """Store one document, replacing any document under the same key.  With
-        ``if_new=True`` the document is skipped if one within k bits is already stored."""
-        return self.add_many([(key, self._resolve(fingerprint, text), meta)], if_new=if_new)
+    def add(
+        self,
+        key: str,
+        fingerprint: int | None = None,
+        meta: Any = None,
+        *,
+        text: str | None = None,
+        if_new: bool = False,
+        threshold: float | None = None,
+    ) -> AddResult:
+        """Store one document, replacing any document under the same key.  From ``text`` its
+        sketch is stored too.  With ``if_new=True`` the document is skipped if a stored one
+        is similar (see :meth:`add_many`)."""
+        if text is not None:
+            if fingerprint is not None:
+                raise InvalidInputError("both a fingerprint and text= were given", "give one of them")
+            fingerprint, sketch = self._text_fingerprinter().fingerprint_and_sketch(text)
+            return self._add_batches(self._batches(iter([(key, fingerprint, meta)]), 1, [sketch]), if_new, threshold, None)
+        return self.add_many([(key, self._resolve(fingerprint, None), meta)], if_new=if_new, threshold=threshold)
 
     def add_many(
         self,
@@ -576,25 +632,47 @@ class Database:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         if_new: bool = False,
+        threshold: float | None = None,
         on_batch: Callable[[AddResult], None] | None = None,
     ) -> AddResult:
         """Store ``(key, fingerprint)`` or ``(key, fingerprint, meta)`` items.  Each batch of
         ``batch_size`` items is validated whole and then written in one transaction; a bad
         item rejects its batch before anything of it is written.  ``on_batch`` is called with
         the running totals after each commit.  Cost: O(b log b) per batch of b plus LMDB puts;
-        a batch into empty tables (a bulk load) is written in append mode."""
+        a batch into empty tables (a bulk load) is written in append mode.
+
+        ``if_new=True`` skips each item that duplicates a stored document (or a kept item
+        earlier in the same batch): similarity >= ``threshold`` (default
+        :data:`DEFAULT_THRESHOLD` once the database has text settings), or, for a database of
+        fingerprints only and no threshold, within the index k bits.  One batched probe and
+        one write per batch."""
         _check_batch_size(batch_size)
-        total = AddResult()
-        iterator = iterate(items, "items")
+        return self._add_batches(self._batches(iterate(items, "items"), batch_size, None), if_new, threshold, on_batch)
+
+    @staticmethod
+    def _batches(iterator: Iterator[Any], batch_size: int, sketches: list[bytes] | None) -> Iterator[_Batch]:
+        """Validated batches of ``batch_size`` items; ``sketches`` (for a single batch from
+        text) is attached to the batch."""
         position = 0
         while True:
             batch = _Batch.prepare(islice(iterator, batch_size), position)
             if not batch.keys:
-                return total
+                return
             position += len(batch.keys)
-            total.merge(self._commit(batch, if_new))
+            batch.sketches = sketches
+            yield batch
+
+    def _add_batches(
+        self, batches: Iterator[_Batch], if_new: bool, threshold: float | None, on_batch: Callable[[AddResult], None] | None
+    ) -> AddResult:
+        if threshold is not None:
+            threshold = check_threshold(threshold)
+        total = AddResult()
+        for batch in batches:
+            total.merge(self._commit(batch, if_new, threshold))
             if on_batch is not None:
                 on_batch(total)
+        return total
 
     def add_texts(
         self,
@@ -603,12 +681,17 @@ class Database:
         workers: int | None = None,
         batch_size: int = 10_000,
         if_new: bool = False,
+        threshold: float | None = None,
         on_batch: Callable[[AddResult], None] | None = None,
     ) -> AddResult:
         """Fingerprint ``(key, text)`` or ``(key, text, meta)`` items with the database's
-        settings and store them as :meth:`add_many` does, ``batch_size`` per transaction.
-        With ``workers`` > 1 one process pool serves the whole input, and fingerprints are
-        stored as they come: memory holds the texts in flight and one batch."""
+        settings and store them with their sketches (one pass over each text for both) as
+        :meth:`add_many` does, ``batch_size`` per transaction; ``if_new`` and ``threshold``
+        as there.  With ``workers`` > 1 one process pool serves the whole input, and
+        fingerprints are stored as they come: memory holds the texts in flight and one batch."""
+        _check_batch_size(batch_size)
+        if threshold is not None:
+            check_threshold(threshold)
         fingerprinter = self._text_fingerprinter()
         waiting: deque[tuple[Any, Any]] = deque()  # (key, meta) of texts sent, in order
 
@@ -621,31 +704,52 @@ class Database:
                 waiting.append((item[0], item[2] if len(item) == 3 else None))
                 yield item[1]
 
-        def rows() -> Iterator[tuple[Any, int, Any]]:
-            for fingerprint in fingerprinter.iter_fingerprints(texts(), workers):
-                key, meta = waiting.popleft()  # fingerprints come back in the order sent
-                yield key, fingerprint, meta
+        pairs = fingerprinter.iter_fingerprints_and_sketches(texts(), workers)
 
-        return self.add_many(rows(), batch_size=batch_size, if_new=if_new, on_batch=on_batch)
+        def batches() -> Iterator[_Batch]:
+            position = 0
+            while True:
+                rows: list[tuple[Any, int, Any]] = []
+                sketches: list[bytes] = []
+                for fingerprint, sketch in islice(pairs, batch_size):
+                    key, meta = waiting.popleft()  # fingerprints come back in the order sent
+                    rows.append((key, fingerprint, meta))
+                    sketches.append(sketch)
+                if not rows:
+                    return
+                batch = _Batch.prepare(rows, position)
+                batch.sketches = sketches
+                position += len(rows)
+                yield batch
 
-    def _commit(self, batch: _Batch, if_new: bool) -> AddResult:
+        return self._add_batches(batches(), if_new, threshold, on_batch)
+
+    def _commit(self, batch: _Batch, if_new: bool, threshold: float | None) -> AddResult:
         # Room for every table entry (a 16-byte key and its node) and the records, with slack
         # for half-full pages; growing up front avoids redoing a whole batch.
-        reserve = sum(map(len, batch.records)) * 2 + len(batch.keys) * (len(self.plan.tables) + 2) * 64
+        reserve = (sum(map(len, batch.records)) * 2 + len(batch.keys) * (len(self.plan.tables) + 2) * 64
+                   + (len(batch.keys) * 2 * SKETCH_BYTES if batch.sketches is not None else 0))
         if if_new:
-            return self._storage.write(lambda txn: self._store_if_new(txn, batch), reserve)
+            return self._storage.write(lambda txn: self._store_if_new(txn, batch, threshold), reserve)
         unique, repeats = batch.once_per_key()
         result = self._storage.write(lambda txn: self._store(txn, unique), reserve)
         result.replaced += repeats  # a repeated key replaced its earlier value in this batch
         return result
 
+    @property
+    def _sketched(self) -> bool:
+        """Whether this database stores sketches (format 2 and later)."""
+        return self._format >= 2
+
     def _store(self, txn: lmdb.Transaction[bytes], batch: _Batch) -> AddResult:
         """Write a batch with unique keys: new keys get fresh ids, existing keys keep theirs
-        and lose their old table entries."""
+        and lose their old table entries (and their old sketch)."""
         storage = self._storage
         docs, keys_db, meta = storage.db(DOCS), storage.db(KEYS), storage.db(META)
         next_id = self._read_next_id(txn)
         result = AddResult()
+        if batch.sketches is not None:
+            result.featureless = batch.sketches.count(b"")
         new_positions: list[int] = []
         changed_ids: list[int] = []
         changed_fps: list[int] = []
@@ -657,6 +761,7 @@ class Database:
                     continue
                 doc_id, old = found
                 txn.put(encode_id(doc_id), record, db=docs)
+                self._replace_sketch(txn, doc_id, None if batch.sketches is None else batch.sketches[position])
                 result.replaced += 1
                 if old.fingerprint != fingerprint:
                     self._delete_table_entries(txn, doc_id, old.fingerprint)
@@ -681,14 +786,28 @@ class Database:
         result.added = len(new_positions)
         return result
 
+    def _replace_sketch(self, txn: lmdb.Transaction[bytes], doc_id: int, sketch: bytes | None) -> None:
+        """Store the new sketch of a replaced document, or drop its old one when the new
+        version came as a fingerprint.  O(1) LMDB operations."""
+        if not self._sketched:
+            return
+        if sketch is None:
+            txn.delete(encode_id(doc_id), db=self._storage.db(SKETCHES))
+        else:
+            txn.put(encode_id(doc_id), sketch, db=self._storage.db(SKETCHES))
+
     def _put_new_documents(self, txn: lmdb.Transaction[bytes], batch: _Batch, new_positions: list[int], next_id: int) -> None:
-        """Records and key index entries for the new documents, ids from ``next_id`` on."""
+        """Records, sketches and key index entries for the new documents, ids from
+        ``next_id`` on."""
         if not new_positions:
             return
         all_new = len(new_positions) == len(batch.keys)
         new_ids = encode_id_range(next_id, len(new_positions))
         records = batch.records if all_new else [batch.records[i] for i in new_positions]
         self._put_sorted(txn, self._storage.db(DOCS), zip(new_ids, records), new_ids[0], len(new_ids))
+        if batch.sketches is not None and self._sketched:
+            sketches = batch.sketches if all_new else [batch.sketches[i] for i in new_positions]
+            self._put_sorted(txn, self._storage.db(SKETCHES), zip(new_ids, sketches), new_ids[0], len(new_ids))
         if all_new and batch.key_order is not None:
             order, ordered = batch.key_order
         else:
@@ -698,22 +817,85 @@ class Database:
         sorted_keys = np.ascontiguousarray(ordered).view("V16").ravel().tolist()
         self._put_sorted(txn, self._storage.db(KEYS), zip(sorted_keys, sorted_ids), sorted_keys[0], len(sorted_keys))
 
-    def _store_if_new(self, txn: lmdb.Transaction[bytes], batch: _Batch) -> AddResult:
-        """Store each item unless one within k bits is stored (or stored earlier in this
-        batch); the checks and inserts share the one transaction, so two writers cannot both
-        store near-duplicates of each other."""
-        result = AddResult()
-        for position, (key, key_index, fingerprint) in enumerate(zip(batch.keys, batch.index_keys, batch.fingerprints)):
-            own = self._lookup(txn, key, key_index)
-            found = self._probe(txn, fingerprint, self.plan.k)
+    def _store_if_new(self, txn: lmdb.Transaction[bytes], batch: _Batch, threshold: float | None) -> AddResult:
+        """Store each item unless it duplicates a stored document or a kept item earlier in
+        this batch, then write the kept ones with one :meth:`_store`.  The stored documents
+        are probed once for the whole batch (:meth:`_find_many`), the batch's own pairs come
+        from an in-memory all-pairs search, and the checks and inserts share the one
+        transaction, so two writers cannot both store near-duplicates of each other.
+        Cost: one batched probe, O(b log b) in numpy, one Python step per candidate."""
+        rule = self._duplicate_rule(threshold)
+        kind = kind_of(self._fingerprinter)
+        queries = np.array(batch.fingerprints, dtype=np.uint64)
+        found = self._find_many(txn, queries, rule.radius)
+        best: list[tuple[float, int, bytes] | None] = [None] * len(batch.keys)
+        for position, (key, key_index, candidates) in enumerate(zip(batch.keys, batch.index_keys, found)):
+            own = txn.get(key_index, db=self._storage.db(KEYS))
             if own is not None:
-                found.pop(encode_id(own[0]), None)  # a key never duplicates its own earlier version
-            if found:
-                best_id, distance = min(found.items(), key=lambda pair: (pair[1], pair[0]))
-                result.skipped.append(Skip(key, self._record(txn, best_id)[0], distance))
-            else:
-                result.merge(self._store(txn, batch.single(position)))
+                candidates.pop(own, None)  # a key never duplicates its own earlier version
+            if not candidates:
+                continue
+            raw_ids = list(candidates)
+            distances = np.array([candidates[raw_id] for raw_id in raw_ids], dtype=np.int64)
+            query_sketch = None if batch.sketches is None else batch.sketches[position]
+            similarities = self._similarities_to(txn, query_sketch, raw_ids, distances, kind)
+            for raw_id, distance, similarity in zip(raw_ids, distances.tolist(), similarities.tolist()):
+                if rule.keeps(distance, similarity) and (best[position] is None or (-similarity, distance, raw_id) < best[position]):
+                    best[position] = (-similarity, distance, raw_id)
+        earlier = self._batch_duplicates(batch, rule, kind)
+        result = AddResult()
+        kept: list[int] = []
+        kept_set: set[int] = set()
+        for position, key in enumerate(batch.keys):
+            stored = best[position]
+            if stored is not None:
+                negative, distance, raw_id = stored
+                result.skipped.append(Skip(key, self._record(txn, raw_id)[0], distance, -negative))
+                continue
+            inside = [(similarity, distance, other) for other, distance, similarity in earlier.get(position, ()) if other in kept_set]
+            if inside:
+                similarity, distance, other = max(inside, key=lambda row: (row[0], -row[1], -row[2]))
+                result.skipped.append(Skip(key, batch.keys[other], distance, similarity))
+                continue
+            kept.append(position)
+            kept_set.add(position)
+        if kept:
+            unique, repeats = batch.take(kept).once_per_key()
+            stored_result = self._store(txn, unique)
+            stored_result.replaced += repeats
+            result.merge(stored_result)
         return result
+
+    def _duplicate_rule(self, threshold: float | None) -> _Rule:
+        """How ``if_new`` decides a duplicate: by similarity when a threshold is given or the
+        database has text settings (then :data:`DEFAULT_THRESHOLD`), else within k bits."""
+        if threshold is None and self._fingerprinter is None:
+            return _Rule(self.plan.k, None)
+        threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+        radius = candidate_distance(threshold, kind_of(self._fingerprinter), verified=self._sketched)
+        return _Rule(min(self.plan.k, radius), threshold)
+
+    def _batch_duplicates(self, batch: _Batch, rule: _Rule, kind: str) -> dict[int, list[tuple[int, int, float]]]:
+        """For each item, the earlier items of the same batch (other keys) it duplicates under
+        ``rule``: position -> [(earlier position, distance, similarity)].  An in-memory
+        all-pairs search over the batch's fingerprints.  O(b log b + pairs)."""
+        if len(batch.keys) < 2:
+            return {}
+        left, right, distances = _all_pair_arrays(np.array(batch.fingerprints, dtype=np.uint64), rule.radius)
+        same_key = np.array([batch.keys[a] == batch.keys[b] for a, b in zip(left.tolist(), right.tolist())], dtype=bool)
+        keep = ~same_key if len(same_key) else np.zeros(0, dtype=bool)
+        left, right, distances = left[keep], right[keep], distances[keep]
+        if batch.sketches is None:
+            similarities = fingerprint_similarities(distances, kind)
+        else:  # every item has a sketch; a featureless one (b"") is similar to nothing
+            rows, present = _sketch_matrix(batch.sketches)
+            similarities = sketch_similarities(rows[left], rows[right])
+            similarities[~(present[left] & present[right])] = 0.0
+        duplicates: dict[int, list[tuple[int, int, float]]] = {}
+        for a, b, distance, similarity in zip(left.tolist(), right.tolist(), distances.tolist(), similarities.tolist()):
+            if rule.keeps(distance, similarity):
+                duplicates.setdefault(b, []).append((a, distance, similarity))
+        return duplicates
 
     @staticmethod
     def _put_sorted(txn: lmdb.Transaction[bytes], db: lmdb._Database, pairs: Iterable[tuple[bytes, bytes]], first_key: bytes, count: int) -> None:
@@ -775,6 +957,7 @@ class Database:
             doc_id, document = found
             txn.delete(encode_id(doc_id), db=storage.db(DOCS))
             txn.delete(key_index, db=storage.db(KEYS))
+            self._replace_sketch(txn, doc_id, None)
             self._delete_table_entries(txn, doc_id, document.fingerprint)
             removed += 1
         return removed
@@ -889,52 +1072,138 @@ class Database:
             found[owner][doc_id] = distance  # a match found by several tables is kept once
         return found
 
-    def _matches(self, txn: lmdb.Transaction[bytes], found: dict[bytes, int], limit: int | None) -> list[Match]:
-        ranked = sorted(found.items(), key=lambda pair: (pair[1], pair[0]))
+    def _find_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[bytes, int]]:
+        """Candidates of many queries within ``k`` bits: whole tables merged when the batch is
+        large against the stored count (:data:`MERGE_COST_RATIO`), else one seek per query
+        and table."""
+        stored = txn.stat(self._storage.db(DOCS))["entries"]
+        if len(queries) * MERGE_COST_RATIO >= stored:
+            return self._merge_many(txn, queries, k)
+        return self._probe_many(txn, queries, k)
+
+    def _stored_sketch(self, txn: lmdb.Transaction[bytes], raw_id: bytes) -> bytes | None:
+        """The stored sketch of one document (b"" if featureless), None if it has none."""
+        if not self._sketched:
+            return None
+        sketch = txn.get(raw_id, db=self._storage.db(SKETCHES))
+        if sketch is not None and len(sketch) not in (0, SKETCH_BYTES):
+            raise self._damaged("sketches", f"hold a sketch of {len(sketch)} bytes for document {decode_id(raw_id)}")
+        return sketch
+
+    def _similarities_to(
+        self, txn: lmdb.Transaction[bytes], sketch: bytes | None, raw_ids: list[bytes], distances: np.ndarray, kind: str
+    ) -> np.ndarray:
+        """Similarity of one query (its ``sketch``, None if it has none) to stored documents:
+        the sketch estimate where both sides have a sketch (0 when either is featureless),
+        else the fingerprint estimate from ``distances``.  One get per document."""
+        similarities = fingerprint_similarities(distances, kind)
+        if sketch is None or not self._sketched:
+            return similarities
+        for position, raw_id in enumerate(raw_ids):
+            stored = self._stored_sketch(txn, raw_id)
+            if stored is not None:
+                similarities[position] = sketch_similarity(sketch, stored) if sketch and stored else 0.0
+        return similarities
+
+    def _matches(
+        self,
+        txn: lmdb.Transaction[bytes],
+        found: dict[bytes, int],
+        limit: int | None,
+        sketch: bytes | None,
+        threshold: float | None,
+    ) -> list[Match]:
+        """The matches of one query: nearest first (ties in id order) without a threshold;
+        with one, those at similarity >= threshold, most similar first, then nearest."""
+        raw_ids = list(found)
+        distances = np.array([found[raw_id] for raw_id in raw_ids], dtype=np.int64)
+        similarities = self._similarities_to(txn, sketch, raw_ids, distances, kind_of(self._fingerprinter)).tolist()
+        rows = list(zip(raw_ids, distances.tolist(), similarities))
+        if threshold is None:
+            rows.sort(key=lambda row: (row[1], row[0]))
+        else:
+            rows = sorted((row for row in rows if row[2] >= threshold), key=lambda row: (-row[2], row[1], row[0]))
         if limit is not None:
-            ranked = ranked[:limit]
+            rows = rows[:limit]
         docs = self._storage.db(DOCS)
         matches = []
-        for raw_id, distance in ranked:
+        for raw_id, distance, similarity in rows:
             raw = txn.get(raw_id, db=docs)
             if raw is None:
                 raise CorruptDatabaseError(f"document id {decode_id(raw_id)} is in a table but missing", "run check()")
             key, fingerprint, meta = codec.unpack_document(raw, raw_id)
-            matches.append(Match(key, fingerprint, distance, meta))
+            matches.append(Match(key, fingerprint, distance, meta, similarity))
         return matches
 
-    def query(self, fingerprint: int | None = None, k: int | None = None, *, text: str | None = None, limit: int | None = None) -> list[Match]:
+    def _query_radius(self, k: int | None, threshold: float | None) -> tuple[int, float | None]:
+        """The probe radius and checked threshold of a query: ``k`` (at most the index k) if
+        given, else with a threshold min(index k, :func:`candidate_distance`), else the index k."""
+        if threshold is None:
+            return self._check_k(k), None
+        threshold = check_threshold(threshold)
+        if k is not None:
+            return self._check_k(k), threshold
+        radius = candidate_distance(threshold, kind_of(self._fingerprinter), verified=self._sketched)
+        return min(self.plan.k, radius), threshold
+
+    def query(
+        self,
+        fingerprint: int | None = None,
+        k: int | None = None,
+        *,
+        text: str | None = None,
+        limit: int | None = None,
+        threshold: float | None = None,
+    ) -> list[Match]:
         """Every stored document within ``k`` bits (default: the index's k), nearest first
-        (ties in insertion order).  Cost: one range scan per table plus one read per match."""
-        query = self._resolve(fingerprint, text)
-        k = self._check_k(k)
+        (ties in insertion order), each with its similarity.  With ``threshold``, the
+        candidates within min(index k, :func:`candidate_distance`) bits whose similarity is
+        >= threshold, most similar first.  A ``text`` query is compared by sketch with stored
+        documents that have one; otherwise similarity is the fingerprint's estimate.
+        Cost: one range scan per table plus one read per match."""
+        sketch: bytes | None = None
+        if text is not None:
+            if fingerprint is not None:
+                raise InvalidInputError("both a fingerprint and text= were given", "give one of them")
+            query, sketch = self._text_fingerprinter().fingerprint_and_sketch(text)
+        else:
+            query = self._resolve(fingerprint, None)
+        radius, threshold = self._query_radius(k, threshold)
         limit = self._check_limit(limit)
         with self._storage.read() as txn:
-            return self._matches(txn, self._probe(txn, query, k), limit)
+            return self._matches(txn, self._probe(txn, query, radius), limit, sketch, threshold)
 
-    def query_many(self, fingerprints: Iterable[int] | None = None, k: int | None = None, *, texts: Iterable[str] | None = None, limit: int | None = None) -> list[list[Match]]:
+    def query_many(
+        self,
+        fingerprints: Iterable[int] | None = None,
+        k: int | None = None,
+        *,
+        texts: Iterable[str] | None = None,
+        limit: int | None = None,
+        threshold: float | None = None,
+    ) -> list[list[Match]]:
         """:meth:`query` for many fingerprints (or ``texts``) in one read transaction, with
         the permutations computed vectorised; one result list per query, in order."""
+        sketches: list[bytes] | None = None
         if texts is not None:
             if fingerprints is not None:
                 raise InvalidInputError("both fingerprints and texts= were given", "give one of them")
-            queries = self._text_fingerprinter().fingerprint_many(list(iterate(texts, "texts")))
+            queries, sketches = self._text_fingerprinter().fingerprints_and_sketches(list(iterate(texts, "texts")))
         elif fingerprints is None:
             raise InvalidInputError("no fingerprints were given", "pass fingerprints or texts=")
         else:
             queries = [check_fingerprint(fp) for fp in iterate(fingerprints, "fingerprints")]
-        k = self._check_k(k)
+        radius, threshold = self._query_radius(k, threshold)
         limit = self._check_limit(limit)
         if not queries:
             return []
         query_array = np.array(queries, dtype=np.uint64)
         with self._storage.read() as txn:
-            stored = txn.stat(self._storage.db(DOCS))["entries"]
-            if len(queries) * MERGE_COST_RATIO >= stored:
-                found = self._merge_many(txn, query_array, k)
-            else:
-                found = self._probe_many(txn, query_array, k)
-            return [self._matches(txn, one, limit) for one in found]
+            found = self._find_many(txn, query_array, radius)
+            return [
+                self._matches(txn, one, limit, None if sketches is None else sketches[i], threshold)
+                for i, one in enumerate(found)
+            ]
 
     @staticmethod
     def _check_limit(limit: int | None) -> int | None:
@@ -1013,11 +1282,12 @@ class Database:
                 for s in (txn.stat(storage.db(name)) for name in self._table_names)
             ]
             info = storage.env.info()
+            sketch_count = int(txn.stat(storage.db(SKETCHES))["entries"]) if self._sketched else 0
         leading = [table.leading_bits for table in self.plan.tables]
         size = storage.size_on_disk()
         return {
             "path": self.path,
-            "format_version": FORMAT_VERSION,
+            "format_version": self._format,
             "documents": documents,
             "bits": self.plan.bits,
             "k": self.plan.k,
@@ -1033,6 +1303,9 @@ class Database:
             "map_size": int(info["map_size"]),
             "generation": storage.generation,
             "fingerprinter": self._fingerprinter.to_dict() if self._fingerprinter is not None else None,
+            "kind": kind_of(self._fingerprinter),
+            "sketches": self._sketched,
+            "sketch_count": sketch_count,
         }
 
     def check(self) -> CheckReport:
@@ -1069,6 +1342,13 @@ class Database:
                     problems.append(f"document {doc_id} is at or above the next id {next_id}")
                 ids.append(doc_id)
                 fingerprints.append(fingerprint)
+            if self._sketched:
+                known = set(ids)
+                for raw_id, sketch in txn.cursor(storage.db(SKETCHES)):
+                    if len(raw_id) != 8 or decode_id(raw_id) not in known:
+                        problems.append(f"sketch entry {describe(raw_id)} has no matching document")
+                    elif len(sketch) not in (0, SKETCH_BYTES):
+                        problems.append(f"the sketch of document {decode_id(raw_id)} is {len(sketch)} bytes, not {SKETCH_BYTES} or 0")
             for key_index, raw_id in txn.cursor(storage.db(KEYS)):
                 if id_by_index_key.pop(key_index, None) != decode_id(raw_id):
                     problems.append(f"key index entry {describe(key_index)} -> {decode_id(raw_id)} has no matching document")
@@ -1116,7 +1396,7 @@ class Database:
         pages, and swap it in atomically.  Writers in other processes wait, then continue
         in the new file; readers move over at their next transaction.  O(size)."""
         before = self._storage.size_on_disk()
-        names = [META, DOCS, KEYS, *self._table_names]
+        names = [META, DOCS, KEYS, *([SKETCHES] if self._sketched else []), *self._table_names]
 
         def rewrite(source: lmdb.Transaction[bytes], target: lmdb.Environment) -> None:
             for name in names:
@@ -1129,36 +1409,229 @@ class Database:
 
     # -- all pairs -----------------------------------------------------------------------
 
-    def pairs(self, k: int | None = None) -> Iterator[tuple[str, str, int]]:
-        """Every near-duplicate pair ``(key_a, key_b, distance)`` within ``k`` bits, each
-        unordered pair once (``key_a`` added first), identical fingerprints included.
-        Reads the fingerprints once (no per-document decoding), then streams blocks of pairs
-        with memory O(n + block).  The pairs are those of the fingerprints as read at the
-        start; a document removed before its key is read is left out."""
-        from simdb.allpairs import iter_pair_blocks
+    def _pair_settings(self, k: int | None, threshold: float | None) -> tuple[int, float | None]:
+        """The search radius and threshold of pairs(), clusters() and pair_histogram(): a
+        threshold (default :data:`DEFAULT_THRESHOLD` when ``k`` is not given either) sets the
+        radius by :func:`candidate_distance` unless ``k`` is given; ``k`` alone is bit mode."""
+        if threshold is not None:
+            threshold = check_threshold(threshold)
+        elif k is None:
+            threshold = DEFAULT_THRESHOLD
+        if k is not None:
+            if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= BITS:
+                raise DistanceError(f"k={describe(k)} is not a distance in [0, {BITS}]")
+            return k, threshold
+        assert threshold is not None
+        return candidate_distance(threshold, kind_of(self._fingerprinter), verified=self._sketched), threshold
 
-        k = self._check_k(k)
-        ids, fingerprints = self.fingerprint_arrays()
-        names = _KeyNames(self, ids)
-        for left, right, distances in iter_pair_blocks(fingerprints, self.plan, k):
+    def _snapshot(self) -> _Snapshot:
+        """Ids and fingerprints of every document in insertion order (from the first table),
+        and their sketches as an (n, 128) uint8 matrix with a state per row (no sketch,
+        featureless, sketch), read in one transaction.  O(n log n)."""
+        table = self.plan.tables[0]
+        with self._storage.read() as txn:
+            permuted, ids = self._read_table(txn, self._table_names[0])
+            order = np.argsort(ids, kind="stable")
+            ids = ids[order]
+            fingerprints = table.unpermute_array(permuted[order])
+            rows = np.zeros((len(ids), SKETCH_BYTES), dtype=np.uint8)
+            state = np.full(len(ids), _NO_SKETCH, dtype=np.int8)
+            if self._sketched:
+                raw_ids, values = [], []
+                for raw_id, value in txn.cursor(self._storage.db(SKETCHES)):
+                    if len(raw_id) != 8 or len(value) not in (0, SKETCH_BYTES):
+                        raise self._damaged("sketches", f"hold an entry {describe(raw_id)} of {len(value)} bytes")
+                    raw_ids.append(raw_id)
+                    values.append(value)
+                if raw_ids and len(ids):
+                    sketch_ids = np.frombuffer(b"".join(raw_ids), dtype=">u8").astype(np.uint64)
+                    at = np.minimum(np.searchsorted(ids, sketch_ids), len(ids) - 1)
+                    known = ids[at] == sketch_ids  # a sketch without a document is left out
+                    full = np.fromiter(map(len, values), dtype=np.int64, count=len(values)) == SKETCH_BYTES
+                    state[at[known]] = _FEATURELESS
+                    state[at[known & full]] = _SKETCHED
+                    matrix = np.frombuffer(b"".join(v for v in values if v), dtype=np.uint8).reshape(-1, SKETCH_BYTES)
+                    rows[at[known & full]] = matrix[known[full]]
+        return _Snapshot(ids, fingerprints, rows, state)
+
+    def _pair_blocks(
+        self, snapshot: _Snapshot, k: int, threshold: float | None, include_featureless: bool
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """Blocks ``(left, right, distance, similarity)`` of every pair of positions within
+        ``k`` bits (any k, 0..64), with similarity >= ``threshold`` when one is given; pairs
+        with a featureless document are left out unless ``include_featureless`` (two
+        featureless documents then have similarity 1, one has 0).  Similarities are
+        vectorised over each block.  Cost: the in-memory all-pairs search at radius k plus
+        O(128) per candidate."""
+        kind = kind_of(self._fingerprinter)
+        state, rows = snapshot.state, snapshot.rows
+        for left, right, distance in _iter_pairs_any_k(snapshot.fingerprints, k):
+            left_state, right_state = state[left], state[right]
+            featureless = (left_state == _FEATURELESS) | (right_state == _FEATURELESS)
+            if not include_featureless and featureless.any():
+                keep = ~featureless
+                left, right, distance = left[keep], right[keep], distance[keep]
+                left_state, right_state, featureless = left_state[keep], right_state[keep], featureless[keep]
+            similarity = fingerprint_similarities(distance, kind)
+            both = (left_state == _SKETCHED) & (right_state == _SKETCHED)
+            if both.any():
+                similarity[both] = sketch_similarities(rows[left[both]], rows[right[both]])
+            if featureless.any():
+                similarity[featureless] = np.where(left_state[featureless] == right_state[featureless], 1.0, 0.0)
+            if threshold is not None:
+                keep = similarity >= threshold
+                left, right, distance, similarity = left[keep], right[keep], distance[keep], similarity[keep]
+            if len(left):
+                yield left, right, distance, similarity
+
+    def pairs(self, k: int | None = None, *, threshold: float | None = None, include_featureless: bool = False) -> Iterator[Pair]:
+        """Every near-duplicate :class:`Pair` ``(key_a, key_b, distance, similarity)``, each
+        unordered pair once (``key_a`` added first).
+
+        With ``threshold`` (the default, :data:`DEFAULT_THRESHOLD`, when ``k`` is not given
+        either): the pairs at similarity >= threshold among the candidates within
+        :func:`candidate_distance` bits (or ``k`` if given).  With ``k`` alone: every pair
+        within ``k`` bits, identical fingerprints included.  Any k from 0 to 64 works: the
+        search runs in memory, not on the index.  Similarity is the sketch estimate where both
+        documents have sketches, else the fingerprint's estimate.  Documents from featureless
+        texts never pair unless ``include_featureless``.
+
+        Reads the fingerprints and sketches once, then streams blocks of pairs with memory
+        O(n + block).  The pairs are those of the documents as read at the start; a document
+        removed before its key is read is left out."""
+        k, threshold = self._pair_settings(k, threshold)
+        snapshot = self._snapshot()
+        names = _KeyNames(self, snapshot.ids)
+        for left, right, distances, similarities in self._pair_blocks(snapshot, k, threshold, include_featureless):
             # Positions follow insertion order and left < right, so key_a was added first.
-            for key_a, key_b, distance in zip(names.fetch(left), names.fetch(right), distances.tolist()):
+            rows = zip(names.fetch(left), names.fetch(right), distances.tolist(), similarities.tolist())
+            for key_a, key_b, distance, similarity in rows:
                 if key_a is not None and key_b is not None:
-                    yield key_a, key_b, distance
+                    yield Pair(key_a, key_b, distance, similarity)
 
-    def clusters(self, k: int | None = None, *, singletons: bool = False) -> Iterator[list[str]]:
-        """Connected groups of the "within k bits" graph, each a list of keys with the
-        first-added key first, in order of their first-added key.  Singletons are left out
-        unless asked for.  Identical fingerprints are grouped without expanding their pairs."""
-        from simdb.allpairs import cluster_labels, iter_clusters
-
-        k = self._check_k(k)
-        ids, fingerprints = self.fingerprint_arrays()
-        names = _KeyNames(self, ids)
-        for members in iter_clusters(cluster_labels(fingerprints, self.plan, k), singletons):
+    def clusters(
+        self,
+        k: int | None = None,
+        *,
+        threshold: float | None = None,
+        singletons: bool = False,
+        include_featureless: bool = False,
+    ) -> Iterator[list[str]]:
+        """Connected groups of the pair graph of :meth:`pairs` (same ``k`` and ``threshold``
+        rules), each a list of keys with the first-added key first, in order of their
+        first-added key.  Singletons are left out unless asked for.  In bit mode (``k``
+        alone) identical fingerprints are grouped without expanding their pairs."""
+        k, threshold = self._pair_settings(k, threshold)
+        snapshot = self._snapshot()
+        names = _KeyNames(self, snapshot.ids)
+        featureless = bool((snapshot.state == _FEATURELESS).any())
+        if threshold is None and k < BITS and (include_featureless or not featureless):
+            labels = cluster_labels(snapshot.fingerprints, TablePlan.create(k), k)
+        else:
+            labeler = ComponentLabeler(len(snapshot.ids))
+            for left, right, _, _ in self._pair_blocks(snapshot, k, threshold, include_featureless):
+                labeler.add(left, right)
+            labels = labeler.labels()
+        for members in iter_clusters(labels, singletons):
             keys = [key for key in names.fetch(members) if key is not None]
             if len(keys) > 1 or (singletons and keys):
                 yield keys
+
+    def pair_histogram(
+        self, k: int | None = None, *, threshold: float | None = None, by: str = "distance", include_featureless: bool = False
+    ) -> dict[Any, int]:
+        """Counts of the pairs of :meth:`pairs` (same rules) per distance (``by="distance"``:
+        keys 0..radius) or per similarity bucket (``by="similarity"``: keys 0.0, 0.05, ...,
+        1.0, each bucket holding the similarities from its key up to the next).  Every
+        bucket is present, empty ones with 0.  Cost as :meth:`pairs`, without reading keys."""
+        if by not in ("distance", "similarity"):
+            raise InvalidInputError(f"by={describe(by)} is not 'distance' or 'similarity'")
+        k, threshold = self._pair_settings(k, threshold)
+        snapshot = self._snapshot()
+        buckets = k + 1 if by == "distance" else _SIMILARITY_BUCKETS + 1
+        counts = np.zeros(buckets, dtype=np.int64)
+        for _, _, distances, similarities in self._pair_blocks(snapshot, k, threshold, include_featureless):
+            if by == "distance":
+                slots = distances.astype(np.int64)
+            else:  # the epsilon keeps 0.95 in its own bucket despite float rounding
+                slots = np.floor(similarities * _SIMILARITY_BUCKETS + 1e-9).astype(np.int64)
+            counts += np.bincount(slots, minlength=buckets)
+        if by == "distance":
+            return dict(enumerate(counts.tolist()))
+        return {round(slot / _SIMILARITY_BUCKETS, 2): count for slot, count in enumerate(counts.tolist())}
+
+
+#: Sketch state of a document in a :class:`_Snapshot`.
+_NO_SKETCH, _FEATURELESS, _SKETCHED = 0, 1, 2
+#: pair_histogram(by="similarity") buckets are 1/20 = 0.05 wide.
+_SIMILARITY_BUCKETS = 20
+
+
+class _Snapshot(NamedTuple):
+    """Every document's id, fingerprint, sketch row and sketch state, by insertion order."""
+
+    ids: np.ndarray
+    fingerprints: np.ndarray
+    rows: np.ndarray
+    state: np.ndarray
+
+
+class _Rule(NamedTuple):
+    """When ``if_new`` takes a candidate within ``radius`` bits for a duplicate: similarity
+    >= ``threshold``, or, with no threshold, any candidate (within k bits)."""
+
+    radius: int
+    threshold: float | None
+
+    def keeps(self, distance: int, similarity: float) -> bool:
+        return distance <= self.radius if self.threshold is None else similarity >= self.threshold
+
+
+#: Above this expected share of all pairs examined, a table plan is slower than comparing
+#: every pair (large k leaves tables with short prefixes).
+_PLAN_WORK_LIMIT = 0.25
+#: Fingerprint comparisons per block of the every-pair search.
+_BRUTE_BLOCK = 1 << 22
+
+
+def _iter_pairs_any_k(fingerprints: np.ndarray, k: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Blocks ``(left, right, distance)`` of every pair of positions (left < right) within
+    ``k`` bits, for any k in 0..64: the permutation-table search of a plan built for this k
+    (:func:`simdb.allpairs.iter_pair_blocks`) while its tables' prefixes keep the candidates
+    few, else every pair compared in blocks of :data:`_BRUTE_BLOCK` (O(n^2 / 2), numpy)."""
+    n = len(fingerprints)
+    if n < 2:
+        return
+    if k < BITS:
+        plan = TablePlan.create(k)
+        if sum(2.0 ** -table.leading_bits for table in plan.tables) < _PLAN_WORK_LIMIT:
+            yield from iter_pair_blocks(fingerprints, plan, k)
+            return
+    rows_per_block = max(1, _BRUTE_BLOCK // n)
+    for start in range(0, n - 1, rows_per_block):
+        stop = min(n - 1, start + rows_per_block)
+        distances = np.bitwise_count(fingerprints[start:stop, None] ^ fingerprints[None, :])
+        later = np.arange(n)[None, :] > np.arange(start, stop)[:, None]
+        left, right = np.nonzero(later & (distances <= k))
+        yield left.astype(np.int64) + start, right.astype(np.int64), distances[left, right].astype(np.uint8)
+
+
+def _all_pair_arrays(fingerprints: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_iter_pairs_any_k` gathered into three arrays."""
+    blocks = list(_iter_pairs_any_k(fingerprints, k))
+    if not blocks:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8)
+    return tuple(np.concatenate(parts) for parts in zip(*blocks))  # type: ignore[return-value]
+
+
+def _sketch_matrix(sketches: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Sketches (b"" for featureless) as an (n, 128) uint8 matrix and the mask of the
+    non-empty ones.  O(n)."""
+    present = np.fromiter(map(len, sketches), dtype=np.int64, count=len(sketches)) > 0
+    rows = np.zeros((len(sketches), SKETCH_BYTES), dtype=np.uint8)
+    if present.any():
+        rows[present] = np.frombuffer(b"".join(s for s in sketches if s), dtype=np.uint8).reshape(-1, SKETCH_BYTES)
+    return rows, present
 
 
 def _check_batch_size(batch_size: object) -> None:

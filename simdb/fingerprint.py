@@ -516,10 +516,10 @@ class Fingerprinter:
         features: str = "word-shingle",
         ngram: int | None = None,
         bits: int = 64,
-        weights: str = "tf",
+        weights: str = "binary",
         stopwords: str | None = None,
         split_unspaced: bool = True,
-        kind: str = "simhash",
+        kind: str = "minhash",
         *,
         _idf: _IdfTable | None = None,
     ) -> None:
@@ -1240,6 +1240,9 @@ def _cached_fingerprinter(settings: tuple[tuple[str, type, Any], ...]) -> Finger
 
 
 def _fingerprinter_for(settings: dict[str, Any]) -> Fingerprinter:
+    """The Fingerprinter of :func:`simhash` and :func:`simhash_many`: SimHash unless ``kind``
+    is given (the Fingerprinter default is minhash)."""
+    settings = {"kind": "simhash", **settings}
     for name in settings:
         if name not in _SETTING_NAMES:
             raise InvalidInputError(f"unknown fingerprint setting {name!r}", f"use {list(_SETTING_NAMES)}")

@@ -23,8 +23,8 @@ from tests.conftest import as_items, brute_force_query
 @pytest.mark.parametrize(
     "arguments",
     [
-        {"fingerprinter": simdb.Fingerprinter(bits=128)},
-        {"fingerprinter": simdb.Fingerprinter(bits=32)},
+        {"fingerprinter": simdb.Fingerprinter(bits=128, kind="simhash", weights="tf")},
+        {"fingerprinter": simdb.Fingerprinter(bits=32, kind="simhash", weights="tf")},
         {"fingerprinter": "english"},
         {"k": 64},
         {"k": -1},
@@ -168,7 +168,7 @@ def test_one_string_where_a_collection_belongs_is_refused(db_path) -> None:
             lambda: db.add_texts("ab"),
             lambda: simdb.simhash_many("ab"),
             lambda: simdb.simhash_many(b"ab", workers=2),
-            lambda: simdb.Fingerprinter().fit_idf("abc"),
+            lambda: simdb.Fingerprinter(kind="simhash", weights="tf").fit_idf("abc"),
         ]
         for call in calls:
             with pytest.raises(simdb.InvalidInputError, match="not a collection"):
@@ -203,7 +203,7 @@ def test_a_huge_key_in_a_batch_is_refused_before_it_is_copied(db_path) -> None:
 @pytest.mark.parametrize("bits", [64.0, True, "64"])
 def test_a_setting_of_the_wrong_type_is_refused(bits) -> None:
     with pytest.raises(simdb.InvalidInputError, match="bits"):
-        simdb.Fingerprinter(bits=bits)
+        simdb.Fingerprinter(bits=bits, kind="simhash", weights="tf")
     with pytest.raises(simdb.InvalidInputError, match="bits"):
         simdb.simhash("some text", bits=bits)
 
@@ -212,7 +212,7 @@ def test_a_setting_of_the_wrong_type_is_refused(bits) -> None:
 
 STORE_SETTINGS = """
 import sys, simdb
-with simdb.open(sys.argv[1], fingerprinter=simdb.Fingerprinter(ngram=2)) as db:
+with simdb.open(sys.argv[1], fingerprinter=simdb.Fingerprinter(ngram=2, kind="simhash", weights="tf")) as db:
     db.add("theirs", text="words written by the other process")
 """
 
@@ -223,8 +223,8 @@ def test_settings_stored_by_another_process_are_adopted_by_an_open_handle(db_pat
         run = subprocess.run([sys.executable, "-c", STORE_SETTINGS, str(db_path)], capture_output=True, text=True, timeout=60)
         assert run.returncode == 0, run.stderr
         db.add("ours", text="words written by this process")
-        assert db.fingerprinter == simdb.Fingerprinter(ngram=2)
-        assert db.get("ours").fingerprint == simdb.simhash("words written by this process", ngram=2)
+        assert db.fingerprinter == simdb.Fingerprinter(ngram=2, kind="simhash", weights="tf")
+        assert db.get("ours").fingerprint == simdb.simhash("words written by this process", ngram=2, weights="tf")
         assert db.query(text="words written by the other process")[0].key == "theirs"
 
 
@@ -238,7 +238,7 @@ def test_a_read_only_handle_adopts_settings_stored_after_it_opened(db_path) -> N
 
 OTHER_SETTINGS = """
 import sys, simdb
-with simdb.open(sys.argv[1], fingerprinter=simdb.Fingerprinter(features="char")) as db:
+with simdb.open(sys.argv[1], fingerprinter=simdb.Fingerprinter(features="char", kind="simhash", weights="tf")) as db:
     db.add("theirs", text="words written by the other process")
 """
 
@@ -247,7 +247,7 @@ with simdb.open(sys.argv[1], fingerprinter=simdb.Fingerprinter(features="char"))
 def test_a_read_only_handle_given_settings_before_any_are_stored_checks_them_at_first_text(db_path, writer: str, agrees: bool) -> None:
     with simdb.open(db_path) as db:
         db.add("fingerprint-only", 7)
-    with simdb.open(db_path, readonly=True, fingerprinter=simdb.Fingerprinter(ngram=2)) as reader:
+    with simdb.open(db_path, readonly=True, fingerprinter=simdb.Fingerprinter(ngram=2, kind="simhash", weights="tf")) as reader:
         assert [m.key for m in reader.query(7)] == ["fingerprint-only"]  # fingerprints need no settings
         with pytest.raises(simdb.FingerprinterError, match="read-only"):
             reader.query(text="anything")
@@ -302,6 +302,7 @@ def test_bytes_like_texts_are_taken_everywhere_text_is(tmp_path, workers: int) -
     expected = simdb.simhash(raw.decode())
     like = [raw, bytearray(raw), memoryview(raw)]
     assert simdb.simhash_many(iter(like * 200), workers=workers) == [expected] * 600
+    expected = simdb.Fingerprinter().fingerprint(raw.decode())  # the database's default settings
     with simdb.open(tmp_path / "db") as db:
         db.add_texts(((f"k{i}", text) for i, text in enumerate(like)), workers=workers)
         assert [document.fingerprint for document in db.items()] == [expected] * 3

@@ -374,7 +374,7 @@ def test_a_damaged_configuration_is_reported_as_damage(db_path, damage: dict, fi
 def test_damaged_stored_fingerprint_settings_are_a_database_error(db_path, damage: dict) -> None:
     """Settings read from the database are damage (a DatabaseError, exit 3) naming the
     database and the field; the same bad setting given as an argument is bad input."""
-    simdb.open(db_path, fingerprinter=simdb.Fingerprinter()).close()
+    simdb.open(db_path, fingerprinter=simdb.Fingerprinter(kind="simhash", weights="tf")).close()
     rewrite_stored(db_path, FINGERPRINTER_KEY, lambda settings: {**settings, **damage})
     [(name, value)] = damage.items()
     message = f"fingerprint settings stored in {re.escape(str(db_path))} are invalid: .*{name}"
@@ -390,7 +390,7 @@ def test_damaged_stored_fingerprint_settings_are_a_database_error(db_path, damag
 
 
 def test_fingerprint_settings_of_a_newer_simdb_ask_for_an_upgrade(db_path) -> None:
-    simdb.open(db_path, fingerprinter=simdb.Fingerprinter()).close()
+    simdb.open(db_path, fingerprinter=simdb.Fingerprinter(kind="simhash", weights="tf")).close()
     rewrite_stored(db_path, FINGERPRINTER_KEY, lambda settings: {**settings, "version": SETTINGS_VERSION + 1})
     with pytest.raises(simdb.FormatVersionError, match="upgrade simdb"):
         simdb.open(db_path)

@@ -11,7 +11,7 @@ NEAR = TEXT.replace("warm", "sunny")
 
 
 def test_text_uses_the_stored_settings(db_path) -> None:
-    chosen = simdb.Fingerprinter(features="word", stopwords=None)
+    chosen = simdb.Fingerprinter(features="word", stopwords=None, kind="simhash", weights="tf")
     with simdb.open(db_path, fingerprinter=chosen) as db:
         db.add("fox", text=TEXT)
         assert db.get("fox").fingerprint == chosen.fingerprint(TEXT) != simdb.simhash(TEXT)
@@ -24,31 +24,32 @@ def test_text_uses_the_stored_settings(db_path) -> None:
 
 
 def test_other_explicit_settings_are_refused(db_path) -> None:
-    simdb.open(db_path, fingerprinter=simdb.Fingerprinter(features="word")).close()
+    simdb.open(db_path, fingerprinter=simdb.Fingerprinter(features="word", kind="simhash", weights="tf")).close()
     with pytest.raises(simdb.ConfigMismatchError, match="features='char'.*uses.*features='word'"):
-        simdb.open(db_path, fingerprinter=simdb.Fingerprinter(features="char"))
-    simdb.open(db_path, fingerprinter=simdb.Fingerprinter(features="word")).close()  # the same is fine
+        simdb.open(db_path, fingerprinter=simdb.Fingerprinter(features="char", kind="simhash", weights="tf"))
+    simdb.open(db_path, fingerprinter=simdb.Fingerprinter(features="word", kind="simhash", weights="tf")).close()  # the same is fine
 
 
 def test_a_fingerprint_only_database_takes_settings_once(db_path) -> None:
     with simdb.open(db_path) as db:
         db.add("n", 12345)
         assert db.fingerprinter is None
-    chosen = simdb.Fingerprinter(features="char", ngram=4)
+    chosen = simdb.Fingerprinter(features="char", ngram=4, kind="simhash", weights="tf")
     with simdb.open(db_path, fingerprinter=chosen) as db:  # given the first time: stored
         db.add("t", text=TEXT)
     with simdb.open(db_path) as db:
         assert db.fingerprinter == chosen
     with pytest.raises(simdb.ConfigMismatchError):
-        simdb.open(db_path, fingerprinter=simdb.Fingerprinter())
+        simdb.open(db_path, fingerprinter=simdb.Fingerprinter(kind="simhash", weights="tf"))
 
 
 def test_first_text_without_settings_stores_the_defaults(db_path) -> None:
     with simdb.open(db_path) as db:
         db.add("t", text=TEXT)
-        assert db.get("t").fingerprint == simdb.simhash(TEXT)
+        assert db.get("t").fingerprint == simdb.Fingerprinter(kind="minhash").fingerprint(TEXT)
     with simdb.open(db_path) as db:
         assert db.fingerprinter == simdb.Fingerprinter()
+        assert db.fingerprinter.kind == "minhash" and db.stats()["sketches"]
 
 
 def test_read_only_without_settings_cannot_fingerprint(db_path) -> None:
@@ -60,7 +61,7 @@ def test_read_only_without_settings_cannot_fingerprint(db_path) -> None:
 
 def test_fitted_idf_settings_round_trip(db_path) -> None:
     corpus = [TEXT, NEAR, "a completely different sentence about databases and disks", "the the the"]
-    fitted = simdb.Fingerprinter().fit_idf(corpus)
+    fitted = simdb.Fingerprinter(kind="simhash", weights="tf").fit_idf(corpus)
     with simdb.open(db_path, fingerprinter=fitted) as db:
         db.add_texts((f"d{i}", text) for i, text in enumerate(corpus))
     with simdb.open(db_path) as db:
@@ -78,14 +79,14 @@ def test_fingerprint_and_text_together_are_refused(db_path) -> None:
 
 def test_only_64_bit_settings_fit_the_index(db_path) -> None:
     with pytest.raises(simdb.InvalidInputError, match="128-bit"):
-        simdb.open(db_path, fingerprinter=simdb.Fingerprinter(bits=128))
+        simdb.open(db_path, fingerprinter=simdb.Fingerprinter(bits=128, kind="simhash", weights="tf"))
 
 
 @pytest.mark.parametrize("text", ["", "!!! ... ???", "word", "\ud800 broken surrogate"])
 def test_edge_case_texts_are_stored(db_path, text: str) -> None:
     with simdb.open(db_path) as db:
         db.add("edge", text=text)
-        assert db.get("edge").fingerprint == simdb.simhash(text)
+        assert db.get("edge").fingerprint == simdb.Fingerprinter().fingerprint(text)
 
 
 def test_a_100_mb_text_is_fingerprinted_and_stored(db_path) -> None:
@@ -97,7 +98,7 @@ def test_a_100_mb_text_is_fingerprinted_and_stored(db_path) -> None:
         db.add("big", text=text)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        assert db.get("big").fingerprint == simdb.simhash(text)
+        assert db.get("big").fingerprint == simdb.Fingerprinter().fingerprint(text)
     assert peak < 64 * 2**20  # streamed: far below the text's own 100 MB
 
 
@@ -113,7 +114,7 @@ def test_add_texts_streams_with_keys_and_meta_in_step(db_path, workers: int | No
         result = db.add_texts(iter(rows), workers=workers, batch_size=600, on_batch=lambda total: batches.append(total.added))
         assert result.added == len(rows) and batches == [600, 1200, 1800, 2400, 2500]
         for key, text, meta in rows:
-            assert db.get(key) == simdb.Document(key, simdb.simhash(text), meta)
+            assert db.get(key) == simdb.Document(key, simdb.Fingerprinter().fingerprint(text), meta)
 
 
 def test_add_texts_rejects_a_bad_item_naming_it(db_path) -> None:

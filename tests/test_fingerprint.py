@@ -32,11 +32,21 @@ from simdb.fingerprint import (
     hamming,
     jaccard,
     similarity,
-    simhash,
     simhash_features,
-    simhash_many,
 )
+from simdb.fingerprint import simhash as default_simhash
+from simdb.fingerprint import simhash_many as default_simhash_many
 from simdb.stopwords import STOPWORD_LISTS
+
+
+# The vectors and cross-checks below were written for SimHash with tf weights, the defaults
+# before issue #14 (now weights="binary"): they name that weighting unless they give their own.
+def simhash(text: Any, **settings: Any) -> int:
+    return default_simhash(text, **{"weights": "tf", **settings})
+
+
+def simhash_many(texts: Any, workers: int | None = None, **settings: Any) -> list[int]:
+    return default_simhash_many(texts, workers=workers, **{"weights": "tf", **settings})
 
 # -- the reference implementation ----------------------------------------------------------
 
@@ -150,10 +160,17 @@ PINNED = [
 
 
 def test_defaults_are_the_documented_ones() -> None:
-    assert Fingerprinter().to_dict() == {
+    assert Fingerprinter(kind="simhash", weights="tf").to_dict() == {
         "version": 1, "kind": "simhash", "features": "word-shingle", "ngram": 3, "bits": 64, "weights": "tf",
         "stopwords": None, "split_unspaced": True, "idf": None,
     }
+    # Since issue #14: minhash by default, and SimHash weighs each distinct feature once.
+    assert Fingerprinter().to_dict() == {
+        "version": 1, "kind": "minhash", "features": "word-shingle", "ngram": 3, "bits": 64, "weights": "binary",
+        "stopwords": None, "split_unspaced": True, "idf": None,
+    }
+    assert Fingerprinter(kind="simhash").weights == "binary"
+    assert default_simhash("a b c d e") == Fingerprinter(kind="simhash").fingerprint("a b c d e")
 
 
 @pytest.mark.parametrize(("text", "settings_", "expected"), PINNED)
@@ -198,7 +215,7 @@ def test_matches_reference_on_unicode_text(text: str, settings_: dict[str, Any])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(ASCII_TEXT, UNICODE_TEXT), max_size=12), SETTINGS)
 def test_batch_single_and_streaming_agree(texts: list[str], settings_: dict[str, Any]) -> None:
-    fingerprinter = Fingerprinter(**settings_)
+    fingerprinter = Fingerprinter(**{"kind": "simhash", "weights": "tf", **settings_})
     singles = [ref_simhash(text, **settings_) for text in texts]
     assert fingerprinter.fingerprint_many(texts) == singles
     assert simhash_many(texts, **settings_) == singles
@@ -253,8 +270,8 @@ def test_shingle_helpers() -> None:
 
 def test_unspaced_scripts_do_not_collapse_to_one_feature() -> None:
     text = "東京都庁は新宿にあります"
-    assert len(Fingerprinter().weighted_features(text)) == len(text) - 2
-    assert len(Fingerprinter(split_unspaced=False).weighted_features(text)) == 1
+    assert len(Fingerprinter(kind="simhash", weights="tf").weighted_features(text)) == len(text) - 2
+    assert len(Fingerprinter(split_unspaced=False, kind="simhash", weights="tf").weighted_features(text)) == 1
 
 
 # -- edge cases -----------------------------------------------------------------------------
@@ -275,7 +292,7 @@ def test_edge_cases_have_defined_results() -> None:
 def _peak_bytes_while_fingerprinting(text: str) -> tuple[int, int]:
     tracemalloc.start()
     try:
-        fingerprint = Fingerprinter().fingerprint(text)
+        fingerprint = Fingerprinter(kind="simhash", weights="tf").fingerprint(text)
         return fingerprint, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -291,7 +308,7 @@ def test_long_text_memory_stays_bounded() -> None:
     assert large_peak < 12 * 2**20  # far below the 16 MB text itself
     assert large_peak < 1.5 * small_peak + 2**20  # does not grow with the text
     # The same block repeated has the same tf proportions, hence the same fingerprint.
-    assert small_fingerprint == large_fingerprint == Fingerprinter().fingerprint(block * 2)
+    assert small_fingerprint == large_fingerprint == Fingerprinter(kind="simhash", weights="tf").fingerprint(block * 2)
 
 
 # -- settings ---------------------------------------------------------------------------------
@@ -320,15 +337,15 @@ def test_bad_settings_name_the_setting(settings_: dict[str, Any], name: str) -> 
 
 
 def test_fingerprinter_equality_hash_and_canonical_form() -> None:
-    assert Fingerprinter() == Fingerprinter(features="word-shingle", ngram=3, bits=64)
-    assert hash(Fingerprinter()) == hash(Fingerprinter(ngram=3))
-    assert Fingerprinter(ngram=1) == Fingerprinter(features="word")
-    assert Fingerprinter(features="char", split_unspaced=False) == Fingerprinter(features="char")
-    assert Fingerprinter() != Fingerprinter(ngram=4)
-    assert Fingerprinter() != Fingerprinter(weights="binary")
-    assert len({Fingerprinter(), Fingerprinter(ngram=3), Fingerprinter(bits=128)}) == 2
+    assert Fingerprinter(kind="simhash", weights="tf") == Fingerprinter(features="word-shingle", ngram=3, bits=64, kind="simhash", weights="tf")
+    assert hash(Fingerprinter(kind="simhash", weights="tf")) == hash(Fingerprinter(ngram=3, kind="simhash", weights="tf"))
+    assert Fingerprinter(ngram=1, kind="simhash", weights="tf") == Fingerprinter(features="word", kind="simhash", weights="tf")
+    assert Fingerprinter(features="char", split_unspaced=False, kind="simhash", weights="tf") == Fingerprinter(features="char", kind="simhash", weights="tf")
+    assert Fingerprinter(kind="simhash", weights="tf") != Fingerprinter(ngram=4, kind="simhash", weights="tf")
+    assert Fingerprinter(kind="simhash", weights="tf") != Fingerprinter(weights="binary", kind="simhash")
+    assert len({Fingerprinter(kind="simhash", weights="tf"), Fingerprinter(ngram=3, kind="simhash", weights="tf"), Fingerprinter(bits=128, kind="simhash", weights="tf")}) == 2
     with pytest.raises(AttributeError):
-        Fingerprinter().bits = 32  # type: ignore[misc]
+        Fingerprinter(kind="simhash", weights="tf").bits = 32  # type: ignore[misc]
 
 
 def _is_plain(value: Any) -> bool:
@@ -349,8 +366,8 @@ CORPUS = [
 
 
 def test_to_dict_round_trips_with_and_without_idf() -> None:
-    for fingerprinter in (Fingerprinter(), Fingerprinter(features="char", bits=128, stopwords="english"),
-                          Fingerprinter(weights="binary").fit_idf(CORPUS)):
+    for fingerprinter in (Fingerprinter(kind="simhash", weights="tf"), Fingerprinter(features="char", bits=128, stopwords="english", kind="simhash", weights="tf"),
+                          Fingerprinter(weights="binary", kind="simhash").fit_idf(CORPUS)):
         data = fingerprinter.to_dict()
         assert _is_plain(data) and data["version"] == 1
         again = Fingerprinter.from_dict(data)
@@ -374,17 +391,17 @@ def test_to_dict_round_trips_with_and_without_idf() -> None:
     ],
 )
 def test_from_dict_rejects_bad_settings_naming_the_field(change: dict[str, Any], name: str) -> None:
-    data = {**Fingerprinter().to_dict(), **change}
+    data = {**Fingerprinter(kind="simhash", weights="tf").to_dict(), **change}
     with pytest.raises(InvalidInputError, match=name):
         Fingerprinter.from_dict(data)
 
 
 def test_from_dict_rejects_missing_fields_and_bad_idf_tables() -> None:
-    data = Fingerprinter().to_dict()
+    data = Fingerprinter(kind="simhash", weights="tf").to_dict()
     del data["weights"]
     with pytest.raises(InvalidInputError, match="weights"):
         Fingerprinter.from_dict(data)
-    idf = Fingerprinter().fit_idf(CORPUS).to_dict()
+    idf = Fingerprinter(kind="simhash", weights="tf").fit_idf(CORPUS).to_dict()
     broken = {**idf, "idf": {**idf["idf"], "hashes": idf["idf"]["hashes"][::-1]}}
     with pytest.raises(InvalidInputError, match="idf.hashes"):
         Fingerprinter.from_dict(broken)
@@ -397,10 +414,10 @@ def test_from_dict_rejects_missing_fields_and_bad_idf_tables() -> None:
 
 @pytest.mark.parametrize("settings_", [{}, {"weights": "binary", "bits": 128}, {"features": "char", "ngram": 4}, {"weights": "log"}])
 def test_fit_idf_matches_reference(settings_: dict[str, Any]) -> None:
-    fitted = Fingerprinter(**settings_).fit_idf(CORPUS)
+    fitted = Fingerprinter(**{"kind": "simhash", "weights": "tf", **settings_}).fit_idf(CORPUS)
     assert fitted.idf_size is not None and fitted.idf_size > 0
-    assert fitted != Fingerprinter(**settings_)
-    assert fitted == Fingerprinter(**settings_).fit_idf(CORPUS)
+    assert fitted != Fingerprinter(**{"kind": "simhash", "weights": "tf", **settings_})
+    assert fitted == Fingerprinter(**{"kind": "simhash", "weights": "tf", **settings_}).fit_idf(CORPUS)
     reference_settings = {k: v for k, v in settings_.items() if k not in ("weights", "bits")}
     table = ref_idf_weights(CORPUS, **reference_settings)
     texts = [*CORPUS, "an unseen text about the cat", ""]
@@ -416,8 +433,8 @@ def test_fit_idf_matches_reference(settings_: dict[str, Any]) -> None:
 
 
 def test_weighted_features_reproduce_the_fingerprint() -> None:
-    for fingerprinter in (Fingerprinter(), Fingerprinter(bits=32, weights="binary"), Fingerprinter(bits=128).fit_idf(CORPUS),
-                          Fingerprinter(weights="log").fit_idf(CORPUS), Fingerprinter(weights="log")):
+    for fingerprinter in (Fingerprinter(kind="simhash", weights="tf"), Fingerprinter(bits=32, weights="binary", kind="simhash"), Fingerprinter(bits=128, kind="simhash", weights="tf").fit_idf(CORPUS),
+                          Fingerprinter(weights="log", kind="simhash").fit_idf(CORPUS), Fingerprinter(weights="log", kind="simhash")):
         text = "the cat sat on the mat, the cat sat on the mat again"
         pairs = fingerprinter.weighted_features(text)
         assert simhash_features(pairs, bits=fingerprinter.bits) == fingerprinter.fingerprint(text)
@@ -425,7 +442,7 @@ def test_weighted_features_reproduce_the_fingerprint() -> None:
 
 def test_fit_idf_rejects_bad_min_df() -> None:
     with pytest.raises(InvalidInputError, match="min_df"):
-        Fingerprinter().fit_idf(CORPUS, min_df=0)
+        Fingerprinter(kind="simhash", weights="tf").fit_idf(CORPUS, min_df=0)
 
 
 # -- simhash_features, hamming, similarity ------------------------------------------------------
@@ -527,7 +544,7 @@ def ref_jaccard(a: str, b: str, **settings: Any) -> float:
 def test_jaccard_is_the_exact_jaccard_of_the_feature_sets(a: str, b: str, settings_: dict[str, Any]) -> None:
     expected = ref_jaccard(a, b, **settings_)
     assert math.isclose(jaccard(a, b, **settings_), expected)
-    assert math.isclose(Fingerprinter(**settings_).jaccard(b, a), expected)
+    assert math.isclose(Fingerprinter(**{"kind": "simhash", "weights": "tf", **settings_}).jaccard(b, a), expected)
 
 
 @pytest.mark.parametrize("merge_rows", [fingerprint_module._MERGE_ROWS, 1000])
@@ -549,7 +566,7 @@ def test_jaccard_rejects_a_non_text() -> None:
 
 def test_workers_give_the_same_fingerprints_in_order() -> None:
     texts = [f"document number {i} about {'cats' if i % 2 else 'dogs'} and more {i * i}" for i in range(700)]
-    fitted = Fingerprinter(bits=128).fit_idf(texts[:50])
+    fitted = Fingerprinter(bits=128, kind="simhash", weights="tf").fit_idf(texts[:50])
     assert fitted.fingerprint_many(iter(texts), workers=2) == fitted.fingerprint_many(texts)
     assert simhash_many(texts, workers=2) == simhash_many(texts)
 
@@ -575,7 +592,7 @@ def test_forked_workers_read_a_list_in_place_with_the_same_results_in_order(bits
     texts: list[str | bytes] = [" ".join(rng.choices(vocabulary, k=rng.randint(1, 60))) for _ in range(3000)]
     texts[5] = "x y " * 80_000  # longer than one chunk: streamed inside the worker
     texts[7] = str(texts[7]).encode()
-    fingerprinter = Fingerprinter(bits=bits)
+    fingerprinter = Fingerprinter(bits=bits, kind="simhash", weights="tf")
     expected = fingerprinter.fingerprint_many(texts)
     assert len(set(expected)) > 2990  # all but a few distinct, so a misplaced range shows
     submitted = record_pool_tasks(monkeypatch)

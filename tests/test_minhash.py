@@ -213,8 +213,8 @@ def test_one_repeated_feature_does_not_decide_the_fingerprint() -> None:
     body_b = "lunch is at noon and everyone should bring a dish to share with the others today"
     signature = "\n-- \n" + "v~" * 200
     minhash = Fingerprinter(kind="minhash")
-    tf = Fingerprinter(weights="tf")
-    binary = Fingerprinter(weights="binary")
+    tf = Fingerprinter(kind="simhash", weights="tf")
+    binary = Fingerprinter(kind="simhash", weights="binary")
     a, b = body_a + signature, body_b + signature
     assert tf.jaccard(a, b) < 0.1
     assert (tf.fingerprint(a) ^ tf.fingerprint(b)).bit_count() <= 3  # tf: the signature decides
@@ -227,9 +227,9 @@ def test_settings_round_trip_and_old_settings_load_as_simhash() -> None:
     data = fingerprinter.to_dict()
     assert data["kind"] == "minhash" and data["weights"] == "binary"
     assert Fingerprinter.from_dict(data) == fingerprinter
-    old = {key: value for key, value in Fingerprinter().to_dict().items() if key != "kind"}
+    old = {key: value for key, value in Fingerprinter(kind="simhash", weights="tf").to_dict().items() if key != "kind"}
     loaded = Fingerprinter.from_dict(old)
-    assert loaded.kind == "simhash" and loaded == Fingerprinter()
+    assert loaded.kind == "simhash" and loaded == Fingerprinter(kind="simhash", weights="tf")
     assert loaded.fingerprint("The quick brown fox jumps over the lazy dog.") == 0x141BF45A31B8E11B
     assert Fingerprinter(kind="minhash", weights="tf") == Fingerprinter(kind="minhash")
     with pytest.raises(InvalidInputError, match="canonical"):

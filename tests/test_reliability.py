@@ -290,7 +290,7 @@ def test_a_damaged_next_id_is_reported_and_refuses_writes(db_path) -> None:
 def test_check_reports_each_damaged_metadata_record(db_path) -> None:
     from simdb.database import CONFIG_KEY, FINGERPRINTER_KEY, META, NEXT_ID_KEY
 
-    with simdb.open(db_path, fingerprinter=simdb.Fingerprinter()) as db:
+    with simdb.open(db_path, fingerprinter=simdb.Fingerprinter(kind="simhash", weights="tf")) as db:
         db.add("a", 1)
 
         def read(key: bytes) -> dict:
