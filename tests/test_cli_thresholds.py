@@ -17,7 +17,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -401,31 +400,33 @@ def make_posts(directory: Path, count: int) -> Path:
     return directory
 
 
-def timed_add(posts: Path, db: Path, *extra: str) -> tuple[float, dict[str, Any]]:
+def timed_add(posts: Path, db: Path, *extra: str) -> dict[str, Any]:
+    """The summary of ``simdb add POSTS`` run as a real process (its ``seconds``: the time
+    spent adding, without the interpreter's start-up)."""
     environment = {"PYTHONPATH": str(REPOSITORY), "PATH": "/usr/bin:/bin"}
-    started = time.monotonic()
     completed = subprocess.run(
         [sys.executable, "-m", "cli.app", "add", str(posts), "--db", str(db), "--json", "--no-progress", *extra],
         capture_output=True, text=True, timeout=300, env=environment, check=False,
     )
-    elapsed = time.monotonic() - started
     assert completed.returncode == 0, completed.stderr
-    return elapsed, json_lines(completed.stdout)[-1]
+    summary: dict[str, Any] = json_lines(completed.stdout)[-1]
+    return summary
 
 
 def test_if_new_in_a_real_process_runs_at_least_half_as_fast_as_a_plain_add(tmp_path: Path) -> None:
-    posts = make_posts(tmp_path / "posts", 3000)
+    posts = make_posts(tmp_path / "posts", 4000)
     plain_times, if_new_times = [], []
     for attempt in range(2):  # the best of two each, alternated: the machine is shared
-        plain, plain_summary = timed_add(posts, tmp_path / f"plain{attempt}")
-        if_new, if_new_summary = timed_add(posts, tmp_path / f"if-new{attempt}", "--if-new")
-        plain_times.append(plain)
-        if_new_times.append(if_new)
-    assert plain_summary["added"] == 3000 and plain_summary["skipped"] == 0
-    assert if_new_summary["skipped"] > 0 and if_new_summary["added"] + if_new_summary["skipped"] == 3000
+        plain = timed_add(posts, tmp_path / f"plain{attempt}")
+        if_new = timed_add(posts, tmp_path / f"if-new{attempt}", "--if-new")
+        plain_times.append(plain["seconds"])
+        if_new_times.append(if_new["seconds"])
+    assert plain["added"] == 4000 and plain["skipped"] == 0
+    assert if_new["skipped"] > 0 and if_new["added"] + if_new["skipped"] == 4000
     with simdb.open(str(tmp_path / "if-new1"), readonly=True) as database:
-        assert len(database) == if_new_summary["added"]
-    assert min(if_new_times) <= 2 * min(plain_times) + 1.0, (plain_times, if_new_times)
+        assert len(database) == if_new["added"]
+    # Half the speed at least, with 0.2 s of slack for a 0.5 s run on a loaded machine.
+    assert min(if_new_times) <= 2 * min(plain_times) + 0.2, (plain_times, if_new_times)
 
 
 # -- --kind, --weights and hash --------------------------------------------------------------------------
