@@ -491,3 +491,21 @@ def test_pairs_json_streams_into_head_and_ends_quietly(graded: tuple[str, list[t
     )
     assert completed.returncode == 0 and completed.stderr == ""
     assert set(json.loads(completed.stdout)) == {"key_a", "key_b", "similarity", "distance"}
+
+
+def test_texts_of_a_refused_batch_are_retried_as_texts_and_keep_their_sketches(tmp_path: Path) -> None:
+    """A batch refused for one item is stored in halves; the texts are retried as texts, so
+    every stored document keeps its sketch (a retried fingerprint alone would have none,
+    and its pairs would fall back to the fingerprint's estimate)."""
+    rows: list[dict[str, Any]] = [{"id": f"doc-{number}", "text": " ".join(words(700 + number, 80))} for number in range(12)]
+    rows[5]["deep"] = json.loads("[" * 150 + "]" * 150)  # meta the database refuses
+    rows.append({"id": "doc-0-copy", "text": rows[0]["text"].upper()})
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    db = str(tmp_path / "db")
+    result = run("add", "--jsonl", source, "--db", db, "--workers", "1")
+    assert result.exit_code == 2 and f"{source}:6" in result.stderr, result.output
+    info = json_lines(run("stats", "--db", db, "--json").stdout)[0]
+    assert info["documents"] == 12 and info["sketch_count"] == 12
+    documents = [(row["id"], row["text"]) for row in rows if row["id"] != "doc-5"]
+    assert_same_pairs(reported_pairs(run("pairs", "-t", "0.3", "--db", db, "--json").stdout), oracle_pairs(db, documents, 0.3))
