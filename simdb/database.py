@@ -34,6 +34,12 @@ import lmdb
 import numpy as np
 
 from simdb import codec
+from simdb.allpairs import (
+    ComponentLabeler,
+    cluster_labels,
+    iter_clusters,
+    iter_pair_blocks,
+)
 from simdb.errors import (
     ConfigMismatchError,
     CorruptDatabaseError,
@@ -44,6 +50,7 @@ from simdb.errors import (
     InvalidKeyError,
     NotADatabaseError,
 )
+from simdb.fingerprint import SKETCH_BYTES, sketch_similarities, sketch_similarity
 from simdb.keys import (
     FINGERPRINT_LIMIT,
     MAX_KEY_BYTES,
@@ -63,8 +70,6 @@ from simdb.keys import (
     table_entry_pairs,
     table_key,
 )
-from simdb.allpairs import ComponentLabeler, cluster_labels, iter_clusters, iter_pair_blocks
-from simdb.fingerprint import SKETCH_BYTES, sketch_similarities, sketch_similarity
 from simdb.plan import BITS, TablePlan
 from simdb.storage import Storage
 from simdb.threshold import (
@@ -828,37 +833,46 @@ class Database:
         kind = kind_of(self._fingerprinter)
         queries = np.array(batch.fingerprints, dtype=np.uint64)
         found = self._find_many(txn, queries, rule.radius)
-        best: list[tuple[float, int, bytes] | None] = [None] * len(batch.keys)
-        for position, (key, key_index, candidates) in enumerate(zip(batch.keys, batch.index_keys, found)):
+        stored_matches: list[list[tuple[float, int, bytes]]] = []  # (-similarity, distance, id), best first
+        own_ids: list[bytes | None] = []
+        for position, (key_index, candidates) in enumerate(zip(batch.index_keys, found)):
             own = txn.get(key_index, db=self._storage.db(KEYS))
+            own_ids.append(own)
             if own is not None:
                 candidates.pop(own, None)  # a key never duplicates its own earlier version
-            if not candidates:
-                continue
             raw_ids = list(candidates)
             distances = np.array([candidates[raw_id] for raw_id in raw_ids], dtype=np.int64)
             query_sketch = None if batch.sketches is None else batch.sketches[position]
-            similarities = self._similarities_to(txn, query_sketch, raw_ids, distances, kind)
-            for raw_id, distance, similarity in zip(raw_ids, distances.tolist(), similarities.tolist()):
-                if rule.keeps(distance, similarity) and (best[position] is None or (-similarity, distance, raw_id) < best[position]):
-                    best[position] = (-similarity, distance, raw_id)
+            similarities = self._similarities_to(txn, query_sketch, raw_ids, distances, kind) if raw_ids else np.zeros(0)
+            rows = zip(raw_ids, distances.tolist(), similarities.tolist())
+            stored_matches.append(sorted((-similarity, distance, raw_id) for raw_id, distance, similarity in rows if rule.keeps(distance, similarity)))
         earlier = self._batch_duplicates(batch, rule, kind)
         result = AddResult()
         kept: list[int] = []
-        kept_set: set[int] = set()
+        live: dict[bytes, int] = {}  # index key -> position of its latest kept version in this batch
+        replaced_ids: set[bytes] = set()  # stored documents that a kept item replaced
         for position, key in enumerate(batch.keys):
-            stored = best[position]
+            # As if added one by one: a stored document or kept item replaced earlier in this
+            # batch counts in its new version only.
+            stored = next((row for row in stored_matches[position] if row[2] not in replaced_ids), None)
             if stored is not None:
                 negative, distance, raw_id = stored
                 result.skipped.append(Skip(key, self._record(txn, raw_id)[0], distance, -negative))
                 continue
-            inside = [(similarity, distance, other) for other, distance, similarity in earlier.get(position, ()) if other in kept_set]
+            inside = [
+                (similarity, distance, other)
+                for other, distance, similarity in earlier.get(position, ())
+                if live.get(batch.index_keys[other]) == other
+            ]
             if inside:
                 similarity, distance, other = max(inside, key=lambda row: (row[0], -row[1], -row[2]))
                 result.skipped.append(Skip(key, batch.keys[other], distance, similarity))
                 continue
             kept.append(position)
-            kept_set.add(position)
+            live[batch.index_keys[position]] = position
+            own_id = own_ids[position]
+            if own_id is not None:
+                replaced_ids.add(own_id)
         if kept:
             unique, repeats = batch.take(kept).once_per_key()
             stored_result = self._store(txn, unique)
@@ -1094,9 +1108,12 @@ class Database:
         self, txn: lmdb.Transaction[bytes], sketch: bytes | None, raw_ids: list[bytes], distances: np.ndarray, kind: str
     ) -> np.ndarray:
         """Similarity of one query (its ``sketch``, None if it has none) to stored documents:
-        the sketch estimate where both sides have a sketch (0 when either is featureless),
-        else the fingerprint estimate from ``distances``.  One get per document."""
+        the sketch estimate where both sides have a sketch (0 when either is featureless, and
+        for a featureless query throughout), else the fingerprint estimate from
+        ``distances``.  One get per document."""
         similarities = fingerprint_similarities(distances, kind)
+        if sketch == b"":
+            return np.zeros(len(raw_ids))  # a featureless text is similar to nothing
         if sketch is None or not self._sketched:
             return similarities
         for position, raw_id in enumerate(raw_ids):

@@ -1,0 +1,278 @@
+"""Similarity thresholds, sketches and featureless documents in the database (issue #14),
+checked against a brute-force oracle: every pair's similarity from the documents' sketches
+(or fingerprints) filtered by the threshold."""
+
+from __future__ import annotations
+
+import random
+from itertools import combinations
+from pathlib import Path
+
+import lmdb
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import simdb
+from simdb import codec
+from simdb.database import CONFIG_KEY, FINGERPRINTER_KEY, SKETCHES
+from simdb.threshold import candidate_distance, fingerprint_similarity
+
+WORDS = [f"w{i}" for i in range(300)]
+
+
+def near_duplicate_texts(rng: random.Random, groups: int, size: int) -> list[str]:
+    """Groups of texts: a random base and copies with a few words changed, plus a featureless
+    text now and then."""
+    texts = []
+    for _ in range(groups):
+        base = [rng.choice(WORDS) for _ in range(rng.randint(20, 60))]
+        for _ in range(rng.randint(1, size)):
+            copy = list(base)
+            for _ in range(rng.randint(0, 4)):
+                copy[rng.randrange(len(copy))] = rng.choice(WORDS)
+            texts.append(" ".join(copy))
+        if rng.random() < 0.2:
+            texts.append(rng.choice(["", "...", "!!"]))
+    return texts
+
+
+class Oracle:
+    """Every pair of documents with its distance and similarity, computed one by one."""
+
+    def __init__(self, fingerprinter: simdb.Fingerprinter, rows: list[tuple[str, int, bytes | None]]) -> None:
+        self.kind = fingerprinter.kind
+        self.rows = rows  # (key, fingerprint, sketch or None) in insertion order
+
+    def similarity(self, a: tuple[str, int, bytes | None], b: tuple[str, int, bytes | None]) -> float:
+        if a[2] is not None and b[2] is not None:
+            return simdb.sketch_similarity(a[2], b[2])
+        return fingerprint_similarity(simdb.hamming(a[1], b[1]), self.kind)
+
+    def pairs(self, threshold: float, radius: int) -> set[tuple[str, str, int]]:
+        found = set()
+        for a, b in combinations(self.rows, 2):
+            distance = simdb.hamming(a[1], b[1])
+            if a[2] == b"" or b[2] == b"":
+                continue  # featureless documents never pair
+            if distance <= radius and self.similarity(a, b) >= threshold:
+                found.add((a[0], b[0], distance))
+        return found
+
+
+def rows_of(db: simdb.Database, texts: list[str], fingerprint_only: set[int]) -> list[tuple[str, int, bytes | None]]:
+    fingerprinter = db.fingerprinter
+    assert fingerprinter is not None
+    rows = []
+    for i, text in enumerate(texts):
+        fingerprint, sketch = fingerprinter.fingerprint_and_sketch(text)
+        rows.append((f"k{i}", fingerprint, None if i in fingerprint_only else sketch))
+    return rows
+
+
+def fill(db: simdb.Database, texts: list[str], fingerprint_only: set[int]) -> list[tuple[str, int, bytes | None]]:
+    db.add_texts([(f"k{i}", text) for i, text in enumerate(texts)])
+    rows = rows_of(db, texts, fingerprint_only)
+    # Some documents come as fingerprints alone: no sketch, the fingerprint estimate.
+    db.add_many([(key, fingerprint) for key, fingerprint, sketch in rows if sketch is None])
+    return rows
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32), threshold=st.sampled_from([0.5, 0.8, 0.9, 1.0]), kind=st.sampled_from(["minhash", "simhash"]))
+def test_threshold_pairs_clusters_and_queries_equal_the_oracle(tmp_path_factory, seed: int, threshold: float, kind: str) -> None:
+    rng = random.Random(seed)
+    texts = near_duplicate_texts(rng, groups=rng.randint(1, 6), size=5)
+    fingerprint_only = {i for i in range(len(texts)) if rng.random() < 0.15}
+    fingerprinter = simdb.Fingerprinter(kind=kind)
+    with simdb.open(tmp_path_factory.mktemp("t") / "db", k=3, fingerprinter=fingerprinter) as db:
+        oracle = Oracle(fingerprinter, fill(db, texts, fingerprint_only))
+        radius = candidate_distance(threshold, kind, verified=True)
+        expected = oracle.pairs(threshold, radius)
+        got = list(db.pairs(threshold=threshold))
+        assert {pair[:3] for pair in got} == expected
+        assert len(got) == len(expected)
+        for pair in got:
+            a = next(row for row in oracle.rows if row[0] == pair.key_a)
+            b = next(row for row in oracle.rows if row[0] == pair.key_b)
+            assert pair.similarity == pytest.approx(oracle.similarity(a, b))
+        # clusters are the connected groups of those pairs
+        groups = {key: {key} for key, _, _ in oracle.rows}
+        for a, b, _ in expected:
+            merged = groups[a] | groups[b]
+            for key in merged:
+                groups[key] = merged
+        want = sorted(sorted(group, key=lambda key: int(key[1:])) for group in {frozenset(g) for g in groups.values()} if len(group) > 1)
+        assert sorted(db.clusters(threshold=threshold)) == want
+        # a query finds the stored documents at similarity >= threshold within min(index k, radius)
+        query_radius = min(db.k, radius)
+        for i in rng.sample(range(len(texts)), min(4, len(texts))):
+            key, fingerprint, _ = oracle.rows[i]
+            query_row = (key, fingerprint, fingerprinter.fingerprint_and_sketch(texts[i])[1])
+            want_matches = {
+                row[0]
+                for row in oracle.rows
+                if simdb.hamming(row[1], fingerprint) <= query_radius
+                and (oracle.similarity(query_row, row) if row[2] != b"" and query_row[2] != b"" else 0.0) >= threshold
+            }
+            matches = db.query(text=texts[i], threshold=threshold)
+            assert {match.key for match in matches} == want_matches
+            assert [match.similarity for match in matches] == sorted((match.similarity for match in matches), reverse=True)
+            assert db.query_many(texts=[texts[i]], threshold=threshold) == [matches]
+
+
+def test_pairs_run_at_any_k_beyond_the_index_k(db_path) -> None:
+    rng = random.Random(3)
+    stored = [(f"k{i}", rng.getrandbits(64)) for i in range(60)]
+    with simdb.open(db_path, k=2) as db:
+        db.add_many(stored)
+        for k in (0, 2, 7, 20, 40, 64):
+            want = {(a, b, simdb.hamming(x, y)) for (a, x), (b, y) in combinations(stored, 2) if simdb.hamming(x, y) <= k}
+            assert {pair[:3] for pair in db.pairs(k=k)} == want
+            assert sum(db.pair_histogram(k=k).values()) == len(want)
+        with pytest.raises(simdb.DistanceError):
+            list(db.pairs(k=65))
+
+
+def test_featureless_documents_are_counted_and_never_pair_unless_asked(db_path) -> None:
+    with simdb.open(db_path) as db:
+        result = db.add_texts([("empty", ""), ("dots", "..."), ("text", "a real text with some words in it"), ("bang", "!")])
+        assert (result.added, result.featureless) == (4, 3)
+        assert list(db.pairs()) == []
+        assert list(db.pairs(k=3)) == []  # fingerprint 0 thrice: still no pairs
+        assert list(db.clusters()) == []
+        both = {pair[:2]: pair.similarity for pair in db.pairs(include_featureless=True)}
+        assert both == {("empty", "dots"): 1.0, ("empty", "bang"): 1.0, ("dots", "bang"): 1.0}
+        assert db.query(text="", threshold=0.5) == []
+        skipped = db.add_texts([("again", "")], if_new=True)
+        assert (skipped.added, skipped.featureless, skipped.skipped) == (1, 1, [])
+
+
+def test_if_new_with_a_threshold_checks_the_batch_and_the_stored_documents(db_path) -> None:
+    base = " ".join(f"w{i}" for i in range(60))
+    edited = base.replace("w30", "x30")
+    other = " ".join(f"v{i}" for i in range(60))
+    with simdb.open(db_path) as db:
+        db.add("stored", text=base)
+        result = db.add_texts([("copy", base), ("other", other), ("other-copy", other), ("edited", edited)], if_new=True, threshold=0.9)
+        assert [(skip.key, skip.duplicate_of) for skip in result.skipped] == [("copy", "stored"), ("other-copy", "other"), ("edited", "stored")]
+        assert all(skip.similarity >= 0.9 for skip in result.skipped)
+        assert result.added == 1 and sorted(db.keys()) == ["other", "stored"]
+        # at threshold 1.0 the one-word edit is new
+        assert db.add("edited", text=edited, if_new=True, threshold=1.0).added == 1
+        # a key never duplicates its own stored version
+        assert db.add("other", text=other, if_new=True).replaced == 1
+
+
+def test_if_new_probes_once_and_writes_once_per_batch(db_path, monkeypatch) -> None:
+    """The cause of `add --if-new` being 50x slower: one _store (a thread pool and an id
+    read) per document.  Now one per batch."""
+    calls = []
+    original = simdb.Database._store
+
+    def counting(self, txn, batch):  # type: ignore[no-untyped-def]
+        calls.append(len(batch.keys))
+        return original(self, txn, batch)
+
+    monkeypatch.setattr(simdb.Database, "_store", counting)
+    rng = random.Random(1)
+    with simdb.open(db_path) as db:
+        db.add_many([(f"k{i}", rng.getrandbits(64)) for i in range(500)], if_new=True, batch_size=250)
+    assert calls == [250, 250]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32), batch_size=st.integers(1, 8))
+def test_if_new_equals_adding_one_by_one(tmp_path_factory, seed: int, batch_size: int) -> None:
+    rng = random.Random(seed)
+    texts = near_duplicate_texts(rng, groups=3, size=4)
+    items = [(f"k{rng.randrange(len(texts) + 2)}", text) for text in texts]
+    root = tmp_path_factory.mktemp("n")
+    with simdb.open(root / "batched") as batched, simdb.open(root / "single") as single:
+        got = batched.add_texts(items, if_new=True, batch_size=batch_size)
+        want = simdb.AddResult()
+        for key, text in items:
+            want.merge(single.add(key, text=text, if_new=True))
+        assert [skip[:2] for skip in got.skipped] == [skip[:2] for skip in want.skipped]
+        assert list(batched.items()) == list(single.items())
+
+
+def make_format_1(path: Path) -> None:
+    """A database as the code before issue #14 wrote it: format_version 1, no sketches
+    sub-database, SimHash tf settings stored without "kind"."""
+    old_settings = {k: v for k, v in simdb.Fingerprinter(kind="simhash", weights="tf").to_dict().items() if k != "kind"}
+    texts = {"a": "the quick brown fox jumps over the lazy dog", "b": "the quick brown fox jumps over the lazy dog!", "c": "something else"}
+    with simdb.open(path, k=3) as db:
+        db.add_many([(key, simdb.simhash(text, weights="tf")) for key, text in texts.items()])
+        env = db._storage.env
+        with env.begin(write=True) as txn:
+            meta = env.open_db(b"meta", txn=txn)
+            config = codec.unpack(txn.get(CONFIG_KEY, db=meta), "config")
+            txn.put(CONFIG_KEY, codec.pack({**config, "format_version": 1}, "config"), db=meta)
+            txn.put(FINGERPRINTER_KEY, codec.pack(old_settings, "settings"), db=meta)
+            txn.drop(env.open_db(SKETCHES, txn=txn), delete=True)
+
+
+def test_a_format_1_database_opens_and_works_with_fingerprint_estimates(db_path) -> None:
+    make_format_1(db_path)
+    with simdb.open(db_path) as db:
+        stats = db.stats()
+        assert (stats["format_version"], stats["kind"], stats["sketches"]) == (1, "simhash", False)
+        assert db.fingerprinter == simdb.Fingerprinter(kind="simhash", weights="tf")
+        matches = db.query(text="the quick brown fox jumps over the lazy dog", threshold=0.9)
+        assert {match.key for match in matches} == {"a", "b"}
+        assert all(match.similarity == fingerprint_similarity(match.distance, "simhash") for match in matches)
+        assert {pair[:2] for pair in db.pairs()} == {("a", "b")}
+        result = db.add_texts([("d", "the quick brown fox jumps over the lazy dog"), ("e", "")])
+        assert (result.added, result.featureless) == (2, 1)
+        assert db.check()
+    with simdb.open(db_path) as db:
+        assert db.stats()["format_version"] == 1  # still readable by the code that wrote it
+        env = db._storage.env
+        with pytest.raises(lmdb.NotFoundError):
+            env.open_db(SKETCHES, create=False)
+
+
+def test_new_databases_are_format_2_and_a_newer_format_is_refused(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add("a", text="some words here")
+        assert db.stats()["format_version"] == simdb.FORMAT_VERSION == 2
+        assert db.stats()["sketch_count"] == 1
+        env = db._storage.env
+        with env.begin(write=True) as txn:
+            meta = env.open_db(b"meta", txn=txn)
+            config = codec.unpack(txn.get(CONFIG_KEY, db=meta), "config")
+            txn.put(CONFIG_KEY, codec.pack({**config, "format_version": 3}, "config"), db=meta)
+    with pytest.raises(simdb.FormatVersionError):
+        simdb.open(db_path)
+
+
+def test_sketches_follow_replacement_removal_and_compact(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_texts([("a", "one two three four five six"), ("b", "seven eight nine ten eleven")])
+        db.add("a", 12345)  # replaced by a fingerprint: its sketch goes
+        db.remove("b")
+        assert db.stats()["sketch_count"] == 0
+        db.add("c", text="one two three four five six")
+        db.compact()
+        assert db.stats()["sketch_count"] == 1 and db.check()
+
+
+@pytest.mark.parametrize("bad", [0, -0.1, 1.5, float("nan"), "0.9", True, None])
+def test_bad_thresholds_are_refused(db_path, bad) -> None:
+    with simdb.open(db_path) as db:
+        db.add("a", 1)
+        calls = [lambda: db.query(1, threshold=bad), lambda: list(db.pairs(threshold=bad)), lambda: db.add("b", 2, if_new=True, threshold=bad)]
+        if bad is None:
+            return
+        for call in calls:
+            with pytest.raises(simdb.InvalidInputError):
+                call()
+
+
+def test_candidate_distance_matches_the_contract() -> None:
+    assert candidate_distance(0.9, "minhash", verified=False) == 3
+    assert candidate_distance(0.9, "simhash", verified=False) == 9
+    assert candidate_distance(1.0, "minhash", verified=True) == 0
+    assert candidate_distance(0.9, "minhash", verified=True) >= 6
+    assert simdb.DEFAULT_THRESHOLD == 0.9
