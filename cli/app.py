@@ -111,7 +111,7 @@ IfNewOption = Annotated[
     bool,
     typer.Option(
         "--if-new",
-        help="Skip each document as similar as --threshold to one already stored (or added earlier in this run), "
+        help="Skip each document that is a near-duplicate of one already stored (or added earlier in this run), "
         "and report the key it duplicates; one batched probe per batch.",
     ),
 ]
@@ -299,9 +299,15 @@ def make_fingerprinter(
 
 
 def checked_threshold(threshold: float | None) -> float | None:
-    """``threshold`` if it is a similarity the commands accept (0 < t <= 1), else a usage error."""
-    if threshold is not None and not 0 < threshold <= 1:  # NaN fails this too
-        raise usage_error(f"--threshold {threshold} is not a similarity: give a number above 0 and at most 1, such as {simdb.DEFAULT_THRESHOLD}")
+    """``threshold`` if the library takes it as a similarity (0 < t <= 1), else a usage
+    error naming --threshold, before any database is opened or created."""
+    from simdb.threshold import check_threshold
+
+    if threshold is not None:
+        try:
+            check_threshold(threshold)
+        except InvalidInputError:
+            raise usage_error(f"--threshold {threshold} is not a similarity: give a number above 0 and at most 1, such as {simdb.DEFAULT_THRESHOLD}") from None
     return threshold
 
 
