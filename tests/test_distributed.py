@@ -181,7 +181,7 @@ def test_export_then_pairs_job_matches_database_pairs(client: Client, tmp_path) 
     with simdb.open(str(tmp_path / "db"), k=3) as db:
         db.add_many((f"doc-{i}", int(fp)) for i, fp in enumerate(fingerprints))
         exported = distributed.export_parquet(db, tmp_path / "fingerprints.parquet")
-        expected = sorted(tuple(sorted((a, b))) + (d,) for a, b, d in db.pairs())
+        expected = sorted(tuple(sorted((a, b))) + (d,) for a, b, d, _ in db.pairs(k=3))
     assert exported == fingerprints.size
     summary = distributed.run_pairs_job(
         str(tmp_path / "*.parquet"), tmp_path / "pairs", k=3, scheduler=client.scheduler.address

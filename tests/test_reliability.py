@@ -193,7 +193,7 @@ def test_if_new_reports_the_key_it_duplicates(db_path) -> None:
         db.add("original", 0b1111)
         result = db.add_many([("copy", 0b0111), ("fresh", 2**63 | 2**40 | 2**20), ("copy-of-fresh", 2**63 | 2**40)], if_new=True)
         assert result.added == 1
-        assert result.skipped == [simdb.Skip("copy", "original", 1), simdb.Skip("copy-of-fresh", "fresh", 1)]
+        assert [skip[:3] for skip in result.skipped] == [("copy", "original", 1), ("copy-of-fresh", "fresh", 1)]
 
 
 def test_enormous_keys_are_refused_without_copying_them(db_path) -> None:
