@@ -126,8 +126,14 @@ FIXED = " Fixed at the first text added."
 _FEATURES_HELP = "Fingerprint features: word-shingle (default), word or char."
 _NGRAM_HELP = "Tokens per feature (default 3 for word-shingle, 5 for char)."
 _STOPWORDS_HELP = "Drop this language's stop words before forming features (english); by default every word counts."
-_KIND_HELP = "Fingerprint kind: minhash (the default: one-bit minwise hashing of the feature set, with a similarity sketch) or simhash."
-_WEIGHTS_HELP = "SimHash feature weights: tf (every occurrence counts), binary (each distinct feature once, the default) or log (1 + log of the count); minhash always uses binary."
+_KIND_HELP = (
+    "Fingerprint kind: minhash (the default: one-bit minwise hashing of the feature set, with a similarity sketch) "
+    "or simhash."
+)
+_WEIGHTS_HELP = (
+    "SimHash feature weights: tf (every occurrence counts), binary (each distinct feature once, the default) "
+    "or log (1 + log of the count); minhash always uses binary."
+)
 FeaturesOption = Annotated[str | None, typer.Option("--features", help=_FEATURES_HELP + FIXED, show_default=False)]
 NgramOption = Annotated[int | None, typer.Option("--ngram", min=1, help=_NGRAM_HELP + FIXED, show_default=False)]
 StopwordsOption = Annotated[str | None, typer.Option("--stopwords", help=_STOPWORDS_HELP + FIXED, show_default=False)]
@@ -140,7 +146,12 @@ HashKindOption = Annotated[str | None, typer.Option("--kind", help=_KIND_HELP, s
 HashWeightsOption = Annotated[str | None, typer.Option("--weights", help=_WEIGHTS_HELP, show_default=False)]
 QueryKOption = Annotated[
     int | None,
-    typer.Option("-k", min=0, help="Largest Hamming distance to report, at most the index's k (the default without --threshold).", show_default=False),
+    typer.Option(
+        "-k",
+        min=0,
+        help="Largest Hamming distance to report, at most the index's k (the default without --threshold).",
+        show_default=False,
+    ),
 ]
 #: pairs and clusters run in memory, so any k is answered exactly.
 AllPairsKOption = Annotated[
@@ -150,7 +161,8 @@ AllPairsKOption = Annotated[
         min=0,
         max=64,
         help="Largest Hamming distance (0-64, any: pairs are found in memory, not limited by the index's k). "
-        "Alone, pairs within k bits are reported whatever their similarity; with --threshold, it is the candidate radius.",
+        "Alone, pairs within k bits are reported whatever their similarity; "
+        "with --threshold, it is the candidate radius.",
         show_default=False,
     ),
 ]
@@ -160,13 +172,17 @@ ThresholdOption = Annotated[
         "--threshold",
         "-t",
         help=f"Smallest similarity (0 < t <= 1) of a near-duplicate: the sketch estimate of the feature sets' Jaccard "
-        f"similarity where stored, else the fingerprint's estimate. Default {simdb.DEFAULT_THRESHOLD} unless -k is given.",
+        f"similarity where stored, else the fingerprint's estimate. "
+        f"Default {simdb.DEFAULT_THRESHOLD} unless -k is given.",
         show_default=False,
     ),
 ]
 IncludeFeaturelessOption = Annotated[
     bool,
-    typer.Option("--include-featureless", help="Also pair documents with no features (empty, or no words): by default they are nobody's near-duplicates."),
+    typer.Option(
+        "--include-featureless",
+        help="Also pair documents with no features (empty, or no words): by default they are nobody's near-duplicates.",
+    ),
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -186,7 +202,10 @@ def exit_code_for(error: BaseException) -> int:
 
 #: The library's hints speak its Python API; these say the same for the command line.
 CLI_WORDING = (
-    ("omit fingerprinter= to use the stored settings", "omit --features, --ngram, --stopwords, --kind and --weights to use the stored settings"),
+    (
+        "omit fingerprinter= to use the stored settings",
+        "omit --features, --ngram, --stopwords, --kind and --weights to use the stored settings",
+    ),
     ("omit k,", "omit -k,"),
     ("omit blocks,", "omit --blocks,"),
     ("create it by opening it writable", "create it with simdb add or simdb import"),
@@ -307,7 +326,10 @@ def checked_threshold(threshold: float | None) -> float | None:
         try:
             check_threshold(threshold)
         except InvalidInputError:
-            raise usage_error(f"--threshold {threshold} is not a similarity: give a number above 0 and at most 1, such as {simdb.DEFAULT_THRESHOLD}") from None
+            raise usage_error(
+                f"--threshold {threshold} is not a similarity: "
+                f"give a number above 0 and at most 1, such as {simdb.DEFAULT_THRESHOLD}"
+            ) from None
     return threshold
 
 
@@ -460,16 +482,26 @@ class Ingest:
         """Fingerprint and store ``(key, text, meta, where)`` items (``workers`` processes)."""
         self._feed(items, self._add_texts, texts=True)
 
-    def _add_texts(self, rows: Iterable[tuple[str, Any, Any]], on_batch: Callable[[AddResult], None], batch_size: int | None = None) -> AddResult:
+    def _add_texts(
+        self, rows: Iterable[tuple[str, Any, Any]], on_batch: Callable[[AddResult], None], batch_size: int | None = None
+    ) -> AddResult:
         # With --if-new the database probes each batch once, in its write transaction.
-        return self.database.add_texts(rows, workers=self.workers, batch_size=batch_size or self.batch_size, on_batch=on_batch, **self._if_new_options)
+        return self.database.add_texts(
+            rows,
+            workers=self.workers,
+            batch_size=batch_size or self.batch_size,
+            on_batch=on_batch,
+            **self._if_new_options,
+        )
 
     def fingerprints(self, items: Iterable[Item]) -> None:
         """Store ``(key, fingerprint, meta, where)`` items."""
         self._feed(items, self._add_fingerprints, texts=False)
 
     def _add_fingerprints(self, rows: Iterable[tuple[str, Any, Any]], on_batch: Callable[[AddResult], None], batch_size: int | None = None) -> AddResult:
-        return self.database.add_many(rows, batch_size=batch_size or self.batch_size, on_batch=on_batch, **self._if_new_options)
+        return self.database.add_many(
+            rows, batch_size=batch_size or self.batch_size, on_batch=on_batch, **self._if_new_options
+        )
 
     def _feed(self, items: Iterable[Item], add: Adder, *, texts: bool) -> None:
         source = iter(items)
@@ -522,14 +554,25 @@ class Ingest:
                 self._uncommitted_chars -= len(text)
         for skip in totals.skipped[self._skips_shown :]:
             if self.json_output:
-                event = {"event": "skipped", "key": skip.key, "duplicate_of": skip.duplicate_of, "similarity": skip.similarity, "distance": skip.distance}
+                event = {
+                    "event": "skipped",
+                    "key": skip.key,
+                    "duplicate_of": skip.duplicate_of,
+                    "similarity": skip.similarity,
+                    "distance": skip.distance,
+                }
                 out(json_line(event))
             else:
-                out(f"skipped {skip.key}: near-duplicate of {skip.duplicate_of} (similarity {skip.similarity:.3f}, distance {skip.distance})")
+                out(
+                    f"skipped {skip.key}: near-duplicate of {skip.duplicate_of} "
+                    f"(similarity {skip.similarity:.3f}, distance {skip.distance})"
+                )
         self._skips_shown = len(totals.skipped)
         self._running = totals
         counts = self.counts()
-        self.progress.update(self.task, completed=self.intake.bytes_done, documents=counts.added + counts.replaced + counts.skipped)
+        self.progress.update(
+            self.task, completed=self.intake.bytes_done, documents=counts.added + counts.replaced + counts.skipped
+        )
 
     def counts(self) -> Counts:
         """What every committed batch added, replaced, skipped and found featureless."""
@@ -597,14 +640,19 @@ def run_ingest(
         # Counted from the database itself, so a batch that committed just as Ctrl-C came
         # is counted too.
         counts = counts._replace(added=len(database) - documents_before)
-        err(f"simdb: interrupted; {counts.added:,} documents were added before Ctrl-C (every committed batch is kept; the batch in progress was not stored)")
+        err(
+            f"simdb: interrupted; {counts.added:,} documents were added before Ctrl-C "
+            "(every committed batch is kept; the batch in progress was not stored)"
+        )
     print_summary(intake, json_output, counts, interrupted, time.monotonic() - started)
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_USAGE if intake.failed else 0
 
 
-def print_summary(intake: Intake, json_output: bool, counts: Counts | None = None, interrupted: bool = False, seconds: float = 0.0) -> None:
+def print_summary(
+    intake: Intake, json_output: bool, counts: Counts | None = None, interrupted: bool = False, seconds: float = 0.0
+) -> None:
     """The last line of ``add`` and ``import``: what was added, replaced, skipped and failed,
     and how many documents had no features (empty, or no words: stored, but nobody's
     near-duplicate)."""
@@ -790,10 +838,18 @@ def query(
         distance_limit = database.k if k is None else k
     if json_output:
         for match in matches:
-            fields = {"key": match.key, "fingerprint": hex_fingerprint(match.fingerprint), "similarity": match.similarity, "distance": match.distance}
+            fields = {
+                "key": match.key,
+                "fingerprint": hex_fingerprint(match.fingerprint),
+                "similarity": match.similarity,
+                "distance": match.distance,
+            }
             out(json_line({**fields, "meta": match.meta}))
     elif matches:
-        rows = ([f"{match.similarity:.3f}", match.distance, hex_fingerprint(match.fingerprint), match.key] for match in matches)
+        rows = (
+            [f"{match.similarity:.3f}", match.distance, hex_fingerprint(match.fingerprint), match.key]
+            for match in matches
+        )
         output.table(["similarity", "distance", "fingerprint", "key"], rows, right_aligned=(0, 1))
     if not matches:
         err(f"simdb: no document {nearness(threshold, k if threshold is not None else distance_limit)}")
@@ -802,7 +858,11 @@ def query(
 
 def nearness(threshold: float | None, k: int | None) -> str:
     """How near a match had to be, for "nothing found" messages."""
-    return f"within {k} bits" if threshold is None else f"with similarity >= {threshold:g}" + (f" within {k} bits" if k is not None else "")
+    return (
+        f"within {k} bits"
+        if threshold is None
+        else f"with similarity >= {threshold:g}" + (f" within {k} bits" if k is not None else "")
+    )
 
 
 @app.command()
@@ -840,7 +900,10 @@ def pairs(
     checked_threshold(threshold)
     if parquet is not None:
         if histogram or threshold is not None or include_featureless:
-            raise usage_error("--histogram, --threshold and --include-featureless do not go with --parquet: the batch job writes the pairs within -k bits to --out")
+            raise usage_error(
+                "--histogram, --threshold and --include-featureless do not go with --parquet: "
+                "the batch job writes the pairs within -k bits to --out"
+            )
         run_distributed_pairs(parquet, out_dir, k, scheduler, workers, json_output)
         return
     if out_dir is not None or scheduler is not None or workers is not None:
@@ -856,7 +919,16 @@ def pairs(
             rest = chain([first], found) if first is not None else iter(())
             if json_output:
                 for pair in rest:
-                    out(json_line({"key_a": pair.key_a, "key_b": pair.key_b, "similarity": pair.similarity, "distance": pair.distance}))
+                    out(
+                        json_line(
+                            {
+                                "key_a": pair.key_a,
+                                "key_b": pair.key_b,
+                                "similarity": pair.similarity,
+                                "distance": pair.distance,
+                            }
+                        )
+                    )
             elif first is not None:
                 rows = ([f"{pair.similarity:.3f}", pair.distance, pair.key_a, pair.key_b] for pair in rest)
                 total = output.table(["similarity", "distance", "key_a", "key_b"], rows, right_aligned=(0, 1))
@@ -880,7 +952,9 @@ def similarity_buckets(threshold: float) -> list[float]:
     return [round(step / 20, 2) for step in range(lowest, 21)]
 
 
-def print_pair_histogram(database: simdb.Database, k: int | None, threshold: float | None, include_featureless: bool, json_output: bool) -> int:
+def print_pair_histogram(
+    database: simdb.Database, k: int | None, threshold: float | None, include_featureless: bool, json_output: bool
+) -> int:
     """Print how many pairs there are per similarity bucket (with a threshold) or per
     distance 0..k (bit mode, -k alone), as a chart or JSON lines; return the number of
     pairs.  Cost as pairs, memory O(buckets)."""
@@ -893,7 +967,9 @@ def print_pair_histogram(database: simdb.Database, k: int | None, threshold: flo
         else:
             output.histogram("pairs", counts)
         return sum(counts)
-    per_bucket = database.pair_histogram(k, threshold=threshold, by="similarity", include_featureless=include_featureless)
+    per_bucket = database.pair_histogram(
+        k, threshold=threshold, by="similarity", include_featureless=include_featureless
+    )
     buckets = similarity_buckets(threshold)
     counts = [per_bucket.get(bucket, 0) for bucket in buckets]
     if json_output:
@@ -967,7 +1043,9 @@ def clusters(
     with open_existing(db) as database:
 
         def found(at_k: int | None, at_threshold: float | None) -> Iterator[list[str]]:
-            return database.clusters(at_k, threshold=at_threshold, singletons=singletons, include_featureless=include_featureless)
+            return database.clusters(
+                at_k, threshold=at_threshold, singletons=singletons, include_featureless=include_featureless
+            )
 
         if histogram:
             if limit is None:  # -k alone: one row per distance
@@ -991,7 +1069,9 @@ def clusters(
                     out(json_line({first_column: name, "clusters": group_count, "documents": document_count}))
             else:
                 labels = [f"{name:.2f}" if limit is not None else str(name) for name in names]
-                output.histogram("documents", documents, [("clusters", groups)], first_column=first_column, labels=labels)
+                output.histogram(
+                    "documents", documents, [("clusters", groups)], first_column=first_column, labels=labels
+                )
         else:
             total = 0
             for number, members in enumerate(found(k, threshold), 1):
@@ -1060,7 +1140,13 @@ def compact(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, deb
 def _settings_summary(settings: dict[str, Any] | None) -> str:
     if settings is None:
         return "none yet (set by the first text added)"
-    parts = [f"{settings.get('kind', 'simhash')}", f"{settings.get('features')}", f"ngram {settings.get('ngram')}", f"{settings.get('bits')} bits", f"{settings.get('weights')} weights"]
+    parts = [
+        f"{settings.get('kind', 'simhash')}",
+        f"{settings.get('features')}",
+        f"ngram {settings.get('ngram')}",
+        f"{settings.get('bits')} bits",
+        f"{settings.get('weights')} weights",
+    ]
     if settings.get("stopwords"):
         parts.append(f"stopwords {settings['stopwords']}")
     if settings.get("idf"):
@@ -1088,7 +1174,12 @@ def stats(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug
         ("expected candidates per probe", f"{info['expected_candidates_per_probe']:.3g}"),
         ("size on disk", output.human_bytes(info["size_bytes"]) + (f" ({per_document:,.0f} bytes per document)" if per_document else "")),
         ("fingerprint settings", _settings_summary(info.get("fingerprinter"))),
-        ("sketches", f"{info.get('sketch_count', 0):,} stored" if info.get("sketches") else "none (similarity from the fingerprints)"),
+        (
+            "sketches",
+            f"{info.get('sketch_count', 0):,} stored"
+            if info.get("sketches")
+            else "none (similarity from the fingerprints)",
+        ),
         ("format version", info["format_version"]),
     ]
     output.table(["statistic", "value"], rows)
@@ -1150,8 +1241,17 @@ def hash_command(
         value = fingerprinter.fingerprint(content)
         shown = format(value, f"0{bits}b") if binary else hex_fingerprint(value, bits)
         if json_output:
-            described = {"kind": fingerprinter.kind, "weights": fingerprinter.weights, "features": fingerprinter.features, "ngram": fingerprinter.ngram}
-            out(json_line({"fingerprint": shown, "bits": bits, **described, **({"file": name} if name is not None else {})}))
+            described = {
+                "kind": fingerprinter.kind,
+                "weights": fingerprinter.weights,
+                "features": fingerprinter.features,
+                "ngram": fingerprinter.ngram,
+            }
+            out(
+                json_line(
+                    {"fingerprint": shown, "bits": bits, **described, **({"file": name} if name is not None else {})}
+                )
+            )
         else:
             out(shown if name is None else f"{shown}  {name}")
 
@@ -1365,18 +1465,35 @@ def demo(
         # Query with the least similar planted copy that is still found, so the answer shows
         # a similarity below 1; any copy if none was found.
         copies = {keys[copy] for _, copy in collection.planted}
-        found_planted = [(pair.similarity, pair.key_a if pair.key_a in copies else pair.key_b) for pair in found if frozenset((pair.key_a, pair.key_b)) in planted]
+        found_planted = [
+            (pair.similarity, pair.key_a if pair.key_a in copies else pair.key_b)
+            for pair in found
+            if frozenset((pair.key_a, pair.key_b)) in planted
+        ]
         example = min(found_planted)[1] if found_planted else keys[collection.planted[0][1]]
         out(f"\n3. simdb query --threshold {simdb.DEFAULT_THRESHOLD} --file {example} --db {db_path}")
         matches = database.query(text=Path(example).read_text(encoding="utf-8"), threshold=simdb.DEFAULT_THRESHOLD)
-        output.table(["similarity", "distance", "key"], ([f"{m.similarity:.3f}", m.distance, m.key] for m in matches), right_aligned=(0, 1))
+        output.table(
+            ["similarity", "distance", "key"],
+            ([f"{m.similarity:.3f}", m.distance, m.key] for m in matches),
+            right_aligned=(0, 1),
+        )
 
         out(f"\n4. simdb pairs --db {db_path}")
-        output.table(["similarity", "distance", "key_a", "key_b"], ([f"{p.similarity:.3f}", p.distance, p.key_a, p.key_b] for p in found), right_aligned=(0, 1))
+        output.table(
+            ["similarity", "distance", "key_a", "key_b"],
+            ([f"{p.similarity:.3f}", p.distance, p.key_a, p.key_b] for p in found),
+            right_aligned=(0, 1),
+        )
         hits = sum(1 for pair in found if frozenset((pair.key_a, pair.key_b)) in planted)
         out(
-            f"\nFound {hits} of the {len(planted)} planted pairs with similarity >= {simdb.DEFAULT_THRESHOLD}, and {len(found) - hits} other pairs."
-            + (" The planted copies not found changed more of their word sequences than the threshold allows." if hits < len(planted) else "")
+            f"\nFound {hits} of the {len(planted)} planted pairs with similarity >= {simdb.DEFAULT_THRESHOLD}, "
+            f"and {len(found) - hits} other pairs."
+            + (
+                " The planted copies not found changed more of their word sequences than the threshold allows."
+                if hits < len(planted)
+                else ""
+            )
         )
     generator.record_output(Path(directory), generator.Output(set(keys), set(keys.values())))
     out(f"\nTry next:  export SIMDB_PATH={db_path}   then   simdb stats;  simdb clusters;  simdb pairs --histogram")

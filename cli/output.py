@@ -190,7 +190,10 @@ def histogram(
     largest = max(counts, default=0)
     header = [first_column, label, *(name for name, _ in columns), ""]
     names = labels if labels is not None else range(len(counts))
-    rows = [[name, f"{count:,}", *(f"{values[row]:,}" for _, values in columns), bar(count, largest)] for row, (name, count) in enumerate(zip(names, counts))]
+    rows = [
+        [name, f"{count:,}", *(f"{values[row]:,}" for _, values in columns), bar(count, largest)]
+        for row, (name, count) in enumerate(zip(names, counts))
+    ]
     table(header, rows, right_aligned=range(len(header) - 1))
 
 

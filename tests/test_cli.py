@@ -233,11 +233,20 @@ def test_if_new_skips_near_duplicates_and_names_the_key_they_duplicate(corpus: P
     result = run("add", corpus / "alpha.txt", corpus / "beta.txt", corpus / "alpha-upper.txt", "--if-new", "--db", db, "--workers", "1", "--json")
     assert result.exit_code == 0, result.output
     events = json_lines(result.stdout)
-    assert {"event": "skipped", "key": str(corpus / "alpha-upper.txt"), "duplicate_of": str(corpus / "alpha.txt"), "similarity": 1.0, "distance": 0} in events
+    assert {
+        "event": "skipped",
+        "key": str(corpus / "alpha-upper.txt"),
+        "duplicate_of": str(corpus / "alpha.txt"),
+        "similarity": 1.0,
+        "distance": 0,
+    } in events
     assert events[-1]["skipped"] == 1 and events[-1]["added"] == 2
     assert str(corpus / "alpha-upper.txt") not in stored_keys(db)
     human = run("add", corpus / "alpha-upper.txt", "--if-new", "--db", db, "--workers", "1")
-    assert f"skipped {corpus / 'alpha-upper.txt'}: near-duplicate of {corpus / 'alpha.txt'} (similarity 1.000, distance 0)" in human.stdout
+    assert (
+        f"skipped {corpus / 'alpha-upper.txt'}: near-duplicate of {corpus / 'alpha.txt'} (similarity 1.000, distance 0)"
+        in human.stdout
+    )
 
 
 def _warc_record(writer, uri: str, kind: str, payload: bytes, content_type: str | None = None):
@@ -332,7 +341,9 @@ def test_query_text_file_and_fingerprint_find_nearest_first(filled: str, corpus:
     near = simhash(prose(2)) ^ 0b101  # two bits away
     by_fingerprint = json_lines(run("query", "--fingerprint", hex(near), "--db", filled, "--json").stdout)
     # A fingerprint query has no sketch: the similarity is minhash's estimate from the distance.
-    assert [(m["key"], m["distance"], m["similarity"]) for m in by_fingerprint] == [(str(corpus / "beta.txt"), 2, 1 - 2 * 2 / 64)]
+    assert [(m["key"], m["distance"], m["similarity"]) for m in by_fingerprint] == [
+        (str(corpus / "beta.txt"), 2, 1 - 2 * 2 / 64)
+    ]
 
 
 def test_query_k_and_limit(filled: str, corpus: Path) -> None:
@@ -433,7 +444,9 @@ def test_pairs_lists_each_pair_once_first_added_first(filled: str, corpus: Path)
     result = run("pairs", "--db", filled, "--json")
     assert result.exit_code == 0
     # alpha-upper.txt sorts before alpha.txt, so it was added first.
-    assert json_lines(result.stdout) == [{"key_a": str(corpus / "alpha-upper.txt"), "key_b": str(corpus / "alpha.txt"), "similarity": 1.0, "distance": 0}]
+    assert json_lines(result.stdout) == [
+        {"key_a": str(corpus / "alpha-upper.txt"), "key_b": str(corpus / "alpha.txt"), "similarity": 1.0, "distance": 0}
+    ]
     table = run("pairs", "--db", filled).stdout.splitlines()
     assert table[0].split() == ["similarity", "distance", "key_a", "key_b"]
     assert table[1].split() == ["1.000", "0", str(corpus / "alpha-upper.txt"), str(corpus / "alpha.txt")]
@@ -545,7 +558,12 @@ def test_hash_prints_hex_bits_and_json(tmp_path: Path) -> None:
     assert run("hash", "--file", source).stdout.strip() == f"0x{simhash(text):016x}  {source}"
     [line] = json_lines(run("hash", "-", "--json", "--features", "char", input=text).stdout)
     char_settings = Fingerprinter(features="char")
-    expected = {"fingerprint": f"0x{simhash(text, features='char'):016x}", "bits": 64, "kind": char_settings.kind, "weights": char_settings.weights}
+    expected = {
+        "fingerprint": f"0x{simhash(text, features='char'):016x}",
+        "bits": 64,
+        "kind": char_settings.kind,
+        "weights": char_settings.weights,
+    }
     assert line == {**expected, "features": "char", "ngram": char_settings.ngram}
     sentence = "The cat sat on the mat, and the dog was not amused by it."
     assert simhash(sentence, stopwords="english") != simhash(sentence)

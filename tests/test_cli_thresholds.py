@@ -89,7 +89,9 @@ def settings(db: str) -> Fingerprinter:
         return database.fingerprinter
 
 
-def oracle_pairs(db: str, documents: list[tuple[str, str]], threshold: float | None, k: int | None = None) -> dict[tuple[str, str], tuple[float, int]]:
+def oracle_pairs(
+    db: str, documents: list[tuple[str, str]], threshold: float | None, k: int | None = None
+) -> dict[tuple[str, str], tuple[float, int]]:
     """Every pair the contract defines, by brute force: within the radius (k, else the
     threshold's candidate distance) and, with a threshold, at least that similar."""
     fingerprinter = settings(db)
@@ -114,7 +116,9 @@ def reported_pairs(stdout: str) -> dict[tuple[str, str], tuple[float, int]]:
     return {(line["key_a"], line["key_b"]): (line["similarity"], line["distance"]) for line in lines}
 
 
-def assert_same_pairs(reported: dict[tuple[str, str], tuple[float, int]], expected: dict[tuple[str, str], tuple[float, int]]) -> None:
+def assert_same_pairs(
+    reported: dict[tuple[str, str], tuple[float, int]], expected: dict[tuple[str, str], tuple[float, int]]
+) -> None:
     assert set(reported) == set(expected)
     for pair, (similarity, distance) in expected.items():
         assert reported[pair][1] == distance
@@ -141,7 +145,9 @@ def components(keys: list[str], edges: set[tuple[str, str]]) -> list[list[str]]:
 # -- pairs -------------------------------------------------------------------------------------------
 
 
-def test_pairs_default_threshold_json_lines_match_the_brute_force_sketch_oracle(graded: tuple[str, list[tuple[str, str]]]) -> None:
+def test_pairs_default_threshold_json_lines_match_the_brute_force_sketch_oracle(
+    graded: tuple[str, list[tuple[str, str]]],
+) -> None:
     db, documents = graded
     result = run("pairs", "--db", db, "--json")
     assert result.exit_code == 0, result.output
@@ -173,7 +179,9 @@ def test_pairs_k_alone_runs_beyond_the_index_k_in_bits(graded: tuple[str, list[t
     assert_same_pairs(reported_pairs(result.stdout), expected)
 
 
-def test_pairs_table_shows_similarity_with_three_decimals_then_distance(graded: tuple[str, list[tuple[str, str]]]) -> None:
+def test_pairs_table_shows_similarity_with_three_decimals_then_distance(
+    graded: tuple[str, list[tuple[str, str]]],
+) -> None:
     db, documents = graded
     lines = run("pairs", "--db", db).stdout.splitlines()
     assert lines[0].split() == ["similarity", "distance", "key_a", "key_b"]
@@ -182,7 +190,9 @@ def test_pairs_table_shows_similarity_with_three_decimals_then_distance(graded: 
     assert rows == {pair: (f"{similarity:.3f}", distance) for pair, (similarity, distance) in expected.items()}
 
 
-def test_pairs_histogram_counts_pairs_per_similarity_bucket_and_per_distance_with_k(graded: tuple[str, list[tuple[str, str]]]) -> None:
+def test_pairs_histogram_counts_pairs_per_similarity_bucket_and_per_distance_with_k(
+    graded: tuple[str, list[tuple[str, str]]],
+) -> None:
     db, documents = graded
     threshold = 0.5
     result = run("pairs", "--histogram", "-t", threshold, "--db", db, "--json")
@@ -191,17 +201,30 @@ def test_pairs_histogram_counts_pairs_per_similarity_bucket_and_per_distance_wit
     expected = oracle_pairs(db, documents, threshold)
     buckets = [step / 20 for step in range(10, 21)]  # 0.50, 0.55, ..., 1.00
     assert [row["similarity"] for row in rows] == pytest.approx(buckets)
-    counts = [sum(1 for similarity, _ in expected.values() if min(20, math.floor(similarity * 20 + 1e-9)) == step) for step in range(10, 21)]
+    counts = [
+        sum(1 for similarity, _ in expected.values() if min(20, math.floor(similarity * 20 + 1e-9)) == step)
+        for step in range(10, 21)
+    ]
     assert [row["pairs"] for row in rows] == counts
     chart = run("pairs", "--histogram", "-t", threshold, "--db", db).stdout.splitlines()
-    assert chart[0].split() == ["similarity", "pairs"] and chart[1].split()[0] == "0.50" and chart[-1].split()[0] == "1.00"
+    assert (
+        chart[0].split() == ["similarity", "pairs"] and chart[1].split()[0] == "0.50" and chart[-1].split()[0] == "1.00"
+    )
     by_distance = json_lines(run("pairs", "--histogram", "-k", 12, "--db", db, "--json").stdout)
     within = oracle_pairs(db, documents, None, k=12)
-    assert by_distance == [{"distance": d, "pairs": sum(1 for _, distance in within.values() if distance == d)} for d in range(13)]
+    assert by_distance == [
+        {"distance": d, "pairs": sum(1 for _, distance in within.values() if distance == d)} for d in range(13)
+    ]
 
 
 def test_featureless_documents_are_counted_and_pair_only_when_asked(tmp_path: Path) -> None:
-    documents = [("a", " ".join(words(1))), ("empty", ""), ("a-copy", " ".join(words(1)).upper()), ("punctuation", "!!! ... ???"), ("b", " ".join(words(2)))]
+    documents = [
+        ("a", " ".join(words(1))),
+        ("empty", ""),
+        ("a-copy", " ".join(words(1)).upper()),
+        ("punctuation", "!!! ... ???"),
+        ("b", " ".join(words(2))),
+    ]
     db = str(tmp_path / "db")
     result = run("add", "--jsonl", write_jsonl(tmp_path / "d.jsonl", documents), "--db", db, "--workers", "1", "--json")
     assert result.exit_code == 0, result.output
@@ -214,10 +237,22 @@ def test_featureless_documents_are_counted_and_pair_only_when_asked(tmp_path: Pa
     assert ("empty", "punctuation") in with_featureless and ("a", "a-copy") in with_featureless
     clustered = [line["members"] for line in json_lines(run("clusters", "--db", db, "--json").stdout)]
     assert clustered == [["a", "a-copy"]]
-    with_featureless_clusters = [line["members"] for line in json_lines(run("clusters", "--include-featureless", "--db", db, "--json").stdout)]
+    with_featureless_clusters = [
+        line["members"] for line in json_lines(run("clusters", "--include-featureless", "--db", db, "--json").stdout)
+    ]
     assert ["empty", "punctuation"] in with_featureless_clusters
     # --if-new: featureless documents are nobody's near-duplicates, so each is added.
-    if_new = run("add", "--jsonl", write_jsonl(tmp_path / "e.jsonl", [("empty2", ""), ("blank", "  \n ")]), "--if-new", "--db", db, "--workers", "1", "--json")
+    if_new = run(
+        "add",
+        "--jsonl",
+        write_jsonl(tmp_path / "e.jsonl", [("empty2", ""), ("blank", "  \n ")]),
+        "--if-new",
+        "--db",
+        db,
+        "--workers",
+        "1",
+        "--json",
+    )
     assert if_new.exit_code == 0, if_new.output
     summary = json_lines(if_new.stdout)[-1]
     assert summary["added"] == 2 and summary["skipped"] == 0 and summary["featureless"] == 2
@@ -227,9 +262,15 @@ def test_featureless_documents_are_counted_and_pair_only_when_asked(tmp_path: Pa
 
 
 @pytest.mark.parametrize("arguments", [[], ["-t", "0.6"], ["-k", "25"], ["-t", "0.7", "-k", "9"]])
-def test_clusters_are_the_connected_groups_of_the_oracle_pairs(graded: tuple[str, list[tuple[str, str]]], arguments: list[str]) -> None:
+def test_clusters_are_the_connected_groups_of_the_oracle_pairs(
+    graded: tuple[str, list[tuple[str, str]]], arguments: list[str]
+) -> None:
     db, documents = graded
-    threshold = float(arguments[arguments.index("-t") + 1]) if "-t" in arguments else (None if "-k" in arguments else simdb.DEFAULT_THRESHOLD)
+    threshold = (
+        float(arguments[arguments.index("-t") + 1])
+        if "-t" in arguments
+        else (None if "-k" in arguments else simdb.DEFAULT_THRESHOLD)
+    )
     k = int(arguments[arguments.index("-k") + 1]) if "-k" in arguments else None
     expected = components([key for key, _ in documents], set(oracle_pairs(db, documents, threshold, k)))
     result = run("clusters", *arguments, "--db", db, "--json")
@@ -256,7 +297,9 @@ def test_clusters_histogram_gives_a_row_per_threshold_up_to_one(graded: tuple[st
 # -- query ---------------------------------------------------------------------------------------------
 
 
-def test_query_threshold_reports_the_oracle_matches_most_similar_first(graded: tuple[str, list[tuple[str, str]]]) -> None:
+def test_query_threshold_reports_the_oracle_matches_most_similar_first(
+    graded: tuple[str, list[tuple[str, str]]],
+) -> None:
     db, documents = graded
     fingerprinter = settings(db)
     with simdb.open(db, readonly=True) as database:
@@ -267,7 +310,10 @@ def test_query_threshold_reports_the_oracle_matches_most_similar_first(graded: t
     probe, probe_sketch = fingerprinter.fingerprint_and_sketch(query_text)
     fingerprints, sketches = fingerprinter.fingerprints_and_sketches([text for _, text in documents])
     expected = sorted(
-        ((-sketch_similarity(probe_sketch, sketch), hamming(probe, fingerprint), key) for (key, _), fingerprint, sketch in zip(documents, fingerprints, sketches)),
+        (
+            (-sketch_similarity(probe_sketch, sketch), hamming(probe, fingerprint), key)
+            for (key, _), fingerprint, sketch in zip(documents, fingerprints, sketches)
+        ),
     )
     expected = [row for row in expected if -row[0] >= threshold and row[1] <= radius]
     result = run("query", query_text, "-t", threshold, "--db", db, "--json")
@@ -287,8 +333,12 @@ def test_query_threshold_reports_the_oracle_matches_most_similar_first(graded: t
 
 
 @pytest.mark.parametrize("value", ["0", "-0.5", "1.5", "nan", "inf"])
-@pytest.mark.parametrize("command", [["pairs"], ["clusters"], ["query", "some text"], ["add", "--if-new", "--jsonl", "-"]])
-def test_a_threshold_outside_0_to_1_exits_2_with_one_line(graded: tuple[str, list[tuple[str, str]]], command: list[str], value: str) -> None:
+@pytest.mark.parametrize(
+    "command", [["pairs"], ["clusters"], ["query", "some text"], ["add", "--if-new", "--jsonl", "-"]]
+)
+def test_a_threshold_outside_0_to_1_exits_2_with_one_line(
+    graded: tuple[str, list[tuple[str, str]]], command: list[str], value: str
+) -> None:
     db, _ = graded
     with simdb.open(db, readonly=True) as database:
         before = len(database)
@@ -299,7 +349,9 @@ def test_a_threshold_outside_0_to_1_exits_2_with_one_line(graded: tuple[str, lis
         assert len(database) == before
 
 
-def test_threshold_on_add_needs_if_new_and_parquet_refuses_it(graded: tuple[str, list[tuple[str, str]]], tmp_path: Path) -> None:
+def test_threshold_on_add_needs_if_new_and_parquet_refuses_it(
+    graded: tuple[str, list[tuple[str, str]]], tmp_path: Path
+) -> None:
     db, _ = graded
     result = run("add", "--jsonl", "-", "-t", "0.8", "--db", db, input='{"id": "x", "text": "new words"}\n')
     assert result.exit_code == 2 and "--threshold goes with --if-new" in result.stderr
@@ -310,7 +362,9 @@ def test_threshold_on_add_needs_if_new_and_parquet_refuses_it(graded: tuple[str,
 # -- add --if-new --------------------------------------------------------------------------------------
 
 
-def greedy_oracle(db: str, stored: list[tuple[str, str]], incoming: list[tuple[str, str]], threshold: float) -> tuple[list[str], dict[str, set[str]]]:
+def greedy_oracle(
+    db: str, stored: list[tuple[str, str]], incoming: list[tuple[str, str]], threshold: float
+) -> tuple[list[str], dict[str, set[str]]]:
     """Which incoming documents --if-new adds, and for each skipped one the keys it may be
     named a duplicate of, by brute force in order: a kept document (stored, or added
     earlier in the run) at similarity >= threshold among the candidates the index finds,
@@ -327,7 +381,8 @@ def greedy_oracle(db: str, stored: list[tuple[str, str]], incoming: list[tuple[s
         near = {
             everything[other][0]
             for other in kept
-            if hamming(fingerprints[position], fingerprints[other]) <= radius and sketch_similarity(sketches[position], sketches[other]) >= threshold
+            if hamming(fingerprints[position], fingerprints[other]) <= radius
+            and sketch_similarity(sketches[position], sketches[other]) >= threshold
         }
         if near:
             skipped[everything[position][0]] = near
@@ -345,7 +400,20 @@ def test_if_new_skips_exactly_what_the_oracle_skips(tmp_path: Path, threshold: f
     db = str(tmp_path / "db")
     assert run("add", "--jsonl", write_jsonl(tmp_path / "a.jsonl", stored), "--db", db, "--workers", "1").exit_code == 0
     given = ["-t", str(threshold)] if threshold is not None else []
-    result = run("add", "--jsonl", write_jsonl(tmp_path / "b.jsonl", incoming), "--if-new", *given, "--batch-size", "7", "--db", db, "--workers", "1", "--json")
+    result = run(
+        "add",
+        "--jsonl",
+        write_jsonl(tmp_path / "b.jsonl", incoming),
+        "--if-new",
+        *given,
+        "--batch-size",
+        "7",
+        "--db",
+        db,
+        "--workers",
+        "1",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     added, skipped = greedy_oracle(db, stored, incoming, threshold or simdb.DEFAULT_THRESHOLD)
     assert skipped and added
@@ -364,8 +432,21 @@ def test_if_new_skips_exactly_what_the_oracle_skips(tmp_path: Path, threshold: f
     with simdb.open(db, readonly=True) as database:
         assert set(database.keys()) == {key for key, _ in stored} | set(added)
     first_skip = next(iter(skipped))
-    human = run("add", "--jsonl", write_jsonl(tmp_path / "c.jsonl", [(first_skip, texts[first_skip])]), "--if-new", *given, "--db", db, "--workers", "1")
-    assert re.search(rf"skipped {re.escape(first_skip)}: near-duplicate of \S+ \(similarity [01]\.\d{{3}}, distance \d+\)", human.stdout)
+    human = run(
+        "add",
+        "--jsonl",
+        write_jsonl(tmp_path / "c.jsonl", [(first_skip, texts[first_skip])]),
+        "--if-new",
+        *given,
+        "--db",
+        db,
+        "--workers",
+        "1",
+    )
+    assert re.search(
+        rf"skipped {re.escape(first_skip)}: near-duplicate of \S+ \(similarity [01]\.\d{{3}}, distance \d+\)",
+        human.stdout,
+    )
 
 
 def test_if_new_starts_no_thread_per_document(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -381,7 +462,19 @@ def test_if_new_starts_no_thread_per_document(tmp_path: Path, monkeypatch: pytes
         original(self)
 
     monkeypatch.setattr(threading.Thread, "start", counting_start)
-    result = run("add", "--jsonl", source, "--if-new", "--batch-size", "100", "--db", tmp_path / "db", "--workers", "1", "--no-progress")
+    result = run(
+        "add",
+        "--jsonl",
+        source,
+        "--if-new",
+        "--batch-size",
+        "100",
+        "--db",
+        tmp_path / "db",
+        "--workers",
+        "1",
+        "--no-progress",
+    )
     assert result.exit_code == 0, result.output
     assert "added 400" in result.stdout
     assert len(started) <= 4 * 4, started  # 4 batches
@@ -406,7 +499,11 @@ def timed_add(posts: Path, db: Path, *extra: str) -> dict[str, Any]:
     environment = {"PYTHONPATH": str(REPOSITORY), "PATH": "/usr/bin:/bin"}
     completed = subprocess.run(
         [sys.executable, "-m", "cli.app", "add", str(posts), "--db", str(db), "--json", "--no-progress", *extra],
-        capture_output=True, text=True, timeout=300, env=environment, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+        check=False,
     )
     assert completed.returncode == 0, completed.stderr
     summary: dict[str, Any] = json_lines(completed.stdout)[-1]
@@ -437,12 +534,19 @@ def test_add_kind_and_weights_are_stored_and_used(tmp_path: Path, kind: str, wei
     documents = graded_documents()[:6]
     db = str(tmp_path / "db")
     given = ["--kind", kind] + (["--weights", weights] if weights else [])
-    assert run("add", "--jsonl", write_jsonl(tmp_path / "d.jsonl", documents), *given, "--db", db, "--workers", "1").exit_code == 0
+    assert (
+        run(
+            "add", "--jsonl", write_jsonl(tmp_path / "d.jsonl", documents), *given, "--db", db, "--workers", "1"
+        ).exit_code
+        == 0
+    )
     chosen: dict[str, Any] = {"weights": weights} if weights else {}
     expected = Fingerprinter(kind=kind, **chosen)
     assert settings(db) == expected
     with simdb.open(db, readonly=True) as database:
-        assert {document.key: document.fingerprint for document in database.items()} == {key: expected.fingerprint(text) for key, text in documents}
+        assert {document.key: document.fingerprint for document in database.items()} == {
+            key: expected.fingerprint(text) for key, text in documents
+        }
     hashed = json_lines(run("hash", documents[0][1], *given, "--json").stdout)[0]
     assert hashed["fingerprint"] == f"0x{expected.fingerprint(documents[0][1]):016x}"
     assert hashed["kind"] == kind and hashed["weights"] == expected.weights
@@ -478,7 +582,9 @@ def test_demo_finds_every_planted_pair_and_no_other(tmp_path: Path) -> None:
     collection = demo_generator.generate(300, copies=40)
     docs = tmp_path / "demo" / "docs"
     planted = {frozenset((str(docs / a), str(docs / b))) for a, b in collection.planted}
-    found = {frozenset(pair) for pair in reported_pairs(run("pairs", "--db", tmp_path / "demo" / "db", "--json").stdout)}
+    found = {
+        frozenset(pair) for pair in reported_pairs(run("pairs", "--db", tmp_path / "demo" / "db", "--json").stdout)
+    }
     assert found == planted
 
 
@@ -487,7 +593,13 @@ def test_pairs_json_streams_into_head_and_ends_quietly(graded: tuple[str, list[t
     db, _ = graded
     environment = {"PYTHONPATH": str(REPOSITORY), "PATH": "/usr/bin:/bin"}
     completed = subprocess.run(
-        f"{sys.executable} -m cli.app pairs -t 0.3 --json --db {db} | head -1", shell=True, capture_output=True, text=True, env=environment, timeout=120, check=False
+        f"{sys.executable} -m cli.app pairs -t 0.3 --json --db {db} | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+        check=False,
     )
     assert completed.returncode == 0 and completed.stderr == ""
     assert set(json.loads(completed.stdout)) == {"key_a", "key_b", "similarity", "distance"}
@@ -497,7 +609,9 @@ def test_texts_of_a_refused_batch_are_retried_as_texts_and_keep_their_sketches(t
     """A batch refused for one item is stored in halves; the texts are retried as texts, so
     every stored document keeps its sketch (a retried fingerprint alone would have none,
     and its pairs would fall back to the fingerprint's estimate)."""
-    rows: list[dict[str, Any]] = [{"id": f"doc-{number}", "text": " ".join(words(700 + number, 80))} for number in range(12)]
+    rows: list[dict[str, Any]] = [
+        {"id": f"doc-{number}", "text": " ".join(words(700 + number, 80))} for number in range(12)
+    ]
     rows[5]["deep"] = json.loads("[" * 150 + "]" * 150)  # meta the database refuses
     rows.append({"id": "doc-0-copy", "text": rows[0]["text"].upper()})
     source = tmp_path / "docs.jsonl"
@@ -508,4 +622,6 @@ def test_texts_of_a_refused_batch_are_retried_as_texts_and_keep_their_sketches(t
     info = json_lines(run("stats", "--db", db, "--json").stdout)[0]
     assert info["documents"] == 12 and info["sketch_count"] == 12
     documents = [(row["id"], row["text"]) for row in rows if row["id"] != "doc-5"]
-    assert_same_pairs(reported_pairs(run("pairs", "-t", "0.3", "--db", db, "--json").stdout), oracle_pairs(db, documents, 0.3))
+    assert_same_pairs(
+        reported_pairs(run("pairs", "-t", "0.3", "--db", db, "--json").stdout), oracle_pairs(db, documents, 0.3)
+    )
