@@ -63,6 +63,7 @@ from cli.sources import (
     stream_inputs,
 )
 from simdb import AddResult, DatabaseError, InvalidInputError, NotADatabaseError, SimdbError
+from simdb.database import DEFAULT_K
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to the commands that need it
     from simdb.fingerprint import Fingerprinter
@@ -116,7 +117,13 @@ IfNewOption = Annotated[
     ),
 ]
 CreateKOption = Annotated[
-    int | None, typer.Option("-k", min=0, help="The index's k (largest distance answered exactly), when the database is created. Default 3.", show_default=False)
+    int | None,
+    typer.Option(
+        "-k",
+        min=0,
+        help=f"The index's k (largest distance answered exactly), when the database is created. Default {DEFAULT_K}.",
+        show_default=False,
+    ),
 ]
 BlocksOption = Annotated[
     int | None, typer.Option("--blocks", min=1, help="Blocks of the permutation plan (more than k), when the database is created.", show_default=False)

@@ -87,7 +87,11 @@ if TYPE_CHECKING:
 #: read and written as format 1, with similarities estimated from the fingerprints.
 FORMAT_VERSION = 2
 READABLE_FORMATS = (1, 2)
-DEFAULT_K = 3
+#: The default index: k=5 in 6 blocks (6 tables).  A query at the default threshold then
+#: finds 98-99.8% of what pairs() finds at it, at about 380 bytes per document after
+#: compact(); k=3 finds 90-96%, k=4 96-98.5% (bench/threshold_recall.py, bench/RESULTS.md).
+DEFAULT_K = 5
+DEFAULT_BLOCKS = 6
 DEFAULT_BATCH_SIZE = 100_000
 #: query_many reads whole tables instead of seeking once per query when the batch has at
 #: least 1/MERGE_COST_RATIO as many queries as there are documents (measured crossover, see
@@ -295,9 +299,10 @@ def open(  # noqa: A001 - the public name is simdb.open, as in the spec
     """Open the database at ``path``, creating it if missing (unless ``readonly`` or
     ``create=False``).
 
-    ``k`` (default 3 at creation) is the largest distance answered with no false negatives;
-    ``blocks`` is the block count m > k, by default the smallest giving every table about
-    log2(1M) leading bits or more.  Both are stored at creation; giving a different value later
+    ``k`` (default 5 at creation) is the largest distance answered with no false negatives;
+    ``blocks`` is the block count m > k: 6 for the default k (6 tables of 10-11 leading bits,
+    chosen for recall at the default threshold at under 500 bytes per document), else by
+    default the smallest giving every table about log2(1M) leading bits or more.  Both are stored at creation; giving a different value later
     raises :class:`ConfigMismatchError`.  ``fingerprinter`` fixes the text settings the same
     way.  ``map_size`` is the initial LMDB map size; the map grows by itself when needed.
     """
@@ -345,7 +350,7 @@ class Database:
         if create and not readonly and not Storage.exists(path):
             # A new database's plan is checked before its directory is made, so that a
             # refused open leaves nothing behind for a later open to pick up.
-            TablePlan.create(DEFAULT_K if k is None else k, blocks)
+            _new_plan(k, blocks)
         self._storage = Storage.open(path, readonly=readonly, create=create, names=[META], map_size=map_size)
         try:
             self._setup(k, blocks, fingerprinter, create)
@@ -364,7 +369,7 @@ class Database:
             if storage.readonly or not create:
                 hint = "create it by opening it writable" if storage.readonly else "create it with create=True"
                 raise NotADatabaseError(f"{storage.path} holds no simdb database yet", hint)
-            self._use_plan(TablePlan.create(DEFAULT_K if k is None else k, blocks))
+            self._use_plan(_new_plan(k, blocks))
             self._format = FORMAT_VERSION
             if not storage.write(lambda txn: self._initialise(txn, fingerprinter)):
                 stored = self._read_config()  # another process created it first: theirs stands
@@ -1649,6 +1654,14 @@ def _sketch_matrix(sketches: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     if present.any():
         rows[present] = np.frombuffer(b"".join(s for s in sketches if s), dtype=np.uint8).reshape(-1, SKETCH_BYTES)
     return rows, present
+
+
+def _new_plan(k: int | None, blocks: int | None) -> TablePlan:
+    """The plan of a new database: :data:`DEFAULT_K` in :data:`DEFAULT_BLOCKS` blocks when
+    neither is given, else the given k with the given or default block count."""
+    if k is None:
+        return TablePlan.create(DEFAULT_K, DEFAULT_BLOCKS if blocks is None else blocks)
+    return TablePlan.create(k, blocks)
 
 
 def _check_batch_size(batch_size: object) -> None:

@@ -42,7 +42,7 @@ def test_a_refused_open_leaves_no_database_behind(db_path, arguments) -> None:
         simdb.open(db_path, **arguments)
     assert not db_path.exists()
     with simdb.open(db_path) as db:  # the path is still free for a good open
-        assert db.k == 3 and db.fingerprinter is None
+        assert (db.k, db.plan.blocks) == (5, 6) and db.fingerprinter is None  # the defaults
 
 
 @pytest.mark.parametrize("path", [None, 5, b"bytes"])

@@ -71,7 +71,8 @@ def db(tmp_path: Path) -> str:
 @pytest.fixture
 def filled(corpus: Path, db: str) -> str:
     """A database holding the four .txt files of ``corpus``."""
-    result = run("add", corpus, "--recursive", "--glob", "*.txt", "--db", db, "--workers", "1")
+    # k=3 named: these tests count tables and distances of a k=3 index (the default is k=5).
+    result = run("add", corpus, "--recursive", "--glob", "*.txt", "--db", db, "--workers", "1", "-k", "3")
     assert result.exit_code == 0, result.output
     return db
 
@@ -463,7 +464,7 @@ def _fingerprint_db(tmp_path: Path, distances: list[int]) -> str:
     source = tmp_path / "pairs.tsv"
     source.write_text("\n".join(lines) + "\n")
     db = str(tmp_path / "fpdb")
-    assert run("add", "--fingerprints", source, "--db", db).exit_code == 0
+    assert run("add", "--fingerprints", source, "--db", db, "-k", "3").exit_code == 0
     return db
 
 

@@ -313,7 +313,7 @@ def test_one_database_serves_many_query_threads(db_path) -> None:
 
 
 def test_stats_describe_the_plan(db_path) -> None:
-    with simdb.open(db_path) as db:
+    with simdb.open(db_path, k=3) as db:
         db.add_many(as_items(range(1000)))
         stats = db.stats()
         assert stats["documents"] == 1000 and stats["tables"] == 10 and stats["k"] == 3
