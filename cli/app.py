@@ -18,6 +18,7 @@ go to stderr.  Errors are turned into exit codes in one place, :func:`guarded`:
 from __future__ import annotations
 
 import functools
+import math
 import os
 import signal
 import stat
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from itertools import chain
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
 
 import typer
 from typer.exceptions import TyperException
@@ -62,6 +63,7 @@ from cli.sources import (
     stream_inputs,
 )
 from simdb import AddResult, DatabaseError, InvalidInputError, NotADatabaseError, SimdbError
+from simdb.database import DEFAULT_K
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to the commands that need it
     from simdb.fingerprint import Fingerprinter
@@ -108,27 +110,87 @@ WorkersOption = Annotated[
 BatchOption = Annotated[int, typer.Option("--batch-size", min=1, help="Documents per write transaction; Ctrl-C keeps every committed batch.")]
 IfNewOption = Annotated[
     bool,
-    typer.Option("--if-new", help="Skip each document within k bits of one already stored (or added earlier in this run), and report the key it duplicates."),
+    typer.Option(
+        "--if-new",
+        help="Skip each document that is a near-duplicate of one already stored (or added earlier in this run), "
+        "and report the key it duplicates; one batched probe per batch.",
+    ),
 ]
 CreateKOption = Annotated[
-    int | None, typer.Option("-k", min=0, help="The index's k (largest distance answered exactly), when the database is created. Default 3.", show_default=False)
+    int | None,
+    typer.Option(
+        "-k",
+        min=0,
+        help=f"The index's k (largest distance answered exactly), when the database is created. Default {DEFAULT_K}.",
+        show_default=False,
+    ),
 ]
 BlocksOption = Annotated[
     int | None, typer.Option("--blocks", min=1, help="Blocks of the permutation plan (more than k), when the database is created.", show_default=False)
 ]
-FeaturesOption = Annotated[
-    str | None,
-    typer.Option("--features", help="Fingerprint features: word-shingle (default), word or char. Fixed at the first text added.", show_default=False),
-]
-NgramOption = Annotated[
+#: Said of a fingerprint setting by ``add`` (a database keeps the settings it was created with), not by ``hash``.
+FIXED = " Fixed at the first text added."
+_FEATURES_HELP = "Fingerprint features: word-shingle (default), word or char."
+_NGRAM_HELP = "Tokens per feature (default 3 for word-shingle, 5 for char)."
+_STOPWORDS_HELP = "Drop this language's stop words before forming features (english); by default every word counts."
+_KIND_HELP = (
+    "Fingerprint kind: minhash (the default: one-bit minwise hashing of the feature set, with a similarity sketch) "
+    "or simhash."
+)
+_WEIGHTS_HELP = (
+    "SimHash feature weights: tf (every occurrence counts), binary (each distinct feature once, the default) "
+    "or log (1 + log of the count); minhash always uses binary."
+)
+FeaturesOption = Annotated[str | None, typer.Option("--features", help=_FEATURES_HELP + FIXED, show_default=False)]
+NgramOption = Annotated[int | None, typer.Option("--ngram", min=1, help=_NGRAM_HELP + FIXED, show_default=False)]
+StopwordsOption = Annotated[str | None, typer.Option("--stopwords", help=_STOPWORDS_HELP + FIXED, show_default=False)]
+KindOption = Annotated[str | None, typer.Option("--kind", help=_KIND_HELP + FIXED, show_default=False)]
+WeightsOption = Annotated[str | None, typer.Option("--weights", help=_WEIGHTS_HELP + FIXED, show_default=False)]
+HashFeaturesOption = Annotated[str | None, typer.Option("--features", help=_FEATURES_HELP, show_default=False)]
+HashNgramOption = Annotated[int | None, typer.Option("--ngram", min=1, help=_NGRAM_HELP, show_default=False)]
+HashStopwordsOption = Annotated[str | None, typer.Option("--stopwords", help=_STOPWORDS_HELP, show_default=False)]
+HashKindOption = Annotated[str | None, typer.Option("--kind", help=_KIND_HELP, show_default=False)]
+HashWeightsOption = Annotated[str | None, typer.Option("--weights", help=_WEIGHTS_HELP, show_default=False)]
+QueryKOption = Annotated[
     int | None,
-    typer.Option("--ngram", min=1, help="Tokens per feature (default 3 for word-shingle, 5 for char). Fixed at the first text added.", show_default=False),
+    typer.Option(
+        "-k",
+        min=0,
+        help="Largest Hamming distance to report, at most the index's k (the default without --threshold).",
+        show_default=False,
+    ),
 ]
-StopwordsOption = Annotated[
-    str | None,
-    typer.Option("--stopwords", help="Drop this language's stop words before forming features (english); by default every word counts. Fixed at the first text added.", show_default=False),
+#: pairs and clusters run in memory, so any k is answered exactly.
+AllPairsKOption = Annotated[
+    int | None,
+    typer.Option(
+        "-k",
+        min=0,
+        max=64,
+        help="Largest Hamming distance (0-64, any: pairs are found in memory, not limited by the index's k). "
+        "Alone, pairs within k bits are reported whatever their similarity; "
+        "with --threshold, it is the candidate radius.",
+        show_default=False,
+    ),
 ]
-QueryKOption = Annotated[int | None, typer.Option("-k", min=0, help="Largest Hamming distance to report, at most the index's k (the default).", show_default=False)]
+ThresholdOption = Annotated[
+    float | None,
+    typer.Option(
+        "--threshold",
+        "-t",
+        help=f"Smallest similarity (0 < t <= 1) of a near-duplicate: the sketch estimate of the feature sets' Jaccard "
+        f"similarity where stored, else the fingerprint's estimate. "
+        f"Default {simdb.DEFAULT_THRESHOLD} unless -k is given.",
+        show_default=False,
+    ),
+]
+IncludeFeaturelessOption = Annotated[
+    bool,
+    typer.Option(
+        "--include-featureless",
+        help="Also pair documents with no features (empty, or no words): by default they are nobody's near-duplicates.",
+    ),
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -147,7 +209,10 @@ def exit_code_for(error: BaseException) -> int:
 
 #: The library's hints speak its Python API; these say the same for the command line.
 CLI_WORDING = (
-    ("omit fingerprinter= to use the stored settings", "omit --features, --ngram and --stopwords to use the stored settings"),
+    (
+        "omit fingerprinter= to use the stored settings",
+        "omit --features, --ngram, --stopwords, --kind and --weights to use the stored settings",
+    ),
     ("omit k,", "omit -k,"),
     ("omit blocks,", "omit --blocks,"),
     ("create it by opening it writable", "create it with simdb add or simdb import"),
@@ -238,13 +303,41 @@ def open_existing(path: str, *, readonly: bool = True) -> simdb.Database:
     return simdb.open(path, readonly=readonly, create=False)
 
 
-def make_fingerprinter(features: str | None, ngram: int | None, stopwords: str | None, bits: int = 64, *, always: bool = False) -> Fingerprinter | None:
-    """Fingerprint settings from the command line; None (use the database's) if none given."""
-    if features is None and ngram is None and stopwords is None and bits == 64 and not always:
+def make_fingerprinter(
+    features: str | None,
+    ngram: int | None,
+    stopwords: str | None,
+    bits: int = 64,
+    *,
+    kind: str | None = None,
+    weights: str | None = None,
+    always: bool = False,
+) -> Fingerprinter | None:
+    """Fingerprint settings from the command line; None (use the database's) if none given.
+    Settings not given take the library's defaults (which depend on ``kind``)."""
+    given = {"ngram": ngram, "stopwords": stopwords, "kind": kind, "weights": weights}
+    if features is None and bits == 64 and not always and all(value is None for value in given.values()):
         return None
     from simdb.fingerprint import Fingerprinter
 
-    return Fingerprinter(features=features or "word-shingle", ngram=ngram, bits=bits, stopwords=stopwords)
+    chosen: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
+    return Fingerprinter(features=features or "word-shingle", bits=bits, **chosen)
+
+
+def checked_threshold(threshold: float | None) -> float | None:
+    """``threshold`` if the library takes it as a similarity (0 < t <= 1), else a usage
+    error naming --threshold, before any database is opened or created."""
+    from simdb.threshold import check_threshold
+
+    if threshold is not None:
+        try:
+            check_threshold(threshold)
+        except InvalidInputError:
+            raise usage_error(
+                f"--threshold {threshold} is not a similarity: "
+                f"give a number above 0 and at most 1, such as {simdb.DEFAULT_THRESHOLD}"
+            ) from None
+    return threshold
 
 
 def read_argument_text(text: str) -> str:
@@ -320,6 +413,15 @@ def interrupts_in_this_process_only() -> Iterator[threading.Event]:
 Adder = Callable[[Iterable[tuple[str, Any, Any]], Callable[[AddResult], None]], AddResult]
 
 
+class Counts(NamedTuple):
+    """The totals of an ``add`` or ``import`` run, for its summary line."""
+
+    added: int = 0
+    replaced: int = 0
+    skipped: int = 0
+    featureless: int = 0
+
+
 class Ingest:
     """Feeds documents to the database batch by batch, keeping the committed totals, the
     progress bar and the per-skip reports up to date after every commit.
@@ -347,10 +449,13 @@ class Ingest:
         progress: Any,
         task: Any,
         stop: threading.Event,
+        threshold: float | None = None,
     ) -> None:
         self.database = database
         self.intake = intake
         self.if_new = if_new
+        # Handed to the database only with --if-new, where it means something.
+        self._if_new_options: dict[str, Any] = {"if_new": True, "threshold": threshold} if if_new else {}
         self.workers = workers
         self.batch_size = batch_size
         self.json_output = json_output
@@ -382,14 +487,28 @@ class Ingest:
 
     def texts(self, items: Iterable[Item]) -> None:
         """Fingerprint and store ``(key, text, meta, where)`` items (``workers`` processes)."""
-        self._feed(items, lambda rows, on_batch: self.database.add_texts(rows, workers=self.workers, batch_size=self.batch_size, if_new=self.if_new, on_batch=on_batch), texts=True)
+        self._feed(items, self._add_texts, texts=True)
+
+    def _add_texts(
+        self, rows: Iterable[tuple[str, Any, Any]], on_batch: Callable[[AddResult], None], batch_size: int | None = None
+    ) -> AddResult:
+        # With --if-new the database probes each batch once, in its write transaction.
+        return self.database.add_texts(
+            rows,
+            workers=self.workers,
+            batch_size=batch_size or self.batch_size,
+            on_batch=on_batch,
+            **self._if_new_options,
+        )
 
     def fingerprints(self, items: Iterable[Item]) -> None:
         """Store ``(key, fingerprint, meta, where)`` items."""
         self._feed(items, self._add_fingerprints, texts=False)
 
     def _add_fingerprints(self, rows: Iterable[tuple[str, Any, Any]], on_batch: Callable[[AddResult], None], batch_size: int | None = None) -> AddResult:
-        return self.database.add_many(rows, batch_size=batch_size or self.batch_size, if_new=self.if_new, on_batch=on_batch)
+        return self.database.add_many(
+            rows, batch_size=batch_size or self.batch_size, on_batch=on_batch, **self._if_new_options
+        )
 
     def _feed(self, items: Iterable[Item], add: Adder, *, texts: bool) -> None:
         source = iter(items)
@@ -406,29 +525,22 @@ class Ingest:
                 refused = list(self._uncommitted)
                 if not refused:
                     raise  # not about an item: nothing to retry
-            if texts:
-                refused = self._fingerprinted(refused)
             self._uncommitted = deque()  # the retries below must not pop their batches here
-            self._store_in_halves(refused)
+            # Texts are retried as texts, so each keeps its sketch (a fingerprint alone has none):
+            # the refused items are fingerprinted again, O(log batch size) times each at most.
+            self._store_in_halves(refused, self._add_texts if texts else self._add_fingerprints)
 
-    def _fingerprinted(self, items: list[Item]) -> list[Item]:
-        """Text items as fingerprint items, so retrying them never fingerprints twice."""
-        fingerprinter = self.database.fingerprinter
-        assert fingerprinter is not None  # add_texts settled the settings before it refused the batch
-        fingerprints = fingerprinter.fingerprint_many([text for _, text, _, _ in items], workers=self.workers)
-        return [(key, fingerprint, meta, where) for (key, _, meta, where), fingerprint in zip(items, fingerprints)]
-
-    def _store_in_halves(self, items: list[Item]) -> None:
+    def _store_in_halves(self, items: list[Item], add: Callable[..., AddResult]) -> None:
         # One transaction for all of them, so a refusal means none of them was stored.
         try:
-            self._call(lambda on_batch: self._add_fingerprints([item[:3] for item in items], on_batch, batch_size=len(items)))
+            self._call(lambda on_batch: add([item[:3] for item in items], on_batch, batch_size=len(items)))
         except InvalidInputError as error:
             if len(items) == 1:
                 self.intake.fail(items[0][3], cli_message(error))
                 return
             middle = len(items) // 2
-            self._store_in_halves(items[:middle])
-            self._store_in_halves(items[middle:])
+            self._store_in_halves(items[:middle], add)
+            self._store_in_halves(items[middle:], add)
 
     def _call(self, run: Callable[[Callable[[AddResult], None]], AddResult]) -> None:
         self._running, self._skips_shown = AddResult(), 0
@@ -449,18 +561,36 @@ class Ingest:
                 self._uncommitted_chars -= len(text)
         for skip in totals.skipped[self._skips_shown :]:
             if self.json_output:
-                out(json_line({"event": "skipped", "key": skip.key, "duplicate_of": skip.duplicate_of, "distance": skip.distance}))
+                event = {
+                    "event": "skipped",
+                    "key": skip.key,
+                    "duplicate_of": skip.duplicate_of,
+                    "similarity": skip.similarity,
+                    "distance": skip.distance,
+                }
+                out(json_line(event))
             else:
-                out(f"skipped {skip.key}: near-duplicate of {skip.duplicate_of} (distance {skip.distance})")
+                out(
+                    f"skipped {skip.key}: near-duplicate of {skip.duplicate_of} "
+                    f"(similarity {skip.similarity:.3f}, distance {skip.distance})"
+                )
         self._skips_shown = len(totals.skipped)
         self._running = totals
-        added, replaced, skipped = self.counts()
-        self.progress.update(self.task, completed=self.intake.bytes_done, documents=added + replaced + skipped)
+        counts = self.counts()
+        self.progress.update(
+            self.task, completed=self.intake.bytes_done, documents=counts.added + counts.replaced + counts.skipped
+        )
 
-    def counts(self) -> tuple[int, int, int]:
-        """(added, replaced, skipped) over every committed batch."""
+    def counts(self) -> Counts:
+        """What every committed batch added, replaced, skipped and found featureless."""
         done, running = self.finished, self._running
-        return done.added + running.added, done.replaced + running.replaced, len(done.skipped) + len(running.skipped)
+        return Counts(
+            done.added + running.added,
+            done.replaced + running.replaced,
+            len(done.skipped) + len(running.skipped),
+            done.featureless + running.featureless,
+        )
+
 
 
 def problem_printer(json_output: bool) -> Callable[[str, str], None]:
@@ -481,6 +611,7 @@ def run_ingest(
     batch_size: int,
     json_output: bool,
     show_progress: bool,
+    threshold: float | None = None,
 ) -> int:
     """Run ``feed`` against the database with a progress bar, print the summary line, and
     return the exit code: 130 after Ctrl-C (the committed batches stay and the message says
@@ -490,7 +621,18 @@ def run_ingest(
     interrupted = False
     with output.progress_bar(show_progress) as progress, interrupts_in_this_process_only() as ctrl_c:
         task = progress.add_task("adding", total=total_bytes, documents=0)
-        ingest = Ingest(database, intake, if_new=if_new, workers=workers, batch_size=batch_size, json_output=json_output, progress=progress, task=task, stop=ctrl_c)
+        ingest = Ingest(
+            database,
+            intake,
+            if_new=if_new,
+            threshold=threshold,
+            workers=workers,
+            batch_size=batch_size,
+            json_output=json_output,
+            progress=progress,
+            task=task,
+            stop=ctrl_c,
+        )
         try:
             feed(ingest)
         except KeyboardInterrupt:
@@ -500,24 +642,34 @@ def run_ingest(
                 raise
             interrupted = True  # the interruption, surfacing as a follow-on error
         interrupted = interrupted or ctrl_c.is_set()
-    added, replaced, skipped = ingest.counts()
+    counts = ingest.counts()
     if interrupted:
         # Counted from the database itself, so a batch that committed just as Ctrl-C came
         # is counted too.
-        added = len(database) - documents_before
-        err(f"simdb: interrupted; {added:,} documents were added before Ctrl-C (every committed batch is kept; the batch in progress was not stored)")
-    print_summary(intake, json_output, added, replaced, skipped, interrupted, time.monotonic() - started)
+        counts = counts._replace(added=len(database) - documents_before)
+        err(
+            f"simdb: interrupted; {counts.added:,} documents were added before Ctrl-C "
+            "(every committed batch is kept; the batch in progress was not stored)"
+        )
+    print_summary(intake, json_output, counts, interrupted, time.monotonic() - started)
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_USAGE if intake.failed else 0
 
 
-def print_summary(intake: Intake, json_output: bool, added: int = 0, replaced: int = 0, skipped: int = 0, interrupted: bool = False, seconds: float = 0.0) -> None:
-    """The last line of ``add`` and ``import``: what was added, replaced, skipped and failed."""
+def print_summary(
+    intake: Intake, json_output: bool, counts: Counts | None = None, interrupted: bool = False, seconds: float = 0.0
+) -> None:
+    """The last line of ``add`` and ``import``: what was added, replaced, skipped and failed,
+    and how many documents had no features (empty, or no words: stored, but nobody's
+    near-duplicate)."""
+    counts = counts or Counts()
+    added, replaced, skipped = counts.added, counts.replaced, counts.skipped
     summary = {
         "added": added,
         "replaced": replaced,
         "skipped": skipped,
+        "featureless": counts.featureless,
         "failed": intake.failed,
         "decoded_with_replacement": intake.decoded_with_replacement,
         "interrupted": interrupted,
@@ -527,6 +679,8 @@ def print_summary(intake: Intake, json_output: bool, added: int = 0, replaced: i
         out(json_line({"event": "summary", **summary}))
     else:
         line = f"added {added:,}, replaced {replaced:,}, skipped {skipped:,}, failed {intake.failed:,}"
+        if counts.featureless:
+            line += f"; {counts.featureless:,} featureless (no words)"
         if intake.decoded_with_replacement:
             line += f"; {intake.decoded_with_replacement:,} decoded with replacement"
         out(f"{line} ({seconds:.1f} s)")
@@ -562,6 +716,16 @@ def add(
         list[str] | None, typer.Option("--fingerprints", help="A TSV file of KEY<TAB>FINGERPRINT (hex or decimal), optionally <TAB>META-JSON; repeatable.", show_default=False)
     ] = None,
     if_new: IfNewOption = False,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--threshold",
+            "-t",
+            help=f"With --if-new: the smallest similarity (0 < t <= 1) at which a document counts as a near-duplicate. "
+            f"Default {simdb.DEFAULT_THRESHOLD} (where sketches are stored; else within the index's k bits).",
+            show_default=False,
+        ),
+    ] = None,
     workers: WorkersOption = None,
     batch_size: BatchOption = DEFAULT_BATCH_SIZE,
     max_doc_bytes: Annotated[
@@ -579,6 +743,8 @@ def add(
     features: FeaturesOption = None,
     ngram: NgramOption = None,
     stopwords: StopwordsOption = None,
+    kind: KindOption = None,
+    weights: WeightsOption = None,
     progress: ProgressOption = True,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
@@ -592,10 +758,13 @@ def add(
     reported once and counted as failed (exit code 2 at the end); text that is not valid
     UTF-8 is decoded with replacement and counted, and so is a document over
     --max-doc-bytes.  Ctrl-C stops cleanly: every committed batch stays.  Ends with a
-    summary line: added, replaced, skipped, failed.
+    summary line: added, replaced, skipped, failed, and how many documents had no words
+    (featureless: stored, but never anyone's near-duplicate).
     """
     if not (paths or jsonl or fingerprints):
         raise usage_error("nothing to add: give files or directories, --jsonl FILE or --fingerprints FILE (see simdb add --help)")
+    if checked_threshold(threshold) is not None and not if_new:
+        raise usage_error("--threshold goes with --if-new (add stores every document otherwise)")
     intake = Intake(on_problem=problem_printer(json_output), on_notice=_print_notice)
     fingerprint_inputs = stream_inputs(fingerprints or [], FINGERPRINTS, intake)
     path_inputs = expand_paths(paths or [], intake, recursive=recursive, pattern=glob, skip_directory=db)
@@ -608,7 +777,7 @@ def add(
             err(f"simdb: nothing to add: no files{matching} in {', '.join(paths or [])}{deeper}")
         print_summary(intake, json_output)
         raise typer.Exit(EXIT_USAGE)
-    fingerprinter = make_fingerprinter(features, ngram, stopwords)
+    fingerprinter = make_fingerprinter(features, ngram, stopwords, kind=kind, weights=weights)
 
     def feed(ingest: Ingest) -> None:
         if fingerprint_inputs:
@@ -625,6 +794,7 @@ def add(
             feed,
             total_bytes=_total(inputs),
             if_new=if_new,
+            threshold=threshold,
             workers=workers or available_cores(),
             batch_size=batch_size,
             json_output=json_output,
@@ -641,42 +811,81 @@ def query(
     file: Annotated[str | None, typer.Option("--file", "-f", help="Look for the text of this file ('-' for stdin).", show_default=False)] = None,
     fingerprint: Annotated[str | None, typer.Option("--fingerprint", help="Look for this fingerprint (hex, e.g. 0x1f..., or decimal).", show_default=False)] = None,
     k: QueryKOption = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--threshold",
+            "-t",
+            help="Report only documents at least this similar (0 < t <= 1); candidates come from the index, within "
+            "the smaller of its k and the distance the threshold calls for. Without it, every document within k bits.",
+            show_default=False,
+        ),
+    ] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=0, help="Show at most this many matches (the nearest).", show_default=False)] = None,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Find the stored documents within k bits of a text, a file or a fingerprint.
+    """Find the stored documents near a text, a file or a fingerprint, using the index.
 
-    Prints key, distance and similarity (1 - distance/64), nearest first.  Exits 1 when
-    nothing matches, like grep.
+    Prints similarity, distance, fingerprint and key, nearest first.  The similarity is the
+    sketch estimate of the two texts' Jaccard similarity where both have sketches, else the
+    fingerprints' estimate from their distance.  Exits 1 when nothing matches, like grep.
     """
     given = [value for value in (text, file, fingerprint) if value is not None]
     if len(given) != 1:
         raise usage_error("give exactly one of TEXT, --file FILE or --fingerprint HEX")
+    checked_threshold(threshold)
     with open_existing(db) as database:
         if fingerprint is not None:
-            matches = database.query(simdb.parse_fingerprint(fingerprint), k, limit=limit)
+            matches = database.query(simdb.parse_fingerprint(fingerprint), k, limit=limit, threshold=threshold)
         else:
             query_text = read_text_file(file) if file is not None else read_argument_text(text or "")
-            matches = database.query(k=k, text=query_text, limit=limit)
+            matches = database.query(k=k, text=query_text, limit=limit, threshold=threshold)
         distance_limit = database.k if k is None else k
     if json_output:
         for match in matches:
-            out(json_line({"key": match.key, "fingerprint": hex_fingerprint(match.fingerprint), "distance": match.distance, "similarity": 1 - match.distance / 64, "meta": match.meta}))
+            fields = {
+                "key": match.key,
+                "fingerprint": hex_fingerprint(match.fingerprint),
+                "similarity": match.similarity,
+                "distance": match.distance,
+            }
+            out(json_line({**fields, "meta": match.meta}))
     elif matches:
-        rows = ([match.distance, f"{1 - match.distance / 64:.3f}", hex_fingerprint(match.fingerprint), match.key] for match in matches)
-        output.table(["distance", "similarity", "fingerprint", "key"], rows, right_aligned=(0, 1))
+        rows = (
+            [f"{match.similarity:.3f}", match.distance, hex_fingerprint(match.fingerprint), match.key]
+            for match in matches
+        )
+        output.table(["similarity", "distance", "fingerprint", "key"], rows, right_aligned=(0, 1))
     if not matches:
-        err(f"simdb: no document within {distance_limit} bits")
+        err(f"simdb: no document {nearness(threshold, k if threshold is not None else distance_limit)}")
         raise typer.Exit(EXIT_NOTHING_FOUND)
+
+
+def nearness(threshold: float | None, k: int | None) -> str:
+    """How near a match had to be, for "nothing found" messages."""
+    return (
+        f"within {k} bits"
+        if threshold is None
+        else f"with similarity >= {threshold:g}" + (f" within {k} bits" if k is not None else "")
+    )
 
 
 @app.command()
 @guarded
 def pairs(
-    k: QueryKOption = None,
-    histogram: Annotated[bool, typer.Option("--histogram", help="Instead of the pairs, print a bar chart of how many pairs there are at each distance 0..k.")] = False,
+    k: AllPairsKOption = None,
+    threshold: ThresholdOption = None,
+    include_featureless: IncludeFeaturelessOption = False,
+    histogram: Annotated[
+        bool,
+        typer.Option(
+            "--histogram",
+            help="Instead of the pairs, print a bar chart of how many pairs there are per similarity (0.05 steps, "
+            "from the threshold up), or per distance 0..k with -k alone.",
+        ),
+    ] = False,
     parquet: Annotated[str | None, typer.Option("--parquet", help="Run the batch job on Dask over these (key, fingerprint) Parquet files (a path or glob, e.g. from export --format parquet) instead of a database; needs --out.")] = None,
     scheduler: Annotated[str | None, typer.Option("--scheduler", help="With --parquet: a Dask scheduler ADDRESS, or 'local' (the default) to start a local multi-process cluster for the job.")] = None,
     workers: Annotated[int | None, typer.Option("--workers", min=1, help="With --parquet and a local cluster: worker processes (default: one per core).")] = None,
@@ -685,44 +894,97 @@ def pairs(
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Print every near-duplicate pair: two keys within k bits, and their distance.
+    """Print every near-duplicate pair: two keys, their similarity and their distance.
 
-    Each unordered pair is printed once, the first-added key first; pairs stream out as
-    they are found, not sorted.  Exits 1 when there are none.  With --parquet, runs the same
-    exact search as a batch job on Dask and writes the pairs to --out.
+    By default a pair is two documents with similarity >= the threshold (-t, default
+    0.9); -k alone reports every pair within k bits instead.  Runs in memory at any k,
+    not limited by the index.  Documents without features never pair unless
+    --include-featureless.  Each unordered pair is printed once, the first-added key
+    first; pairs stream out as they are found, not sorted.  Exits 1 when there are none.
+    With --parquet, runs the exact bit-distance search as a batch job on Dask and writes
+    the pairs to --out.
     """
+    checked_threshold(threshold)
     if parquet is not None:
-        if histogram:
-            raise usage_error("--histogram does not go with --parquet: the batch job writes the pairs to --out")
+        if histogram or threshold is not None or include_featureless:
+            raise usage_error(
+                "--histogram, --threshold and --include-featureless do not go with --parquet: "
+                "the batch job writes the pairs within -k bits to --out"
+            )
         run_distributed_pairs(parquet, out_dir, k, scheduler, workers, json_output)
         return
     if out_dir is not None or scheduler is not None or workers is not None:
         raise usage_error("--out, --scheduler and --workers go with --parquet")
+    limit = effective_threshold(threshold, k)
     with open_existing(db) as database:
-        distance_limit = database.k if k is None else k
-        found = database.pairs(distance_limit)
         if histogram:
-            counts = [0] * (distance_limit + 1)
-            for _, _, distance, _ in found:
-                counts[distance] += 1
-            total = sum(counts)
-            if json_output:
-                for distance, count in enumerate(counts):
-                    out(json_line({"distance": distance, "pairs": count}))
-            else:
-                output.histogram("pairs", counts)
+            total = print_pair_histogram(database, k, limit, include_featureless, json_output)
         else:
+            found = database.pairs(k, threshold=threshold, include_featureless=include_featureless)
             first = next(found, None)
             total = 0 if first is None else 1
             rest = chain([first], found) if first is not None else iter(())
             if json_output:
-                for key_a, key_b, distance, _ in rest:
-                    out(json_line({"key_a": key_a, "key_b": key_b, "distance": distance}))
+                for pair in rest:
+                    out(
+                        json_line(
+                            {
+                                "key_a": pair.key_a,
+                                "key_b": pair.key_b,
+                                "similarity": pair.similarity,
+                                "distance": pair.distance,
+                            }
+                        )
+                    )
             elif first is not None:
-                total = output.table(["distance", "key_a", "key_b"], ([distance, key_a, key_b] for key_a, key_b, distance, _ in rest), right_aligned=(0,))
+                rows = ([f"{pair.similarity:.3f}", pair.distance, pair.key_a, pair.key_b] for pair in rest)
+                total = output.table(["similarity", "distance", "key_a", "key_b"], rows, right_aligned=(0, 1))
     if not total:
-        err(f"simdb: no pairs within {distance_limit} bits")
+        err(f"simdb: no pairs {nearness(limit, k)}")
         raise typer.Exit(EXIT_NOTHING_FOUND)
+
+
+def effective_threshold(threshold: float | None, k: int | None) -> float | None:
+    """The similarity that pairs and clusters require: the one given, the default when
+    neither it nor k is given, and none (bit distance alone) for -k alone."""
+    if threshold is None and k is None:
+        return float(simdb.DEFAULT_THRESHOLD)
+    return threshold
+
+
+def similarity_buckets(threshold: float) -> list[float]:
+    """The similarity histogram's buckets (0.05 wide, named by their lower end, as
+    :meth:`simdb.Database.pair_histogram` names them), from the one holding ``threshold`` up to 1.0."""
+    lowest = math.floor(threshold * 20 + 1e-9)  # the epsilon keeps 0.95 in its own bucket
+    return [round(step / 20, 2) for step in range(lowest, 21)]
+
+
+def print_pair_histogram(
+    database: simdb.Database, k: int | None, threshold: float | None, include_featureless: bool, json_output: bool
+) -> int:
+    """Print how many pairs there are per similarity bucket (with a threshold) or per
+    distance 0..k (bit mode, -k alone), as a chart or JSON lines; return the number of
+    pairs.  Cost as pairs, memory O(buckets)."""
+    if threshold is None:
+        per_distance = database.pair_histogram(k, by="distance", include_featureless=include_featureless)
+        counts = [per_distance[distance] for distance in sorted(per_distance)]
+        if json_output:
+            for distance, count in enumerate(counts):
+                out(json_line({"distance": distance, "pairs": count}))
+        else:
+            output.histogram("pairs", counts)
+        return sum(counts)
+    per_bucket = database.pair_histogram(
+        k, threshold=threshold, by="similarity", include_featureless=include_featureless
+    )
+    buckets = similarity_buckets(threshold)
+    counts = [per_bucket.get(bucket, 0) for bucket in buckets]
+    if json_output:
+        for bucket, count in zip(buckets, counts):
+            out(json_line({"similarity": bucket, "pairs": count}))
+    else:
+        output.histogram("pairs", counts, first_column="similarity", labels=[f"{bucket:.2f}" for bucket in buckets])
+    return sum(per_bucket.values())
 
 
 def run_distributed_pairs(parquet: str, out_dir: str | None, k: int | None, scheduler: str | None, workers: int | None, json_output: bool) -> None:
@@ -760,38 +1022,66 @@ def run_distributed_pairs(parquet: str, out_dir: str | None, k: int | None, sche
 @app.command()
 @guarded
 def clusters(
-    k: QueryKOption = None,
+    k: AllPairsKOption = None,
+    threshold: ThresholdOption = None,
+    include_featureless: IncludeFeaturelessOption = False,
     histogram: Annotated[
         bool,
-        typer.Option("--histogram", help="Instead of the clusters, print for each distance d in 0..k how many clusters and clustered documents k=d gives, as a bar chart."),
+        typer.Option(
+            "--histogram",
+            help="Instead of the clusters, print how many clusters and clustered documents each threshold gives, from "
+            "--threshold up to 1.0 in 0.05 steps (or each k=d for d in 0..k with -k alone), as a bar chart.",
+        ),
     ] = False,
     singletons: Annotated[bool, typer.Option("--singletons", help="Also print documents with no near-duplicate, as clusters of one.")] = False,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Print groups of near-duplicates: documents connected by chains of pairs within k bits.
+    """Print groups of near-duplicates: documents connected by chains of pairs.
 
-    Each cluster shows its representative (the first-added member) and its other members;
-    clusters come in order of their representatives.  Exits 1 when there are none.
+    Pairs are as simdb pairs finds them: similarity >= the threshold (-t, default 0.9),
+    or within k bits with -k alone; in memory, at any k.  Each cluster shows its
+    representative (the first-added member) and its other members; clusters come in order
+    of their representatives.  Exits 1 when there are none.
     """
+    checked_threshold(threshold)
+    limit = effective_threshold(threshold, k)
     with open_existing(db) as database:
-        distance_limit = database.k if k is None else k
+
+        def found(at_k: int | None, at_threshold: float | None) -> Iterator[list[str]]:
+            return database.clusters(
+                at_k, threshold=at_threshold, singletons=singletons, include_featureless=include_featureless
+            )
+
         if histogram:
-            documents, groups = [], []
-            for distance in range(distance_limit + 1):
-                found = list(database.clusters(distance, singletons=singletons))
-                groups.append(len(found))
-                documents.append(sum(len(members) for members in found))
-            total = groups[-1]
+            if limit is None:  # -k alone: one row per distance
+                assert k is not None
+                levels: list[tuple[int | None, float | None]] = [(distance, None) for distance in range(k + 1)]
+                names: list[Any] = list(range(k + 1))
+                first_column = "k"
+            else:  # one row per threshold, strictest last
+                thresholds = [limit] + [bucket for bucket in similarity_buckets(limit) if bucket > limit]
+                levels = [(k, level) for level in thresholds]
+                names = [round(level, 4) for level in thresholds]
+                first_column = "threshold"
+            groups, documents = [], []
+            for level in levels:  # one in-memory clustering each, counted as it streams
+                sizes = [len(members) for members in found(*level)]
+                groups.append(len(sizes))
+                documents.append(sum(sizes))
+            total = groups[0] if limit is not None else groups[-1]
             if json_output:
-                for distance in range(distance_limit + 1):
-                    out(json_line({"k": distance, "clusters": groups[distance], "documents": documents[distance]}))
+                for name, group_count, document_count in zip(names, groups, documents):
+                    out(json_line({first_column: name, "clusters": group_count, "documents": document_count}))
             else:
-                output.histogram("documents", documents, [("clusters", groups)], first_column="k")
+                labels = [f"{name:.2f}" if limit is not None else str(name) for name in names]
+                output.histogram(
+                    "documents", documents, [("clusters", groups)], first_column=first_column, labels=labels
+                )
         else:
             total = 0
-            for number, members in enumerate(database.clusters(distance_limit, singletons=singletons), 1):
+            for number, members in enumerate(found(k, threshold), 1):
                 total = number
                 if json_output:
                     out(json_line({"cluster": number, "representative": members[0], "size": len(members), "members": members}))
@@ -800,7 +1090,7 @@ def clusters(
                     for member in members[1:]:
                         out(f"    {member}")
     if not total:
-        err(f"simdb: no clusters within {distance_limit} bits")
+        err(f"simdb: no clusters {nearness(limit, k)}")
         raise typer.Exit(EXIT_NOTHING_FOUND)
 
 
@@ -857,7 +1147,13 @@ def compact(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, deb
 def _settings_summary(settings: dict[str, Any] | None) -> str:
     if settings is None:
         return "none yet (set by the first text added)"
-    parts = [f"{settings.get('features')}", f"ngram {settings.get('ngram')}", f"{settings.get('bits')} bits", f"{settings.get('weights')} weights"]
+    parts = [
+        f"{settings.get('kind', 'simhash')}",
+        f"{settings.get('features')}",
+        f"ngram {settings.get('ngram')}",
+        f"{settings.get('bits')} bits",
+        f"{settings.get('weights')} weights",
+    ]
     if settings.get("stopwords"):
         parts.append(f"stopwords {settings['stopwords']}")
     if settings.get("idf"):
@@ -885,6 +1181,12 @@ def stats(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug
         ("expected candidates per probe", f"{info['expected_candidates_per_probe']:.3g}"),
         ("size on disk", output.human_bytes(info["size_bytes"]) + (f" ({per_document:,.0f} bytes per document)" if per_document else "")),
         ("fingerprint settings", _settings_summary(info.get("fingerprinter"))),
+        (
+            "sketches",
+            f"{info.get('sketch_count', 0):,} stored"
+            if info.get("sketches")
+            else "none (similarity from the fingerprints)",
+        ),
         ("format version", info["format_version"]),
     ]
     output.table(["statistic", "value"], rows)
@@ -919,27 +1221,44 @@ def hash_command(
     file: Annotated[list[str] | None, typer.Option("--file", "-f", help="Fingerprint this file's text instead ('-' for stdin); repeatable.", show_default=False)] = None,
     bits: Annotated[int, typer.Option("--bits", help="Fingerprint width: 32, 64 or 128.")] = 64,
     binary: Annotated[bool, typer.Option("--binary", help="Print the fingerprint as a string of 0s and 1s instead of hex.")] = False,
-    features: FeaturesOption = None,
-    ngram: NgramOption = None,
-    stopwords: StopwordsOption = None,
+    features: HashFeaturesOption = None,
+    ngram: HashNgramOption = None,
+    stopwords: HashStopwordsOption = None,
+    kind: HashKindOption = None,
+    weights: HashWeightsOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Print the SimHash fingerprint of a text or of files, without a database.
+    """Print the fingerprint of a text or of files, without a database.
 
-    Uses the default settings unless --features, --ngram or --stopwords say otherwise; a
-    database created with other settings fingerprints differently (see simdb stats).
+    Uses the default settings (minhash) unless --kind, --weights, --features, --ngram or
+    --stopwords say otherwise, and says on stderr which settings it used (--json puts them
+    in each line); a database created with other settings fingerprints differently (see
+    simdb stats).
     """
     if (text is None) == (not file):
         raise usage_error("give either TEXT or --file FILE")
-    fingerprinter = make_fingerprinter(features, ngram, stopwords, bits, always=True)
+    fingerprinter = make_fingerprinter(features, ngram, stopwords, bits, kind=kind, weights=weights, always=True)
     assert fingerprinter is not None
+    settings = fingerprinter.to_dict()
     named = [(path, read_text_file(path)) for path in file] if file else [(None, read_argument_text(text or ""))]
+    if not json_output:
+        err(f"simdb hash: {_settings_summary(settings)}")
     for name, content in named:
         value = fingerprinter.fingerprint(content)
         shown = format(value, f"0{bits}b") if binary else hex_fingerprint(value, bits)
         if json_output:
-            out(json_line({"fingerprint": shown, "bits": bits, **({"file": name} if name is not None else {})}))
+            described = {
+                "kind": fingerprinter.kind,
+                "weights": fingerprinter.weights,
+                "features": fingerprinter.features,
+                "ngram": fingerprinter.ngram,
+            }
+            out(
+                json_line(
+                    {"fingerprint": shown, "bits": bits, **described, **({"file": name} if name is not None else {})}
+                )
+            )
         else:
             out(shown if name is None else f"{shown}  {name}")
 
@@ -1148,22 +1467,40 @@ def demo(
         )
         if code:
             raise typer.Exit(code)
-        found = sorted(database.pairs(database.k), key=lambda pair: (pair[2], pair[0], pair[1]))
+        found = sorted(database.pairs(), key=lambda pair: (-pair.similarity, pair.distance, pair.key_a, pair.key_b))
         planted = {frozenset((keys[a], keys[b])) for a, b in collection.planted}
-        # Query with the planted copy farthest from its original that is still found, so the
-        # answer shows a non-zero distance; any copy if none was found.
-        found_planted = [(distance, a, b) for a, b, distance, _ in found if frozenset((a, b)) in planted]
-        example = max(found_planted)[1] if found_planted else keys[collection.planted[0][1]]
-        out(f"\n3. simdb query --file {example} --db {db_path}")
-        matches = database.query(text=Path(example).read_text(encoding="utf-8"))
-        output.table(["distance", "similarity", "key"], ([m.distance, f"{1 - m.distance / 64:.3f}", m.key] for m in matches), right_aligned=(0, 1))
+        # Query with the least similar planted copy that is still found, so the answer shows
+        # a similarity below 1; any copy if none was found.
+        copies = {keys[copy] for _, copy in collection.planted}
+        found_planted = [
+            (pair.similarity, pair.key_a if pair.key_a in copies else pair.key_b)
+            for pair in found
+            if frozenset((pair.key_a, pair.key_b)) in planted
+        ]
+        example = min(found_planted)[1] if found_planted else keys[collection.planted[0][1]]
+        out(f"\n3. simdb query --threshold {simdb.DEFAULT_THRESHOLD} --file {example} --db {db_path}")
+        matches = database.query(text=Path(example).read_text(encoding="utf-8"), threshold=simdb.DEFAULT_THRESHOLD)
+        output.table(
+            ["similarity", "distance", "key"],
+            ([f"{m.similarity:.3f}", m.distance, m.key] for m in matches),
+            right_aligned=(0, 1),
+        )
 
         out(f"\n4. simdb pairs --db {db_path}")
-        output.table(["distance", "key_a", "key_b"], ([distance, a, b] for a, b, distance, _ in found), right_aligned=(0,))
-        hits = sum(1 for a, b, _, _ in found if frozenset((a, b)) in planted)
+        output.table(
+            ["similarity", "distance", "key_a", "key_b"],
+            ([f"{p.similarity:.3f}", p.distance, p.key_a, p.key_b] for p in found),
+            right_aligned=(0, 1),
+        )
+        hits = sum(1 for pair in found if frozenset((pair.key_a, pair.key_b)) in planted)
         out(
-            f"\nFound {hits} of the {len(planted)} planted pairs within k={database.k} bits, and {len(found) - hits} other pairs."
-            + (" The planted copies not found differ in more bits: SimHash distances of one-word edits vary." if hits < len(planted) else "")
+            f"\nFound {hits} of the {len(planted)} planted pairs with similarity >= {simdb.DEFAULT_THRESHOLD}, "
+            f"and {len(found) - hits} other pairs."
+            + (
+                " The planted copies not found changed more of their word sequences than the threshold allows."
+                if hits < len(planted)
+                else ""
+            )
         )
     generator.record_output(Path(directory), generator.Output(set(keys), set(keys.values())))
     out(f"\nTry next:  export SIMDB_PATH={db_path}   then   simdb stats;  simdb clusters;  simdb pairs --histogram")

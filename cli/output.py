@@ -177,13 +177,23 @@ def bar(value: float, largest: float, width: int = BAR_WIDTH) -> str:
     return "█" * (eighths // 8) + (_EIGHTHS[eighths % 8] if eighths % 8 else "")
 
 
-def histogram(label: str, counts: Sequence[int], columns: Sequence[tuple[str, Sequence[Any]]] = (), first_column: str = "distance") -> None:
-    """A bar chart with one row per distance 0..len(counts)-1: the distance (headed
-    ``first_column``), the count named ``label``, any extra ``columns``, and a bar scaled to
-    the largest count."""
+def histogram(
+    label: str,
+    counts: Sequence[int],
+    columns: Sequence[tuple[str, Sequence[Any]]] = (),
+    first_column: str = "distance",
+    labels: Sequence[str] | None = None,
+) -> None:
+    """A bar chart with one row per count: its row label (``labels``, else the distance
+    0..len(counts)-1, headed ``first_column``), the count named ``label``, any extra
+    ``columns``, and a bar scaled to the largest count."""
     largest = max(counts, default=0)
     header = [first_column, label, *(name for name, _ in columns), ""]
-    rows = [[distance, f"{count:,}", *(f"{values[distance]:,}" for _, values in columns), bar(count, largest)] for distance, count in enumerate(counts)]
+    names = labels if labels is not None else range(len(counts))
+    rows = [
+        [name, f"{count:,}", *(f"{values[row]:,}" for _, values in columns), bar(count, largest)]
+        for row, (name, count) in enumerate(zip(names, counts))
+    ]
     table(header, rows, right_aligned=range(len(header) - 1))
 
 

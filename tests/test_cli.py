@@ -13,7 +13,6 @@ import os
 import random
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 import typer
@@ -24,12 +23,6 @@ from cli import output
 from cli.app import DEFAULT_DB_PATH, app
 from simdb.fingerprint import Fingerprinter
 
-
-def simhash(text: str, **settings: Any) -> int:
-    """The fingerprint that `simdb add` and `simdb hash` give by default: Fingerprinter()'s
-    settings (minhash since issue #14) with any given ones."""
-    return Fingerprinter(**settings).fingerprint(text)
-
 runner = CliRunner()
 
 
@@ -37,6 +30,12 @@ def run(*args: str, input: str | None = None, env: dict[str, str] | None = None)
     """Invoke the app; exceptions escaping it are test failures, never exit codes."""
     result = runner.invoke(app, [str(arg) for arg in args], input=input, env=env, catch_exceptions=False)
     return result
+
+
+def simhash(text: str, **settings: object) -> int:
+    """The fingerprint a new database (and ``simdb hash``) gives ``text`` by default, or
+    with ``settings``: the default kind is minhash, whatever the name says."""
+    return Fingerprinter(**settings).fingerprint(text)  # type: ignore[arg-type]
 
 
 def json_lines(text: str) -> list[dict]:
@@ -235,11 +234,20 @@ def test_if_new_skips_near_duplicates_and_names_the_key_they_duplicate(corpus: P
     result = run("add", corpus / "alpha.txt", corpus / "beta.txt", corpus / "alpha-upper.txt", "--if-new", "--db", db, "--workers", "1", "--json")
     assert result.exit_code == 0, result.output
     events = json_lines(result.stdout)
-    assert {"event": "skipped", "key": str(corpus / "alpha-upper.txt"), "duplicate_of": str(corpus / "alpha.txt"), "distance": 0} in events
+    assert {
+        "event": "skipped",
+        "key": str(corpus / "alpha-upper.txt"),
+        "duplicate_of": str(corpus / "alpha.txt"),
+        "similarity": 1.0,
+        "distance": 0,
+    } in events
     assert events[-1]["skipped"] == 1 and events[-1]["added"] == 2
     assert str(corpus / "alpha-upper.txt") not in stored_keys(db)
     human = run("add", corpus / "alpha-upper.txt", "--if-new", "--db", db, "--workers", "1")
-    assert f"skipped {corpus / 'alpha-upper.txt'}: near-duplicate of {corpus / 'alpha.txt'} (distance 0)" in human.stdout
+    assert (
+        f"skipped {corpus / 'alpha-upper.txt'}: near-duplicate of {corpus / 'alpha.txt'} (similarity 1.000, distance 0)"
+        in human.stdout
+    )
 
 
 def _warc_record(writer, uri: str, kind: str, payload: bytes, content_type: str | None = None):
@@ -329,11 +337,14 @@ def test_query_text_file_and_fingerprint_find_nearest_first(filled: str, corpus:
     assert matches[0]["fingerprint"] == f"0x{simhash(prose(1)):016x}"
     by_file = run("query", "--file", corpus / "beta.txt", "--db", filled)
     assert by_file.exit_code == 0
-    assert by_file.stdout.splitlines()[0].split() == ["distance", "similarity", "fingerprint", "key"]
+    assert by_file.stdout.splitlines()[0].split() == ["similarity", "distance", "fingerprint", "key"]
     assert str(corpus / "beta.txt") in by_file.stdout
     near = simhash(prose(2)) ^ 0b101  # two bits away
     by_fingerprint = json_lines(run("query", "--fingerprint", hex(near), "--db", filled, "--json").stdout)
-    assert [(m["key"], m["distance"], m["similarity"]) for m in by_fingerprint] == [(str(corpus / "beta.txt"), 2, 1 - 2 / 64)]
+    # A fingerprint query has no sketch: the similarity is minhash's estimate from the distance.
+    assert [(m["key"], m["distance"], m["similarity"]) for m in by_fingerprint] == [
+        (str(corpus / "beta.txt"), 2, 1 - 2 * 2 / 64)
+    ]
 
 
 def test_query_k_and_limit(filled: str, corpus: Path) -> None:
@@ -434,10 +445,12 @@ def test_pairs_lists_each_pair_once_first_added_first(filled: str, corpus: Path)
     result = run("pairs", "--db", filled, "--json")
     assert result.exit_code == 0
     # alpha-upper.txt sorts before alpha.txt, so it was added first.
-    assert json_lines(result.stdout) == [{"key_a": str(corpus / "alpha-upper.txt"), "key_b": str(corpus / "alpha.txt"), "distance": 0}]
+    assert json_lines(result.stdout) == [
+        {"key_a": str(corpus / "alpha-upper.txt"), "key_b": str(corpus / "alpha.txt"), "similarity": 1.0, "distance": 0}
+    ]
     table = run("pairs", "--db", filled).stdout.splitlines()
-    assert table[0].split() == ["distance", "key_a", "key_b"]
-    assert table[1].split() == ["0", str(corpus / "alpha-upper.txt"), str(corpus / "alpha.txt")]
+    assert table[0].split() == ["similarity", "distance", "key_a", "key_b"]
+    assert table[1].split() == ["1.000", "0", str(corpus / "alpha-upper.txt"), str(corpus / "alpha.txt")]
 
 
 def _fingerprint_db(tmp_path: Path, distances: list[int]) -> str:
@@ -457,9 +470,9 @@ def _fingerprint_db(tmp_path: Path, distances: list[int]) -> str:
 
 def test_pairs_histogram_counts_pairs_per_distance(tmp_path: Path) -> None:
     db = _fingerprint_db(tmp_path, [0, 1, 1, 3, 3, 3, 5])
-    result = run("pairs", "--histogram", "--db", db, "--json")
+    result = run("pairs", "--histogram", "-k", "3", "--db", db, "--json")
     assert json_lines(result.stdout) == [{"distance": d, "pairs": n} for d, n in enumerate([1, 2, 0, 3])]
-    chart = run("pairs", "--histogram", "--db", db).stdout.splitlines()
+    chart = run("pairs", "--histogram", "-k", "3", "--db", db).stdout.splitlines()
     assert chart[0].split() == ["distance", "pairs"]
     bars = [line.count("█") for line in chart[1:]]
     assert bars[3] == output.BAR_WIDTH and bars[2] == 0 and 0 < bars[0] < bars[1] < bars[3]
@@ -468,7 +481,7 @@ def test_pairs_histogram_counts_pairs_per_distance(tmp_path: Path) -> None:
 
 def test_pairs_with_none_exits_1(tmp_path: Path) -> None:
     db = _fingerprint_db(tmp_path, [9])
-    result = run("pairs", "--db", db)
+    result = run("pairs", "-k", "8", "--db", db)
     assert result.exit_code == 1 and result.stdout == "" and "no pairs" in result.stderr
 
 
@@ -476,15 +489,15 @@ def test_clusters_show_representative_first(tmp_path: Path) -> None:
     source = tmp_path / "c.tsv"
     source.write_text("first\t0x0\nsecond\t0x1\nthird\t0x3\nfar\t0xffff0000ffff0000\nalone\t0x00ff00ff00ff00ff\n")
     db = str(tmp_path / "cdb")
-    run("add", "--fingerprints", source, "--db", db, "-k", "3")
-    result = run("clusters", "--db", db, "--json")
+    run("add", "--fingerprints", source, "--db", db)
+    result = run("clusters", "-k", "3", "--db", db, "--json")
     assert result.exit_code == 0, result.output
     assert json_lines(result.stdout) == [{"cluster": 1, "representative": "first", "size": 3, "members": ["first", "second", "third"]}]
-    human = run("clusters", "--db", db).stdout.splitlines()
+    human = run("clusters", "-k", "3", "--db", db).stdout.splitlines()
     assert human == ["cluster 1: 3 documents, representative first", "    second", "    third"]
-    with_singletons = json_lines(run("clusters", "--singletons", "--db", db, "--json").stdout)
+    with_singletons = json_lines(run("clusters", "-k", "3", "--singletons", "--db", db, "--json").stdout)
     assert [cluster["members"] for cluster in with_singletons] == [["first", "second", "third"], ["far"], ["alone"]]
-    histogram = json_lines(run("clusters", "--histogram", "--db", db, "--json").stdout)
+    histogram = json_lines(run("clusters", "--histogram", "-k", "3", "--db", db, "--json").stdout)
     assert histogram == [{"k": 0, "clusters": 0, "documents": 0}, {"k": 1, "clusters": 1, "documents": 3}, {"k": 2, "clusters": 1, "documents": 3}, {"k": 3, "clusters": 1, "documents": 3}]
     assert run("clusters", "-k", "0", "--db", db).exit_code == 1
 
@@ -544,7 +557,15 @@ def test_hash_prints_hex_bits_and_json(tmp_path: Path) -> None:
     source = tmp_path / "t.txt"
     source.write_text(text)
     assert run("hash", "--file", source).stdout.strip() == f"0x{simhash(text):016x}  {source}"
-    assert json_lines(run("hash", "-", "--json", "--features", "char", input=text).stdout) == [{"fingerprint": f"0x{simhash(text, features='char'):016x}", "bits": 64}]
+    [line] = json_lines(run("hash", "-", "--json", "--features", "char", input=text).stdout)
+    char_settings = Fingerprinter(features="char")
+    expected = {
+        "fingerprint": f"0x{simhash(text, features='char'):016x}",
+        "bits": 64,
+        "kind": char_settings.kind,
+        "weights": char_settings.weights,
+    }
+    assert line == {**expected, "features": "char", "ngram": char_settings.ngram}
     sentence = "The cat sat on the mat, and the dog was not amused by it."
     assert simhash(sentence, stopwords="english") != simhash(sentence)
     assert run("hash", sentence, "--stopwords", "english").stdout.strip() == f"0x{simhash(sentence, stopwords='english'):016x}"

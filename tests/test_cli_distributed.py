@@ -20,7 +20,7 @@ def test_export_parquet_then_pairs_on_dask_equals_the_database_pairs(tmp_path) -
     db_path = tmp_path / "db"
     with simdb.open(db_path) as db:
         db.add_many(items)
-        expected = {(min(a, b), max(a, b), d) for a, b, d, _ in db.pairs(k=3)}  # the batch job's k
+        expected = {(min(pair.key_a, pair.key_b), max(pair.key_a, pair.key_b), pair.distance) for pair in db.pairs(3)}
     exported = run("export", "--format", "parquet", "-o", tmp_path / "fp.parquet", "--db", db_path)
     assert exported.exit_code == 0, exported.stderr
     assert "exported 450 documents" in exported.stderr
