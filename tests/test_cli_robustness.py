@@ -380,12 +380,21 @@ CONSOLE_SCRIPT = Path(sys.executable).parent / "simdb"
 
 @pytest.mark.skipif(not CONSOLE_SCRIPT.exists(), reason="the simdb console script is not installed beside this Python")
 def test_ctrl_c_while_starting_up_exits_130_without_a_traceback(tmp_path: Path) -> None:
-    for delay in (0.05, 0.15):
+    judged = 0
+    for delay in (0.05, 0.15, 0.1, 0.2, 0.3, 0.4):
         process = subprocess.Popen([str(CONSOLE_SCRIPT), "stats", "--db", str(tmp_path / "db")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(delay)  # well inside the imports of typer, rich and numpy
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=60)
+        if "init_import_site" in stderr:
+            # On a loaded machine the signal can land while the interpreter itself is still
+            # importing its site module, before any code of simdb runs: not this test's case.
+            continue
         assert process.returncode == 130 and "Traceback" not in stderr, stderr
+        judged += 1
+        if judged == 2:
+            break
+    assert judged, "every interrupt landed before the interpreter had started"
 
 
 def test_a_fifo_is_reported_not_read(tmp_path: Path) -> None:
