@@ -17,6 +17,7 @@ go to stderr.  Errors are turned into exit codes in one place, :func:`guarded`:
 
 from __future__ import annotations
 
+import base64
 import functools
 import math
 import os
@@ -62,7 +63,7 @@ from cli.sources import (
     stdin_keys,
     stream_inputs,
 )
-from simdb import AddResult, DatabaseError, InvalidInputError, NotADatabaseError, SimdbError
+from simdb import AddResult, DatabaseError, InvalidInputError, NotADatabaseError, SimdbError, codec
 from simdb.database import DEFAULT_K
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to the commands that need it
@@ -422,6 +423,29 @@ class Counts(NamedTuple):
     featureless: int = 0
 
 
+#: What one list, dict or scalar of a meta counts toward BATCH_TEXT_CHARS: about the bytes of
+#: memory Python holds for it, so metadata held uncommitted is bounded as texts are.
+META_NODE_WEIGHT = 100
+
+
+def meta_weight(meta: Any) -> int:
+    """About the bytes of memory ``meta`` holds: META_NODE_WEIGHT per value, plus the length
+    of its strings and bytes.  Iterative; O(size), with parse_json's container limit
+    bounding the size of one JSON line's meta."""
+    weight, pending = 0, [meta]
+    while pending:
+        part = pending.pop()
+        weight += META_NODE_WEIGHT
+        if isinstance(part, (str, bytes)):
+            weight += len(part)
+        elif isinstance(part, dict):
+            pending.extend(part.keys())
+            pending.extend(part.values())
+        elif isinstance(part, (list, tuple)):
+            pending.extend(part)
+    return weight
+
+
 class Ingest:
     """Feeds documents to the database batch by batch, keeping the committed totals, the
     progress bar and the per-skip reports up to date after every commit.
@@ -433,9 +457,10 @@ class Ingest:
     nothing extra while all goes well.
 
     Texts are held from when they are handed over until their batch commits (to retry a
-    refused batch).  Once they add up to :data:`BATCH_TEXT_CHARS` characters the call to
-    the database ends early, committing what it has, and a new call takes the rest: so the
-    texts held at once never pass that plus one document, however large the documents."""
+    refused batch).  Once they add up to :data:`BATCH_TEXT_CHARS` characters (metadata
+    counted by :func:`meta_weight`) the call to the database ends early, committing what it
+    has, and a new call takes the rest: so the texts and metadata held at once never pass
+    that plus one document, however large the documents."""
 
     def __init__(
         self,
@@ -480,6 +505,8 @@ class Ingest:
             self._uncommitted.append(item)
             if isinstance(item[1], str):
                 self._uncommitted_chars += len(item[1])
+            if item[2] is not None:
+                self._uncommitted_chars += meta_weight(item[2])
             yield item[0], item[1], item[2]
             if self._uncommitted_chars >= self.text_budget:
                 self._paused = True  # end this call: it commits what it holds
@@ -851,7 +878,14 @@ def query(
                 "similarity": match.similarity,
                 "distance": match.distance,
             }
-            out(json_line({**fields, "meta": match.meta}))
+            try:
+                line = json_line({**fields, "meta": match.meta})
+            except TypeError:
+                # A stored meta JSON cannot carry (a msgpack Timestamp written before such
+                # meta was refused): printed as an export does, base64 msgpack.
+                encoded = base64.b64encode(codec.pack_stored(match.meta)).decode("ascii")
+                line = json_line({**fields, "meta_msgpack": encoded})
+            out(line)
     elif matches:
         rows = (
             [f"{match.similarity:.3f}", match.distance, hex_fingerprint(match.fingerprint), match.key]

@@ -457,16 +457,35 @@ def _refuse_constant(name: str) -> Any:
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise JSONInputError(f"{text} is too large for a floating-point number")
+        raise JSONInputError(f"{describe(text, 40)} is too large for a floating-point number")
     return value
+
+
+#: Most lists and objects one JSON line may hold.  Parsing is O(length) but each container
+#: costs Python objects ten to twenty times its two bytes ("[]"), so a short line of "[],"
+#: repeated would take gigabytes; no metadata needs more.
+MAX_JSON_CONTAINERS = 100_000
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def _too_complex(text: str) -> bool:
+    """Whether ``text`` opens more than MAX_JSON_CONTAINERS lists and objects.  Two C-speed
+    counts; only when they pass the limit are strings cut out (a text full of brackets is
+    no container) with one regular-expression pass.  O(len(text))."""
+    if text.count("[") + text.count("{") <= MAX_JSON_CONTAINERS:
+        return False
+    outside = _JSON_STRING.sub("", text)
+    return outside.count("[") + outside.count("{") > MAX_JSON_CONTAINERS
 
 
 def parse_json(text: str) -> Any:
     """``json.loads(text)``, refusing what standard JSON cannot carry back out: NaN,
     Infinity and numbers beyond the float range (Python's json accepts them, but
     ``--json`` output and exports must stay valid JSON).  Raises JSONInputError, also for
-    malformed JSON, nesting too deep for the parser and integers too long for Python to
-    convert.  O(len(text))."""
+    malformed JSON, nesting too deep for the parser, integers too long for Python to
+    convert and more than MAX_JSON_CONTAINERS lists and objects.  O(len(text))."""
+    if _too_complex(text):
+        raise JSONInputError(f"meta too complex: more than {MAX_JSON_CONTAINERS:,} lists and objects in one line")
     try:
         return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except JSONInputError:
@@ -761,14 +780,48 @@ def _tolerate_missing_uris(records: Any) -> None:
         loader.load_http_headers = lambda rec_type, uri, stream, length: parse(rec_type, uri or "", stream, length)
 
 
-def _cut_short(records: Any, record: Any) -> bool:
-    """Whether ``record`` ended before its Content-Length: warcio hands such a record over
-    as if whole.  Reads the rest of the record (warcio would, before the next one), holding
-    back the warning warcio writes to stderr about a record of the wrong length (it is
-    counted in ``err_count`` and reported once)."""
+_WRONG_LENGTH = (
+    "is not followed by the record separator (a blank line twice, then the next WARC/ header or the end): "
+    "its Content-Length is wrong, skipped"
+)
+
+
+def _finish(records: Any, record: Any) -> str | None:
+    """Read the rest of ``record`` (warcio would, before the next one) and say what is wrong
+    with its length, or None: _CUT_SHORT if it ended before its Content-Length (warcio hands
+    such a record over as if whole), _WRONG_LENGTH if the bytes after it are not the record
+    separator (a Content-Length too short or too long).  Leaves warcio at the next record,
+    holding back the warnings it writes to stderr (they are counted in ``err_count``).
+    Reads ``_SCAN_CHUNK`` bytes at a time."""
+    if records.member_info:  # already read to its end
+        return None
     with contextlib.redirect_stderr(io.StringIO()):
-        records.read_to_end()
-    return bool(getattr(record.raw_stream, "limit", 0))
+        while record.raw_stream.read(_SCAN_CHUNK):
+            pass
+        if getattr(record.raw_stream, "limit", 0):
+            records.read_to_end()
+            return _CUT_SHORT
+    return None if _read_separator(records) else _WRONG_LENGTH
+
+
+def _read_separator(records: Any) -> bool:
+    """After a record's block was read to its Content-Length: whether the bytes go on with
+    two blank lines and then a WARC/ line or the end (of the file, or of the gzip member that
+    holds the record).  Either way leaves warcio at the next record: after a wrong separator,
+    at the next line that starts with WARC/ (see :func:`_skip_to_next_record`)."""
+    reader = records.reader
+    blank = 0
+    line = reader.readline(_SCAN_CHUNK)
+    while line in (b"\r\n", b"\n"):
+        blank += 1
+        line = reader.readline(_SCAN_CHUNK)
+    if line and not line.startswith(b"WARC/"):
+        _skip_to_next_record(records, at_line_start=line.endswith(b"\n"))
+        return False
+    records.next_line = line or None
+    records.offset = records.fh.tell() - reader.rem_length() - len(line)
+    records.member_info = (records.offset, 0)  # this record is read: warcio must not read on
+    return blank >= 2
 
 
 _CONTENT_LENGTH = re.compile(rb"[0-9]+")
@@ -784,14 +837,14 @@ def _undelimited(record: Any) -> str | None:
     return "has no Content-Length" if length is None else f"has Content-Length {describe(length)}, which is no number"
 
 
-def _skip_to_next_record(records: Any) -> None:
+def _skip_to_next_record(records: Any, at_line_start: bool = True) -> None:
     """After a record of unknown length: read on to the next line that starts a WARC record
     (or to the end of the gzip member, which ends a record in a .warc.gz), and make warcio
     go on from there.  Relies on warcio's ArchiveIterator internals (``reader``,
     ``next_line``, ``member_info``), as :func:`_tolerate_missing_uris` does.  Reads
     ``_SCAN_CHUNK`` bytes at a time, so memory stays bounded whatever the record's size."""
     reader = records.reader
-    at_line_start, next_line = True, None
+    next_line = None
     while True:
         line = reader.readline(_SCAN_CHUNK)
         if not line:
@@ -833,6 +886,7 @@ def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = N
         try:
             for number, record in enumerate(_quietly(records), 1):
                 intake.bytes_done = start + _position(raw)
+                record_start = records.offset
                 uri = record.rec_headers.get_header("WARC-Target-URI")
                 where = f"{item.path}: record {uri or record.rec_headers.get_header('WARC-Record-ID') or f'at byte {records.offset}'}"
                 problem = _undelimited(record)
@@ -845,18 +899,22 @@ def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = N
                     intake.fail(where, "has no WARC-Type header; the archive is damaged", item.path)
                     continue
                 if not uri and record.rec_type in _DOCUMENT_RECORDS:
-                    problem = _CUT_SHORT if _cut_short(records, record) else "has no WARC-Target-URI to key it"
+                    problem = _finish(records, record) or "has no WARC-Target-URI to key it"
                     intake.fail(where, f"{problem}, skipped", item.path)
                     continue
                 try:
                     text = _record_text(record, where, intake, item.path, max_bytes)
                 except _Oversized:
                     assert max_bytes is not None
-                    _cut_short(records, record)  # reads the rest, a chunk at a time
+                    _finish(records, record)  # reads the rest, a chunk at a time
                     intake.fail(where, f"a payload of {too_large(record.length, max_bytes)}", item.path)
                     continue
-                if _cut_short(records, record):
+                problem = _finish(records, record)
+                if problem == _CUT_SHORT:
                     intake.fail(where, f"{_CUT_SHORT}, skipped", item.path)
+                    continue
+                if problem is not None:
+                    intake.fail(f"{item.path}: record {number} at byte {record_start} ({uri or 'no URI'})", problem, item.path)
                     continue
                 if text is None:
                     continue
@@ -929,6 +987,9 @@ def _read_header(record: dict[str, Any], where: str, header: ExportHeader) -> st
     return None
 
 
+_EXPORT_HEADER = re.compile(rb'"simdb"\s*:\s*"export"')
+
+
 def _read_export_jsonl(item: Input, intake: Intake, header: ExportHeader) -> Iterator[Item]:
     name = item.name
     first = True
@@ -937,6 +998,16 @@ def _read_export_jsonl(item: Input, intake: Intake, header: ExportHeader) -> Ite
             # Not JSON at all: read the rest as TSV lines would be guessing; say so once.
             intake.fail(name, "neither an export JSONL file (lines of {...}) nor named .tsv", name)
             return
+        if first and _EXPORT_HEADER.search(line):
+            # A damaged header must not let the documents in with default settings.
+            try:
+                header_record = parse_json(line.decode("utf-8"))
+            except (JSONInputError, UnicodeDecodeError) as exc:
+                intake.fail(where, f"damaged export header ({exc}); the file was not read", name)
+                return
+            if not isinstance(header_record, dict):
+                intake.fail(where, "damaged export header (not a JSON object); the file was not read", name)
+                return
         record = _json_object(line, where, intake, name)
         if record is None:
             continue

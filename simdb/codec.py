@@ -27,13 +27,29 @@ MAX_DEPTH = 100
 
 
 _CONTAINERS = (dict, list, tuple)
+# msgpack packs and unpacks these natively, but no export can carry them as JSON and simdb
+# never writes extension types: refused as meta, and in msgpack read from outside.
+_EXTENSIONS = (msgpack.Timestamp, msgpack.ExtType)
+
+
+def _refuse_extension_value(value: Any, what: str) -> None:
+    raise InvalidInputError(
+        f"{what} holds a msgpack {type(value).__name__} ({describe(value)}), an extension type simdb does not store",
+        "use plain data: None, bool, int, float, str, bytes, lists and dicts",
+    )
 
 
 def _check_storable(values: list[Any], what: str) -> None:
     """Raise InvalidInputError if one of ``values`` nests deeper than :data:`MAX_DEPTH` or
-    has a dict with a key that would not read back as a dict key.  Walks the values level
-    by level, all together, so a batch of flat dicts costs one loop over them.  O(size)."""
-    level = [value for value in values if isinstance(value, _CONTAINERS)]
+    has a dict with a key that would not read back as a dict key, or holds a msgpack extension
+    value (a Timestamp, an ExtType).  Walks the values level by level, all together, so a
+    batch of flat dicts costs one loop over them.  O(size)."""
+    level = []
+    for value in values:
+        if isinstance(value, _EXTENSIONS):  # first: an ExtType is a tuple
+            _refuse_extension_value(value, what)
+        elif isinstance(value, _CONTAINERS):
+            level.append(value)
     depth = 0
     while level:
         if depth > MAX_DEPTH:
@@ -43,14 +59,16 @@ def _check_storable(values: list[Any], what: str) -> None:
             parts: Iterable[Any] = item
             if isinstance(item, dict):
                 for key in item:
-                    if not isinstance(key, _MAP_KEY_TYPES):
+                    if not isinstance(key, _MAP_KEY_TYPES) or isinstance(key, _EXTENSIONS):
                         raise InvalidInputError(
                             f"{what} has a dict key {describe(key)} of type {type(key).__name__}, which cannot be stored",
                             "use str, int, float, bytes, bool or None as dict keys",
                         )
                 parts = item.values()
             for part in parts:
-                if isinstance(part, _CONTAINERS):
+                if isinstance(part, _EXTENSIONS):  # first: an ExtType is a tuple
+                    _refuse_extension_value(part, what)
+                elif isinstance(part, _CONTAINERS):
                     deeper.append(part)
         level = deeper
         depth += 1
@@ -88,15 +106,25 @@ def unpack(encoded: bytes | None, what: str, path: str | None = None) -> Any:
 def unpack_input(encoded: bytes, what: str) -> Any:
     """Decode msgpack that came from outside the database (an export file): as
     :func:`unpack`, but damage is bad input, InvalidInputError naming ``what``.  Extension
-    types, which simdb never writes, are refused.  Bounded by ``len(encoded)``."""
+    types, which simdb never writes, are refused, the Timestamp msgpack decodes natively
+    included, as is what :func:`pack` would refuse.  Bounded by ``len(encoded)``."""
 
     def refuse_extension(code: int, data: bytes) -> Any:
         raise ValueError(f"extension type {code}, which simdb never writes")
 
     try:
-        return msgpack.unpackb(encoded, raw=False, strict_map_key=False, use_list=True, ext_hook=refuse_extension)
+        value = msgpack.unpackb(encoded, raw=False, strict_map_key=False, use_list=True, ext_hook=refuse_extension)
     except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-        raise InvalidInputError(f"{what} is not valid msgpack: {exc}") from None
+        detail = str(exc) or ("nested too deeply" if isinstance(exc, msgpack.StackError) else type(exc).__name__)
+        raise InvalidInputError(f"{what} is not valid msgpack: {detail}") from None
+    _check_storable([value], what)
+    return value
+
+
+def pack_stored(value: Any) -> bytes:
+    """Encode a value read back from the database as it is, without :func:`pack`'s checks
+    (a database written before them may hold what they refuse): for output only.  O(size)."""
+    return bytes(msgpack.packb(value, use_bin_type=True))
 
 
 def pack_documents(keys: list[str], fingerprints: list[int], metas: list[Any] | None) -> list[bytes] | None:

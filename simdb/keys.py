@@ -127,6 +127,7 @@ def check_fingerprint(fingerprint: object) -> int:
 
 _HEX_FINGERPRINT = re.compile(r"(?:0[xX][0-9a-fA-F]{1,16}|[0-9a-fA-F]{16})")
 _DECIMAL_FINGERPRINT = re.compile(r"[0-9]{1,20}")
+_HEX_DIGITS = re.compile(r"0[xX][0-9a-fA-F]+")
 
 
 def parse_fingerprint(text: str) -> int:
@@ -140,6 +141,11 @@ def parse_fingerprint(text: str) -> int:
         value = int(cleaned.removeprefix("0x").removeprefix("0X"), 16)
     elif _DECIMAL_FINGERPRINT.fullmatch(cleaned):
         value = int(cleaned)
+    elif cleaned.isascii() and cleaned.isdigit() or _HEX_DIGITS.fullmatch(cleaned):
+        raise InvalidFingerprintError(
+            f"fingerprint {describe(text)} has {len(cleaned.removeprefix('0x').removeprefix('0X'))} digits, too large for 64 bits",
+            "a fingerprint has at most 16 hex digits or 20 decimal digits, below 2**64",
+        )
     else:
         raise InvalidFingerprintError(
             f"fingerprint {describe(text)} is neither hex nor decimal",

@@ -5,14 +5,23 @@ Layout.  A database is a directory holding ``CURRENT`` (the name of the live dat
 that file, ``data-NNNNNN.mdb`` with its ``-lock`` file.  Compaction writes the next
 generation beside it and renames ``CURRENT`` over; each generation has its own lock file, so
 no process ever pairs a new data file with an old reader table.  Generation numbers only
-grow, so a name is never reused (inode numbers are: the filesystem hands a freed one to the
-next new file, which is why a generation is never told apart by ``CURRENT``'s inode).
-``CURRENT`` has a second line, ``initialised``, once a writable open has made the first data
-file: from then on a missing first data file is damage, not an interrupted creation.  No
-file inside the directory may be a symbolic link (the directory itself may be one).
+grow, so a name is never reused within one database (inode numbers are: the filesystem hands
+a freed one to the next new file, which is why a generation is never told apart by
+``CURRENT``'s inode).  A database removed and made again at the same path starts at the first
+name again, so a generation is the pair (name in ``CURRENT``, identity of the data file this
+process holds open): an inode cannot be reused while a process holds its file open, so the
+pair cannot repeat.  The path is made absolute at open, so a later ``os.chdir`` changes
+nothing.  A creation makes the first data file before its lock file, and LMDB of earlier
+releases made both at once, so a lock file without its first data file is damage, not an
+interrupted creation.  ``CURRENT`` has a second line, ``initialised``, once the open that
+created a database has made the first data file: from then on an empty first data file is
+damage too.  Databases of earlier releases (one-line ``CURRENT``) are never rewritten into
+that form, so those releases can still read them.  No file inside the directory may be a
+symbolic link, a FIFO or a device (the directory itself may be a link); entries named like a
+generation that are not regular files (a directory, say) are left alone by the sweep below.
 
-Swaps.  Every write transaction compares the generation named in ``CURRENT`` with the one
-this process opened, *after* taking LMDB's write lock; compaction renames ``CURRENT`` while
+Swaps.  Every write transaction compares the generation named in ``CURRENT`` (and the identity
+of its data file: one stat) with the one this process opened, *after* taking LMDB's write lock; compaction renames ``CURRENT`` while
 holding that lock, so a writer can never commit into a superseded file.  Readers compare at
 most every READ_RECHECK_SECONDS: until then they read a consistent, slightly older snapshot.
 Writable opens and compactions remove, under that lock, what killed compactions left: other
@@ -21,6 +30,11 @@ generations, lock files without their data file, staging files of dead processes
 Growth.  A write that fills the map is retried after doubling it; a transaction that finds
 the file grown by another process adopts the new size.  Both need no transaction active in
 this process, which a shared/exclusive lock guarantees, so one object serves many threads.
+The exclusive side is taken only when the map must really change (or a generation swap must
+be followed): an ordinary write, with or without a reserve, takes only the shared side, so it
+never waits for a long reader and never makes queries wait behind it.  Following another
+process's compaction does take the exclusive side, so it waits for this process's running
+reads to end, and new reads wait with it.
 """
 
 from __future__ import annotations
@@ -53,7 +67,7 @@ T = TypeVar("T")
 CURRENT = "CURRENT"
 FIRST_GENERATION = "data-000001.mdb"
 _STAGING = ".CURRENT."  # prefix of the files CURRENT is written to before the atomic rename
-_GENERATION = re.compile(r"data-(\d{6})\.mdb")
+_GENERATION = re.compile(r"data-(\d{6,})\.mdb")  # at least 6 digits: generation 1,000,000 has 7
 MIN_MAP_SIZE = 1 << 26  # 64 MiB of address space; the file itself only grows as pages are written
 MAX_MAP_SIZE = 1 << 44  # 16 TiB: well inside the 47-bit user address space that mmap must find
 MAX_READERS = 512
@@ -78,11 +92,17 @@ def _nearly_full(directory: Path) -> bool:
     return info.f_bavail * info.f_frsize < DISK_FULL_MARGIN or (info.f_files > 0 and info.f_favail == 0)
 
 
-def _disk_full(where: object, reason: str) -> DiskFullError:
-    return DiskFullError(f"no space left writing {where}: {reason}", "free disk space; the batch was not stored")
+_BATCH_NOT_STORED = "free disk space; the batch was not stored"
+_NOT_CREATED = "free disk space; the database was not created"
+_NOT_COMPACTED = "free disk space; the database was not compacted and is unchanged"
+_NOT_OPENED = "free disk space; nothing was written"
 
 
-def translate(exc: lmdb.Error, where: object, directory: Path | None = None) -> DatabaseError:
+def _disk_full(where: object, reason: str, hint: str = _BATCH_NOT_STORED) -> DiskFullError:
+    return DiskFullError(f"no space left writing {where}: {reason}", hint)
+
+
+def translate(exc: lmdb.Error, where: object, directory: Path | None = None, full_hint: str = _BATCH_NOT_STORED) -> DatabaseError:
     """Map an LMDB error to the matching simdb error, naming ``where``.  py-lmdb gives the
     errno of an operating-system failure as ``exc.code``.  LMDB reports a write cut short by
     a full disk as EIO, so an EIO with (almost) no space left in ``directory`` is a full
@@ -92,9 +112,9 @@ def translate(exc: lmdb.Error, where: object, directory: Path | None = None) -> 
     if isinstance(exc, lmdb.ReadonlyError):
         return ReadOnlyError(f"{where} is read-only: {text}", "open it without readonly=True")
     if isinstance(exc, lmdb.MapFullError) or code in _NO_SPACE:
-        return _disk_full(where, text)
+        return _disk_full(where, text, full_hint)
     if code == errno.EIO and directory is not None and _nearly_full(directory):
-        return _disk_full(where, f"{text} (the filesystem is full)")
+        return _disk_full(where, f"{text} (the filesystem is full)", full_hint)
     if isinstance(exc, (lmdb.CorruptedError, lmdb.InvalidError, lmdb.PageNotFoundError, lmdb.VersionMismatchError)):
         return CorruptDatabaseError(f"{where} is damaged: {text}", "restore it from a backup or an export")
     if not code and "already open" in text:
@@ -103,11 +123,11 @@ def translate(exc: lmdb.Error, where: object, directory: Path | None = None) -> 
     return StorageError(f"LMDB failed on {where}: {text}")
 
 
-def _os_error(exc: OSError, what: str) -> DatabaseError:
+def _os_error(exc: OSError, what: str, hint: str = _BATCH_NOT_STORED) -> DatabaseError:
     """Map an operating-system failure while ``what`` to DiskFullError (no space or no
-    inodes: both ENOSPC) or StorageError."""
+    inodes: both ENOSPC), with ``hint``, or StorageError."""
     if exc.errno in _NO_SPACE:
-        return _disk_full(what, exc.strerror or str(exc))
+        return _disk_full(what, exc.strerror or str(exc), hint)
     return StorageError(f"failed {what}: {exc.strerror or exc}")
 
 
@@ -121,6 +141,45 @@ def _refuse_link(path: Path) -> None:
         )
 
 
+def _refuse_special(path: Path) -> bool:
+    """Refuse ``path`` if it exists and is not a regular file: a link (see _refuse_link), or a
+    FIFO, device, socket or directory, which LMDB would block on or fail with a misleading
+    error.  Returns whether it exists.  One lstat; never opens it."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise StorageError(f"cannot examine {path}: {exc.strerror}") from None
+    if stat.S_ISLNK(mode):
+        _refuse_link(path)
+    if not stat.S_ISREG(mode):
+        raise CorruptDatabaseError(f"{path} is not a regular file", "remove it, or restore the database from a backup")
+    return True
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of ``path``, or None if it is gone: one stat."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(f"cannot examine {path}: {exc.strerror}") from None
+    return info.st_dev, info.st_ino
+
+
+def _create_data_file(data_file: Path) -> None:
+    """Create an empty first data file if none exists, before its lock file (see module doc).
+    One open; LMDB fills it."""
+    try:
+        os.close(os.open(data_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            _refuse_link(data_file)
+        raise _os_error(exc, f"creating {data_file}", _NOT_CREATED) from None
+
+
 def _allocate_lock_file(lock_file: Path) -> None:
     """Create ``lock_file`` if missing and allocate all of its LOCK_FILE_BYTES, so LMDB's
     writes through its memory map cannot fault on a full disk.  Costs an open and a
@@ -132,7 +191,7 @@ def _allocate_lock_file(lock_file: Path) -> None:
         if exc.errno == errno.ELOOP:
             _refuse_link(lock_file)
         if exc.errno in _NO_SPACE:
-            raise _os_error(exc, f"creating {lock_file}") from None
+            raise _os_error(exc, f"creating {lock_file}", _NOT_OPENED) from None
         return
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -140,7 +199,7 @@ def _allocate_lock_file(lock_file: Path) -> None:
         os.posix_fallocate(fd, 0, max(LOCK_FILE_BYTES, os.fstat(fd).st_size))
     except OSError as exc:
         if exc.errno in _NO_SPACE:
-            raise _os_error(exc, f"allocating {lock_file}") from None
+            raise _os_error(exc, f"allocating {lock_file}", _NOT_OPENED) from None
     finally:
         os.close(fd)
 
@@ -251,9 +310,13 @@ def _point_current_at(directory: Path, name: str, *, initialised: bool = True, c
 
 
 def _remove_generation(directory: Path, name: str) -> None:
-    """Delete a generation's data and lock files, if present."""
+    """Delete a generation's data and lock files, if present and not directories (which
+    are not simdb's: see _sweep_leftovers)."""
     for path in (directory / name, directory / (name + "-lock")):
-        path.unlink(missing_ok=True)
+        try:
+            path.unlink(missing_ok=True)
+        except IsADirectoryError:
+            pass
 
 
 def _used_bytes(env: lmdb.Environment) -> int:
@@ -276,6 +339,7 @@ class Storage:
         self._next_read_check = 0.0
         self._last_reader_check = time.monotonic()
         self.generation = ""
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the open generation's data file
         self._db_handles: dict[bytes, lmdb._Database] = {}
         self._open_generation()
 
@@ -288,8 +352,9 @@ class Storage:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, readonly: bool, create: bool, names: list[bytes], map_size: int | None) -> Storage:
-        """Open (or create) the database directory at ``path``."""
-        directory = Path(path)
+        """Open (or create) the database directory at ``path``, made absolute (not resolved:
+        the directory itself may be a symbolic link) so that a later chdir changes nothing."""
+        directory = Path(path).absolute()
         if directory.exists() and not directory.is_dir():
             raise NotADatabaseError(f"{directory} is a file, not a simdb database directory", "give a directory path")
         if not cls.exists(directory):
@@ -316,7 +381,7 @@ class Storage:
             _point_current_at(directory, FIRST_GENERATION, initialised=False, create=True)
         except OSError as exc:
             if exc.errno in _NO_SPACE:
-                raise _os_error(exc, f"creating a database at {directory}") from None
+                raise _os_error(exc, f"creating a database at {directory}", _NOT_CREATED) from None
             raise StorageError(f"cannot create a database at {directory}: {exc.strerror}", "check the path and its permissions") from None
 
     def _read_current(self) -> tuple[str, bool]:
@@ -339,8 +404,13 @@ class Storage:
         finally:
             os.close(fd)
         name, *flags = raw.decode("ascii", "replace").split() or [""]
-        if not _GENERATION.fullmatch(name) or flags not in ([], [_INITIALISED]):
+        if not _GENERATION.fullmatch(name):
             raise CorruptDatabaseError(f"{current} names {name!r}, not a data file", "restore it from a backup")
+        if flags not in ([], [_INITIALISED]):
+            raise CorruptDatabaseError(
+                f"{current} has unexpected content after the name {name!r}: {' '.join(flags)[:40]!r}",
+                f"restore it from a backup, or write the two lines '{name}' and '{_INITIALISED}' into it",
+            )
         return name, bool(flags)
 
     def _open_generation(self) -> None:
@@ -349,23 +419,24 @@ class Storage:
             name, initialised = self._read_current()
             data_file = self.path / name
             lock_file = self.path / (name + "-lock")
-            _refuse_link(data_file)
-            try:
-                size = data_file.stat().st_size
-            except FileNotFoundError:
-                size = 0
-            if not size:
+            lock_exists = _refuse_special(lock_file)  # looked at first: it is made after the data file
+            exists = _refuse_special(data_file)
+            size = data_file.stat().st_size if exists else 0
+            creating = not size
+            if creating:
                 if self._read_current()[0] != name:
                     continue  # swapped and removed between our two reads: read CURRENT again
-                state = "empty" if data_file.exists() else "missing"
-                if name != FIRST_GENERATION or initialised:
-                    # A compaction makes its file whole before CURRENT names it, and a first
-                    # data file once made is never removed: this is damage, and starting an
-                    # empty database over it would hide the loss.
+                state = "empty" if exists else "missing"
+                if name != FIRST_GENERATION or initialised or (not exists and lock_exists):
+                    # A compaction makes its file whole before CURRENT names it, a first data
+                    # file once made is never removed, and its lock file is made after it:
+                    # this is damage, and starting an empty database over it would hide the loss.
                     raise CorruptDatabaseError(f"{data_file} is {state}", "restore the database from a backup or an export")
                 if self.readonly:
                     raise NotADatabaseError(f"{data_file} is {state}", "was its creation interrupted? open it writable to finish it")
+                _create_data_file(data_file)
             _allocate_lock_file(lock_file)
+            held = _identity(data_file)
             try:
                 env = lmdb.open(
                     str(data_file),
@@ -381,7 +452,7 @@ class Storage:
             except lmdb.Error as exc:
                 if getattr(exc, "code", 0) == errno.ENOENT:
                     continue
-                raise translate(exc, data_file, self.path) from None
+                raise translate(exc, data_file, self.path, _NOT_OPENED) from None
             if self._read_current()[0] != name:
                 # A compaction swapped generations while we opened this one, and removed it:
                 # a writable open then made a new empty file under the old name.  Drop it.
@@ -391,10 +462,13 @@ class Storage:
                 if not self.readonly:
                     _remove_generation(self.path, name)
                 continue
+            if held is None or _identity(data_file) != held:
+                env.close()  # replaced while LMDB opened it: which file it holds is unknown
+                continue
             self._check_file_length(env, data_file)
             env.reader_check()  # clear reader slots left by killed processes
-            if self._open_handles(env, name):
-                self._env, self.generation = env, name
+            if self._open_handles(env, name, mark_initialised=creating):
+                self._env, self.generation, self._identity = env, name, held
                 return
             env.close()  # superseded while we opened it, as above (only a writable open says so)
             _remove_generation(self.path, name)
@@ -418,12 +492,13 @@ class Storage:
             raise DatabaseClosedError(f"the database at {self.path} is closed")
         return self._env
 
-    def _open_handles(self, env: lmdb.Environment, name: str) -> bool:
+    def _open_handles(self, env: lmdb.Environment, name: str, *, mark_initialised: bool = False) -> bool:
         """Open the named sub-databases of ``env`` (generation ``name``); False if a
         compaction swapped generations first.  A writable open does it in a write
         transaction, so it waits for another process's writer to commit; holding that lock
-        it also marks ``CURRENT`` initialised and removes leftovers (see module doc).  A
-        read-only open never waits.  A map grown by another process is adopted first."""
+        it removes leftovers and, with ``mark_initialised`` (this open made the first data
+        file), marks ``CURRENT`` initialised (see module doc).  A read-only open never
+        waits.  A map grown by another process is adopted first."""
         # Handles are opened here, outside any caller's transaction: a handle opened inside a
         # read transaction dies when it ends, and one opened lazily inside write() would
         # deadlock on LMDB's (non-recursive) write lock.
@@ -454,7 +529,7 @@ class Storage:
                 current, initialised = self._read_current()
                 if current != name:
                     return False
-                if not initialised:
+                if mark_initialised and not initialised and name == FIRST_GENERATION:
                     _point_current_at(self.path, name)
                 self._sweep_leftovers(name)
                 txn.commit()  # keeps the handles opened in it
@@ -480,8 +555,11 @@ class Storage:
         called holding the live generation's write lock, which every compaction holds while
         it writes the next generation, so nothing removed here is being written.  Readers of
         an older generation keep reading it: removing a name does not close their files.
-        One directory scan."""
+        Only regular files are removed: anything else named like a generation (a directory,
+        say) is not simdb's and is left alone, never entered.  One directory scan."""
         for entry in os.scandir(self.path):
+            if not entry.is_file(follow_symlinks=False):
+                continue
             generation = entry.name.removesuffix("-lock")
             if _GENERATION.fullmatch(generation):
                 if generation != live:
@@ -515,9 +593,10 @@ class Storage:
     # -- transactions --------------------------------------------------------------------
 
     def _superseded(self) -> bool:
-        """Whether ``CURRENT`` names a generation other than the one open here: one open and
-        read of ``CURRENT``."""
-        return self._read_current()[0] != self.generation
+        """Whether ``CURRENT`` names a generation other than the one open here, or the same
+        name now belongs to another file (the database was removed and made again at this
+        path): one open and read of ``CURRENT`` and one stat."""
+        return self._read_current()[0] != self.generation or _identity(self.path / self.generation) != self._identity
 
     def _reader_should_move(self) -> bool:
         # A reader of a superseded generation still sees a consistent snapshot, only an
@@ -536,14 +615,27 @@ class Storage:
                 self._env = None
                 self._open_generation()
 
+    @staticmethod
+    def _room_needed(env: lmdb.Environment, reserve: int) -> int:
+        """The map size ``reserve`` more bytes need, or 0 if the map is big enough: two LMDB
+        info calls.  Copy-on-write needs room for the new pages before the old ones are freed."""
+        map_size: int = env.info()["map_size"]
+        needed = _used_bytes(env) + 2 * reserve
+        return max(needed, 2 * map_size) if needed > map_size else 0
+
     def _ensure_room(self, reserve: int) -> None:
-        with self._lock.exclusive():
+        # Decided under the shared lock: the exclusive one waits for every running read of
+        # this process (a check() can take minutes) and holds back new ones meanwhile, so it
+        # is taken only when the map must really grow.
+        with self._lock.shared():
             env = self.env
-            info = env.info()
-            # Copy-on-write needs room for the new pages before the old ones are freed.
-            needed = _used_bytes(env) + 2 * reserve
-            if needed > info["map_size"]:
-                env.set_mapsize(max(needed, 2 * info["map_size"]))
+            if not self._room_needed(env, reserve):
+                return
+        with self._lock.exclusive():
+            if self._env is env:  # else reopened meanwhile; write() grows it if it must
+                new_size = self._room_needed(env, reserve)  # again: another thread may have grown it
+                if new_size:
+                    env.set_mapsize(new_size)
 
     def reopen_with(self, names: list[bytes]) -> None:
         """Reopen the environment with handles for these named sub-databases."""
@@ -658,7 +750,9 @@ class Storage:
             self._sweep_leftovers(source)  # what a killed compaction left, the target included
             # _read_current admitted this generation only if it matches _GENERATION.
             number = int(_GENERATION.fullmatch(source).group(1)) + 1  # type: ignore[union-attr]
-            name = f"data-{number:06d}.mdb"
+            while any(os.path.lexists(self.path / f"data-{number:06d}.mdb{suffix}") for suffix in ("", "-lock")):
+                number += 1  # the sweep left it, so it is not simdb's (a directory, say): skip the number
+            name = f"data-{number:06d}.mdb"  # 6 digits or more
             target_file = self.path / name
             try:
                 before = (self.path / source).stat().st_size
@@ -669,10 +763,10 @@ class Storage:
                 )
             except lmdb.Error as exc:
                 _remove_generation(self.path, name)
-                raise translate(exc, target_file, self.path) from None
+                raise translate(exc, target_file, self.path, _NOT_COMPACTED) from None
             except OSError as exc:
                 _remove_generation(self.path, name)
-                raise _os_error(exc, f"starting {target_file}") from None
+                raise _os_error(exc, f"starting {target_file}", _NOT_COMPACTED) from None
             except BaseException:
                 _remove_generation(self.path, name)
                 raise
@@ -685,18 +779,20 @@ class Storage:
                     raise StorageError(f"the compacted copy outgrew its map at {target_file}") from None
                 except lmdb.Error as exc:
                     # Nor may a full disk, which would be retried; and it is the target's.
-                    raise translate(exc, target_file, self.path) from None
+                    raise translate(exc, target_file, self.path, _NOT_COMPACTED) from None
             except BaseException:
                 target.close()
                 _remove_generation(self.path, name)
                 raise
             target.close()
             try:
-                _point_current_at(self.path, name)
+                # One line: ``initialised`` is about the first generation only, and an earlier
+                # release reads a one-line CURRENT (a format-1 database stays readable by it).
+                _point_current_at(self.path, name, initialised=False)
             except OSError as exc:
                 if self._read_current()[0] != name:  # else the swap happened; only its fsync failed
                     _remove_generation(self.path, name)
-                raise _os_error(exc, f"pointing {self.path / CURRENT} at {name}") from None
+                raise _os_error(exc, f"pointing {self.path / CURRENT} at {name}", _NOT_COMPACTED) from None
             compacted[:] = [(source, before)]
 
         self.write(build)

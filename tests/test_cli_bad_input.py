@@ -429,3 +429,153 @@ def test_a_batch_of_large_texts_is_committed_in_parts(tmp_path: Path, monkeypatc
     assert set(stored(tmp_path / "db")) == {f"doc-{number}" for number in range(20)} - {"doc-7"}
     longest = max(len(row["text"]) for row in rows)
     assert len(calls) > 3 and max(calls) <= 5_000 + longest, calls
+
+
+# -- issue #13 re-probe: meta blow-up, damaged headers, extension types, WARC lengths --------
+
+
+def test_meta_of_millions_of_containers_is_refused_before_parsing(tmp_path: Path) -> None:
+    """A short line of ``[],`` repeated parses into millions of lists (a 9 MB line took over
+    400 MiB): refused from a cheap count, with its file and line, the other lines stored."""
+    source = tmp_path / "meta.jsonl.gz"
+    containers = 3_000_000
+    bomb = b'{"id": "bomb", "text": "a b c", "m": [' + b"[]," * containers + b"[]]}\n"
+    good = [json.dumps({"id": f"line-{n}", "text": prose(n), "tags": ["[", "{" * 10]}).encode() + b"\n" for n in (1, 3)]
+    source.write_bytes(gzip.compress(good[0] + bomb + good[1]))
+    result, peak = _peak_rss_mib("add", "--jsonl", source, "--db", tmp_path / "db", "--workers", "1")
+    stderr = result.stderr.decode()
+    assert result.returncode == 2 and f"{source}:2: meta too complex" in stderr, stderr
+    assert set(stored(tmp_path / "db")) == {"line-1", "line-3"}
+    assert peak < 200, f"peak RSS {peak:.0f} MiB for a {len(bomb) / 2**20:.0f} MB line"
+
+
+def test_brackets_inside_strings_are_not_containers(tmp_path: Path) -> None:
+    source = tmp_path / "docs.jsonl"
+    source.write_text(json.dumps({"id": "code", "text": "[{" * 120_000, "note": "]" * 10}) + "\n")
+    result = run("add", "--jsonl", source, "--db", tmp_path / "db", "--workers", "1")
+    assert result.exit_code == 0, result.output
+    assert set(stored(tmp_path / "db")) == {"code"}
+
+
+def test_uncommitted_metadata_counts_toward_the_early_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Documents of short text and large meta: the call to the database ends early on the
+    meta held, not only on the text."""
+    import cli.app
+
+    monkeypatch.setattr(cli.app, "BATCH_TEXT_CHARS", 50_000)
+    calls: list[int] = []
+    add_texts = simdb.Database.add_texts
+
+    def counting(self: simdb.Database, items: object, **kwargs: object) -> object:
+        def counted(rows: object) -> object:
+            for row in rows:  # type: ignore[attr-defined]
+                calls[-1] += 1
+                yield row
+
+        calls.append(0)
+        return add_texts(self, counted(items), **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(simdb.Database, "add_texts", counting)
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps({"id": f"d{n}", "text": "a b", "m": list(range(1_000))}) + "\n" for n in range(10)))
+    result = run("add", "--jsonl", source, "--db", tmp_path / "db", "--workers", "1")
+    assert result.exit_code == 0, result.output
+    assert len(stored(tmp_path / "db")) == 10
+    assert len(calls) >= 5 and max(calls) <= 2, calls
+
+
+@pytest.mark.parametrize(
+    "header",
+    ['{"simdb": "export", "format_version": 2, "k": 5,, "blocks": 6}', '{"simdb": "export", "format_version": 2, "k": ' + HUGE + "}"],
+    ids=["invalid-json", "5000-digit-k"],
+)
+def test_a_damaged_export_header_refuses_the_whole_file(tmp_path: Path, header: str) -> None:
+    source = tmp_path / "backup.jsonl"
+    source.write_text(header + "\n" + json.dumps({"key": "a", "fingerprint": "0x1"}) + "\n")
+    result = run("import", source, "--db", tmp_path / "db")
+    assert result.exit_code == 2 and f"{source}:1: damaged export header" in result.stderr, result.output
+    assert "the file was not read" in result.stderr
+    one_line(result.stderr)
+    assert not (tmp_path / "db").exists()  # nothing imported with default settings
+
+
+def test_a_msgpack_timestamp_is_refused_at_import_and_at_add(tmp_path: Path) -> None:
+    import base64
+
+    import msgpack
+
+    source = tmp_path / "backup.jsonl"
+    rows = [{"key": "a", "fingerprint": "0x1", "meta_msgpack": "1v8AAAAB"}, {"key": "b", "fingerprint": "0x2", "meta": 1}]
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = run("import", source, "--db", tmp_path / "db")
+    assert result.exit_code == 2 and f"{source}:1" in result.stderr and "Timestamp" in result.stderr, result.output
+    assert set(stored(tmp_path / "db")) == {"b"}
+    with simdb.open(tmp_path / "db") as database:
+        for meta in (msgpack.Timestamp(1), {"t": [msgpack.ExtType(5, b"x")]}):
+            with pytest.raises(simdb.InvalidInputError, match="extension type"):
+                database.add("c", 3, meta)
+            with pytest.raises(simdb.InvalidInputError, match="extension type"):
+                database.add_many([("c", 3, meta)])
+        assert database.get("c") is None
+    deep = base64.b64encode(b"\x91" * 5000 + b"\xc0").decode()
+    source.write_text(json.dumps({"key": "d", "fingerprint": "0x4", "meta_msgpack": deep}) + "\n")
+    result = run("import", source, "--db", tmp_path / "db")
+    assert result.exit_code == 2 and "not valid msgpack: nested too deeply" in result.stderr, result.output
+
+
+def test_query_json_prints_a_stored_meta_json_cannot_carry_as_msgpack(tmp_path: Path) -> None:
+    """A database written before extension types were refused may hold a Timestamp."""
+    import base64
+
+    import lmdb
+    import msgpack
+
+    with simdb.open(tmp_path / "db") as database:
+        database.add("a", 1, {"t": 1})
+        env = database._storage.env
+        with env.begin(write=True) as txn:
+            docs = env.open_db(b"docs", txn=txn)
+            raw_id, _ = next(iter(txn.cursor(docs)))
+            txn.put(raw_id, msgpack.packb(["a", 1, {"t": msgpack.Timestamp(1)}], use_bin_type=True), db=docs)
+    assert isinstance(env, lmdb.Environment)
+    result = run("query", "--fingerprint", "0x1", "--json", "--db", tmp_path / "db")
+    assert result.exit_code == 0, result.output
+    line = json.loads(result.stdout)
+    assert line["key"] == "a" and "meta" not in line
+    assert msgpack.unpackb(base64.b64decode(line["meta_msgpack"])) == {"t": msgpack.Timestamp(1)}
+
+
+@pytest.mark.parametrize(("length", "lost"), [(b"5", set()), (b"30", {"http://three/"})], ids=["too-short", "too-long"])
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_warc_record_with_a_wrong_numeric_content_length_is_reported_not_stored(
+    tmp_path: Path, length: bytes, lost: set[str], compressed: bool
+) -> None:
+    text = "hello world twelve"
+    body = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n" + text.encode()
+    bad = _warc_record("http://two/", text, str(len(body) + int(length) - 18).encode())
+    records = [_warc_record("http://one/", prose(1, 80)), bad, _warc_record("http://three/", prose(3, 80))]
+    records.append(_warc_record("http://four/", prose(4, 80)))
+    archive = tmp_path / ("bad.warc.gz" if compressed else "bad.warc")
+    archive.write_bytes(b"".join(gzip.compress(record) for record in records) if compressed else b"".join(records))
+    result = _process("add", archive, "--db", tmp_path / "db", "--workers", "1")
+    stderr = result.stderr.decode()
+    offset = len(gzip.compress(records[0])) if compressed else len(records[0])
+    if compressed and length == b"30":  # the gzip member ends first: the record is cut short
+        assert result.returncode == 2 and f"{archive}: record http://two/: is cut short" in stderr, stderr
+    else:
+        assert result.returncode == 2 and f"{archive}: record 2 at byte {offset} (http://two/)" in stderr, stderr
+        assert "Content-Length is wrong" in stderr
+    kept = set(stored(tmp_path / "db"))
+    assert "http://two/" not in kept  # no damaged text stored
+    expected = {"http://one/", "http://three/", "http://four/"} - (lost if not compressed else set())
+    assert kept == expected, (kept, stderr)
+
+
+def test_float_and_fingerprint_errors_are_short_and_say_what_is_wrong(tmp_path: Path) -> None:
+    source = tmp_path / "docs.jsonl"
+    source.write_text(f'{{"id": "a", "text": "x", "v": 1{"0" * 5000}.5}}\n')
+    result = run("add", "--jsonl", source, "--db", tmp_path / "db", "--workers", "1")
+    assert result.exit_code == 2 and "too large for a floating-point number" in result.stderr, result.output
+    assert len(result.stderr) < 400
+    result = run("query", "--fingerprint", "1" * 30, "--db", tmp_path / "db")
+    assert result.exit_code == 2 and "too large for 64 bits" in result.stderr, result.output

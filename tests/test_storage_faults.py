@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -17,6 +18,8 @@ from pathlib import Path
 import pytest
 
 import simdb
+from simdb import codec
+from simdb.database import CONFIG_KEY
 from simdb.storage import LOCK_FILE_BYTES, MAX_MAP_SIZE
 from tests.conftest import as_items
 
@@ -475,3 +478,204 @@ def test_lock_files_are_allocated_so_a_full_disk_cannot_fault_them(db_path: Path
         lock = db_path / (db._storage.generation + "-lock")
         assert lock.stat().st_size >= LOCK_FILE_BYTES
         assert lock.stat().st_blocks * 512 >= LOCK_FILE_BYTES
+
+
+# -- issue #13 re-probe: generations, paths, locks, odd entries -----------------------------
+
+READ_ON_REQUEST = """
+import sys, time, simdb
+db = simdb.open(sys.argv[1], readonly=True)
+print("LEN", len(db), db.get("fresh") is not None, flush=True)
+sys.stdin.readline()
+time.sleep(0.05)  # past READ_RECHECK_SECONDS
+print("LEN", len(db), db.get("fresh") is not None, flush=True)
+"""
+RECREATE = "import sys, simdb\ndb = simdb.open(sys.argv[1])\ndb.add('fresh', 1)\ndb.close()"
+
+
+def test_an_open_writer_and_reader_follow_a_database_removed_and_made_again_at_their_path(db_path: Path) -> None:
+    """CURRENT names data-000001.mdb again after ``rm -rf`` and a new database: the name alone
+    cannot tell the generations apart, the identity of the held data file does."""
+    writer = simdb.open(db_path)
+    writer.add_many(as_items(range(10), prefix="a"))
+    reader = python(READ_ON_REQUEST, db_path)
+    assert expect(reader, "LEN") == ["10", "False"]
+    shutil.rmtree(db_path)
+    made = subprocess.run([sys.executable, "-c", RECREATE, str(db_path)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": ROOT}, check=False)
+    assert made.returncode == 0, made.stderr
+    result = writer.add_many(as_items(range(1000, 1100), prefix="b"))
+    writer.close()
+    assert reader.stdin is not None
+    reader.stdin.write("go\n")
+    reader.stdin.flush()
+    assert expect(reader, "LEN") == ["101", "True"]  # the reader moved to the new database
+    reader.communicate(timeout=30)
+    with simdb.open(db_path, readonly=True) as db:
+        assert result.added == 100 and len(db) == 101  # every acknowledged document is stored
+        assert db.get("fresh") is not None and db.get("b-99") is not None
+
+
+def test_a_relative_path_keeps_naming_the_same_database_after_chdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "x").mkdir()
+    (tmp_path / "y").mkdir()
+    with simdb.open(tmp_path / "y" / "db") as other:  # another database at the same relative path
+        other.add("y-doc", 1)
+        other.compact()
+    monkeypatch.chdir(tmp_path / "x")
+    with simdb.open("db") as db:
+        db.add("x-doc", 2)
+        monkeypatch.chdir(tmp_path / "y")
+        db.add("after-chdir", 3)
+        assert len(db) == 2 and Path(db.path).is_absolute()
+    with simdb.open(tmp_path / "x" / "db", readonly=True) as db:
+        assert sorted(db.keys()) == ["after-chdir", "x-doc"]
+    with simdb.open(tmp_path / "y" / "db", readonly=True) as db:
+        assert sorted(db.keys()) == ["y-doc"]
+
+
+def test_a_write_with_a_reserve_does_not_stall_queries_behind_a_long_reader(db_path: Path) -> None:
+    """A long read (check(), fingerprint_arrays) beside a write: the write takes only the
+    shared lock unless the map must grow, so queries in a third thread are not held back."""
+    with simdb.open(db_path) as db:
+        db.add_many(as_items(range(2_000)))
+        stop = threading.Event()
+        worst = [0.0]
+        queries = [0]
+        reading = threading.Event()
+
+        def long_read() -> None:
+            with db._storage.read():  # stands for a check() of a large database
+                reading.set()
+                time.sleep(4)
+
+        def query() -> None:
+            while not stop.is_set():
+                started = time.monotonic()
+                db.query(12345)
+                worst[0] = max(worst[0], time.monotonic() - started)
+                queries[0] += 1
+
+        reader = threading.Thread(target=long_read, daemon=True)
+        querier = threading.Thread(target=query, daemon=True)
+        reader.start()
+        reading.wait(10)
+        querier.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        db.add_many(as_items(range(5_000, 5_500), prefix="new"))  # a batch with a reserve
+        add_took = time.monotonic() - started
+        reader.join(30)
+        stop.set()
+        querier.join(30)
+        assert add_took < 2 and worst[0] < 2, (add_took, worst[0], queries[0])
+        assert db.get("new-499") is not None
+
+
+def test_generations_past_999999_keep_working(db_path: Path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many(as_items(range(100)))
+    for suffix in ("", "-lock"):
+        os.rename(db_path / f"data-000001.mdb{suffix}", db_path / f"data-999999.mdb{suffix}")
+    (db_path / "CURRENT").write_text("data-999999.mdb\ninitialised\n")
+    with simdb.open(db_path) as db:
+        assert len(db) == 100
+        db.compact()
+        assert db._storage.generation == "data-1000000.mdb"
+        db.compact()
+        assert db._storage.generation == "data-1000001.mdb"
+    with simdb.open(db_path) as db:
+        assert len(db) == 100 and db.check()
+    assert sorted(p.name for p in db_path.iterdir()) == ["CURRENT", "data-1000001.mdb", "data-1000001.mdb-lock"]
+
+
+def old_release_database(db_path: Path) -> None:
+    """A database as the previous release left it: a one-line CURRENT."""
+    with simdb.open(db_path) as db:
+        db.add_many(as_items(range(50)))
+    (db_path / "CURRENT").write_text("data-000001.mdb\n")
+
+
+def test_a_lost_data_file_of_an_old_release_database_is_damage(db_path: Path) -> None:
+    old_release_database(db_path)
+    (db_path / "data-000001.mdb").unlink()
+    for readonly in (False, True):
+        with pytest.raises(simdb.CorruptDatabaseError, match="missing"):
+            simdb.open(db_path, readonly=readonly)
+    assert not (db_path / "data-000001.mdb").exists()  # no empty database was made in its place
+    assert (db_path / "CURRENT").read_text() == "data-000001.mdb\n"
+
+
+def test_an_interrupted_creation_is_still_finished_by_a_writable_open(db_path: Path) -> None:
+    db_path.mkdir()
+    (db_path / "CURRENT").write_text("data-000001.mdb\n")  # killed before making any data file
+    with simdb.open(db_path) as db:
+        db.add("a", 1)
+    assert (db_path / "CURRENT").read_text() == "data-000001.mdb\ninitialised\n"
+
+
+def test_writable_use_keeps_an_old_release_database_readable_by_that_release(db_path: Path) -> None:
+    old_release_database(db_path)
+    with simdb.open(db_path) as db:  # stored as format 1, as tests/test_database_threshold.py does
+        env = db._storage.env
+        with env.begin(write=True) as txn:
+            meta = env.open_db(b"meta", txn=txn)
+            config = codec.unpack(txn.get(CONFIG_KEY, db=meta), "config")
+            txn.put(CONFIG_KEY, codec.pack({**config, "format_version": 1}, "config"), db=meta)
+    assert (db_path / "CURRENT").read_text() == "data-000001.mdb\n"
+    with simdb.open(db_path) as db:
+        db.add("new", 99)
+    assert (db_path / "CURRENT").read_text() == "data-000001.mdb\n"  # the old release reads one line
+    with simdb.open(db_path) as db:
+        db.compact()
+        assert db.stats()["format_version"] == 1
+    assert (db_path / "CURRENT").read_text() == "data-000002.mdb\n"
+
+
+@pytest.mark.parametrize("victim", ["data-000001.mdb", "data-000001.mdb-lock"])
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+@pytest.mark.parametrize("readonly", ["ro", "rw"])
+def test_a_special_file_in_place_of_a_data_or_lock_file_is_refused_without_hanging(
+    db_path: Path, victim: str, kind: str, readonly: str
+) -> None:
+    db_path.mkdir()
+    (db_path / "CURRENT").write_text("data-000001.mdb\n")  # not initialised: the writable open would make it
+    if victim.endswith("-lock"):
+        with simdb.open(db_path) as db:
+            db.add("a", 1)
+        (db_path / victim).unlink()
+    if kind == "fifo":
+        os.mkfifo(db_path / victim)
+    else:
+        (db_path / victim).mkdir()
+    run = subprocess.run(
+        [sys.executable, "-c", OPEN_AND_REPORT, str(db_path), readonly],
+        capture_output=True, text=True, timeout=30, env={**os.environ, "PYTHONPATH": ROOT}, check=False,
+    )
+    assert run.stdout.startswith("CorruptDatabaseError") and f"{victim} is not a regular file" in run.stdout, (
+        run.stdout + run.stderr
+    )
+
+
+@pytest.mark.parametrize("name", ["data-000099.mdb", "data-000000.mdb-lock", "data-000002.mdb-lock"])
+def test_a_directory_named_like_a_generation_does_not_block_opens_or_compaction(db_path: Path, name: str) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many(as_items(range(100)))
+    (db_path / name).mkdir()
+    (db_path / name / "inside").write_text("not simdb's")
+    with simdb.open(db_path) as db:
+        db.compact()
+        db.add("after", 5)
+        db.compact()
+        assert len(db) == 101 and db.check()
+    assert (db_path / name / "inside").read_text() == "not simdb's"  # left alone, never entered
+    with simdb.open(db_path, readonly=True) as db:
+        assert len(db) == 101
+
+
+def test_a_stray_line_in_current_is_named_as_such(db_path: Path) -> None:
+    old_release_database(db_path)
+    with open(db_path / "CURRENT", "a") as handle:
+        handle.write("x\n")
+    with pytest.raises(simdb.CorruptDatabaseError, match="unexpected content after the name 'data-000001.mdb': 'x'"):
+        simdb.open(db_path)
