@@ -1,6 +1,24 @@
-"""Fingerprint quality against exact Jaccard similarity, beside MinHash LSH.
+"""Answer quality of simdb's defaults against exact Jaccard similarity, beside MinHash LSH.
 
-    python bench/quality.py CORPUS_PATH [--variants] [--limit N] [--kinds]
+    python bench/quality.py CORPUS_PATH [--seeds N] [--limit N]
+    python bench/quality.py CORPUS_PATH --simhash [--variants] [--seeds N]
+    python bench/quality.py CORPUS_PATH --kinds
+
+By default (issue #14's acceptance report) the corpus goes through the code path a user runs:
+a database created with ``simdb.open`` in a temporary directory at default settings, the
+documents added with ``add_texts``, and ``pairs(threshold=tau)`` taken as simdb's answer for
+tau = 0.9 and 0.8.  Beside it, in the same run: datasketch ``MinHashLSH(num_perm=128,
+threshold=tau)`` as users run it (every LSH query's candidates) and the same candidates kept
+when their MinHash estimate is >= tau.  Then an error analysis of simdb's misses (beyond the
+candidate radius, or sketch estimate below tau) and false pairs (their exact J), and
+what-ifs computed in the benchmark only, from a reproduction of the library's minwise
+construction (checked equal to the library's fingerprints and sketches): a wider candidate
+radius, 192- and 256-byte sketches, and one maximum-likelihood estimate from the 64
+fingerprint bits and the sketch bytes together.  ``--seeds N`` repeats simdb's pipeline
+(reproduced) and MinHashLSH under N choices of hash functions and prints mean (sd), since
+one hash function's F1 is one draw.  For the plagiarism short-answer corpus (a directory with
+``file_information.csv``) it adds how the labelled categories relate to what simdb reports.
+``--simhash`` prints the 64-bit SimHash tables that chose the defaults before issue #14.
 
 CORPUS_PATH may also be ``messy:N`` (or ``messy:N:SEED``): N generated mailing-list posts
 from :mod:`messy_corpus`, with signatures, quoted replies, footers and attachments.
@@ -22,7 +40,7 @@ fingerprints predict that is not among those with J >= 0.7 has J < 0.7 and is a 
 positive at both thresholds.  Documents with fewer than three tokens have no 3-shingle and
 are left out.
 
-For the default settings and each Hamming distance k = 0..8 the script prints precision,
+With ``--simhash``, for SimHash (tf) and each Hamming distance k = 0..8 the script prints precision,
 recall and F1 of "distance <= k" against "J >= 0.9" and "J >= 0.8", and in the same run the
 figures of datasketch ``MinHashLSH`` (128 permutations, threshold = tau) both as raw LSH
 candidates and with the MinHash estimate >= tau as a filter, and the number of permutation
