@@ -64,6 +64,19 @@ _HEADER = struct.Struct(">IBBI")  # count, offset width, id width, crc32
 _ID_BASE = struct.Struct(">Q")
 _COUNT = struct.Struct(">QQ")  # entries, merge cursor
 _PAST_END = b"\xff" * 17  # sorts after every 16-byte recent key
+_FIXED = [np.dtype(f"S{width}") for width in range(1, 9)]
+_FIXED.insert(0, _FIXED[0])  # width 0 never reaches the search: every offset is 0
+
+
+@dataclass
+class _Part:
+    """A cursor on one part of a table during probes, and the last block it read."""
+
+    level: int
+    cursor: lmdb.Cursor[bytes]
+    first: int = 1 << BITS  # the last block read: its first value, value, and the next block's first
+    value: bytes = b""
+    end: int = 0
 
 
 class Handles(Protocol):
@@ -95,7 +108,7 @@ class Policy:
     ``base * ratio**i``; a merge step moves up to ``chunk`` entries one level down."""
 
     base: int = 16_384
-    ratio: int = 8
+    ratio: int = 16
     levels: int = 6
     chunk: int = 65_536
 
@@ -519,13 +532,15 @@ class Tables:
         for table in self.plan.tables:
             query = table.permute(fingerprint)
             low = query & table.prefix_mask
-            high = low + table.prefix_span
-            self._probe_table(txn, table, query, low, high, k, found, resolve, shape[table.index])
-        self._resolve(txn, resolve, found)
+            parts = self._parts(txn, table, shape[table.index])
+            self._probe_table(parts, table, query, low, low + table.prefix_span, k, found, resolve)
+        self._resolve(txn, [resolve], [found], shape)
         return found
 
     def probe_many(self, txn: lmdb.Transaction[bytes], fingerprints: np.ndarray, k: int) -> list[dict[int, int]]:
-        """:meth:`probe` for many queries, each table visited in key order of the queries."""
+        """:meth:`probe` for many queries, each table visited in key order of the queries:
+        one cursor per level, and a query whose prefix lies inside the block the previous
+        query read reuses it without a seek."""
         queries = np.asarray(fingerprints, dtype=np.uint64)
         found: list[dict[int, int]] = [{} for _ in range(len(queries))]
         resolve: list[dict[int, int]] = [{} for _ in range(len(queries))]
@@ -533,16 +548,21 @@ class Tables:
         for table in self.plan.tables:
             permuted = table.permute_array(queries)
             order = np.argsort(permuted, kind="stable")
+            parts = self._parts(txn, table, shape[table.index])
             for index, query in zip(order.tolist(), permuted[order].tolist()):
                 low = query & table.prefix_mask
-                self._probe_table(txn, table, query, low, low + table.prefix_span, k, found[index], resolve[index], shape[table.index])
-        for one_found, one_resolve in zip(found, resolve):
-            self._resolve(txn, one_resolve, one_found)
+                self._probe_table(parts, table, query, low, low + table.prefix_span, k, found[index], resolve[index])
+        self._resolve(txn, resolve, found, shape)
         return found
+
+    def _parts(self, txn: lmdb.Transaction[bytes], table: Table, shape: int) -> list[_Part]:
+        """A cursor on each non-empty part of one table (level 0: the recent tree)."""
+        names = [self._recent[table.index], *self._levels[table.index]]
+        return [_Part(level, txn.cursor(self.handles.db(name))) for level, name in enumerate(names) if shape >> level & 1]
 
     def _probe_table(
         self,
-        txn: lmdb.Transaction[bytes],
+        parts: list[_Part],
         table: Table,
         query: int,
         low: int,
@@ -550,24 +570,25 @@ class Tables:
         k: int,
         found: dict[int, int],
         resolve: dict[int, int],
-        shape: int = 0xFF,
     ) -> None:
         """Entries of one table in [low, high) within ``k`` bits of ``query`` (permuted): ids
         into ``found``; fingerprints from id-less blocks into ``resolve``."""
-        cursor = txn.cursor(self.handles.db(self._recent[table.index]))
-        bound = high.to_bytes(8, "big") if high >> BITS == 0 else _PAST_END
-        if shape & 1 and cursor.set_range(low.to_bytes(8, "big")):
-            for key in cursor.iternext(values=False):
-                if key >= bound:
-                    break
-                distance = (int.from_bytes(key[:8], "big") ^ query).bit_count()
-                if distance <= k:
-                    found[int.from_bytes(key[8:], "big")] = distance
         with_ids = table.index == 0
-        for level, name in enumerate(self._levels[table.index], 1):
-            if not shape >> level & 1:
+        for part in parts:
+            cursor = part.cursor
+            if not part.level:
+                bound = high.to_bytes(8, "big") if high >> BITS == 0 else _PAST_END
+                if cursor.set_range(low.to_bytes(8, "big")):
+                    for key in cursor.iternext(values=False):
+                        if key >= bound:
+                            break
+                        distance = (int.from_bytes(key[:8], "big") ^ query).bit_count()
+                        if distance <= k:
+                            found[int.from_bytes(key[8:], "big")] = distance
                 continue
-            cursor = txn.cursor(self.handles.db(name))
+            if part.first <= low and high <= part.end:  # inside the block read last time
+                self._scan_block(part.first, part.value, query, low, high, k, with_ids, table, found, resolve)
+                continue
             if self._block_at(cursor, low.to_bytes(8, "big")) is None and not cursor.first():
                 continue
             # Only the values of blocks that start below ``high`` are fetched: a block's
@@ -577,8 +598,10 @@ class Tables:
                 first = int.from_bytes(key, "big")
                 if first >= high:
                     break
-                self._scan_block(first, cursor.value(), query, low, high, k, with_ids, table, found, resolve)
+                value = cursor.value()
+                self._scan_block(first, value, query, low, high, k, with_ids, table, found, resolve)
                 key = cursor.key() if cursor.next() else b""
+                part.first, part.value, part.end = first, value, int.from_bytes(key, "big") if key else 1 << BITS
 
     @staticmethod
     def _scan_block(
@@ -598,26 +621,12 @@ class Tables:
         count, width, id_width, _ = _HEADER.unpack_from(value)
         start = _HEADER.size + (_ID_BASE.size if with_ids else 0)
         target = low - first
-        lo, hi = 0, count
+        lo = 0
         if target > 0:
             if width < 8 and target >> (8 * width):
                 return
-            needle = target.to_bytes(width, "big") if width else b""
-            # Offsets are about uniform: start the bisect in a window around the
-            # interpolated position, widened if the needle lies outside it.
-            last = int.from_bytes(value[start + (count - 1) * width : start + count * width], "big")
-            guess = target * (count - 1) // last if last else 0
-            lo, hi = max(0, guess - 24), min(count, guess + 24)
-            if lo and value[start + lo * width : start + (lo + 1) * width] >= needle:
-                lo = 0
-            if hi < count and value[start + (hi - 1) * width : start + hi * width] < needle:
-                hi = count
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if value[start + mid * width : start + (mid + 1) * width] < needle:
-                    lo = mid + 1
-                else:
-                    hi = mid
+            # Fixed-width big-endian offsets sort as byte strings: one C-level bisect.
+            lo = int(np.frombuffer(value, dtype=_FIXED[width], count=count, offset=start).searchsorted(target.to_bytes(width, "big")))
         ids_at = start + count * width
         for position in range(lo, count):
             stored = first + int.from_bytes(value[start + position * width : start + (position + 1) * width], "big")
@@ -632,17 +641,23 @@ class Tables:
                 else:
                     resolve[table.unpermute(stored)] = distance
 
-    def _resolve(self, txn: lmdb.Transaction[bytes], resolve: dict[int, int], found: dict[int, int]) -> None:
+    def _resolve(
+        self, txn: lmdb.Transaction[bytes], resolve: list[dict[int, int]], found: list[dict[int, int]], shape: bytes
+    ) -> None:
         """Ids of fingerprints found in id-less blocks: an exact probe of table 0 each."""
         table = self.plan.tables[0]
-        for fingerprint, distance in resolve.items():
-            exact: dict[int, int] = {}
-            permuted = table.permute(fingerprint)
-            self._probe_table(txn, table, permuted, permuted, permuted + 1, 0, exact, {})
-            if not exact:
-                raise CorruptDatabaseError(f"fingerprint {fingerprint:#018x} is in a table but not in table 0", "run check()")
-            for doc_id in exact:
-                found[doc_id] = distance
+        parts: list[_Part] | None = None
+        for one_resolve, one_found in zip(resolve, found):
+            for fingerprint, distance in one_resolve.items():
+                if parts is None:
+                    parts = self._parts(txn, table, shape[0])
+                exact: dict[int, int] = {}
+                permuted = table.permute(fingerprint)
+                self._probe_table(parts, table, permuted, permuted, permuted + 1, 0, exact, {})
+                if not exact:
+                    raise CorruptDatabaseError(f"fingerprint {fingerprint:#018x} is in a table but not in table 0", "run check()")
+                for doc_id in exact:
+                    one_found[doc_id] = distance
 
     def read_table(self, txn: lmdb.Transaction[bytes], table: Table) -> tuple[np.ndarray, np.ndarray | None]:
         """(permuted, ids) of every entry of one table in key order (ids only for table 0,
