@@ -32,7 +32,17 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Generator, Iterable, Iterator, Sequence
+import os
+import queue
+import threading
+from collections.abc import (
+    Callable,
+    Collection,
+    Generator,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, cast
@@ -46,6 +56,7 @@ from simdb.plan import BITS, Table, TablePlan
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "ComponentLabeler",
+    "SearchJob",
     "as_fingerprint_array",
     "cluster_labels",
     "clusters_from_labels",
@@ -54,8 +65,12 @@ __all__ = [
     "find_all",
     "find_clusters",
     "iter_clusters",
+    "iter_job_edge_blocks",
+    "iter_job_pair_blocks",
     "iter_pair_blocks",
     "iter_table_pair_blocks",
+    "plan_search_jobs",
+    "resolve_workers",
 ]
 
 UInt64Array = npt.NDArray[np.uint64]
@@ -323,6 +338,14 @@ def _radix_digits(table: Table) -> list[Digit] | None:
     return digits if len(digits) <= _MAX_RADIX_DIGITS else None
 
 
+def _digit_column(values: UInt64Array, digit: Digit) -> npt.NDArray[np.uint16]:
+    """The ``digit`` slice (at most 16 bits) of every value, as uint16.  O(N)."""
+    source, width = digit
+    shifted = values >> np.uint64(source)
+    shifted &= np.uint64((1 << width) - 1)
+    return shifted.astype(np.uint16)
+
+
 @dataclass(frozen=True)
 class _RowOrder:
     """Rows in table-prefix order, kept as ``base[step]`` without composing the two.
@@ -369,10 +392,7 @@ class _RadixOrders:
     def column(self, digit: Digit) -> npt.NDArray[np.uint16]:
         """The digit of every row, as uint16 (cached)."""
         if digit not in self.columns:
-            source, width = digit
-            shifted = self.values >> np.uint64(source)
-            shifted &= np.uint64((1 << width) - 1)
-            self.columns[digit] = shifted.astype(np.uint16)
+            self.columns[digit] = _digit_column(self.values, digit)
         return self.columns[digit]
 
     def _pass(self, digit: Digit) -> tuple[Int64Array, Int64Array | None, npt.NDArray[Any], int]:
@@ -444,9 +464,9 @@ def _packed_order(values: UInt64Array, table: Table, index_bits: int, presorted:
 
 
 def _table_passes(
-    values: UInt64Array, plan: TablePlan, k: int, values_sorted: bool, only_table: int | None = None
+    values: UInt64Array, plan: TablePlan, k: int, values_sorted: bool, tables: Collection[int] | None = None
 ) -> Generator[tuple[_ClaimRule, _RowOrder, npt.NDArray[np.bool_], bool], None, None]:
-    """For each table that can report a pair within ``k`` bits (only table ``only_table``
+    """For each table that can report a pair within ``k`` bits (only those in ``tables``
     when given), yield ``(rule, order, same, check_leading)``: rows sorted by table prefix,
     ``same[p]`` when sorted rows p and p+1 share a prefix, and whether the prefix was
     coarsened (so the leading blocks must be re-checked).  Memory O(N) per table."""
@@ -455,7 +475,7 @@ def _table_passes(
     rules = [
         rule
         for rule in _cached_claim_rules(plan)
-        if rule.min_blocks_differing <= k and only_table in (None, rule.table.index)
+        if rule.min_blocks_differing <= k and (tables is None or rule.table.index in tables)
     ]
     digits = {rule.table.index: _radix_digits(rule.table) for rule in rules}
     # Radix tables first, grouped by shared low digits; the claim rule does not depend on
@@ -537,24 +557,29 @@ def _walk_passes(
 
 
 def _search_rows(
-    array: UInt64Array, plan: TablePlan, k: int, block_size: int
+    array: UInt64Array, plan: TablePlan, k: int, block_size: int, tables: Collection[int] | None = None
 ) -> tuple[_Collapsed | None, Iterator[tuple[Int64Array, Int64Array, UInt8Array]]]:
     """Search ``array`` (at least 2 rows), collapsing duplicates only if there are any.
 
     Returns ``(collapsed, blocks)``.  When the input is duplicate-free, ``collapsed`` is None
     and rows in ``blocks`` are input positions: the first table pass doubles as the duplicate
     check, so distinct input pays no extra sort.  Otherwise rows index
-    ``collapsed.uniques``.
+    ``collapsed.uniques``.  ``tables`` restricts the search to those tables (all by default);
+    when none of them can report a pair within ``k``, nothing is searched.
     """
-    passes = _table_passes(array, plan, k, values_sorted=False)
-    first = next(passes)  # the first table always qualifies: it claims pairs differing in 0 blocks
+    passes = _table_passes(array, plan, k, values_sorted=False, tables=tables)
+    # Over all tables the first always qualifies (it claims pairs differing in 0 blocks).
+    first = next(passes, None)
+    if first is None:
+        return None, iter(())
     if not _has_duplicates(array, first[1], first[2], budget=4 * array.size + 1024):
         return None, _walk_passes(array, itertools.chain([first], passes), k, block_size)
     del first
     passes.close()
     collapsed = _collapse(array)
     uniques = collapsed.uniques
-    return collapsed, _walk_passes(uniques, _table_passes(uniques, plan, k, values_sorted=True), k, block_size)
+    passes = _table_passes(uniques, plan, k, values_sorted=True, tables=tables)
+    return collapsed, _walk_passes(uniques, passes, k, block_size)
 
 
 # --------------------------------------------------------------------------------------
@@ -629,6 +654,252 @@ def _expand_blocks(
 
 
 # --------------------------------------------------------------------------------------
+# Splitting the search into independent jobs (threads here, Dask tasks in simdb.distributed)
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SearchJob:
+    """One independent share of an all-pairs search: the pairs that ``tables`` claim among
+    the rows whose ``digit`` (a slice ``(shift, width)`` of the fingerprint, at most 16 bits,
+    inside a leading block of every one of those tables) lies in ``[low, high)``; every row
+    when ``digit`` is None.
+
+    Rows sharing a table prefix agree on that slice, so they fall in the same share: the
+    jobs of :func:`plan_search_jobs` together report every pair exactly once, with no
+    exchange of rows between them.  ``cost`` is a relative estimate used to balance them.
+    """
+
+    tables: tuple[int, ...]
+    digit: Digit | None = None
+    low: int = 0
+    high: int = 0
+    cost: float = 1.0
+
+
+def resolve_workers(workers: Any, name: str = "workers") -> int:
+    """``workers`` as a positive int: None means every core (``os.cpu_count()``)."""
+    if workers is None:
+        return max(1, os.cpu_count() or 1)
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise InvalidInputError(f"{name}={workers!r} must be a positive int (or None for every core)")
+    return int(workers)
+
+
+def plan_search_jobs(plan: TablePlan, k: int | None = None, workers: int = 1) -> list[SearchJob]:
+    """Split the search of ``plan`` within ``k`` bits into jobs for ``workers`` parallel
+    workers, largest first.  O(tables).
+
+    Tables whose radix sort starts with the same digit share that pass, so they stay in one
+    job (for k=3, 5 blocks: groups of 1, 2, 3 and 4 tables).  When ``workers`` > 1, a group
+    is cut into shares of rows by that shared digit, about ``2 * workers`` jobs in all, so
+    that a greedy assignment keeps every worker busy; each share costs one extra O(N) pass
+    to pick its rows.  With ``workers`` = 1 there is one job: the whole search.
+    """
+    distance_limit = _check_distance(k, plan)
+    rules = [rule for rule in _cached_claim_rules(plan) if rule.min_blocks_differing <= distance_limit]
+    if workers <= 1:
+        return [SearchJob(tuple(rule.table.index for rule in rules), cost=float(len(rules) + 1))]
+    groups: dict[Any, list[int]] = {}
+    filters: dict[Any, Digit] = {}
+    for rule in rules:
+        digits = _radix_digits(rule.table)
+        if digits is not None:
+            key: Any = digits[0]
+            filters[key] = digits[0]
+        else:
+            key = ("packed", rule.table.index)
+            # The block moved to the top of the word is a leading block.
+            _, source, width = max((target, source, width) for source, width, target in rule.table.moves)
+            top = min(width, _RADIX_DIGIT_BITS)
+            filters[key] = (source + width - top, top)
+        groups.setdefault(key, []).append(rule.table.index)
+    # A radix group costs one pass per table plus the shared one; a packed table about two.
+    costs = {key: 2.0 if isinstance(key, tuple) and key[0] == "packed" else len(tables) + 1.0 for key, tables in groups.items()}
+    unit = sum(costs.values()) / (2 * workers)
+    jobs = []
+    for key, tables in groups.items():
+        digit = filters[key]
+        values = 1 << digit[1]
+        shares = min(values, max(1, round(costs[key] / unit)))
+        edges = [values * share // shares for share in range(shares + 1)]
+        for low, high in itertools.pairwise(edges):
+            jobs.append(SearchJob(tuple(tables), digit if shares > 1 else None, low, high, costs[key] / shares))
+    return sorted(jobs, key=lambda job: -job.cost)
+
+
+def _job_search(
+    values: UInt64Array, plan: TablePlan, k: int, job: SearchJob, block_size: int
+) -> tuple[Int64Array | None, _Collapsed | None, Iterator[tuple[Int64Array, Int64Array, UInt8Array]]]:
+    """Search one job's rows: ``(rows, collapsed, blocks)``, where ``rows`` maps the job's
+    row numbers to positions in ``values`` (None: all rows) and the rest is as from
+    :func:`_search_rows` on those rows.  O(N) to pick the share, then as the search."""
+    rows = None
+    chosen = values
+    if job.digit is not None:
+        column = _digit_column(values, job.digit)
+        rows = np.flatnonzero((column >= job.low) & (column < job.high))
+        chosen = values[rows]
+    if chosen.size < 2:
+        return rows, None, iter(())
+    collapsed, blocks = _search_rows(chosen, plan, k, block_size, tables=job.tables)
+    return rows, collapsed, blocks
+
+
+def _placed(rows: Int64Array | None, positions: Int64Array) -> Int64Array:
+    return positions if rows is None else rows[positions]
+
+
+def _job_pair_blocks(values: UInt64Array, plan: TablePlan, k: int, job: SearchJob, block_size: int) -> Iterator[PairBlock]:
+    """The generator behind :func:`iter_job_pair_blocks` (arguments already validated)."""
+    rows, collapsed, blocks = _job_search(values, plan, k, job, block_size)
+    # ``rows`` is ascending, so mapping through it keeps left < right.
+    if collapsed is None:
+        for row_a, row_b, distance in blocks:
+            yield _placed(rows, np.minimum(row_a, row_b)), _placed(rows, np.maximum(row_a, row_b)), distance
+        return
+    if 0 in job.tables:  # equal fingerprints agree on every block: table 0 reports them
+        for left, right, distance in _within_group_blocks(collapsed, block_size):
+            yield _placed(rows, left), _placed(rows, right), distance
+    for row_a, row_b, distance in blocks:
+        for left, right, expanded in _expand_blocks(collapsed, row_a, row_b, distance, block_size):
+            yield _placed(rows, left), _placed(rows, right), expanded
+
+
+def _job_edge_blocks(
+    values: UInt64Array, plan: TablePlan, k: int, job: SearchJob, block_size: int
+) -> Iterator[tuple[Int64Array, Int64Array]]:
+    """The generator behind :func:`iter_job_edge_blocks`."""
+    rows, collapsed, blocks = _job_search(values, plan, k, job, block_size)
+    if collapsed is None:
+        for row_a, row_b, _ in blocks:
+            yield _placed(rows, row_a), _placed(rows, row_b)
+        return
+    first = collapsed.first_member
+    if 0 in job.tables:
+        # Link every member of a duplicate group to its first member (a star, not a clique).
+        repeated = collapsed.counts > 1
+        groups = np.repeat(np.arange(collapsed.counts.size), collapsed.counts)
+        members = collapsed.members[repeated[groups]]
+        yield _placed(rows, members), _placed(rows, first[groups[repeated[groups]]])
+    for row_a, row_b, _ in blocks:
+        yield _placed(rows, first[row_a]), _placed(rows, first[row_b])
+
+
+def _check_job(plan: TablePlan, job: Any) -> SearchJob:
+    if not isinstance(job, SearchJob):
+        raise InvalidInputError(f"job must be a SearchJob, not {type(job).__name__}", "use plan_search_jobs()")
+    if any(not 0 <= table < len(plan.tables) for table in job.tables):
+        raise InvalidInputError(f"job tables {job.tables} are not table numbers of the plan")
+    return job
+
+
+def iter_job_pair_blocks(
+    fingerprints: UInt64Array,
+    plan: TablePlan,
+    job: SearchJob,
+    k: int | None = None,
+    *,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+) -> Iterator[PairBlock]:
+    """The pairs one job of :func:`plan_search_jobs` reports, as blocks ``(left, right,
+    distance)`` of positions into ``fingerprints`` (left < right), duplicates expanded as
+    :func:`iter_pair_blocks` does.  Over all jobs of one plan: each pair exactly once.
+
+    Cost: one O(N) pass to pick the job's rows, then the search of its tables over them
+    (plus one argsort of them when they hold duplicates).  Memory O(N + block_size).
+    """
+    array = as_fingerprint_array(fingerprints)
+    distance_limit = _check_distance(k, plan)
+    return _job_pair_blocks(array, plan, distance_limit, _check_job(plan, job), block_size)
+
+
+def iter_job_edge_blocks(
+    fingerprints: UInt64Array,
+    plan: TablePlan,
+    job: SearchJob,
+    k: int | None = None,
+    *,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+) -> Iterator[tuple[Int64Array, Int64Array]]:
+    """Edges ``(a, b)`` (positions into ``fingerprints``) whose connected components over all
+    jobs are those of the "within k bits" graph, without expanding duplicates: a pair of
+    distinct values links their first positions, and the job holding table 0 links each
+    member of a duplicate group to the group's first position.  Cost as
+    :func:`iter_job_pair_blocks` without the expansion."""
+    array = as_fingerprint_array(fingerprints)
+    distance_limit = _check_distance(k, plan)
+    return _job_edge_blocks(array, plan, distance_limit, _check_job(plan, job), block_size)
+
+
+_Item = Any
+_DONE = object()
+
+
+@dataclass(frozen=True)
+class _Failure:
+    error: BaseException
+
+
+def _run_jobs(jobs: Sequence[SearchJob], produce: Callable[[SearchJob], Iterator[_Item]], workers: int) -> Iterator[_Item]:
+    """Yield everything ``produce(job)`` yields for every job, running them on ``workers``
+    threads (largest job first, each thread taking the next when done).  numpy's sorts,
+    gathers and ufuncs release the GIL, so the threads run the search in parallel.  Results
+    pass through a bounded queue, so memory stays O(workers * block); an exception in a job
+    is raised here, and closing the iterator stops the threads."""
+    if workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            yield from produce(job)
+        return
+    pending = iter(sorted(jobs, key=lambda job: -job.cost))
+    lock = threading.Lock()
+    results: queue.Queue[_Item] = queue.Queue(maxsize=4 * workers)
+    stop = threading.Event()
+
+    def put(item: _Item) -> bool:
+        while not stop.is_set():
+            try:
+                results.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            while not stop.is_set():
+                with lock:
+                    job = next(pending, None)
+                if job is None:
+                    break
+                for item in produce(job):
+                    if not put(item):
+                        return
+        except Exception as error:  # noqa: BLE001 -- handed to the consumer, which re-raises it
+            put(_Failure(error))
+        finally:
+            put(_DONE)
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(jobs)))]
+    for thread in threads:
+        thread.start()
+    try:
+        finished = 0
+        while finished < len(threads):
+            item = results.get()
+            if item is _DONE:
+                finished += 1
+            elif isinstance(item, _Failure):
+                raise item.error
+            else:
+                yield item
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+
+
+# --------------------------------------------------------------------------------------
 # Public search API
 # --------------------------------------------------------------------------------------
 
@@ -639,6 +910,7 @@ def iter_pair_blocks(
     k: int | None = None,
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
+    workers: int | None = None,
 ) -> Iterator[PairBlock]:
     """Stream every pair of positions whose fingerprints are within ``k`` bits.
 
@@ -653,6 +925,10 @@ def iter_pair_blocks(
     O(candidates + output), where candidates are the rows sharing a table prefix.  With
     duplicates present, one stable argsort of N first, and the tables run over the distinct
     values only.  Memory: O(N + block_size); the output is never held whole.
+
+    ``workers`` threads share the search (default: every core; see :func:`plan_search_jobs`);
+    with more than one, each runs its jobs' tables over its share of the rows, and
+    duplicates are collapsed per job.  Memory then O(workers * N / jobs + workers * block).
     """
     array = as_fingerprint_array(fingerprints)
     if not isinstance(plan, TablePlan):
@@ -660,7 +936,15 @@ def iter_pair_blocks(
     distance_limit = _check_distance(k, plan)
     if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
         raise InvalidInputError(f"block_size={block_size!r} must be a positive int")
-    return _pair_blocks(array, plan, distance_limit, int(block_size))
+    threads = resolve_workers(workers)
+    if threads == 1 or array.size < _PARALLEL_MIN_ROWS:
+        return _pair_blocks(array, plan, distance_limit, int(block_size))
+    jobs = plan_search_jobs(plan, distance_limit, threads)
+    return _run_jobs(jobs, lambda job: _job_pair_blocks(array, plan, distance_limit, job, int(block_size)), threads)
+
+
+#: Below this many rows threads cost more than they save (thread start, per-job passes).
+_PARALLEL_MIN_ROWS = 50_000
 
 
 def iter_table_pair_blocks(
@@ -696,7 +980,7 @@ def iter_table_pair_blocks(
         raise InvalidInputError(f"block_size={block_size!r} must be a positive int")
     if array.size < 2:
         return iter(())
-    passes = _table_passes(array, plan, distance_limit, values_sorted=False, only_table=int(table))
+    passes = _table_passes(array, plan, distance_limit, values_sorted=False, tables=(int(table),))
     return _walk_passes(array, passes, distance_limit, int(block_size))
 
 
@@ -715,7 +999,11 @@ def _pair_blocks(array: UInt64Array, plan: TablePlan, k: int, block_size: int) -
 
 
 def find_all(
-    fingerprints: Sequence[int] | npt.NDArray[Any], k: int = 3, blocks: int | None = None
+    fingerprints: Sequence[int] | npt.NDArray[Any],
+    k: int = 3,
+    blocks: int | None = None,
+    *,
+    workers: int | None = None,
 ) -> tuple[Int64Array, UInt8Array]:
     """Every pair of positions in ``fingerprints`` whose fingerprints are within ``k`` bits.
 
@@ -723,14 +1011,14 @@ def find_all(
     ``pairs[:, 0] < pairs[:, 1]``, each unordered pair once, no self-pairs, identical
     fingerprints included; ``distances`` is the uint8 Hamming distance of each pair.  Pairs
     come in no particular order.  ``blocks`` is the plan's block count (default: see
-    :func:`simdb.plan.default_blocks`).
+    :func:`simdb.plan.default_blocks`).  ``workers``: threads to use (default every core).
 
     Cost: see :func:`iter_pair_blocks`; the result is O(output) memory on top.
     """
     array = as_fingerprint_array(fingerprints)
     plan = TablePlan.create(_plain_int(k), _plain_int(blocks))
     lefts, rights, distances = [], [], []
-    for left, right, distance in iter_pair_blocks(array, plan, k):
+    for left, right, distance in iter_pair_blocks(array, plan, k, workers=workers):
         lefts.append(left)
         rights.append(right)
         distances.append(distance)
@@ -910,20 +1198,31 @@ def clusters_from_pairs(
     return clusters_from_labels(labeler.labels(), include_singletons)
 
 
-def cluster_labels(fingerprints: UInt64Array, plan: TablePlan, k: int | None = None) -> Int64Array:
+def cluster_labels(
+    fingerprints: UInt64Array, plan: TablePlan, k: int | None = None, *, workers: int | None = None
+) -> Int64Array:
     """Component label of every position of the "within k bits" graph: the smallest position
     in its component.
 
     Works on distinct fingerprints, so duplicate groups are never expanded into pairs (10,000
     identical fingerprints cost one node).  Cost as :func:`iter_pair_blocks` without the
-    output expansion; O(N) memory.
+    output expansion; O(N) memory.  ``workers`` threads search (default every core); the
+    union-find runs on the calling thread as their edges arrive.
     """
     array = as_fingerprint_array(fingerprints)
     if not isinstance(plan, TablePlan):
         raise InvalidInputError(f"plan must be a TablePlan, not {type(plan).__name__}", "use TablePlan.create(k)")
     distance_limit = _check_distance(k, plan)
+    threads = resolve_workers(workers)
     if array.size < 2:
         return np.arange(array.size, dtype=np.int64)
+    if threads > 1 and array.size >= _PARALLEL_MIN_ROWS:
+        jobs = plan_search_jobs(plan, distance_limit, threads)
+        labeler = ComponentLabeler(array.size)
+        produce = functools.partial(_job_edge_blocks, array, plan, distance_limit, block_size=DEFAULT_BLOCK_SIZE)
+        for left, right in _run_jobs(jobs, lambda job: produce(job=job), threads):
+            labeler.add(left, right)
+        return labeler.labels()  # positions are input positions: each label is the smallest
     collapsed, blocks = _search_rows(array, plan, distance_limit, DEFAULT_BLOCK_SIZE)
     labeler = ComponentLabeler(array.size if collapsed is None else collapsed.uniques.size)
     for row_a, row_b, _ in blocks:
@@ -946,9 +1245,12 @@ def find_clusters(
     k: int = 3,
     blocks: int | None = None,
     include_singletons: bool = False,
+    *,
+    workers: int | None = None,
 ) -> list[list[int]]:
     """Clusters of positions whose fingerprints are linked by chains of pairs within ``k``
-    bits: ascending lists, ordered by smallest position.  See :func:`cluster_labels`."""
+    bits: ascending lists, ordered by smallest position.  See :func:`cluster_labels`
+    (``workers`` as there)."""
     array = as_fingerprint_array(fingerprints)
     plan = TablePlan.create(_plain_int(k), _plain_int(blocks))
-    return clusters_from_labels(cluster_labels(array, plan), include_singletons)
+    return clusters_from_labels(cluster_labels(array, plan, workers=workers), include_singletons)
