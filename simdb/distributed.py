@@ -37,7 +37,6 @@ per table (see its docstring).
 
 from __future__ import annotations
 
-import logging
 import operator
 import os
 import time
@@ -76,6 +75,7 @@ __all__ = [
     "export_parquet",
     "find_all",
     "query_many",
+    "run_clusters_job",
     "run_pairs_job",
 ]
 
@@ -681,11 +681,64 @@ def run_pairs_job(
     string is the address of a running scheduler (``workers`` is then ignored).  ``k``
     defaults to 3.
     """
+    k = 3 if k is None else k
+    plan = _plan(k, blocks)
+    summary = _run_parquet_job(
+        parquet_glob, out_dir, scheduler, workers, lambda: find_all(parquet_glob, k=plan.k, blocks=plan.blocks)
+    )
+    summary["pairs"] = _parquet_rows(os.path.join(summary["out_dir"], "*.parquet"))
+    summary.update(k=plan.k, blocks=plan.blocks, tables=len(plan.tables))
+    return summary
+
+
+def run_clusters_job(
+    parquet_glob: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    k: int | None = None,
+    blocks: int | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    *,
+    include_singletons: bool = False,
+) -> dict[str, Any]:
+    """Run :func:`clusters` over Parquet (key, fingerprint) files and write ``(key,
+    cluster)`` rows as Parquet files into ``out_dir`` (which must not already hold Parquet
+    files); ``cluster`` is the smallest fingerprint of the key's component.  Arguments and
+    summary as :func:`run_pairs_job`, with ``clustered_keys`` (rows written) and
+    ``clusters`` (distinct clusters, counted by reading the cluster column back) in place
+    of ``pairs``.
+    """
+    k = 3 if k is None else k
+    plan = _plan(k, blocks)
+    summary = _run_parquet_job(
+        parquet_glob,
+        out_dir,
+        scheduler,
+        workers,
+        lambda: clusters(parquet_glob, k=plan.k, blocks=plan.blocks, include_singletons=include_singletons),
+    )
+    import pyarrow.dataset as ds
+
+    written = ds.dataset(summary["out_dir"], format="parquet").to_table(columns=["cluster"]).column("cluster")
+    summary["clustered_keys"] = len(written)
+    summary["clusters"] = int(np.unique(written.to_numpy()).size) if len(written) else 0
+    summary.update(k=plan.k, blocks=plan.blocks, tables=len(plan.tables))
+    return summary
+
+
+def _run_parquet_job(
+    parquet_glob: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    scheduler: str | None,
+    workers: int | None,
+    build: Callable[[], dd.DataFrame],
+) -> dict[str, Any]:
+    """Write ``build()`` as Parquet into ``out_dir`` on a cluster: a local one of ``workers``
+    processes (one thread each) for ``scheduler`` None or ``"local"``, else the running
+    scheduler at that address.  Returns the rows read, seconds, scheduler, worker count."""
     _dask()
     from dask.distributed import Client, LocalCluster
 
-    k = 3 if k is None else k
-    plan = _plan(k, blocks)
     out = Path(out_dir)
     if out.exists() and any(out.glob("*.parquet")):
         raise InvalidInputError(f"{out} already holds Parquet files", "choose an empty or new output directory")
@@ -693,33 +746,22 @@ def run_pairs_job(
         raise InvalidInputError(f"workers={workers!r} must be a positive int")
     local = scheduler in (None, "local")
     started = time.perf_counter()
-    # A local scheduler logs every P2P shuffle's start and end at WARNING level, about 30
-    # lines per job that say nothing is wrong; keep them off the user's terminal.
-    shuffle_log = logging.getLogger("distributed.shuffle._scheduler_plugin")
-    saved_level = shuffle_log.level
     cluster = None
     try:
         if local:
-            shuffle_log.setLevel(logging.ERROR)
             cluster = LocalCluster(
                 n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True, dashboard_address=":0"
             )
         with Client(cluster if cluster is not None else scheduler) as client:
             rows = _parquet_rows(parquet_glob)
-            pairs = find_all(parquet_glob, k=plan.k, blocks=plan.blocks)
-            pairs.to_parquet(os.fspath(out), write_index=False)
+            build().to_parquet(os.fspath(out), write_index=False)
             address = client.scheduler.address
             worker_count = len(client.nthreads())
     finally:
         if cluster is not None:
             cluster.close()
-        shuffle_log.setLevel(saved_level)
     return {
         "rows": rows,
-        "pairs": _parquet_rows(os.path.join(os.fspath(out), "*.parquet")),
-        "k": plan.k,
-        "blocks": plan.blocks,
-        "tables": len(plan.tables),
         "seconds": round(time.perf_counter() - started, 3),
         "scheduler": "local" if local else address,
         "workers": worker_count,

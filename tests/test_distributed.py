@@ -223,6 +223,18 @@ def test_pairs_job_without_scheduler_starts_its_own_cluster(tmp_path) -> None:
     assert rows(got, distributed.PAIR_COLUMNS) == local_pairs(fingerprints, 3, None)
 
 
+def test_clusters_job_writes_parquet_equal_to_find_clusters(client: Client, tmp_path) -> None:
+    fingerprints = duplicate_heavy_input(800, seed=12)
+    pd.DataFrame({"key": np.arange(fingerprints.size), "fingerprint": fingerprints}).to_parquet(tmp_path / "in.parquet")
+    summary = distributed.run_clusters_job(
+        tmp_path / "in.parquet", tmp_path / "clusters", k=3, scheduler=client.scheduler.address
+    )
+    expected = sorted(find_clusters(fingerprints, k=3))
+    got = pd.read_parquet(tmp_path / "clusters")
+    assert sorted(sorted(members) for members in got.groupby("cluster")["key"].agg(list)) == expected
+    assert summary["clusters"] == len(expected) and summary["clustered_keys"] == sum(map(len, expected))
+
+
 # -- errors and the optional import ----------------------------------------------------
 
 
