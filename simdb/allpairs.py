@@ -686,7 +686,9 @@ def resolve_workers(workers: Any, name: str = "workers") -> int:
     return int(workers)
 
 
-def plan_search_jobs(plan: TablePlan, k: int | None = None, workers: int = 1) -> list[SearchJob]:
+def plan_search_jobs(
+    plan: TablePlan, k: int | None = None, workers: int = 1, *, rows: int | None = None, max_job_rows: int | None = None
+) -> list[SearchJob]:
     """Split the search of ``plan`` within ``k`` bits into jobs for ``workers`` parallel
     workers, largest first.  O(tables).
 
@@ -694,11 +696,15 @@ def plan_search_jobs(plan: TablePlan, k: int | None = None, workers: int = 1) ->
     job (for k=3, 5 blocks: groups of 1, 2, 3 and 4 tables).  When ``workers`` > 1, a group
     is cut into shares of rows by that shared digit, about ``2 * workers`` jobs in all, so
     that a greedy assignment keeps every worker busy; each share costs one extra O(N) pass
-    to pick its rows.  With ``workers`` = 1 there is one job: the whole search.
+    to pick its rows.  With ``workers`` = 1 there is one job: the whole search.  Given the
+    input's ``rows`` and ``max_job_rows``, groups are also cut so that a job searches about
+    ``max_job_rows`` rows at most (for uniform fingerprints), which bounds a job's memory
+    (about 40 bytes per searched row) whatever N is.
     """
     distance_limit = _check_distance(k, plan)
     rules = [rule for rule in _cached_claim_rules(plan) if rule.min_blocks_differing <= distance_limit]
-    if workers <= 1:
+    min_shares = 1 if rows is None or max_job_rows is None else -(-rows // max(1, max_job_rows))
+    if workers <= 1 and min_shares <= 1:
         return [SearchJob(tuple(rule.table.index for rule in rules), cost=float(len(rules) + 1))]
     groups: dict[Any, list[int]] = {}
     filters: dict[Any, Digit] = {}
@@ -716,12 +722,12 @@ def plan_search_jobs(plan: TablePlan, k: int | None = None, workers: int = 1) ->
         groups.setdefault(key, []).append(rule.table.index)
     # A radix group costs one pass per table plus the shared one; a packed table about two.
     costs = {key: 2.0 if isinstance(key, tuple) and key[0] == "packed" else len(tables) + 1.0 for key, tables in groups.items()}
-    unit = sum(costs.values()) / (2 * workers)
+    unit = sum(costs.values()) / (2 * max(1, workers))
     jobs = []
     for key, tables in groups.items():
         digit = filters[key]
         values = 1 << digit[1]
-        shares = min(values, max(1, round(costs[key] / unit)))
+        shares = min(values, max(min_shares, round(costs[key] / unit)))
         edges = [values * share // shares for share in range(shares + 1)]
         for low, high in itertools.pairwise(edges):
             jobs.append(SearchJob(tuple(tables), digit if shares > 1 else None, low, high, costs[key] / shares))

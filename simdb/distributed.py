@@ -417,13 +417,24 @@ def _right_keys(part: pd.DataFrame, meta: pd.DataFrame, *buckets: Bucket) -> pd.
     return _orient(_pandas().DataFrame({"key_a": key_a, "key_b": key_b, "distance": distance}))
 
 
-def _exchange(rows: dd.DataFrame, plan: TablePlan, k: int, workers: int | None) -> tuple[list[Any], Any, list[SearchJob]]:
-    """The delayed input partitions, the delayed (every fingerprint, offsets) and the jobs."""
+#: Rows one job searches at most when the input's size is known (Parquet input): about
+#: 40 bytes per searched row of working memory, so about 2 GB per job, on top of the 8 bytes
+#: per input row that every worker holds.
+MAX_JOB_ROWS = 50_000_000
+
+
+def _exchange(
+    data: Any, rows: dd.DataFrame, plan: TablePlan, k: int, workers: int | None
+) -> tuple[list[Any], Any, list[SearchJob]]:
+    """The delayed input partitions, the delayed (every fingerprint, offsets) and the jobs.
+    For Parquet input the row count comes from the footers, so that no job searches more
+    than :data:`MAX_JOB_ROWS` rows."""
     from dask import delayed
 
     parts = rows.to_delayed()
     everything = delayed(_all_fingerprints, pure=True)(*[delayed(_fingerprints_of, pure=True)(p) for p in parts])
-    jobs = plan_search_jobs(plan, k, _job_plan_workers(workers))
+    total = _parquet_rows(data) if isinstance(data, (str, os.PathLike)) else None
+    jobs = plan_search_jobs(plan, k, _job_plan_workers(workers), rows=total, max_job_rows=MAX_JOB_ROWS)
     return parts, everything, jobs
 
 # --------------------------------------------------------------------------------------
@@ -465,7 +476,7 @@ def find_all(
     plan = _plan(k, blocks)
     rows = _as_rows(fingerprints)
     _partitions(rows, npartitions)  # validated, kept for compatibility
-    parts, everything, jobs = _exchange(rows, plan, plan.k, workers)
+    parts, everything, jobs = _exchange(fingerprints, rows, plan, plan.k, workers)
     offsets = delayed(operator.getitem, pure=True)(everything, 1)
     job_out = [delayed(_job_pairs, pure=True)(everything, plan, plan.k, job) for job in jobs]
     # Stage 1: to the partition of the left row (which adds the key), stage 2: of the right row.
@@ -556,7 +567,7 @@ def clusters(
     _partitions(rows, npartitions)
     if isinstance(fan_in, bool) or not isinstance(fan_in, int) or fan_in < 2:
         raise InvalidInputError(f"fan_in={fan_in!r} must be an int >= 2")
-    _, everything, jobs = _exchange(rows, plan, plan.k, workers)
+    _, everything, jobs = _exchange(fingerprints, rows, plan, plan.k, workers)
     forests = [delayed(_job_forest, pure=True)(everything, plan, plan.k, job) for job in jobs]
     while len(forests) > 1:
         forests = [

@@ -502,3 +502,19 @@ def test_an_error_in_a_thread_is_raised_to_the_caller(monkeypatch):
 def test_invalid_worker_counts_are_refused(bad):
     with pytest.raises(InvalidInputError, match="workers"):
         find_all([1, 2, 3], workers=bad)
+
+
+def test_jobs_are_cut_to_bound_the_rows_each_one_searches():
+    plan = TablePlan.create(3, 5)
+    values = parallel_input(20_000)
+    jobs = plan_search_jobs(plan, 3, 1, rows=values.size, max_job_rows=values.size // 6)
+    assert len(jobs) >= 4 * 6 and all(job.digit is not None for job in jobs)
+    found: dict[tuple[int, int], int] = {}
+    reported = 0
+    for job in jobs:
+        pairs_of_job = collect(iter_job_pair_blocks(values, plan, job))
+        reported += len(pairs_of_job)
+        found.update(pairs_of_job)
+    assert reported == len(found)  # no pair reported by two jobs
+    pairs, distances = find_all(values, k=3, workers=1)
+    assert found == dict(zip(map(tuple, pairs.tolist()), distances.tolist()))
