@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from simdb import allpairs
 from simdb.allpairs import (
     ComponentLabeler,
     _claim_rules,
@@ -440,6 +441,15 @@ def test_search_jobs_together_report_each_pair_once(data, k, choice, workers):
     array = np.asarray(data, dtype=np.uint64)
     jobs = plan_search_jobs(plan, k, workers)
     assert len(jobs) >= min(workers, 2) or len(plan.tables) == 1
+    saved = allpairs.SHARE_ROWS
+    allpairs.SHARE_ROWS = 1 + len(data) // 5  # jobs search their rows in several sub-shares
+    try:
+        check_jobs(data, k, plan, array, jobs)
+    finally:
+        allpairs.SHARE_ROWS = saved
+
+
+def check_jobs(data, k, plan, array, jobs):
     found: dict[tuple[int, int], int] = {}
     edges: list[tuple[int, int]] = []
     for job in jobs:
@@ -465,7 +475,9 @@ def parallel_input(n: int = 60_000, seed: int = 11) -> np.ndarray:
     return values
 
 
-def test_threads_give_the_same_pairs_and_clusters_as_one_thread():
+@pytest.mark.parametrize("share_rows", [allpairs.SHARE_ROWS, 4096])
+def test_threads_give_the_same_pairs_and_clusters_as_one_thread(monkeypatch, share_rows):
+    monkeypatch.setattr(allpairs, "SHARE_ROWS", share_rows)  # 4096: threads balance over many sub-shares
     values = parallel_input()
     pairs_one, distances_one = find_all(values, k=3, workers=1)
     pairs_two, distances_two = find_all(values, k=3, workers=2)
@@ -493,7 +505,7 @@ def test_an_error_in_a_thread_is_raised_to_the_caller(monkeypatch):
     def failing(*args, **kwargs):
         raise MemoryError("no room for the sort")
 
-    monkeypatch.setattr(allpairs, "_job_pair_blocks", failing)
+    monkeypatch.setattr(allpairs, "_share_pair_blocks", failing)
     with pytest.raises(MemoryError, match="no room"):
         find_all(parallel_input(), workers=2)
 
