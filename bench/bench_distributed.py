@@ -96,7 +96,8 @@ if sys.argv[5] == "1":
     start = time.perf_counter()
     labels = cluster_labels(fingerprints, TablePlan.create(k, blocks), workers=workers)
     result["cluster_seconds"] = time.perf_counter() - start
-result["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+with open("/proc/self/status") as status:  # VmHWM: ru_maxrss would include the parent's
+    result["peak_rss"] = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
 print(json.dumps(result))
 """
 
@@ -113,9 +114,20 @@ def run_single_machine(directory: str, k: int, blocks: int, workers: int, cluste
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _worker_peak_rss() -> int:
-    """Peak RSS of the calling (worker) process, in bytes."""
+def peak_rss() -> int:
+    """Peak RSS of the calling process, in bytes: VmHWM, which starts afresh at exec (Linux
+    carries ``ru_maxrss`` over from the parent, which here holds the whole input)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _worker_cpu_seconds() -> float:
+    """CPU time of the calling (worker) process so far."""
+    times = os.times()
+    return times.user + times.system
 
 
 def run_dask(
@@ -131,10 +143,13 @@ def run_dask(
     with LocalCluster(
         n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
     ) as cluster, Client(cluster) as client:
+        cpu_before = client.run(_worker_cpu_seconds)
         start = time.perf_counter()
         pairs = find_all(source, k=k, blocks=blocks, npartitions=partitions)
         pairs.to_parquet(out, write_index=False)
         seconds = time.perf_counter() - start
+        cpu_after = client.run(_worker_cpu_seconds)
+        worker_cpu = sorted(cpu_after[address] - cpu_before[address] for address in cpu_after)
         time.sleep(2)  # workers report their metrics with their heartbeats
         metrics = dict(cluster.scheduler.cumulative_worker_metrics)
         cluster_seconds = None
@@ -142,7 +157,7 @@ def run_dask(
             start = time.perf_counter()
             dask_clusters(source, k=k, blocks=blocks).to_parquet(out + "-clusters", write_index=False)
             cluster_seconds = time.perf_counter() - start
-        peaks = sorted(client.run(_worker_peak_rss).values())
+        peaks = sorted(client.run(peak_rss).values())
     import pyarrow.dataset as ds
 
     thread_seconds: dict[str, float] = defaultdict(float)
@@ -161,6 +176,7 @@ def run_dask(
         "worker_peak_rss": peaks,
         "shuffle_shard_bytes": int(metrics.get(("p2p", "foreground", "shards", "bytes"), 0)),
         "cpu_seconds": cpu_seconds,
+        "worker_cpu_seconds": worker_cpu,
         "thread_seconds": dict(sorted(thread_seconds.items(), key=lambda item: -item[1])),
     }
 
@@ -245,7 +261,13 @@ def main() -> None:
     for workers in counts:
         run = dask_runs[workers]
         top = ", ".join(f"{name} {value:.1f}" for name, value in list(run["thread_seconds"].items())[:6])
-        print(f"Dask {workers} worker(s), thread seconds by task kind: {top}; shuffle bytes: {run['shuffle_shard_bytes']:,}")
+        busiest = max(run["worker_cpu_seconds"])
+        ratio = f" = {busiest / base:.2f}x the 1-thread search's CPU time" if base else ""
+        print(
+            f"Dask {workers} worker(s): CPU seconds per worker process during find_all "
+            f"{' / '.join(f'{value:.1f}' for value in run['worker_cpu_seconds'])} (busiest{ratio}); "
+            f"thread seconds by task kind: {top}; shuffle bytes: {run['shuffle_shard_bytes']:,}"
+        )
     print(json.dumps({"single": single, "dask": dask_runs, "load": loads}, default=str))
 
 
