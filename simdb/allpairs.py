@@ -23,6 +23,14 @@ What keeps it fast and bounded:
   rows sharing a prefix is walked one gap at a time: O(run) memory per step, never O(run^2)
   (its time is still O(run^2), as in every prefix-table method).
 
+* **Parallel without moving rows.**  :func:`plan_search_jobs` cuts the search into jobs:
+  tables sharing their first radix pass form a group, and a group is cut into ranges of
+  that pass's digit, which every table of the group has in its prefix, so rows that could
+  pair are always in the same job.  A job searches its rows in sub-shares of about
+  :data:`SHARE_ROWS` rows (ranges of the same digit), which keeps the sorts near the CPU
+  caches; ``workers`` threads share the sub-shares (numpy releases the GIL in the sorts,
+  gathers and ufuncs), and :mod:`simdb.distributed` runs the jobs as Dask tasks.
+
 Clusters (connected components of the "within k bits" graph) come from a vectorised
 union-find, :class:`ComponentLabeler`, which accepts pairs block by block;
 :func:`cluster_labels` runs it over distinct fingerprints without expanding duplicates.
