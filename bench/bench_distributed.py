@@ -262,7 +262,8 @@ def main() -> None:
         run = dask_runs[workers]
         top = ", ".join(f"{name} {value:.1f}" for name, value in list(run["thread_seconds"].items())[:6])
         busiest = max(run["worker_cpu_seconds"])
-        ratio = f" = {busiest / base:.2f}x the 1-thread search's CPU time" if base else ""
+        base_cpu = single.get(1, {}).get("cpu_seconds")
+        ratio = f" = {busiest / base_cpu:.2f}x the 1-thread search's CPU time" if base_cpu else ""
         print(
             f"Dask {workers} worker(s): CPU seconds per worker process during find_all "
             f"{' / '.join(f'{value:.1f}' for value in run['worker_cpu_seconds'])} (busiest{ratio}); "
