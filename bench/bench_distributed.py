@@ -1,23 +1,30 @@
-"""Benchmark of the Dask path (issue 7): simdb.distributed.find_all on a local cluster beside
+"""Benchmark of the Dask path (issues 7, 17): simdb.distributed.find_all on a local cluster beside
 simdb.allpairs.find_all on the same fingerprints.
 
 The fingerprints (uniform random, or clustered: N/10 bases with 9 variants 0-3 bits away)
-are written to Parquet files of ``--rows-per-file`` rows with int64 keys.  Then, one after
-the other so they never compete for the cores:
+are written to Parquet files of ``--rows-per-file`` rows with int64 keys.  Then, for each
+count W in ``--workers`` (the scaling curve), one run after the other so they never compete
+for the cores:
 
 * **single machine**: a fresh subprocess reads the Parquet files and runs
-  ``simdb.allpairs.find_all``; wall time of the search and peak RSS of that process.
-* **Dask**: a ``LocalCluster`` of ``--workers`` processes with one thread each;
-  ``find_all(glob).to_parquet(out)`` is timed end to end (read, shuffles, joins, write).
-  Peak RSS of each worker process (``ru_maxrss`` read on the worker), shuffle volume from
-  the scheduler's P2P metrics (bytes cut into shards, and bytes written to the shuffle
-  disk), and task thread time by task kind, from which the per-partition rate of the
-  table comparison is derived.
+  ``simdb.allpairs.find_all(workers=W)`` (W threads); wall and CPU time of the search and
+  peak RSS of that process.  With ``--clusters``, then ``cluster_labels(workers=W)``, timed
+  on its own.
+* **Dask**: a ``LocalCluster`` of W processes with one thread each;
+  ``find_all(glob).to_parquet(out)`` is timed end to end (read, search jobs, routing the
+  pairs to their keys, write), then with ``--clusters`` ``clusters(glob).to_parquet()`` on
+  its own.  Peak RSS of each worker process (``ru_maxrss`` read on the worker), task
+  thread time by task kind (the total work, to compare with one process's CPU time), and
+  shuffle bytes (zero: the plan moves no rows).
+
+The 1-minute load average is sampled before each run and printed: on a shared machine a
+high load makes the wall times, not the CPU times, unreliable.
 
 Usage::
 
-    python bench/bench_distributed.py --n 20000000
-    python bench/bench_distributed.py --n 1000000 --kind clustered
+    python bench/bench_distributed.py --n 20000000 --workers 1,2
+    python bench/bench_distributed.py --n 20000000 --kind clustered --clusters
+    python bench/bench_distributed.py --n 100000000 --workers 1,2,4,8,16
 """
 
 from __future__ import annotations
@@ -73,23 +80,33 @@ def write_parquet(fingerprints: np.ndarray, directory: str, rows_per_file: int) 
 
 
 SINGLE_MACHINE = """
-import json, resource, sys, time
+import json, os, resource, sys, time
 import pyarrow.dataset as ds
-from simdb.allpairs import find_all
+from simdb.allpairs import cluster_labels, find_all
+from simdb.plan import TablePlan
 table = ds.dataset(sys.argv[1], format="parquet").to_table(columns=["fingerprint"])
 fingerprints = table.column("fingerprint").to_numpy()
-start = time.perf_counter()
-pairs, _ = find_all(fingerprints, k=int(sys.argv[2]), blocks=int(sys.argv[3]))
-seconds = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"seconds": seconds, "pairs": len(pairs), "peak_rss": peak}))
+k, blocks, workers = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+start, cpu = time.perf_counter(), os.times()
+pairs, _ = find_all(fingerprints, k=k, blocks=blocks, workers=workers)
+seconds, used = time.perf_counter() - start, os.times()
+result = {"seconds": seconds, "cpu_seconds": used.user + used.system - cpu.user - cpu.system, "pairs": len(pairs)}
+del pairs
+if sys.argv[5] == "1":
+    start = time.perf_counter()
+    labels = cluster_labels(fingerprints, TablePlan.create(k, blocks), workers=workers)
+    result["cluster_seconds"] = time.perf_counter() - start
+with open("/proc/self/status") as status:  # VmHWM: ru_maxrss would include the parent's
+    result["peak_rss"] = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+print(json.dumps(result))
 """
 
 
-def run_single_machine(directory: str, k: int, blocks: int) -> dict[str, Any]:
-    """simdb.allpairs.find_all in a fresh process (so its peak RSS is its own)."""
+def run_single_machine(directory: str, k: int, blocks: int, workers: int, clusters: bool) -> dict[str, Any]:
+    """simdb.allpairs.find_all (then cluster_labels) on ``workers`` threads, in a fresh
+    process (so its peak RSS is its own)."""
     done = subprocess.run(
-        [sys.executable, "-c", SINGLE_MACHINE, directory, str(k), str(blocks)],
+        [sys.executable, "-c", SINGLE_MACHINE, directory, str(k), str(blocks), str(workers), "1" if clusters else "0"],
         capture_output=True,
         text=True,
         check=True,
@@ -97,40 +114,69 @@ def run_single_machine(directory: str, k: int, blocks: int) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _worker_peak_rss() -> int:
-    """Peak RSS of the calling (worker) process, in bytes."""
+def peak_rss() -> int:
+    """Peak RSS of the calling process, in bytes: VmHWM, which starts afresh at exec (Linux
+    carries ``ru_maxrss`` over from the parent, which here holds the whole input)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def run_dask(directory: str, out: str, k: int, blocks: int, workers: int, partitions: int | None) -> dict[str, Any]:
-    """simdb.distributed.find_all on a fresh LocalCluster, written to Parquet."""
+def _worker_cpu_seconds() -> float:
+    """CPU time of the calling (worker) process so far."""
+    times = os.times()
+    return times.user + times.system
+
+
+def run_dask(
+    directory: str, out: str, k: int, blocks: int, workers: int, partitions: int | None, clusters: bool
+) -> dict[str, Any]:
+    """simdb.distributed.find_all (then clusters) on a fresh LocalCluster, written to Parquet."""
     from dask.distributed import Client, LocalCluster
 
+    from simdb.distributed import clusters as dask_clusters
     from simdb.distributed import find_all
 
+    source = os.path.join(directory, "*.parquet")
     with LocalCluster(
         n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
     ) as cluster, Client(cluster) as client:
+        cpu_before = client.run(_worker_cpu_seconds)
         start = time.perf_counter()
-        pairs = find_all(os.path.join(directory, "*.parquet"), k=k, blocks=blocks, npartitions=partitions)
+        pairs = find_all(source, k=k, blocks=blocks, npartitions=partitions)
         pairs.to_parquet(out, write_index=False)
         seconds = time.perf_counter() - start
-        peaks = sorted(client.run(_worker_peak_rss).values())
+        cpu_after = client.run(_worker_cpu_seconds)
+        worker_cpu = sorted(cpu_after[address] - cpu_before[address] for address in cpu_after)
+        time.sleep(2)  # workers report their metrics with their heartbeats
         metrics = dict(cluster.scheduler.cumulative_worker_metrics)
+        cluster_seconds = None
+        if clusters:
+            start = time.perf_counter()
+            dask_clusters(source, k=k, blocks=blocks).to_parquet(out + "-clusters", write_index=False)
+            cluster_seconds = time.perf_counter() - start
+        peaks = sorted(client.run(peak_rss).values())
     import pyarrow.dataset as ds
 
     thread_seconds: dict[str, float] = defaultdict(float)
+    cpu_seconds = 0.0
     for key, value in metrics.items():
-        # ("execute", task prefix, activity, unit): task time on worker threads, by kind.
+        # ("execute", task prefix, activity, unit): task time on worker threads, by kind;
+        # thread-noncpu includes time the thread waited for a core on a loaded machine.
         if len(key) == 4 and key[0] == "execute" and key[3] == "seconds" and key[2] in ("thread-cpu", "thread-noncpu"):
             thread_seconds[key[1]] += value
+            if key[2] == "thread-cpu":
+                cpu_seconds += value
     return {
         "seconds": seconds,
+        "cluster_seconds": cluster_seconds,
         "pairs": int(ds.dataset(out, format="parquet").count_rows()),
         "worker_peak_rss": peaks,
         "shuffle_shard_bytes": int(metrics.get(("p2p", "foreground", "shards", "bytes"), 0)),
-        "shuffle_disk_bytes": int(metrics.get(("p2p", "background-disk", "disk-write", "bytes"), 0)),
-        "shuffle_comm_bytes": int(metrics.get(("p2p", "background-comms", "process", "bytes"), 0)),
+        "cpu_seconds": cpu_seconds,
+        "worker_cpu_seconds": worker_cpu,
         "thread_seconds": dict(sorted(thread_seconds.items(), key=lambda item: -item[1])),
     }
 
@@ -145,9 +191,10 @@ def main() -> None:
     parser.add_argument("--kind", choices=("random", "clustered"), default="random")
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--blocks", type=int, default=5)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", default="1,2", help="comma-separated worker counts for the curve (default 1,2)")
     parser.add_argument("--rows-per-file", type=int, default=1_000_000)
-    parser.add_argument("--partitions", type=int, default=None, help="shuffle partitions (default: one per file)")
+    parser.add_argument("--partitions", type=int, default=None, help="ignored by the current plan (no shuffle)")
+    parser.add_argument("--clusters", action="store_true", help="also time the clustering stage on its own")
     parser.add_argument("--skip-single", action="store_true", help="do not run the single-machine search")
     parser.add_argument("--workdir", default=None, help="where to put the Parquet files (default: a temp dir)")
     args = parser.parse_args()
@@ -155,7 +202,11 @@ def main() -> None:
     from simdb.plan import TablePlan
 
     plan = TablePlan.create(args.k, args.blocks)
+    counts = [int(value) for value in args.workers.split(",")]
     workdir = tempfile.mkdtemp(prefix="simdb-bench-dask-", dir=args.workdir)
+    single: dict[int, dict[str, Any]] = {}
+    dask_runs: dict[int, dict[str, Any]] = {}
+    loads = []
     try:
         make = random_fingerprints if args.kind == "random" else clustered_fingerprints
         fingerprints = make(args.n)
@@ -163,48 +214,62 @@ def main() -> None:
         input_bytes = write_parquet(fingerprints, input_dir, args.rows_per_file)
         distinct = int(np.unique(fingerprints).size)
         del fingerprints
-
-        single = None if args.skip_single else run_single_machine(input_dir, args.k, args.blocks)
-        dask_run = run_dask(input_dir, os.path.join(workdir, "pairs"), args.k, args.blocks, args.workers, args.partitions)
+        # One after the other, so that no two runs compete for the cores.
+        for workers in counts:
+            if not args.skip_single:
+                loads.append(os.getloadavg()[0])
+                single[workers] = run_single_machine(input_dir, args.k, args.blocks, workers, args.clusters)
+            loads.append(os.getloadavg()[0])
+            out = os.path.join(workdir, f"pairs-{workers}")
+            dask_runs[workers] = run_dask(input_dir, out, args.k, args.blocks, workers, args.partitions, args.clusters)
+        loads.append(os.getloadavg()[0])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
     tables = len(plan.tables)
     files = -(-args.n // args.rows_per_file)
-    partitions = args.partitions or files
-    table_seconds = dask_run["thread_seconds"].get("table_pairs", 0.0)
     print(
         f"machine: {os.cpu_count()} cores, Python {platform.python_version()}; "
         f"{args.n:,} {args.kind} fingerprints ({distinct:,} distinct), k={args.k}, {args.blocks} blocks, {tables} tables; "
-        f"{files} Parquet files ({gib(input_bytes)}); Dask: {args.workers} worker processes x 1 thread, "
-        f"{partitions} partitions per shuffle"
+        f"{files} Parquet files ({gib(input_bytes)}); Dask: worker processes x 1 thread; "
+        f"1-minute load average during the runs: {min(loads):.1f}-{max(loads):.1f}"
     )
     print()
-    print("| run | wall time | pairs | peak memory | shuffle volume |")
-    print("|---|---|---|---|---|")
-    if single is not None:
-        print(f"| simdb.allpairs.find_all (1 process) | {single['seconds']:.1f} s | {single['pairs']:,} | {gib(single['peak_rss'])} | - |")
-    peaks = " / ".join(gib(p) for p in dask_run["worker_peak_rss"])
-    print(
-        f"| simdb.distributed.find_all (Dask) | {dask_run['seconds']:.1f} s | {dask_run['pairs']:,} | "
-        f"{peaks} per worker | {gib(dask_run['shuffle_shard_bytes'])} sharded, {gib(dask_run['shuffle_disk_bytes'])} to disk |"
-    )
-    print()
-    print("Dask task thread time by kind (both workers, seconds):")
-    for name, value in list(dask_run["thread_seconds"].items())[:12]:
-        print(f"    {name:<28} {value:8.1f}")
-    if table_seconds:
-        rate = distinct * tables / table_seconds
+    base = single.get(1, {}).get("seconds")
+    print("| run | workers | wall time | vs 1 process | CPU / thread time | pairs | clustering stage | peak memory |")
+    print("|---|---|---|---|---|---|---|---|")
+    for workers in counts:
+        if workers in single:
+            run = single[workers]
+            ratio = f"{run['seconds'] / base:.2f}x" if base else "-"
+            clustering = f"{run['cluster_seconds']:.1f} s" if "cluster_seconds" in run else "-"
+            print(
+                f"| simdb.allpairs.find_all | {workers} thread(s) | {run['seconds']:.1f} s | {ratio} | "
+                f"{run['cpu_seconds']:.1f} s CPU | {run['pairs']:,} | {clustering} | {gib(run['peak_rss'])} |"
+            )
+        run = dask_runs[workers]
+        ratio = f"{run['seconds'] / base:.2f}x" if base else "-"
+        busy = sum(run["thread_seconds"].values())
+        busy_text = f"{run['cpu_seconds']:.1f} s task CPU ({busy:.1f} s thread)"
+        clustering = f"{run['cluster_seconds']:.1f} s" if run["cluster_seconds"] is not None else "-"
+        peaks = " / ".join(gib(p) for p in run["worker_peak_rss"])
         print(
-            f"table comparison (table_pairs): {table_seconds:.1f} thread-s for {tables} x {distinct:,} rows "
-            f"= {rate / 1e6:.2f} M rows per second per thread"
+            f"| simdb.distributed.find_all (Dask) | {workers} worker(s) | {run['seconds']:.1f} s | {ratio} | "
+            f"{busy_text} | {run['pairs']:,} | {clustering} | {peaks} per worker |"
         )
-    total_thread = sum(dask_run["thread_seconds"].values())
-    print(
-        f"all tasks: {total_thread:.1f} thread-s = {distinct * tables / total_thread / 1e6:.2f} M table-rows per "
-        f"thread-second; shuffle bytes per table-row: {dask_run['shuffle_shard_bytes'] / (distinct * (tables + 1)):.1f}"
-    )
-    print(json.dumps({"single": single, "dask": dask_run}, default=str))
+    print()
+    for workers in counts:
+        run = dask_runs[workers]
+        top = ", ".join(f"{name} {value:.1f}" for name, value in list(run["thread_seconds"].items())[:6])
+        busiest = max(run["worker_cpu_seconds"])
+        base_cpu = single.get(1, {}).get("cpu_seconds")
+        ratio = f" = {busiest / base_cpu:.2f}x the 1-thread search's CPU time" if base_cpu else ""
+        print(
+            f"Dask {workers} worker(s): CPU seconds per worker process during find_all "
+            f"{' / '.join(f'{value:.1f}' for value in run['worker_cpu_seconds'])} (busiest{ratio}); "
+            f"thread seconds by task kind: {top}; shuffle bytes: {run['shuffle_shard_bytes']:,}"
+        )
+    print(json.dumps({"single": single, "dask": dask_runs, "load": loads}, default=str))
 
 
 if __name__ == "__main__":

@@ -952,14 +952,71 @@ def read_export(inputs: Iterable[Input], intake: Intake, header: ExportHeader, f
     :func:`export_meta`), after an optional header
     line, the first of which fills ``header``) or TSV (as :func:`read_fingerprint_tsv`).
     With ``file_format="auto"`` a file is TSV if its name ends in ``.tsv`` (or
-    ``.tsv.gz``), else JSONL.  A file with a header this simdb cannot use (a newer format
+    ``.tsv.gz``), a Parquet shard of (key, fingerprint) rows if it ends in ``.parquet`` (see
+    :func:`_read_parquet_shard`), else JSONL.  A file with a header this simdb cannot use (a newer format
     version, bad settings) is reported and not read."""
     for item in inputs:
         is_tsv = file_format == "tsv" or (file_format == "auto" and item.path.lower().endswith((".tsv", ".tsv.gz")))
-        if is_tsv:
+        if file_format == "auto" and item.path.lower().endswith(".parquet"):
+            yield from _read_parquet_shard(item, intake)
+        elif is_tsv:
             yield from read_fingerprint_tsv([item], intake, decode_bytes=True)
         else:
             yield from _read_export_jsonl(item, intake, header)
+
+
+#: Rows per batch read from a Parquet shard (bounds memory whatever the shard's size).
+PARQUET_BATCH_ROWS = 1 << 16
+
+
+def _read_parquet_shard(item: Input, intake: Intake) -> Iterator[Item]:
+    """``(key, fingerprint, None, "FILE:ROW")`` from a Parquet file with a string ``key``
+    column and a uint64 ``fingerprint`` column (int64 is read as the same 64 bits), as
+    ``simdb export --format parquet`` and :mod:`simdb.distributed` jobs write: batch output
+    imports without re-hashing.  Needs pyarrow.  A file that cannot be used (no pyarrow, not
+    Parquet, missing or mistyped columns) is reported once and not read; a row with a
+    missing value or a key simdb refuses is reported alone.  Memory O(batch)."""
+    name = item.name
+    if item.path == "-":
+        intake.fail(name, "Parquet cannot be read from stdin; name the file", name)
+        return
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        intake.fail(name, "reading Parquet needs pyarrow (pip install simdb[dask])", name)
+        return
+    try:
+        shard = pq.ParquetFile(item.path)
+        schema = shard.schema_arrow
+    except (OSError, pa.ArrowException) as exc:
+        intake.fail(name, f"not a readable Parquet file ({exc})", name)
+        return
+    types = {column: schema.field(column).type for column in ("key", "fingerprint") if column in schema.names}
+    if "key" not in types or not (pa.types.is_string(types["key"]) or pa.types.is_large_string(types["key"])):
+        intake.fail(name, "a Parquet shard needs a string 'key' column", name)
+        return
+    if types.get("fingerprint") not in (pa.uint64(), pa.int64()):
+        intake.fail(name, "a Parquet shard needs a uint64 (or int64) 'fingerprint' column", name)
+        return
+    row = 0
+    try:
+        for batch in shard.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=["key", "fingerprint"]):
+            keys = batch.column(0).to_pylist()
+            values = batch.column(1).cast(pa.uint64(), safe=False).to_pylist()  # int64: the same bits
+            for key, fingerprint in zip(keys, values):
+                row += 1
+                where = f"{name}:{row}"
+                if key is None or fingerprint is None:
+                    intake.fail(where, "missing key or fingerprint", name)
+                    continue
+                checked = _valid_key(key, where, intake, name)
+                if checked is not None:
+                    yield checked, fingerprint, None, where
+    except (OSError, pa.ArrowException) as exc:
+        intake.fail(f"{name}:{row + 1}", f"unreadable Parquet data ({exc}); the rest of the file was not read", name)
+    if item.size:
+        intake.bytes_done += item.size
 
 
 def _read_header(record: dict[str, Any], where: str, header: ExportHeader) -> str | None:

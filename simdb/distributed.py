@@ -8,33 +8,36 @@ those two columns (as written by :func:`export_parquet`).  Fingerprints are uint
 column holding the same 64 bits (what many engines write for unsigned values) is accepted
 and reinterpreted bit for bit, so ``-1`` means ``0xFFFF_FFFF_FFFF_FFFF``.
 
-How :func:`find_all` runs, for a plan of T tables (T = C(blocks, k), 10 for k=3 and 5
-blocks), N rows and U distinct fingerprints:
+How :func:`find_all` runs (no shuffle of the rows), for a plan of T tables (10 for k=3 and
+5 blocks), N rows in P input partitions and W worker threads:
 
-1. **Collapse exact duplicates.**  Shuffle the rows by fingerprint, so equal fingerprints
-   meet in one partition.  Each partition emits its distinct fingerprints, and the pairs
-   inside each duplicate group (distance 0) straight away.
-2. **One shuffle per table.**  Key every distinct fingerprint by table t's leading bits,
-   shuffle on that key, and in each partition run
-   :func:`simdb.allpairs.iter_table_pair_blocks`: the single-machine vectorised run
-   comparison, keeping only the pairs for which t is the *first* table (in plan order)
-   whose leading blocks agree.  Every pair of distinct fingerprints within k bits shares
-   all leading blocks of some table, so it is found in that table's partition, and the
-   claim rule reports it in exactly one table: no global deduplication of pairs.
-3. **Expand to keys.**  The fingerprint pairs are joined back to the rows on each side
-   (two hash joins), which also yields the cross product of duplicate groups.  The rows
-   are already partitioned by fingerprint from step 1 and Dask reuses that, so the joins
-   shuffle only the pairs (10 tables: 13 shuffles in all).
+1. **Every worker reads every fingerprint.**  One task per input partition takes its
+   fingerprint column; one task concatenates them (8 bytes per row: 160 MB at 20M, 8 GB at
+   1B), and Dask copies that array once to each worker that needs it.
+2. **Each job owns a share of the search.**  :func:`simdb.allpairs.plan_search_jobs` cuts
+   the tables into groups that share a radix pass and, for more workers, each group into
+   shares of rows by a digit every table of the group has in its prefix (about 6W jobs).
+   A job picks its rows (one O(N) pass), sorts only those and reports the pairs its
+   tables claim, duplicates collapsed and expanded as on one machine.  Rows sharing a
+   prefix are always in the same share, and the claim rule reports each pair in one table,
+   so the jobs' outputs are disjoint and complete: no row moves between them.
+3. **Positions to keys.**  A job's pairs are positions in the concatenated array; they are
+   routed to the input partition holding the left row (which adds its key), then to the
+   one holding the right row.  Only pairs move, never rows.
 
-Shuffle volume: N x (8 + key bytes) for step 1, U x 8 fingerprint bytes + 4 or 8 prefix
-bytes per table in step 2, and the pairs twice in step 3.  Time per table partition: a
-radix sort of its rows plus its candidates (rows sharing a prefix).  Measured rates and
-the arithmetic for a billion fingerprints are in the README (section "Scaling: all pairs at 1B and 8B fingerprints").
+Total work is one process's search plus one O(N) pass per job and the copy of the
+fingerprints to each worker, so W workers are close to W times faster
+(measurements: bench/RESULTS.md, section "Distributed").  :func:`clusters` runs the same jobs,
+reduces each job's edges to a spanning forest with a union-find on the worker, and merges
+the forests in a tree on the workers: the pair lists never meet on one machine, only the
+labels of fingerprints that are in some cluster (16 bytes each) do, on one worker.
+:func:`query_many` still uses the earlier plan: one shuffle of the distinct fingerprints
+per table (see its docstring).
 """
 
 from __future__ import annotations
 
-import logging
+import operator
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -42,14 +45,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
-from simdb.allpairs import ComponentLabeler, iter_pair_blocks, iter_table_pair_blocks
-from simdb.errors import InvalidFingerprintError, InvalidInputError, SimdbError
+from simdb.allpairs import (
+    DEFAULT_BLOCK_SIZE,
+    ComponentLabeler,
+    SearchJob,
+    _job_edge_blocks,
+    _job_pair_blocks,
+    iter_table_pair_blocks,
+    plan_search_jobs,
+    resolve_workers,
+)
+from simdb.errors import (
+    DaskNotInstalledError,
+    InvalidFingerprintError,
+    InvalidInputError,
+)
 from simdb.plan import BITS, TablePlan
 
-if TYPE_CHECKING:  # only for annotations: importing this module must not need Dask
+if TYPE_CHECKING:  # only for annotations: importing this module must not need Dask or pandas
     import dask.dataframe as dd
+    import pandas as pd
 
     from simdb.database import Database
 
@@ -59,6 +75,7 @@ __all__ = [
     "export_parquet",
     "find_all",
     "query_many",
+    "run_clusters_job",
     "run_pairs_job",
 ]
 
@@ -71,12 +88,21 @@ QUERY_COLUMNS = ("query_key", "corpus_key", "distance")
 EXPORT_CHUNK = 1 << 20
 
 
-class DaskNotInstalledError(SimdbError, ImportError):
-    """The optional Dask extra is not installed."""
+def _pandas() -> Any:
+    """Import pandas or raise :class:`DaskNotInstalledError` with the fix."""
+    try:
+        import pandas
+    except ImportError as error:
+        raise DaskNotInstalledError(
+            f"simdb.distributed needs pandas and Dask, which are not installed ({error})",
+            "pip install simdb[dask]",
+        ) from error
+    return pandas
 
 
 def _dask() -> Any:
     """Import ``dask.dataframe`` or raise :class:`DaskNotInstalledError` with the fix."""
+    _pandas()
     try:
         import dask.dataframe as dask_dataframe
     except ImportError as error:
@@ -116,6 +142,7 @@ def _check_fingerprint_dtype(dtype: Any) -> None:
 
 def _normalise_rows(part: pd.DataFrame) -> pd.DataFrame:
     """One input partition as (key, fingerprint uint64) with a fresh index."""
+    pd = _pandas()
     return pd.DataFrame(
         {KEY: part[KEY].reset_index(drop=True), FINGERPRINT: _fingerprint_column(part[FINGERPRINT])}
     )
@@ -123,6 +150,7 @@ def _normalise_rows(part: pd.DataFrame) -> pd.DataFrame:
 
 def _as_rows(data: Any, name: str = "fingerprints") -> dd.DataFrame:
     """``data`` as a Dask DataFrame of (key, fingerprint uint64).  Lazy: nothing is read."""
+    pd = _pandas()
     dask_dataframe = _dask()
     if isinstance(data, (str, os.PathLike)):
         frame = dask_dataframe.read_parquet(os.fspath(data), columns=[KEY, FINGERPRINT])
@@ -158,36 +186,6 @@ def _plan(k: Any, blocks: Any) -> TablePlan:
 # --------------------------------------------------------------------------------------
 
 
-def _distinct_fingerprints(part: pd.DataFrame) -> pd.DataFrame:
-    """The distinct fingerprints of a partition of rows already shuffled by fingerprint,
-    so they are distinct across partitions too.  O(n log n)."""
-    return pd.DataFrame({FINGERPRINT: np.unique(part[FINGERPRINT].to_numpy())})
-
-
-#: One table, the whole word leading: the plan under which only equal fingerprints pair up.
-_EQUALITY_PLAN = TablePlan.create(0, 1)
-
-
-def _duplicate_pairs(part: pd.DataFrame) -> pd.DataFrame:
-    """Every pair of keys with equal fingerprints in a partition shuffled by fingerprint
-    (each group is whole in one partition), at distance 0.  Uses the single-machine
-    duplicate collapse (k=0), so it costs one sort plus the output."""
-    keys = part[KEY]
-    lefts, rights = [], []
-    for left, right, _ in iter_pair_blocks(part[FINGERPRINT].to_numpy(), _EQUALITY_PLAN, 0):
-        lefts.append(left)
-        rights.append(right)
-    left = np.concatenate(lefts) if lefts else np.zeros(0, dtype=np.int64)
-    right = np.concatenate(rights) if rights else np.zeros(0, dtype=np.int64)
-    return pd.DataFrame(
-        {
-            "key_a": keys.take(left).reset_index(drop=True),
-            "key_b": keys.take(right).reset_index(drop=True),
-            "distance": np.zeros(left.size, dtype=np.uint8),
-        }
-    )
-
-
 def _prefix_dtype(table_bits: int) -> type[np.unsignedinteger[Any]]:
     return np.uint32 if table_bits <= 32 else np.uint64
 
@@ -220,19 +218,10 @@ def _claimed_blocks(fingerprints: np.ndarray, plan: TablePlan, table: int, k: in
     return np.concatenate(rows_a), np.concatenate(rows_b), np.concatenate(distances)
 
 
-_FP_PAIRS_META = pd.DataFrame(
-    {"fp_a": np.zeros(0, np.uint64), "fp_b": np.zeros(0, np.uint64), "distance": np.zeros(0, np.uint8)}
-)
-
-
-def _table_pairs(part: pd.DataFrame, plan: TablePlan, table: int, k: int) -> pd.DataFrame:
-    """Fingerprint pairs (fp_a < fp_b, distance) that ``table`` claims in one partition of
-    distinct fingerprints shuffled by that table's prefix.  Cost: see
-    :func:`simdb.allpairs.iter_table_pair_blocks`."""
-    fingerprints = part[FINGERPRINT].to_numpy()
-    row_a, row_b, distance = _claimed_blocks(fingerprints, plan, table, k)
-    fp_a, fp_b = fingerprints[row_a], fingerprints[row_b]
-    return pd.DataFrame({"fp_a": np.minimum(fp_a, fp_b), "fp_b": np.maximum(fp_a, fp_b), "distance": distance})
+def _fp_pairs_meta() -> pd.DataFrame:
+    return _pandas().DataFrame(
+        {"fp_a": np.zeros(0, np.uint64), "fp_b": np.zeros(0, np.uint64), "distance": np.zeros(0, np.uint8)}
+    )
 
 
 def _cross_table_pairs(part: pd.DataFrame, plan: TablePlan, table: int, k: int) -> pd.DataFrame:
@@ -241,6 +230,7 @@ def _cross_table_pairs(part: pd.DataFrame, plan: TablePlan, table: int, k: int) 
     whose prefix holds no query are dropped before comparing, so corpus-only groups cost one
     ``isin``.  Table 0 also reports fingerprints present on both sides, at distance 0
     (equal fingerprints agree on every block, so table 0 is the first agreeing one)."""
+    pd = _pandas()
     prefix = part["prefix"].to_numpy()
     in_query = part["in_query"].to_numpy()
     in_corpus = part["in_corpus"].to_numpy()
@@ -279,6 +269,7 @@ def _orient(part: pd.DataFrame) -> pd.DataFrame:
 def _flag_sides(part: pd.DataFrame) -> pd.DataFrame:
     """Distinct fingerprints of a partition of tagged rows shuffled by fingerprint, with
     whether each occurs among the queries and among the corpus.  O(n log n)."""
+    pd = _pandas()
     values, inverse = np.unique(part[FINGERPRINT].to_numpy(), return_inverse=True)
     is_query = part["is_query"].to_numpy()
     in_query = np.zeros(values.size, dtype=bool)
@@ -316,7 +307,7 @@ def _per_table_pairs(
         meta = _with_prefix(distinct._meta, plan, table)
         keyed = distinct.map_partitions(_with_prefix, plan, table, meta=meta)
         shuffled = keyed.shuffle(on="prefix", npartitions=npartitions, ignore_index=True)
-        per_table.append(shuffled.map_partitions(pairs_in_partition, plan, table, k, meta=_FP_PAIRS_META))
+        per_table.append(shuffled.map_partitions(pairs_in_partition, plan, table, k, meta=_fp_pairs_meta()))
     return dask_dataframe.concat(per_table, ignore_index=True) if len(per_table) > 1 else per_table[0]
 
 
@@ -332,45 +323,179 @@ def _expand(fp_pairs: dd.DataFrame, rows_a: dd.DataFrame, rows_b: dd.DataFrame, 
     return joined[["key_a", "key_b", "distance"]]
 
 
-def _distinct_pairs_graph(rows: dd.DataFrame, plan: TablePlan, k: int, npartitions: int) -> tuple[dd.DataFrame, dd.DataFrame]:
-    """(rows shuffled by fingerprint, fingerprint pairs between distinct fingerprints)."""
-    by_fingerprint = rows.shuffle(on=FINGERPRINT, npartitions=npartitions, ignore_index=True)
-    distinct = by_fingerprint.map_partitions(
-        _distinct_fingerprints, meta=pd.DataFrame({FINGERPRINT: np.zeros(0, np.uint64)})
-    )
-    return by_fingerprint, _per_table_pairs(distinct, plan, k, npartitions, _table_pairs)
+def _job_plan_workers(workers: int | None) -> int:
+    """How many parallel workers to plan jobs for: ``workers``, else the thread count of the
+    Dask client in use, else every local core."""
+    if workers is not None:
+        return resolve_workers(workers)
+    try:
+        from distributed import get_client
 
+        return max(1, sum(get_client().nthreads().values()))
+    except (ImportError, ValueError):  # no distributed scheduler: Dask's local threads
+        return resolve_workers(None)
+
+
+def _fingerprints_of(part: pd.DataFrame) -> np.ndarray:
+    return np.ascontiguousarray(part[FINGERPRINT].to_numpy(np.uint64))
+
+
+def _all_fingerprints(*parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(every fingerprint in input order, start offset of each input partition plus the total)."""
+    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([part.size for part in parts], out=offsets[1:])
+    values = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+    return values, offsets
+
+
+#: Pairs on their way to the input partition holding one of their rows: (that row, local
+#: to the partition; the other row, as a global position; distance; the key found so far,
+#: or None).
+Bucket = tuple[np.ndarray, np.ndarray, np.ndarray, Any]
+
+
+def _route(row: np.ndarray, other: np.ndarray, distance: np.ndarray, offsets: np.ndarray, keys: Any = None) -> list[Bucket]:
+    """Split pairs by the input partition holding ``row`` (a global position): one bucket
+    per partition, ``row`` made local to it.  O(E log E) for one argsort."""
+    parts = offsets.size - 1
+    if parts == 1:
+        return [(row, other, distance, keys)]
+    # A narrow dtype lets numpy's stable argsort be a linear radix sort.
+    part_of_row = (np.searchsorted(offsets, row, side="right") - 1).astype(np.uint16 if parts <= 1 << 16 else np.int64)
+    order = np.argsort(part_of_row, kind="stable")
+    bounds = np.searchsorted(part_of_row[order], np.arange(parts + 1))
+    buckets = []
+    for part in range(parts):
+        chosen = order[bounds[part] : bounds[part + 1]]
+        picked_keys = None if keys is None else keys.take(chosen).reset_index(drop=True)
+        buckets.append((row[chosen] - offsets[part], other[chosen], distance[chosen], picked_keys))
+    return buckets
+
+
+def _job_pairs(everything: tuple[np.ndarray, np.ndarray], plan: TablePlan, k: int, job: SearchJob) -> list[Bucket]:
+    """Run one search job over every fingerprint; its pairs, routed by the left row."""
+    values, offsets = everything
+    lefts, rights, distances = [], [], []
+    for left, right, distance in _job_pair_blocks(values, plan, k, job, DEFAULT_BLOCK_SIZE):
+        lefts.append(left)
+        rights.append(right)
+        distances.append(distance)
+    if not lefts:
+        empty = np.zeros(0, dtype=np.int64)
+        return _route(empty, empty, np.zeros(0, dtype=np.uint8), offsets)
+    return _route(np.concatenate(lefts), np.concatenate(rights), np.concatenate(distances), offsets)
+
+
+def _merge_buckets(buckets: tuple[Bucket, ...]) -> Bucket:
+    """One bucket from several (pairs from every job, or every partition)."""
+    keys = [bucket[3] for bucket in buckets if bucket[3] is not None]
+    return (
+        np.concatenate([bucket[0] for bucket in buckets]),
+        np.concatenate([bucket[1] for bucket in buckets]),
+        np.concatenate([bucket[2] for bucket in buckets]),
+        _pandas().concat(keys, ignore_index=True) if keys else None,
+    )
+
+
+def _key_column(part: pd.DataFrame) -> pd.Series:
+    return part[KEY].reset_index(drop=True)
+
+
+def _left_keys(part: pd.DataFrame, offsets: np.ndarray, *buckets: Bucket) -> list[Bucket]:
+    """Pairs whose left row is in this partition: add its key, then route by the right row."""
+    local, other, distance, _ = _merge_buckets(buckets)
+    keys = _key_column(part).take(local).reset_index(drop=True)
+    return _route(other, np.zeros(other.size, dtype=np.int64), distance, offsets, keys)
+
+
+def _right_keys(part: pd.DataFrame, meta: pd.DataFrame, *buckets: Bucket) -> pd.DataFrame:
+    """Pairs whose right row is in this partition: add its key; orient key_a < key_b."""
+    local, _, distance, key_a = _merge_buckets(buckets)
+    if key_a is None:
+        return meta
+    key_b = _key_column(part).take(local).reset_index(drop=True)
+    return _orient(_pandas().DataFrame({"key_a": key_a, "key_b": key_b, "distance": distance}))
+
+
+#: Rows one job searches at most when the input's size is known (Parquet input): about
+#: 40 bytes per searched row of working memory, so about 2 GB per job, on top of the 8 bytes
+#: per input row that every worker holds.
+MAX_JOB_ROWS = 50_000_000
+
+
+def _exchange(
+    data: Any, rows: dd.DataFrame, plan: TablePlan, k: int, workers: int | None
+) -> tuple[list[Any], Any, list[SearchJob]]:
+    """The delayed input partitions, the delayed (every fingerprint, offsets) and the jobs.
+    For Parquet input the row count comes from the footers, so that no job searches more
+    than :data:`MAX_JOB_ROWS` rows."""
+    from dask import delayed
+
+    parts = rows.to_delayed()
+    everything = delayed(_all_fingerprints, pure=True)(*[delayed(_fingerprints_of, pure=True)(p) for p in parts])
+    total = _parquet_rows(data) if isinstance(data, (str, os.PathLike)) else None
+    # About 6 jobs per worker thread: Dask does not place tasks by size, and more, smaller
+    # jobs even out the groups' unequal costs (measured on 10M random fingerprints, 12 jobs
+    # on 2 workers: the busier one has 0.50 of the work, against 0.55 with 4 jobs), at the
+    # price of one O(N) pass per job to pick its rows.
+    jobs = plan_search_jobs(plan, k, 3 * _job_plan_workers(workers), rows=total, max_job_rows=MAX_JOB_ROWS)
+    return parts, everything, jobs
 
 # --------------------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------------------
 
 
-def find_all(fingerprints: Any, k: int = 3, blocks: int | None = None, *, npartitions: int | None = None) -> dd.DataFrame:
+def find_all(
+    fingerprints: Any,
+    k: int = 3,
+    blocks: int | None = None,
+    *,
+    npartitions: int | None = None,
+    workers: int | None = None,
+) -> dd.DataFrame:
     """Every pair of keys whose fingerprints are within ``k`` bits, as a lazy Dask DataFrame
-    with columns ``key_a``, ``key_b`` (``key_a < key_b``), ``distance`` (uint8).
+    with columns ``key_a``, ``key_b`` (``key_a < key_b``), ``distance`` (uint8), one
+    partition per input partition.
 
     ``fingerprints`` is a Dask DataFrame with columns ``key`` and ``fingerprint``, a Dask
     Series of fingerprints indexed by key, or a path or glob of Parquet files with those two
     columns.  The pairs are exactly those :func:`simdb.allpairs.find_all` finds on the same
     fingerprints (mapped to keys), each unordered pair once, identical fingerprints
-    included at distance 0.  ``blocks`` picks the plan as there; ``npartitions`` sets the
-    partition count of every shuffle (default: the input's).
+    included at distance 0.  ``blocks`` picks the plan as there.  ``workers``: how many
+    parallel workers to cut the search for (default: the threads of the Dask client in use,
+    else the local cores).  ``npartitions`` is accepted for compatibility and unused: no
+    rows are shuffled.
 
-    Cost: 1 + T shuffles of the rows (T tables) plus two shuffles of the pairs for the
-    expansion to keys; see the module docstring.  Nothing runs until the result is computed or written.
+    Cost: the one-process search, spread over about 6 x ``workers`` jobs, each of which also
+    reads every fingerprint once (8 bytes per row, copied once to each worker) and makes
+    one O(N) pass to pick its rows; the pairs move twice (to the partitions holding their
+    left and right rows) to get their keys.  See the module docstring.  Nothing runs until
+    the result is computed or written.
     """
+    dask_dataframe = _dask()  # first: raises DaskNotInstalledError without the extra
+    pd = _pandas()
+    from dask import delayed
+
     plan = _plan(k, blocks)
     rows = _as_rows(fingerprints)
-    parts = _partitions(rows, npartitions)
-    by_fingerprint, fp_pairs = _distinct_pairs_graph(rows, plan, plan.k, parts)
+    _partitions(rows, npartitions)  # validated, kept for compatibility
+    parts, everything, jobs = _exchange(fingerprints, rows, plan, plan.k, workers)
+    offsets = delayed(operator.getitem, pure=True)(everything, 1)
+    job_out = [delayed(_job_pairs, pure=True)(everything, plan, plan.k, job) for job in jobs]
+    # Stage 1: to the partition of the left row (which adds the key), stage 2: of the right row.
+    left_out = [
+        delayed(_left_keys, pure=True)(part, offsets, *[delayed(operator.getitem, pure=True)(out, i) for out in job_out])
+        for i, part in enumerate(parts)
+    ]
     meta = pd.DataFrame(
         {"key_a": rows._meta[KEY], "key_b": rows._meta[KEY], "distance": np.zeros(0, dtype=np.uint8)}
     )
-    duplicates = by_fingerprint.map_partitions(_duplicate_pairs, meta=meta)
-    near = _expand(fp_pairs, by_fingerprint, by_fingerprint, parts)
-    pairs = _dask().concat([duplicates, near], ignore_index=True)
-    return pairs.map_partitions(_orient, meta=meta)
+    right_out = [
+        delayed(_right_keys, pure=True)(part, meta, *[delayed(operator.getitem, pure=True)(out, j) for out in left_out])
+        for j, part in enumerate(parts)
+    ]
+    return dask_dataframe.from_delayed(right_out, meta=meta, verify_meta=False)
 
 
 def query_many(
@@ -389,6 +514,7 @@ def query_many(
     prefix groups holding both a query and a corpus fingerprint are compared, so a small
     batch costs the corpus' sorts and shuffles but almost none of its candidate pairs.
     """
+    pd = _pandas()
     dask_dataframe = _dask()
     plan = _plan(k, blocks)
     query_rows = _as_rows(queries, "queries")
@@ -418,55 +544,80 @@ def clusters(
     *,
     include_singletons: bool = False,
     npartitions: int | None = None,
+    workers: int | None = None,
+    fan_in: int = 8,
 ) -> dd.DataFrame:
-    """Connected components of the "within ``k`` bits" graph, as a Dask DataFrame with
+    """Connected components of the "within ``k`` bits" graph, as a lazy Dask DataFrame with
     columns ``key`` and ``cluster`` (uint64: the smallest fingerprint in the component, the
     same for every key of one cluster).  Keys in no pair and with a unique fingerprint are
-    left out unless ``include_singletons``.
+    left out unless ``include_singletons``.  The same components as
+    :func:`simdb.allpairs.find_clusters`.
 
-    How: the cluster computes the pairs between *distinct* fingerprints (no expansion to
-    keys, so a group of 10,000 identical pages is one node) and the fingerprints held by
-    several keys; both are collected on the driver, where
-    :class:`simdb.allpairs.ComponentLabeler` (a vectorised union-find) labels them.  The
-    labels then travel back to the workers, which tag each key.  This is computed eagerly
-    here (the returned frame re-reads the input lazily to tag keys).
-
-    When it fits: the driver holds the distinct-fingerprint pairs and the fingerprints that
-    take part in any (about 64 bytes per pair at the peak of labelling: both endpoints, their
-    node numbers and the node list), so up to about 300 million distinct pairs on a 24 GiB
-    driver.  Beyond that, label propagation on the cluster would
-    be the way (not implemented).
+    How: the search jobs of :func:`find_all` run without expanding duplicates (a group of
+    10,000 identical pages is one node), and each job reduces its edges to a spanning forest
+    over the fingerprints it links (union-find, on the worker).  Forests are merged
+    ``fan_in`` at a time in a tree on the workers, so no pair list is ever gathered: the
+    largest object is the final forest, 16 bytes per fingerprint that is in some cluster,
+    held by one worker (about 1.5 billion such fingerprints in 24 GiB), never the driver.
+    Each input partition then looks its fingerprints up in it.  ``workers`` as in
+    :func:`find_all`; ``npartitions`` is accepted for compatibility and unused.
     """
-    import dask
+    _dask()  # first: raises DaskNotInstalledError without the extra
+    pd = _pandas()
+    from dask import delayed
 
     plan = _plan(k, blocks)
     rows = _as_rows(fingerprints)
-    parts = _partitions(rows, npartitions)
-    by_fingerprint, fp_pairs = _distinct_pairs_graph(rows, plan, plan.k, parts)
-    repeated = by_fingerprint.map_partitions(
-        _repeated_fingerprints, meta=pd.DataFrame({FINGERPRINT: np.zeros(0, np.uint64)})
-    )
-    pairs, repeated = dask.compute(fp_pairs[["fp_a", "fp_b"]], repeated)  # one pass: shared shuffles run once
-    fp_a = pairs["fp_a"].to_numpy(np.uint64)
-    fp_b = pairs["fp_b"].to_numpy(np.uint64)
-    nodes = np.unique(np.concatenate([fp_a, fp_b, repeated[FINGERPRINT].to_numpy(np.uint64)]))
-    labeler = ComponentLabeler(nodes.size)
-    labeler.add(np.searchsorted(nodes, fp_a), np.searchsorted(nodes, fp_b))
-    # Nodes are sorted, so each component's label (its smallest node) is its smallest fingerprint.
-    cluster_of_node = nodes[labeler.labels()]
-    table = dask.delayed((nodes, cluster_of_node), pure=True)
+    _partitions(rows, npartitions)
+    if isinstance(fan_in, bool) or not isinstance(fan_in, int) or fan_in < 2:
+        raise InvalidInputError(f"fan_in={fan_in!r} must be an int >= 2")
+    _, everything, jobs = _exchange(fingerprints, rows, plan, plan.k, workers)
+    forests = [delayed(_job_forest, pure=True)(everything, plan, plan.k, job) for job in jobs]
+    while len(forests) > 1:
+        forests = [
+            delayed(_merge_forests, pure=True)(*forests[start : start + fan_in])
+            for start in range(0, len(forests), fan_in)
+        ]
     meta = pd.DataFrame({KEY: rows._meta[KEY], "cluster": np.zeros(0, np.uint64)})
-    return rows.map_partitions(_tag_clusters, table, include_singletons, meta=meta)
+    return rows.map_partitions(_tag_clusters, forests[0], include_singletons, meta=meta)
 
 
-def _repeated_fingerprints(part: pd.DataFrame) -> pd.DataFrame:
-    """Fingerprints held by more than one row in a partition shuffled by fingerprint."""
-    values, counts = np.unique(part[FINGERPRINT].to_numpy(), return_counts=True)
-    return pd.DataFrame({FINGERPRINT: values[counts > 1]})
+Forest = tuple[np.ndarray, np.ndarray]  # (fingerprints ascending, smallest fingerprint of each one's component)
+
+
+def _forest(node_a: np.ndarray, node_b: np.ndarray) -> Forest:
+    """Components of the edges between fingerprint values, as (nodes, label of each).
+    O(E log E)."""
+    if not node_a.size:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64)
+    nodes, local = np.unique(np.concatenate([node_a, node_b]), return_inverse=True)
+    labels = ComponentLabeler(nodes.size)
+    labels.add(local[: node_a.size], local[node_a.size :])
+    # Nodes are ascending, so the smallest node index is the smallest fingerprint.
+    return nodes, nodes[labels.labels()]
+
+
+def _job_forest(everything: tuple[np.ndarray, np.ndarray], plan: TablePlan, k: int, job: SearchJob) -> Forest:
+    """One job's edges (positions) reduced to a forest over fingerprint values.  A duplicate
+    group becomes self-edges (fp, fp), which keep it a node.  Memory O(N) for a union-find
+    over positions, so the job's edges are never all held."""
+    values, _ = everything
+    labeler = ComponentLabeler(values.size)
+    for left, right in _job_edge_blocks(values, plan, k, job, DEFAULT_BLOCK_SIZE):
+        labeler.add(left, right)
+    label = labeler.labels()
+    linked = np.flatnonzero(label != np.arange(values.size))
+    return _forest(values[linked], values[label[linked]])
+
+
+def _merge_forests(*forests: Forest) -> Forest:
+    """The union of forests, reduced again to one forest.  O(nodes log nodes)."""
+    return _forest(np.concatenate([f[0] for f in forests]), np.concatenate([f[1] for f in forests]))
 
 
 def _tag_clusters(part: pd.DataFrame, table: tuple[np.ndarray, np.ndarray], include_singletons: bool) -> pd.DataFrame:
     """Each row's cluster label: binary search in the sorted node list.  O(n log nodes)."""
+    pd = _pandas()
     nodes, cluster_of_node = table
     fingerprints = part[FINGERPRINT].to_numpy()
     where = np.minimum(np.searchsorted(nodes, fingerprints), max(nodes.size - 1, 0))
@@ -545,11 +696,64 @@ def run_pairs_job(
     string is the address of a running scheduler (``workers`` is then ignored).  ``k``
     defaults to 3.
     """
+    k = 3 if k is None else k
+    plan = _plan(k, blocks)
+    summary = _run_parquet_job(
+        parquet_glob, out_dir, scheduler, workers, lambda: find_all(parquet_glob, k=plan.k, blocks=plan.blocks)
+    )
+    summary["pairs"] = _parquet_rows(os.path.join(summary["out_dir"], "*.parquet"))
+    summary.update(k=plan.k, blocks=plan.blocks, tables=len(plan.tables))
+    return summary
+
+
+def run_clusters_job(
+    parquet_glob: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    k: int | None = None,
+    blocks: int | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    *,
+    include_singletons: bool = False,
+) -> dict[str, Any]:
+    """Run :func:`clusters` over Parquet (key, fingerprint) files and write ``(key,
+    cluster)`` rows as Parquet files into ``out_dir`` (which must not already hold Parquet
+    files); ``cluster`` is the smallest fingerprint of the key's component.  Arguments and
+    summary as :func:`run_pairs_job`, with ``clustered_keys`` (rows written) and
+    ``clusters`` (distinct clusters, counted by reading the cluster column back) in place
+    of ``pairs``.
+    """
+    k = 3 if k is None else k
+    plan = _plan(k, blocks)
+    summary = _run_parquet_job(
+        parquet_glob,
+        out_dir,
+        scheduler,
+        workers,
+        lambda: clusters(parquet_glob, k=plan.k, blocks=plan.blocks, include_singletons=include_singletons),
+    )
+    import pyarrow.dataset as ds
+
+    written = ds.dataset(summary["out_dir"], format="parquet").to_table(columns=["cluster"]).column("cluster")
+    summary["clustered_keys"] = len(written)
+    summary["clusters"] = int(np.unique(written.to_numpy()).size) if len(written) else 0
+    summary.update(k=plan.k, blocks=plan.blocks, tables=len(plan.tables))
+    return summary
+
+
+def _run_parquet_job(
+    parquet_glob: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    scheduler: str | None,
+    workers: int | None,
+    build: Callable[[], dd.DataFrame],
+) -> dict[str, Any]:
+    """Write ``build()`` as Parquet into ``out_dir`` on a cluster: a local one of ``workers``
+    processes (one thread each) for ``scheduler`` None or ``"local"``, else the running
+    scheduler at that address.  Returns the rows read, seconds, scheduler, worker count."""
     _dask()
     from dask.distributed import Client, LocalCluster
 
-    k = 3 if k is None else k
-    plan = _plan(k, blocks)
     out = Path(out_dir)
     if out.exists() and any(out.glob("*.parquet")):
         raise InvalidInputError(f"{out} already holds Parquet files", "choose an empty or new output directory")
@@ -557,33 +761,22 @@ def run_pairs_job(
         raise InvalidInputError(f"workers={workers!r} must be a positive int")
     local = scheduler in (None, "local")
     started = time.perf_counter()
-    # A local scheduler logs every P2P shuffle's start and end at WARNING level, about 30
-    # lines per job that say nothing is wrong; keep them off the user's terminal.
-    shuffle_log = logging.getLogger("distributed.shuffle._scheduler_plugin")
-    saved_level = shuffle_log.level
     cluster = None
     try:
         if local:
-            shuffle_log.setLevel(logging.ERROR)
             cluster = LocalCluster(
                 n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True, dashboard_address=":0"
             )
         with Client(cluster if cluster is not None else scheduler) as client:
             rows = _parquet_rows(parquet_glob)
-            pairs = find_all(parquet_glob, k=plan.k, blocks=plan.blocks)
-            pairs.to_parquet(os.fspath(out), write_index=False)
+            build().to_parquet(os.fspath(out), write_index=False)
             address = client.scheduler.address
             worker_count = len(client.nthreads())
     finally:
         if cluster is not None:
             cluster.close()
-        shuffle_log.setLevel(saved_level)
     return {
         "rows": rows,
-        "pairs": _parquet_rows(os.path.join(os.fspath(out), "*.parquet")),
-        "k": plan.k,
-        "blocks": plan.blocks,
-        "tables": len(plan.tables),
         "seconds": round(time.perf_counter() - started, 3),
         "scheduler": "local" if local else address,
         "workers": worker_count,

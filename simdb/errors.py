@@ -88,3 +88,7 @@ class DiskFullError(DatabaseError):
 
 class StorageError(DatabaseError):
     """Any other failure reported by LMDB or the operating system."""
+
+
+class DaskNotInstalledError(SimdbError, ImportError):
+    """An optional extra (Dask, pandas or pyarrow: ``pip install simdb[dask]``) is not installed."""

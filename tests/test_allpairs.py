@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from functools import cached_property
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from simdb import allpairs
 from simdb.allpairs import (
     ComponentLabeler,
     _claim_rules,
@@ -21,8 +23,11 @@ from simdb.allpairs import (
     find_all,
     find_clusters,
     iter_clusters,
+    iter_job_edge_blocks,
+    iter_job_pair_blocks,
     iter_pair_blocks,
     iter_table_pair_blocks,
+    plan_search_jobs,
 )
 from simdb.errors import DistanceError, InvalidFingerprintError, InvalidInputError
 from simdb.plan import TablePlan
@@ -421,3 +426,107 @@ def test_table_number_is_validated():
     for bad in (-1, 10, True, 1.0):
         with pytest.raises(InvalidInputError):
             iter_table_pair_blocks(np.arange(3, dtype=np.uint64), plan, bad)
+
+
+# ----------------------------------------------------------------------------- parallel jobs
+
+
+@SETTINGS
+@given(data=any_input, k=st.integers(0, 4), choice=st.integers(0, 3), workers=st.sampled_from([2, 3, 7, 64]))
+def test_search_jobs_together_report_each_pair_once(data, k, choice, workers):
+    """The jobs of a parallel plan (tables split into groups, groups into shares of rows)
+    report exactly the brute-force pairs, each once, and their edges give the components."""
+    blocks = plans_for(k)[choice % len(plans_for(k))]
+    plan = TablePlan.create(k, blocks)
+    array = np.asarray(data, dtype=np.uint64)
+    jobs = plan_search_jobs(plan, k, workers)
+    assert len(jobs) >= min(workers, 2) or len(plan.tables) == 1
+    saved = allpairs.SHARE_ROWS
+    allpairs.SHARE_ROWS = 1 + len(data) // 5  # jobs search their rows in several sub-shares
+    try:
+        check_jobs(data, k, plan, array, jobs)
+    finally:
+        allpairs.SHARE_ROWS = saved
+
+
+def check_jobs(data, k, plan, array, jobs):
+    found: dict[tuple[int, int], int] = {}
+    edges: list[tuple[int, int]] = []
+    for job in jobs:
+        for pair, distance in collect(iter_job_pair_blocks(array, plan, job, block_size=7)).items():
+            assert pair not in found, f"pair {pair} reported by two jobs"
+            found[pair] = distance
+        for left, right in iter_job_edge_blocks(array, plan, job, block_size=7):
+            edges += zip(left.tolist(), right.tolist())
+    assert found == brute_pairs(data, k)
+    left = [a for a, _ in edges]
+    right = [b for _, b in edges]
+    assert connected_components(len(data), left, right).tolist() == brute_components(len(data), list(found))
+
+
+def parallel_input(n: int = 60_000, seed: int = 11) -> np.ndarray:
+    """Above the threads' size threshold: clustered values, a duplicate group, random rest."""
+    rng = np.random.default_rng(seed)
+    bases = rng.integers(0, 2**64, n // 20, dtype=np.uint64)
+    values = rng.choice(bases, n)
+    flips = rng.integers(0, 64, n).astype(np.uint64)
+    values[::2] ^= np.uint64(1) << flips[::2]
+    values[:500] = values[0]
+    return values
+
+
+@pytest.mark.parametrize("share_rows", [allpairs.SHARE_ROWS, 4096])
+def test_threads_give_the_same_pairs_and_clusters_as_one_thread(monkeypatch, share_rows):
+    monkeypatch.setattr(allpairs, "SHARE_ROWS", share_rows)  # 4096: threads balance over many sub-shares
+    values = parallel_input()
+    pairs_one, distances_one = find_all(values, k=3, workers=1)
+    pairs_two, distances_two = find_all(values, k=3, workers=2)
+    one = sorted(zip(pairs_one[:, 0].tolist(), pairs_one[:, 1].tolist(), distances_one.tolist()))
+    two = sorted(zip(pairs_two[:, 0].tolist(), pairs_two[:, 1].tolist(), distances_two.tolist()))
+    assert len(one) > 100_000 and one == two
+    plan = TablePlan.create(3)
+    labels = cluster_labels(values, plan, workers=1)
+    assert np.array_equal(cluster_labels(values, plan, workers=3), labels)
+    assert find_clusters(values, k=2, workers=4) == find_clusters(values, k=2, workers=1)
+
+
+def test_closing_a_threaded_stream_early_stops_its_threads():
+    before = threading.active_count()
+    blocks = iter_pair_blocks(parallel_input(), TablePlan.create(3), block_size=100, workers=2)
+    next(blocks)
+    assert threading.active_count() > before
+    blocks.close()
+    assert threading.active_count() == before
+
+
+def test_an_error_in_a_thread_is_raised_to_the_caller(monkeypatch):
+    from simdb import allpairs
+
+    def failing(*args, **kwargs):
+        raise MemoryError("no room for the sort")
+
+    monkeypatch.setattr(allpairs, "_share_pair_blocks", failing)
+    with pytest.raises(MemoryError, match="no room"):
+        find_all(parallel_input(), workers=2)
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5, "2"])
+def test_invalid_worker_counts_are_refused(bad):
+    with pytest.raises(InvalidInputError, match="workers"):
+        find_all([1, 2, 3], workers=bad)
+
+
+def test_jobs_are_cut_to_bound_the_rows_each_one_searches():
+    plan = TablePlan.create(3, 5)
+    values = parallel_input(20_000)
+    jobs = plan_search_jobs(plan, 3, 1, rows=values.size, max_job_rows=values.size // 6)
+    assert len(jobs) >= 4 * 6 and all(job.digit is not None for job in jobs)
+    found: dict[tuple[int, int], int] = {}
+    reported = 0
+    for job in jobs:
+        pairs_of_job = collect(iter_job_pair_blocks(values, plan, job))
+        reported += len(pairs_of_job)
+        found.update(pairs_of_job)
+    assert reported == len(found)  # no pair reported by two jobs
+    pairs, distances = find_all(values, k=3, workers=1)
+    assert found == dict(zip(map(tuple, pairs.tolist()), distances.tolist()))

@@ -9,8 +9,8 @@ import pytest
 pytest.importorskip("dask.distributed")
 pytest.importorskip("pyarrow")
 
-import simdb  # noqa: E402
-from tests.test_cli import json_lines, run  # noqa: E402
+import simdb
+from tests.test_cli import json_lines, run
 
 
 def test_export_parquet_then_pairs_on_dask_equals_the_database_pairs(tmp_path) -> None:
@@ -40,3 +40,43 @@ def test_parquet_options_need_each_other(tmp_path) -> None:
     assert run("pairs", "--parquet", tmp_path / "*.parquet").exit_code == 2
     assert run("pairs", "--out", tmp_path / "x", "--db", tmp_path / "db").exit_code == 2
     assert run("export", "--format", "parquet", "--db", tmp_path / "db").exit_code == 2
+
+
+def test_parquet_shards_import_without_rehashing(tmp_path) -> None:
+    """Shards of (key, fingerprint) rows, as export --format parquet and batch jobs write
+    them, import into a database with the same documents (issue 17)."""
+    import numpy as np
+    import pandas as pd
+
+    rng = random.Random(7)
+    items = [(f"k{i}", rng.getrandbits(64)) for i in range(300)]
+    source = tmp_path / "db"
+    with simdb.open(source) as db:
+        db.add_many(items)
+    assert run("export", "--format", "parquet", "-o", tmp_path / "fp.parquet", "--db", source).exit_code == 0
+    # A shard written by another engine: int64 fingerprints holding the same 64 bits.
+    more = [(f"m{i}", rng.getrandbits(64) | 1 << 63) for i in range(50)]
+    signed = np.array([fp for _, fp in more], dtype=np.uint64).view(np.int64)
+    pd.DataFrame({"key": [key for key, _ in more], "fingerprint": signed}).to_parquet(tmp_path / "shard-1.parquet")
+    result = run("import", tmp_path / "fp.parquet", tmp_path / "shard-1.parquet", "--db", tmp_path / "copy")
+    assert result.exit_code == 0, result.stderr
+    with simdb.open(tmp_path / "copy") as db:
+        assert sorted((doc.key, doc.fingerprint) for doc in db.items()) == sorted(items + more)
+
+
+def test_unusable_parquet_shards_are_reported_by_name(tmp_path) -> None:
+    import pandas as pd
+
+    (tmp_path / "junk.parquet").write_text("not parquet")
+    pd.DataFrame({"key": [1, 2], "fingerprint": [1, 2]}).to_parquet(tmp_path / "intkeys.parquet")
+    pd.DataFrame({"key": ["a", None], "fingerprint": [1, 2]}).to_parquet(tmp_path / "nullkey.parquet")
+    result = run(
+        "import", tmp_path / "junk.parquet", tmp_path / "intkeys.parquet", tmp_path / "nullkey.parquet",
+        "--db", tmp_path / "db",
+    )
+    assert result.exit_code == 2
+    assert "junk.parquet" in result.stderr and "not a readable Parquet file" in result.stderr
+    assert "intkeys.parquet" in result.stderr and "string 'key' column" in result.stderr
+    assert f"{tmp_path / 'nullkey.parquet'}:2" in result.stderr
+    with simdb.open(tmp_path / "db") as db:
+        assert [doc.key for doc in db.items()] == ["a"]

@@ -99,6 +99,23 @@ def test_find_all_equals_single_machine(client: Client, kind: str, k: int, block
     assert got["distance"].dtype == np.uint8
 
 
+@pytest.mark.parametrize("kind", sorted(INPUTS))
+def test_find_all_cut_into_many_jobs_equals_single_machine(client: Client, kind: str) -> None:
+    """workers=7 cuts table groups into shares of rows: still every pair exactly once."""
+    fingerprints = INPUTS[kind]()
+    got = distributed.find_all(as_frame(fingerprints), k=3, workers=7).compute()
+    assert rows(got, distributed.PAIR_COLUMNS) == local_pairs(fingerprints, 3, None)
+
+
+def test_find_all_and_clusters_shuffle_no_rows() -> None:
+    """The plan reads every fingerprint in each job instead of shuffling rows per table:
+    no shuffle or merge task in the graph (issue 17)."""
+    frame = as_frame(clustered_input(500))
+    for result in (distributed.find_all(frame, workers=4), distributed.clusters(frame, workers=4)):
+        names = {str(key[0] if isinstance(key, tuple) else key) for key in dict(result.__dask_graph__())}
+        assert not [name for name in names if "shuffle" in name or "p2p" in name or "hash-join" in name]
+
+
 def test_k0_reports_only_identical_fingerprints(client: Client) -> None:
     fingerprints = duplicate_heavy_input()
     got = distributed.find_all(as_frame(fingerprints), k=0).compute()
@@ -168,7 +185,9 @@ def test_clusters_equal_single_machine(client: Client, kind: str) -> None:
     got = distributed.clusters(as_frame(fingerprints), k=3).compute()
     groups = sorted(sorted(members) for members in got.groupby("cluster")["key"].agg(list))
     assert groups == sorted(find_clusters(fingerprints, k=3))
-    with_singletons = distributed.clusters(as_frame(fingerprints), k=3, include_singletons=True).compute()
+    with_singletons = distributed.clusters(
+        as_frame(fingerprints), k=3, include_singletons=True, workers=6, fan_in=2
+    ).compute()  # many jobs: forests merged over several levels
     groups = sorted(sorted(members) for members in with_singletons.groupby("cluster")["key"].agg(list))
     assert groups == sorted(find_clusters(fingerprints, k=3, include_singletons=True))
 
@@ -204,6 +223,18 @@ def test_pairs_job_without_scheduler_starts_its_own_cluster(tmp_path) -> None:
     assert rows(got, distributed.PAIR_COLUMNS) == local_pairs(fingerprints, 3, None)
 
 
+def test_clusters_job_writes_parquet_equal_to_find_clusters(client: Client, tmp_path) -> None:
+    fingerprints = duplicate_heavy_input(800, seed=12)
+    pd.DataFrame({"key": np.arange(fingerprints.size), "fingerprint": fingerprints}).to_parquet(tmp_path / "in.parquet")
+    summary = distributed.run_clusters_job(
+        tmp_path / "in.parquet", tmp_path / "clusters", k=3, scheduler=client.scheduler.address
+    )
+    expected = sorted(find_clusters(fingerprints, k=3))
+    got = pd.read_parquet(tmp_path / "clusters")
+    assert sorted(sorted(members) for members in got.groupby("cluster")["key"].agg(list)) == expected
+    assert summary["clusters"] == len(expected) and summary["clustered_keys"] == sum(map(len, expected))
+
+
 # -- errors and the optional import ----------------------------------------------------
 
 
@@ -224,6 +255,23 @@ def test_missing_dask_gives_the_install_hint(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setitem(sys.modules, "dask.dataframe", None)  # makes the import fail
     with pytest.raises(SimdbError, match=r"pip install simdb\[dask\]"):
         distributed.find_all("anything.parquet")
+
+
+def test_without_pandas_the_module_imports_and_use_gives_the_install_hint() -> None:
+    """Issue 15: pandas (and Dask) made unimportable in a fresh interpreter."""
+    code = (
+        "import sys; sys.modules['pandas'] = None; sys.modules['dask'] = None\n"
+        "import simdb.distributed as d\n"
+        "from simdb.errors import DaskNotInstalledError\n"
+        "assert d.DaskNotInstalledError is DaskNotInstalledError\n"
+        "try:\n"
+        "    d.find_all('x.parquet')\n"
+        "except DaskNotInstalledError as error:\n"
+        "    print(error.hint)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "pip install simdb[dask]"
 
 
 def test_importing_simdb_does_not_import_dask() -> None:
