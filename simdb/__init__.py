@@ -51,7 +51,7 @@ from simdb.keys import parse_fingerprint
 from simdb.plan import TablePlan, default_blocks
 from simdb.threshold import DEFAULT_THRESHOLD, candidate_distance
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "DEFAULT_THRESHOLD",
