@@ -1127,15 +1127,20 @@ class Database:
         if sketch is None or not self._sketched:
             return similarities
         query = np.frombuffer(sketch, dtype=np.uint8)
+        positions: list[int] = []
+        agreeing: list[int] = []
         for position, raw_id in enumerate(raw_ids):
             stored = self._stored_sketch(txn, raw_id)
             if stored is None:
                 continue
             if not stored:
-                similarities[position] = 0.0
+                similarities[position] = 0.0  # a featureless document is similar to nothing
                 continue
-            agreeing = np.count_nonzero(query == np.frombuffer(stored, dtype=np.uint8))
-            similarities[position] = candidate_similarities(distances[position : position + 1], [agreeing], kind)[0]
+            positions.append(position)
+            agreeing.append(int(np.count_nonzero(query == np.frombuffer(stored, dtype=np.uint8))))
+        if positions:
+            chosen = np.array(positions, dtype=np.int64)
+            similarities[chosen] = candidate_similarities(np.asarray(distances)[chosen], agreeing, kind)
         return similarities
 
     def _matches(
