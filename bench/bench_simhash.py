@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from quality import read_corpus  # noqa: E402
 
-from simdb.fingerprint import Fingerprinter, simhash, simhash_many  # noqa: E402
+from simdb.fingerprint import SKETCH_BYTES, Fingerprinter, simhash, simhash_many  # noqa: E402
 
 DEFAULT_CORPUS = "/work/shared/corpora/reuters21578"
 
@@ -109,9 +109,9 @@ def main(argv: list[str] | None = None) -> None:
     rates["simdb simhash(text) per call"] = best_rate(
         lambda: [simhash(text) for text in documents], len(documents), args.repeats)
     minwise = Fingerprinter(kind="minhash")
-    rates["simdb kind=minhash fingerprints_and_sketches (fp + 128-byte sketch)"] = best_rate(
+    rates[f"simdb kind=minhash fingerprints_and_sketches (fp + {SKETCH_BYTES}-byte sketch)"] = best_rate(
         lambda: minwise.fingerprints_and_sketches(documents), len(documents), args.repeats)
-    rates["simdb kind=simhash fingerprints_and_sketches (fp + 128-byte sketch)"] = best_rate(
+    rates[f"simdb kind=simhash fingerprints_and_sketches (fp + {SKETCH_BYTES}-byte sketch)"] = best_rate(
         lambda: fingerprinter.fingerprints_and_sketches(documents), len(documents), args.repeats)
     rates["simdb kind=minhash fingerprint_and_sketch(text) per call"] = best_rate(
         lambda: [minwise.fingerprint_and_sketch(text) for text in documents], len(documents), args.repeats)

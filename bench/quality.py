@@ -10,11 +10,12 @@ documents added with ``add_texts``, and ``pairs(threshold=tau)`` taken as simdb'
 tau = 0.9 and 0.8.  Beside it, in the same run: datasketch ``MinHashLSH(num_perm=128,
 threshold=tau)`` as users run it (every LSH query's candidates) and the same candidates kept
 when their MinHash estimate is >= tau.  Then an error analysis of simdb's misses (beyond the
-candidate radius, or sketch estimate below tau) and false pairs (their exact J), and
+candidate radius, or joint estimate below tau) and false pairs (their exact J), and
 what-ifs computed in the benchmark only, from a reproduction of the library's minwise
-construction (checked equal to the library's fingerprints and sketches): a wider candidate
-radius, 192- and 256-byte sketches, and one maximum-likelihood estimate from the 64
-fingerprint bits and the sketch bytes together.  ``--seeds N`` repeats simdb's pipeline
+construction (checked equal to the library's fingerprints and sketches; the estimate is the
+library's own :func:`simdb.threshold.candidate_similarities`): a wider candidate radius, the
+sketch alone, and the previous defaults (a 128-byte sketch alone, or jointly with the 64
+bits).  ``--seeds N`` repeats simdb's pipeline
 (reproduced) and MinHashLSH under N choices of hash functions and prints mean (sd), since
 one hash function's F1 is one draw.  For the plagiarism short-answer corpus (a directory with
 ``file_information.csv``) it adds how the labelled categories relate to what simdb reports.
@@ -24,7 +25,7 @@ CORPUS_PATH may also be ``messy:N`` (or ``messy:N:SEED``): N generated mailing-l
 from :mod:`messy_corpus`, with signatures, quoted replies, footers and attachments.
 ``--kinds`` prints only the comparison of fingerprint kinds and SimHash weights (best k of
 each, measured): SimHash tf / binary / log, the one-bit minwise fingerprint
-(``kind="minhash"``) raw and with its 128-byte sketch check (estimate >= tau), beside
+(``kind="minhash"``) raw and with its sketch check (sketch-only estimate >= tau), beside
 MinHash LSH.
 
 CORPUS_PATH is a directory of Reuters-21578 SGML files (``reut2-*.sgm``; each article's
@@ -461,8 +462,9 @@ def print_kinds(documents: Sequence[str], truth: dict[float, PairKeys], lsh: dic
 #: Thresholds of the plagiarism-label table: the defaults' two and lower ones, to see where
 #: the labelled categories start to be reported.
 LABEL_THRESHOLDS = (0.9, 0.8, 0.5, 0.3, 0.2)
-#: Sketch sizes of the larger-sketch what-if (bins = bytes per document).
-SKETCH_BINS = (128, 192, 256)
+#: Sketch sizes of the what-ifs (bins = bytes per document): the library's (SKETCH_BYTES,
+#: 192) and the previous default, 128.
+SKETCH_BINS = (128, 192)
 #: Extra candidate radii of the radius what-if, added to candidate_distance(tau).
 EXTRA_RADII = (0, 2, 4)
 
@@ -526,7 +528,7 @@ def minwise_values(hash_lists: Sequence[npt.NDArray[np.uint64]], bins: int, salt
     function; then ``fmix64(h ^ salt)`` when a salt is given, as the sketch does), bin = the
     top of the value's range (the top bits when ``bins`` is a power of two, as in the
     library), minimum per bin, optimal densification, ``_bin_values``.  Returns the (docs,
-    bins) mixed values: bit 0 of the 64-bin values is the fingerprint, byte 0 of the 128-bin
+    bins) mixed values: bit 0 of the 64-bin values is the fingerprint, byte 0 of the 192-bin
     ones with SKETCH_SALT the sketch.  Rows of featureless documents are meaningless (the
     callers zero them).  O(total features)."""
     from simdb.fingerprint import _bin_values, _densify, _fmix64
@@ -555,7 +557,7 @@ def minwise_fingerprints(hash_lists: Sequence[npt.NDArray[np.uint64]], seed: int
 
 
 def minwise_sketches(hash_lists: Sequence[npt.NDArray[np.uint64]], bins: int, seed: int = 0) -> npt.NDArray[np.uint8]:
-    """What-if sketches of ``bins`` bytes (the library's sketches at 128 bins and seed 0);
+    """What-if sketches of ``bins`` bytes (the library's sketches at 192 bins and seed 0);
     featureless rows zero.  O(total features)."""
     from simdb.fingerprint import SKETCH_SALT
 
@@ -579,8 +581,15 @@ def byte_estimates(rows: npt.NDArray[np.uint8], keys: PairKeys, n: int) -> npt.N
 def ml_estimates(distances: npt.NDArray[np.int64], agreeing: npt.NDArray[np.int64], bins: int) -> npt.NDArray[np.float64]:
     """The maximum-likelihood Jaccard of each pair from both of its sketches at once: the 64
     one-bit minwise bits (each differs with probability (1 - J) / 2) and the ``bins`` sketch
-    bytes (each agrees with probability J + (1 - J) / 256), on a grid of 0.001.  O(65 * bins
-    * 1001) for the table, then a lookup per pair."""
+    bytes (each agrees with probability J + (1 - J) / 256).  At the library's sketch size
+    this is the library's own estimator (:func:`simdb.threshold.joint_similarities`); other
+    sizes (what-ifs) use the same model on a grid of 0.001: O(65 * bins * 1001) for the
+    table, then a lookup per pair."""
+    from simdb.fingerprint import SKETCH_BYTES
+    from simdb.threshold import joint_similarities
+
+    if bins == SKETCH_BYTES:
+        return joint_similarities(64 - np.asarray(distances, dtype=np.int64), agreeing)
     grid = np.linspace(0.0, 1.0, 1001)
     flip = np.clip((1 - grid) / 2, 1e-12, 1.0)
     agree = grid + (1 - grid) / 256
@@ -594,15 +603,20 @@ def ml_estimates(distances: npt.NDArray[np.int64], agreeing: npt.NDArray[np.int6
 
 
 SEEDED_METHODS = (
-    "simdb defaults (64 bits, 128-byte sketch >= tau)",
-    "192-byte sketch >= tau",
-    "256-byte sketch >= tau",
+    "simdb defaults (joint ML of 64 bits + 192-byte sketch >= tau)",
+    "192-byte sketch alone >= tau",
+    "previous defaults (128-byte sketch alone >= tau)",
     "ML(64 bits + 128 bytes) >= tau",
-    "ML(64 bits + 192 bytes) >= tau",
-    "ML(64 bits + 256 bytes) >= tau",
     "MinHashLSH (LSH candidates)",
     "MinHashLSH + estimate >= tau",
 )
+
+
+def _seeded_label(bins: int, joint: bool) -> str:
+    """The SEEDED_METHODS row of a sketch size and estimate."""
+    if bins == 192:
+        return SEEDED_METHODS[0] if joint else SEEDED_METHODS[1]
+    return SEEDED_METHODS[3] if joint else SEEDED_METHODS[2]
 
 
 def seeded_scores(hash_lists: Sequence[npt.NDArray[np.uint64]], sets: Sequence[frozenset[str]], truth: dict[float, PairKeys],
@@ -620,9 +634,9 @@ def seeded_scores(hash_lists: Sequence[npt.NDArray[np.uint64]], sets: Sequence[f
         agreeing = np.count_nonzero(rows[keys // n] == rows[keys % n], axis=1)
         alone = np.clip((agreeing / bins - 1 / 256) / (1 - 1 / 256), 0.0, 1.0)
         combined = ml_estimates(distances, agreeing, bins)
-        label = SEEDED_METHODS[0] if bins == 128 else f"{bins}-byte sketch >= tau"
-        result[label] = {tau: scores(np.unique(keys[within[tau] & (alone >= tau)]), truth[tau]) for tau in THRESHOLDS}
-        result[f"ML(64 bits + {bins} bytes) >= tau"] = {
+        result[_seeded_label(bins, False)] = {
+            tau: scores(np.unique(keys[within[tau] & (alone >= tau)]), truth[tau]) for tau in THRESHOLDS}
+        result[_seeded_label(bins, True)] = {
             tau: scores(np.unique(keys[within[tau] & (combined >= tau)]), truth[tau]) for tau in THRESHOLDS}
     minhashes = build_minhashes(sets, seed + 1)
     lsh = {tau: minhash_lsh_pairs(sets, tau, minhashes) for tau in THRESHOLDS}
@@ -747,7 +761,8 @@ def database_report(corpus: str, documents: Sequence[str], sets: Sequence[frozen
     MinHashLSH + estimate check, the error analysis of simdb's misses and false pairs, and the
     what-ifs (candidate radius, sketch size, maximum-likelihood estimate from both sketches)."""
     import simdb
-    from simdb.threshold import candidate_distance
+    from simdb.fingerprint import SKETCH_BYTES
+    from simdb.threshold import candidate_distance, candidate_similarities
 
     n = len(documents)
     root = Path(corpus)
@@ -785,14 +800,17 @@ def database_report(corpus: str, documents: Sequence[str], sets: Sequence[frozen
     hash_lists = feature_hash_lists(documents, fingerprinter)
     sketch_rows = {bins: minwise_sketches(hash_lists, bins) for bins in SKETCH_BINS}
     same_fingerprints = bool(np.array_equal(minwise_fingerprints(hash_lists), fingerprints))
-    library_rows = np.frombuffer(b"".join(s if s else bytes(128) for s in sketches), dtype=np.uint8).reshape(-1, 128)
-    same = bool(np.array_equal(sketch_rows[128], library_rows))
-    estimates = byte_estimates(sketch_rows[128], near_keys, n)
+    library_rows = np.frombuffer(b"".join(s if s else bytes(SKETCH_BYTES) for s in sketches), dtype=np.uint8)
+    library_rows = library_rows.reshape(-1, SKETCH_BYTES)
+    same = bool(np.array_equal(sketch_rows[SKETCH_BYTES], library_rows))
+    agreeing = np.count_nonzero(library_rows[near_keys // n] == library_rows[near_keys % n], axis=1)
+    estimates = candidate_similarities(near_distances, agreeing, fingerprinter.kind)
 
     print()
     print("Error analysis of simdb's answer (reproduced from Fingerprinter(): candidates within"
-          f" candidate_distance(tau) bits, kept when the 128-byte sketch estimate >= tau; what-if sketch code"
-          f" equals the library's sketches: {same}, fingerprints: {same_fingerprints})")
+          f" candidate_distance(tau) bits, kept when the library's joint estimate of the 64 bits and the"
+          f" {SKETCH_BYTES}-byte sketch >= tau; what-if sketch code equals the library's sketches: {same},"
+          f" fingerprints: {same_fingerprints})")
     print()
     print("| tau | radius | reproduced = db | true pairs | found | FN | FN: distance > radius | FN: estimate < tau |"
           " FP | FP with J in [tau-0.05, tau) | FP with J < tau-0.05 |")
@@ -811,27 +829,28 @@ def database_report(corpus: str, documents: Sequence[str], sets: Sequence[frozen
 
     rows: list[tuple[str, dict[float, Scores]]] = []
     for extra in EXTRA_RADII:
-        label = f"radius candidate_distance{f' + {extra}' if extra else ''}, 128-byte sketch >= tau"
+        label = f"radius candidate_distance{f' + {extra}' if extra else ''}, joint ML(64 bits + {SKETCH_BYTES} bytes) >= tau"
         rows.append((label + (" (= defaults)" if not extra else ""), {
             tau: scores(np.unique(near_keys[(near_distances <= radii[tau] + extra) & (estimates >= tau)]), truth[tau])
             for tau in THRESHOLDS}))
-    for bins in SKETCH_BINS[1:]:
-        wide = byte_estimates(sketch_rows[bins], near_keys, n)
-        for extra in (0, max(EXTRA_RADII)):
-            rows.append((f"radius candidate_distance{f' + {extra}' if extra else ''}, {bins}-byte sketch >= tau", {
-                tau: scores(np.unique(near_keys[(near_distances <= radii[tau] + extra) & (wide >= tau)]), truth[tau])
-                for tau in THRESHOLDS}))
     for bins in SKETCH_BINS:
-        agreeing = np.count_nonzero(sketch_rows[bins][near_keys // n] == sketch_rows[bins][near_keys % n], axis=1)
-        combined = ml_estimates(near_distances, agreeing, bins)
-        for extra in (0, max(EXTRA_RADII)):
-            rows.append((f"radius candidate_distance{f' + {extra}' if extra else ''}, ML(64 bits + {bins} bytes) >= tau", {
-                tau: scores(np.unique(near_keys[(near_distances <= radii[tau] + extra) & (combined >= tau)]), truth[tau])
-                for tau in THRESHOLDS}))
+        alone = byte_estimates(sketch_rows[bins], near_keys, n)
+        rows.append((f"radius candidate_distance, {bins}-byte sketch alone >= tau"
+                     + (" (previous defaults)" if bins == 128 else ""), {
+            tau: scores(np.unique(near_keys[(near_distances <= radii[tau]) & (alone >= tau)]), truth[tau])
+            for tau in THRESHOLDS}))
+    for bins in SKETCH_BINS:
+        if bins == SKETCH_BYTES:
+            continue  # the defaults, above
+        agreeing_bins = np.count_nonzero(sketch_rows[bins][near_keys // n] == sketch_rows[bins][near_keys % n], axis=1)
+        combined = ml_estimates(near_distances, agreeing_bins, bins)
+        rows.append((f"radius candidate_distance, ML(64 bits + {bins} bytes) >= tau", {
+            tau: scores(np.unique(near_keys[(near_distances <= radii[tau]) & (combined >= tau)]), truth[tau])
+            for tau in THRESHOLDS}))
     rows.append((f"radius candidate_distance + {max(EXTRA_RADII)}, exact J >= tau (recall bound of the candidates)", {
         tau: scores(np.intersect1d(np.unique(near_keys[near_distances <= radii[tau] + max(EXTRA_RADII)]), truth[tau]), truth[tau])
         for tau in THRESHOLDS}))
-    print_scores_table("What-ifs, in the benchmark only (candidate radius, sketch bytes, one ML estimate from both sketches)", rows)
+    print_scores_table("What-ifs, in the benchmark only (candidate radius; the previous 128-byte sketch; the sketch alone)", rows)
     if seeds:
         print_seeded([seeded_scores(hash_lists, sets, truth, radii, seed) for seed in range(seeds)])
     if plagiarism:

@@ -5,7 +5,7 @@ Sub-databases of the one LMDB environment:
 - ``meta``: the configuration (format version, bits, k, block plan), the fingerprint
   settings, and the next document id;
 - ``docs``: document id (8 bytes big-endian) -> msgpack ``[key, fingerprint, meta]``;
-- ``sketches`` (format 2): document id -> the 128-byte verification sketch of a document added
+- ``sketches`` (format 2): document id -> the 192-byte verification sketch of a document added
   from text (b"" when the text had no features); documents added as fingerprints have none;
 - ``keys``: the key index, the 16-byte digest of the UTF-8 key (see :mod:`simdb.keys`) ->
   document id;
@@ -51,7 +51,7 @@ from simdb.errors import (
     InvalidKeyError,
     NotADatabaseError,
 )
-from simdb.fingerprint import SKETCH_BYTES, sketch_similarities, sketch_similarity
+from simdb.fingerprint import SKETCH_BYTES, sketch_agreements
 from simdb.keys import (
     FINGERPRINT_LIMIT,
     MAX_KEY_BYTES,
@@ -76,6 +76,7 @@ from simdb.storage import MAX_MAP_SIZE, Storage
 from simdb.threshold import (
     DEFAULT_THRESHOLD,
     candidate_distance,
+    candidate_similarities,
     check_threshold,
     fingerprint_similarities,
     kind_of,
@@ -912,7 +913,7 @@ class Database:
             similarities = fingerprint_similarities(distances, kind)
         else:  # every item has a sketch; a featureless one (b"") is similar to nothing
             rows, present = _sketch_matrix(batch.sketches)
-            similarities = sketch_similarities(rows[left], rows[right])
+            similarities = candidate_similarities(distances, sketch_agreements(rows[left], rows[right]), kind)
             similarities[~(present[left] & present[right])] = 0.0
         duplicates: dict[int, list[tuple[int, int, float]]] = {}
         for a, b, distance, similarity in zip(left.tolist(), right.tolist(), distances.tolist(), similarities.tolist()):
@@ -1117,18 +1118,29 @@ class Database:
         self, txn: lmdb.Transaction[bytes], sketch: bytes | None, raw_ids: list[bytes], distances: np.ndarray, kind: str
     ) -> np.ndarray:
         """Similarity of one query (its ``sketch``, None if it has none) to stored documents:
-        the sketch estimate where both sides have a sketch (0 when either is featureless, and
-        for a featureless query throughout), else the fingerprint estimate from
-        ``distances``.  One get per document."""
+        :func:`candidate_similarities` where both sides have a sketch (0 when either is
+        featureless, and for a featureless query throughout), else the fingerprint estimate
+        from ``distances``.  One get per document."""
         similarities = fingerprint_similarities(distances, kind)
         if sketch == b"":
             return np.zeros(len(raw_ids))  # a featureless text is similar to nothing
         if sketch is None or not self._sketched:
             return similarities
+        query = np.frombuffer(sketch, dtype=np.uint8)
+        positions: list[int] = []
+        agreeing: list[int] = []
         for position, raw_id in enumerate(raw_ids):
             stored = self._stored_sketch(txn, raw_id)
-            if stored is not None:
-                similarities[position] = sketch_similarity(sketch, stored) if sketch and stored else 0.0
+            if stored is None:
+                continue
+            if not stored:
+                similarities[position] = 0.0  # a featureless document is similar to nothing
+                continue
+            positions.append(position)
+            agreeing.append(int(np.count_nonzero(query == np.frombuffer(stored, dtype=np.uint8))))
+        if positions:
+            chosen = np.array(positions, dtype=np.int64)
+            similarities[chosen] = candidate_similarities(np.asarray(distances)[chosen], agreeing, kind)
         return similarities
 
     def _matches(
@@ -1453,7 +1465,7 @@ class Database:
 
     def _snapshot(self) -> _Snapshot:
         """Ids and fingerprints of every document in insertion order (from the first table),
-        and their sketches as an (n, 128) uint8 matrix with a state per row (no sketch,
+        and their sketches as an (n, 192) uint8 matrix with a state per row (no sketch,
         featureless, sketch), read in one transaction.  O(n log n)."""
         table = self.plan.tables[0]
         with self._storage.read() as txn:
@@ -1489,7 +1501,7 @@ class Database:
         with a featureless document are left out unless ``include_featureless`` (two
         featureless documents then have similarity 1, one has 0).  Similarities are
         vectorised over each block.  Cost: the in-memory all-pairs search at radius k plus
-        O(128) per candidate."""
+        O(192) per candidate."""
         kind = kind_of(self._fingerprinter)
         state, rows = snapshot.state, snapshot.rows
         for left, right, distance in _iter_pairs_any_k(snapshot.fingerprints, k):
@@ -1502,7 +1514,8 @@ class Database:
             similarity = fingerprint_similarities(distance, kind)
             both = (left_state == _SKETCHED) & (right_state == _SKETCHED)
             if both.any():
-                similarity[both] = sketch_similarities(rows[left[both]], rows[right[both]])
+                agreeing = sketch_agreements(rows[left[both]], rows[right[both]])
+                similarity[both] = candidate_similarities(distance[both], agreeing, kind)
             if featureless.any():
                 similarity[featureless] = np.where(left_state[featureless] == right_state[featureless], 1.0, 0.0)
             if threshold is not None:
@@ -1678,7 +1691,7 @@ def _all_pair_arrays(fingerprints: np.ndarray, k: int) -> tuple[np.ndarray, np.n
 
 
 def _sketch_matrix(sketches: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """Sketches (b"" for featureless) as an (n, 128) uint8 matrix and the mask of the
+    """Sketches (b"" for featureless) as an (n, 192) uint8 matrix and the mask of the
     non-empty ones.  O(n)."""
     present = np.fromiter(map(len, sketches), dtype=np.int64, count=len(sketches)) > 0
     rows = np.zeros((len(sketches), SKETCH_BYTES), dtype=np.uint8)

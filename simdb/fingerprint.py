@@ -32,9 +32,11 @@ every platform and in every release that keeps :data:`SETTINGS_VERSION`:
    ``i`` is bit 0 of ``fmix64(m_i ^ (i + 1) * MULTIPLIER)``; it differs between two texts
    with probability about ``(1 - J) / 2``.
 7. **Sketch** (:meth:`Fingerprinter.fingerprint_and_sketch`, either kind): the same
-   construction with 128 bins over ``fmix64(h ^ SKETCH_SALT)`` of each distinct hash,
-   keeping the low byte of each bin's value: 128 bytes, b"" for a featureless text;
-   :func:`sketch_similarity` estimates Jaccard from it.
+   construction with 192 bins over ``s = fmix64(h ^ SKETCH_SALT)`` of each distinct hash
+   (bin ``((s >> 32) * 192) >> 32``, the top of the value's range), keeping the low byte
+   of each bin's value: 192 bytes, b"" for a featureless text; :func:`sketch_similarity`
+   estimates Jaccard from it alone, :func:`simdb.threshold.joint_similarities` from it and
+   a minhash fingerprint together.
 
 All SimHash weights are integers, and sums of integers below 2**53 are exact in float64, so the
 vectorised numpy summation gives the same bits in any order on any BLAS.
@@ -93,9 +95,11 @@ IDF_SCALE = 64
 KINDS = ("simhash", "minhash")
 FEATURE_KINDS = ("word", "word-shingle", "char")
 WEIGHT_KINDS = ("tf", "binary", "log")
-#: Bytes of a verification sketch: one byte per bin of a 128-bin one-permutation minwise
-#: sketch of the features (see :func:`sketch_similarity`).
-SKETCH_BYTES = 128
+#: Bytes of a verification sketch: one byte per bin of a 192-bin one-permutation minwise
+#: sketch of the features (see :func:`sketch_similarity`).  192 rather than 128 so the
+#: joint estimate (:func:`simdb.threshold.joint_similarities`) is sharp enough at 0.9
+#: (issue #14); about 450 bytes per document after compact().
+SKETCH_BYTES = 192
 #: Xored into feature hashes before :func:`_fmix64` to give the sketch its own permutation.
 SKETCH_SALT = 0x2545F4914F6CDD1D
 #: Offset of the hashes that order the probes of densification (see _probe_order).
@@ -394,7 +398,9 @@ def _bin_minima(hashes: UInt64Array, counts: npt.NDArray[np.int64], bins: int, s
         parts_value.append(hashes)
     if sketch:
         rehashed = _sketch_hashes(hashes)
-        parts_index.append(row_offsets + bins + (rehashed >> np.uint64(64 - 7)).astype(np.int64))
+        # Bin = the top of the value's range, scaled to SKETCH_BYTES (not a power of two).
+        column = ((rehashed >> np.uint64(32)) * np.uint64(SKETCH_BYTES)) >> np.uint64(32)
+        parts_index.append(row_offsets + bins + column.astype(np.int64))
         parts_value.append(rehashed)
     index = np.concatenate(parts_index) if len(parts_index) > 1 else parts_index[0]
     values = np.concatenate(parts_value) if len(parts_value) > 1 else parts_value[0]
@@ -1366,33 +1372,50 @@ def _sketch_rows(sketches: Any, name: str) -> tuple[npt.NDArray[np.uint8], npt.N
     return np.frombuffer(joined, dtype=np.uint8).reshape(-1, SKETCH_BYTES), present
 
 
+def sketch_estimates(agreeing: npt.ArrayLike) -> FloatArray:
+    """The sketch-only Jaccard estimate from counts of agreeing sketch bytes (of
+    :data:`SKETCH_BYTES`): the share of agreeing bytes corrected for the 1/256 chance that
+    bytes of different minima agree, clipped to [0, 1].  O(n), numpy."""
+    share = np.asarray(agreeing, dtype=np.float64) / SKETCH_BYTES
+    return np.clip((share - _BYTE_COLLISION) / (1.0 - _BYTE_COLLISION), 0.0, 1.0)
+
+
+def sketch_agreements(a: Any, b: Any) -> npt.NDArray[np.int64]:
+    """How many of the :data:`SKETCH_BYTES` bytes of ``a[i]`` and ``b[i]`` agree, for many
+    pairs at once (arguments as :func:`sketch_similarities`; a featureless text's row counts
+    as zeros, so callers mask those).  O(n · SKETCH_BYTES), numpy."""
+    first, _ = _sketch_rows(a, "a")
+    second, _ = _sketch_rows(b, "b")
+    if first.shape[0] != second.shape[0]:
+        raise InvalidInputError(f"a has {first.shape[0]} sketches but b has {second.shape[0]}")
+    return np.count_nonzero(first == second, axis=1).astype(np.int64)
+
+
 def sketch_similarities(a: Any, b: Any) -> FloatArray:
     """:func:`sketch_similarity` of many pairs at once: ``a[i]`` against ``b[i]``, each an
     (n, :data:`SKETCH_BYTES`) uint8 array or a sequence of sketches (bytes, b"" for a
     featureless text).  Returns a float64 array of n estimates.  O(n · SKETCH_BYTES), numpy."""
     first, first_present = _sketch_rows(a, "a")
     second, second_present = _sketch_rows(b, "b")
-    if first.shape[0] != second.shape[0]:
-        raise InvalidInputError(f"a has {first.shape[0]} sketches but b has {second.shape[0]}")
-    agreeing = np.count_nonzero(first == second, axis=1) / SKETCH_BYTES
-    estimates = np.clip((agreeing - _BYTE_COLLISION) / (1.0 - _BYTE_COLLISION), 0.0, 1.0)
+    estimates = sketch_estimates(sketch_agreements(first, second))
     estimates[~(first_present & second_present)] = 0.0
     return estimates
 
 
 def sketch_similarity(a: bytes, b: bytes) -> float:
     """An estimate of the Jaccard similarity of the feature sets of two texts from their
-    sketches (:meth:`Fingerprinter.fingerprint_and_sketch`, same settings): the share of
-    agreeing bytes, corrected for the 1/256 chance that bytes of different minima agree,
-    clipped to [0, 1].  Its standard deviation is about ``sqrt(J (1 - J) / 128)`` (0.027
-    at J = 0.9).  A featureless text's sketch (b"") is similar to nothing: 0.0.  O(128)."""
+    sketches alone (:meth:`Fingerprinter.fingerprint_and_sketch`, same settings): the share
+    of agreeing bytes, corrected for the 1/256 chance that bytes of different minima agree,
+    clipped to [0, 1].  Its standard deviation is about ``sqrt(J (1 - J) / 192)`` (0.022 at
+    J = 0.9).  The database's answers use the sharper joint estimate of the sketch and a
+    minhash fingerprint together (:func:`simdb.threshold.joint_similarities`) when the kind
+    is minhash.  A featureless text's sketch (b"") is similar to nothing: 0.0.  O(192)."""
     for name, sketch in (("a", a), ("b", b)):
         if not isinstance(sketch, (bytes, bytearray, memoryview)) or len(sketch) not in (0, SKETCH_BYTES):
             raise InvalidInputError(f"{name}={sketch!r:.40} is not a sketch of {SKETCH_BYTES} bytes or b''")
     if not len(a) or not len(b):
         return 0.0
-    agreeing = sum(x == y for x, y in zip(bytes(a), bytes(b))) / SKETCH_BYTES
-    return min(1.0, max(0.0, (agreeing - _BYTE_COLLISION) / (1.0 - _BYTE_COLLISION)))
+    return float(sketch_estimates(sum(x == y for x, y in zip(bytes(a), bytes(b))))[()])
 
 
 __all__ = [
@@ -1412,6 +1435,8 @@ __all__ = [
     "simhash",
     "simhash_features",
     "simhash_many",
+    "sketch_agreements",
+    "sketch_estimates",
     "sketch_similarities",
     "sketch_similarity",
 ]

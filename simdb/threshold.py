@@ -2,18 +2,22 @@
 and from a fingerprint distance to the similarity it estimates.
 
 A threshold is a similarity in (0, 1]: the Jaccard similarity of two texts' feature sets, as
-estimated by their 128-byte sketches when both have one, else by their 64-bit fingerprints.
+estimated by :func:`candidate_similarities`: when both have a 192-byte sketch, the joint
+maximum-likelihood estimate from the sketch and the 64-bit minhash fingerprint together
+(:func:`joint_similarities`; the sketch alone for SimHash), else by the fingerprints alone.
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from simdb.errors import InvalidInputError
+from simdb.fingerprint import SKETCH_BYTES, sketch_estimates
 from simdb.keys import describe
 from simdb.plan import BITS
 
@@ -52,7 +56,10 @@ def candidate_distance(threshold: float, kind: str, *, verified: bool) -> int:
     chance ((1 - t) / 2 for minhash, arccos(t) / pi for simhash).  ``verified=False`` (the
     fingerprint's own estimate decides): the largest distance whose estimate is still >= t,
     floor(64 (1 - t) / 2) for minhash and floor(64 arccos(t) / pi) for simhash.  At most 64.
-    O(64)."""
+    The verified radius stays right under the joint estimate (:func:`joint_similarities`):
+    it keeps >= 97% of the pairs at J >= t, and more than 99% of the pairs the joint
+    estimate puts at >= t lie within it (the fingerprint bits in the estimate penalise a large
+    distance; tests/test_database_threshold.py checks both by simulation).  O(64)."""
     threshold = check_threshold(threshold)
     if kind not in KINDS:
         raise InvalidInputError(f"kind={describe(kind)} is not one of {', '.join(KINDS)}")
@@ -81,6 +88,60 @@ def fingerprint_similarities(distances: npt.ArrayLike, kind: str) -> npt.NDArray
 def fingerprint_similarity(distance: int, kind: str) -> float:
     """:func:`fingerprint_similarities` of one distance."""
     return float(fingerprint_similarities(np.array([distance]), kind)[0])
+
+
+#: Steps of the grid of Jaccard values the joint estimate maximises its likelihood over.
+JOINT_GRID = 10_000
+
+
+@lru_cache(maxsize=1)
+def _joint_table() -> npt.NDArray[np.float64]:
+    """(65, SKETCH_BYTES + 1): the maximum-likelihood Jaccard for each (agreeing fingerprint
+    bits, agreeing sketch bytes), over the grid J = i / JOINT_GRID.  Computed once: about
+    0.3 s and 16 MB while it is built, 100 KB kept."""
+    grid = np.arange(JOINT_GRID + 1, dtype=np.float64) / JOINT_GRID
+    tiny = 1e-300  # log(0) at J = 1 (no bit may differ) or J = 0; 0 * log(tiny) stays 0
+    bit_agrees = (1.0 + grid) / 2.0
+    byte_agrees = grid + (1.0 - grid) / 256.0
+    log_bit = np.log(bit_agrees), np.log(np.maximum(1.0 - bit_agrees, tiny))
+    log_byte = np.log(byte_agrees), np.log(np.maximum(1.0 - byte_agrees, tiny))
+    agreeing_bytes = np.arange(SKETCH_BYTES + 1, dtype=np.float64)[:, None]
+    byte_part = agreeing_bytes * log_byte[0] + (SKETCH_BYTES - agreeing_bytes) * log_byte[1]
+    table = np.empty((BITS + 1, SKETCH_BYTES + 1), dtype=np.float64)
+    for bits in range(BITS + 1):
+        likelihood = byte_part + (bits * log_bit[0] + (BITS - bits) * log_bit[1])
+        table[bits] = grid[np.argmax(likelihood, axis=1)]
+    return table
+
+
+def joint_similarities(agreeing_bits: npt.ArrayLike, agreeing_bytes: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """The joint maximum-likelihood Jaccard estimate of pairs of texts from their 64-bit
+    minhash fingerprints and :data:`SKETCH_BYTES`-byte sketches together, given how many
+    fingerprint bits (0..64) and sketch bytes (0..SKETCH_BYTES) agree.  Model: each bit
+    agrees with probability (1 + J) / 2 and each byte with J + (1 - J) / 256, all
+    independent; the estimate maximises the joint binomial likelihood over J in [0, 1] on a
+    grid of 1 / :data:`JOINT_GRID` (the log-likelihood is concave in J, so the grid's best
+    point is within a step of the true maximum).  Its standard deviation at J = 0.9 is about
+    0.020, against 0.022 for the sketch alone.  Vectorised: one table lookup per pair after
+    a one-off table (:func:`_joint_table`).  O(n), numpy."""
+    bits = np.asarray(agreeing_bits, dtype=np.int64)
+    byte_counts = np.asarray(agreeing_bytes, dtype=np.int64)
+    if bits.size and (int(bits.min()) < 0 or int(bits.max()) > BITS):
+        raise InvalidInputError(f"agreeing_bits must be in 0..{BITS}")
+    if byte_counts.size and (int(byte_counts.min()) < 0 or int(byte_counts.max()) > SKETCH_BYTES):
+        raise InvalidInputError(f"agreeing_bytes must be in 0..{SKETCH_BYTES}")
+    return _joint_table()[bits, byte_counts]
+
+
+def candidate_similarities(distances: npt.ArrayLike, agreeing_bytes: npt.ArrayLike, kind: str) -> npt.NDArray[np.float64]:
+    """The similarity of candidate pairs that both have a sketch, from their fingerprint
+    ``distances`` and how many of their sketch bytes agree: :func:`joint_similarities` for
+    minhash fingerprints, the sketch-only :func:`simdb.fingerprint.sketch_estimates` for
+    SimHash (its bits estimate a cosine, not J).  The one estimate the database uses for
+    pairs, queries and if_new.  O(n), numpy."""
+    if kind == "minhash":
+        return joint_similarities(BITS - np.asarray(distances, dtype=np.int64), agreeing_bytes)
+    return sketch_estimates(agreeing_bytes)
 
 
 def kind_of(settings: Any) -> str:

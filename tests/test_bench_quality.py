@@ -19,6 +19,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simdb.fingerprint import SKETCH_BYTES
+
 _PATH = Path(__file__).resolve().parent.parent / "bench" / "quality.py"
 _SPEC = importlib.util.spec_from_file_location("bench_quality", _PATH)
 assert _SPEC is not None and _SPEC.loader is not None
@@ -134,12 +136,13 @@ def test_database_pairs_is_the_users_answer_and_the_reproduction_matches(tmp_pat
             assert answers[tau].tolist() == expected
     assert answers[0.8].size >= answers[0.9].size > 0
     assert info["k"] == 5 and info["bytes_per_doc"] > 0
-    # The benchmark's reproduction (radius and sketch check) gives the same pairs.
+    # The benchmark's reproduction (radius and joint estimate of bits and sketch) gives the same pairs.
     fingerprinter = simdb.Fingerprinter()
     fingerprints, _ = fingerprinter.fingerprints_and_sketches(texts)
     keys, distances = quality.hamming_pairs(fingerprints, 16)
-    rows = quality.binned_sketches(texts, fingerprinter, 128)
-    estimates = quality.byte_estimates(rows, keys, n)
+    rows = quality.binned_sketches(texts, fingerprinter, SKETCH_BYTES)
+    agreeing = np.count_nonzero(rows[keys // n] == rows[keys % n], axis=1)
+    estimates = quality.ml_estimates(distances, agreeing, SKETCH_BYTES)
     for tau in quality.THRESHOLDS:
         radius = simdb.candidate_distance(tau, "minhash", verified=True)
         assert np.unique(keys[(distances <= radius) & (estimates >= tau)]).tolist() == answers[tau].tolist()
@@ -151,7 +154,7 @@ def test_minwise_what_ifs_at_seed_0_are_the_librarys_fingerprints_and_sketches()
     texts = [*_near_duplicate_texts(12, 5), "two words", ""]
     fingerprinter = simdb.Fingerprinter()
     fingerprints, sketches = fingerprinter.fingerprints_and_sketches(texts)
-    rows = quality.binned_sketches(texts, fingerprinter, 128)
+    rows = quality.binned_sketches(texts, fingerprinter, SKETCH_BYTES)
     assert [row.tobytes() if sketch else b"" for row, sketch in zip(rows, sketches)] == sketches
     hash_lists = quality.feature_hash_lists(texts, fingerprinter)
     assert quality.minwise_fingerprints(hash_lists).tolist() == fingerprints
@@ -163,6 +166,12 @@ def test_minwise_what_ifs_at_seed_0_are_the_librarys_fingerprints_and_sketches()
 
 
 def test_ml_estimates_use_both_sketches() -> None:
+    from simdb.threshold import joint_similarities
+
+    # At the library's sketch size the benchmark's estimate is the library's.
+    distances, agreeing = np.array([0, 3, 6, 20]), np.array([192, 180, 170, 90])
+    library = joint_similarities(64 - distances, agreeing)
+    assert quality.ml_estimates(distances, agreeing, SKETCH_BYTES).tolist() == library.tolist()
     bins = 128
     # Everything agrees: J = 1.  Half the bits differ and bytes agree by chance only: J ~ 0.
     assert quality.ml_estimates(np.array([0]), np.array([bins]), bins)[0] == 1.0

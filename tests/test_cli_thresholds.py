@@ -4,7 +4,7 @@ clusters and add --if-new, pairs at any k, the similarity histogram, featureless
 
 Every expected answer is computed here by brute force from the texts, with the database's
 own fingerprint settings: fingerprints and sketches from ``Fingerprinter``, similarity from
-the exact ``sketch_similarity``, candidates within ``candidate_distance`` (the contract's
+the one-pair reference ``test_minhash.ref_similarity`` (the joint estimate), candidates within ``candidate_distance`` (the contract's
 radius), never hard-coded.
 """
 
@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_minhash import ref_similarity
 from typer.testing import CliRunner
 
 import simdb
 from cli import demo as demo_generator
 from cli.app import app
-from simdb.fingerprint import Fingerprinter, hamming, sketch_similarity
+from simdb.fingerprint import Fingerprinter, hamming
 
 runner = CliRunner()
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -104,7 +105,7 @@ def oracle_pairs(
     found = {}
     for (i, (key_a, _)), (j, (key_b, _)) in combinations(enumerate(documents), 2):
         distance = hamming(fingerprints[i], fingerprints[j])
-        similarity = sketch_similarity(sketches[i], sketches[j])
+        similarity = ref_similarity(fingerprinter.kind, (fingerprints[i], sketches[i]), (fingerprints[j], sketches[j]))
         if distance <= radius and (threshold is None or similarity >= threshold):
             found[key_a, key_b] = (similarity, distance)
     return found
@@ -311,7 +312,7 @@ def test_query_threshold_reports_the_oracle_matches_most_similar_first(
     fingerprints, sketches = fingerprinter.fingerprints_and_sketches([text for _, text in documents])
     expected = sorted(
         (
-            (-sketch_similarity(probe_sketch, sketch), hamming(probe, fingerprint), key)
+            (-ref_similarity(fingerprinter.kind, (probe, probe_sketch), (fingerprint, sketch)), hamming(probe, fingerprint), key)
             for (key, _), fingerprint, sketch in zip(documents, fingerprints, sketches)
         ),
     )
@@ -382,7 +383,8 @@ def greedy_oracle(
             everything[other][0]
             for other in kept
             if hamming(fingerprints[position], fingerprints[other]) <= radius
-            and sketch_similarity(sketches[position], sketches[other]) >= threshold
+            and ref_similarity(fingerprinter.kind, (fingerprints[position], sketches[position]),
+                               (fingerprints[other], sketches[other])) >= threshold
         }
         if near:
             skipped[everything[position][0]] = near
@@ -426,7 +428,8 @@ def test_if_new_skips_exactly_what_the_oracle_skips(tmp_path: Path, threshold: f
         assert event["duplicate_of"] in skipped[key]
         fingerprint, sketch = fingerprinter.fingerprint_and_sketch(texts[key])
         other_fingerprint, other_sketch = fingerprinter.fingerprint_and_sketch(texts[event["duplicate_of"]])
-        assert event["similarity"] == pytest.approx(sketch_similarity(sketch, other_sketch), abs=1e-9)
+        expected = ref_similarity(fingerprinter.kind, (fingerprint, sketch), (other_fingerprint, other_sketch))
+        assert event["similarity"] == pytest.approx(expected, abs=1e-9)
         assert event["distance"] == hamming(fingerprint, other_fingerprint)
     assert events[-1]["added"] == len(added) and events[-1]["skipped"] == len(skipped)
     with simdb.open(db, readonly=True) as database:

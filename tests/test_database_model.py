@@ -13,6 +13,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, precon
 
 import simdb
 from tests.conftest import brute_force_query, flip_bits
+from tests.test_minhash import ref_similarity
 
 K = 3
 fingerprints = st.integers(min_value=0, max_value=2**64 - 1)
@@ -130,9 +131,9 @@ class DatabaseBesideDict(RuleBasedStateMachine):
         fingerprinter = self.db.fingerprinter
         for pair in self.db.pairs(threshold=0.5):
             if fingerprinter is not None and pair.key_a in self.texts and pair.key_b in self.texts:
-                a = fingerprinter.fingerprint_and_sketch(self.texts[pair.key_a])[1]
-                b = fingerprinter.fingerprint_and_sketch(self.texts[pair.key_b])[1]
-                assert pair.similarity == simdb.sketch_similarity(a, b)
+                a = fingerprinter.fingerprint_and_sketch(self.texts[pair.key_a])
+                b = fingerprinter.fingerprint_and_sketch(self.texts[pair.key_b])
+                assert pair.similarity == ref_similarity(fingerprinter.kind, a, b)
 
     @precondition(lambda self: len(self.model) % 3 == 0)
     @invariant()

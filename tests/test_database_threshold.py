@@ -12,6 +12,7 @@ import lmdb
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_minhash import ref_similarity
 
 import simdb
 from simdb import codec
@@ -45,9 +46,9 @@ class Oracle:
         self.rows = rows  # (key, fingerprint, sketch or None) in insertion order
 
     def similarity(self, a: tuple[str, int, bytes | None], b: tuple[str, int, bytes | None]) -> float:
-        if a[2] is not None and b[2] is not None:
-            return simdb.sketch_similarity(a[2], b[2])
-        return fingerprint_similarity(simdb.hamming(a[1], b[1]), self.kind)
+        """The joint estimate (minhash) or the sketch's (SimHash) when both have a sketch,
+        else the fingerprint estimate, one pair at a time (test_minhash.ref_similarity)."""
+        return ref_similarity(self.kind, (a[1], a[2]), (b[1], b[2]))
 
     def pairs(self, threshold: float, radius: int) -> set[tuple[str, str, int]]:
         found = set()
@@ -279,6 +280,28 @@ def test_candidate_distance_matches_the_contract() -> None:
     assert simdb.DEFAULT_THRESHOLD == 0.9
 
 
+@pytest.mark.parametrize("threshold", [0.5, 0.8, 0.9, 0.95])
+def test_the_verified_radius_keeps_97_percent_under_the_joint_estimate(threshold: float) -> None:
+    """Pairs simulated from the joint model (bits agree with probability (1 + J) / 2, bytes
+    with J + (1 - J) / 256): of the pairs at J = t, and of those the joint estimate accepts
+    at J in [t - 0.03, t + 0.03], at least 97% lie within candidate_distance(t, verified)."""
+    import numpy as np
+
+    from simdb.fingerprint import SKETCH_BYTES
+    from simdb.threshold import joint_similarities
+
+    rng = np.random.default_rng(14)
+    radius = candidate_distance(threshold, "minhash", verified=True)
+    for jaccard in (threshold - 0.03, threshold, min(1.0, threshold + 0.03)):
+        bits = rng.binomial(64, (1 + jaccard) / 2, 200_000)
+        agreeing = rng.binomial(SKETCH_BYTES, jaccard + (1 - jaccard) / 256, 200_000)
+        within = 64 - bits <= radius
+        accepted = joint_similarities(bits, agreeing) >= threshold
+        assert within[accepted].mean() >= 0.97
+        if jaccard >= threshold:
+            assert within.mean() >= 0.97
+
+
 def test_damaged_sketches_are_reported_by_check_and_readers(db_path) -> None:
     with simdb.open(db_path) as db:
         db.add_texts([("a", "one two three four five"), ("b", "six seven eight nine ten")])
@@ -286,9 +309,11 @@ def test_damaged_sketches_are_reported_by_check_and_readers(db_path) -> None:
         with env.begin(write=True) as txn:
             sketches = env.open_db(SKETCHES, txn=txn)
             txn.put((0).to_bytes(8, "big"), b"short", db=sketches)
-            txn.put((99).to_bytes(8, "big"), bytes(128), db=sketches)
+            txn.put((1).to_bytes(8, "big"), bytes(128), db=sketches)  # the old 128-byte size is damage too
+            txn.put((99).to_bytes(8, "big"), bytes(192), db=sketches)
         problems = db.check().problems
         assert any("sketch of document 0" in problem for problem in problems)
+        assert any("sketch of document 1 is 128 bytes" in problem for problem in problems)
         assert any("has no matching document" in problem for problem in problems)
         with pytest.raises(simdb.CorruptDatabaseError, match="sketches"):
             list(db.pairs())
