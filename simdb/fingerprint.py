@@ -52,9 +52,10 @@ with ``weights="tf"`` memory stays bounded whatever the length (tracemalloc peak
 ``weights="binary"`` must remember every distinct feature and needs 8 bytes (16 at 128 bits)
 per distinct feature.
 
-Defaults (word 3-shingles of every word, tf, 64 bits) were chosen from
-``bench/quality.py``; see bench/RESULTS.md.  Speed: about 19,000 2 KB English texts per
-second on one core through :func:`simhash_many`, about 13,000 through :func:`simhash`.
+Defaults (``kind="minhash"`` of word 3-shingles of every word, 64 bits, a 192-byte sketch;
+for ``kind="simhash"`` binary weights) were chosen from ``bench/quality.py``; see
+bench/RESULTS.md, "Answer quality".  Speed: about 19,000 2 KB English texts per second on one
+core for a minwise fingerprint and its sketch, about 20,000 through :func:`simhash_many`.
 """
 
 from __future__ import annotations
