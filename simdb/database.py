@@ -1077,19 +1077,10 @@ class Database:
         distances: list[np.ndarray] = []
         for table, name in zip(self.plan.tables, self._table_names):
             stored, ids = self._read_table(txn, name)
-            permuted = table.permute_array(queries)
-            lows = permuted & np.uint64(table.prefix_mask)
-            starts = np.searchsorted(stored, lows, side="left")
-            counts = np.searchsorted(stored, lows | np.uint64(table.prefix_span - 1), side="right") - starts
-            owners = np.repeat(np.arange(len(queries)), counts)
-            # Position of every candidate: its range's start plus its rank within the range.
-            ranks = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-            candidates = np.repeat(starts, counts) + ranks
-            distance = np.bitwise_count(stored[candidates] ^ permuted[owners])
-            near = distance <= k
-            query_ids.append(owners[near])
-            doc_ids.append(ids[candidates[near]])
-            distances.append(distance[near])
+            owners, positions, distance = table.prefix_matches(stored, table.permute_array(queries), k)
+            query_ids.append(owners)
+            doc_ids.append(ids[positions])
+            distances.append(distance)
         found: list[dict[bytes, int]] = [{} for _ in range(len(queries))]
         encoded = np.concatenate(doc_ids).astype(">u8").view("V8").tolist()
         for owner, doc_id, distance in zip(np.concatenate(query_ids).tolist(), encoded, np.concatenate(distances).tolist()):

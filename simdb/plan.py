@@ -101,6 +101,29 @@ class Table:
         """Invert :meth:`permute_array`.  O(n * blocks), vectorised."""
         return _move_blocks(permuted, [(t, w, s) for s, w, t in self.moves])
 
+    def prefix_matches(
+        self, stored: UInt64Array, permuted: UInt64Array, k: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
+        """Every (query, stored entry) pair that shares this table's prefix and lies within
+        ``k`` bits, for a sorted array ``stored`` of this table's permuted values and the
+        permuted queries: (query positions, positions in ``stored``, distances).  Two binary
+        searches per query, then O(candidates) vectorised; the merge of Manku's batch queries."""
+        lows = permuted & np.uint64(self.prefix_mask)
+        starts = np.searchsorted(stored, lows, side="left")
+        counts = np.searchsorted(stored, lows | np.uint64(self.prefix_span - 1), side="right") - starts
+        owners = np.repeat(np.arange(len(permuted)), counts)
+        candidates = expand_ranges(starts, counts)
+        distances = np.bitwise_count(stored[candidates] ^ permuted[owners])
+        near = distances <= k
+        return owners[near], candidates[near], distances[near]
+
+
+def expand_ranges(starts: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The positions start, start + 1, ..., start + count - 1 of every range, concatenated:
+    each range's start plus its rank within the range.  O(total count), vectorised."""
+    ranks = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(starts, counts) + ranks
+
 
 def _move_blocks(values: UInt64Array, moves: Sequence[tuple[int, int, int]]) -> UInt64Array:
     values = np.asarray(values, dtype=np.uint64)

@@ -49,7 +49,7 @@ import lmdb
 import numpy as np
 
 from simdb.errors import CorruptDatabaseError
-from simdb.plan import BITS, Table, TablePlan
+from simdb.plan import BITS, Table, TablePlan, expand_ranges
 
 STATE = b"tables.state"
 SHAPE = b"shape"  # key in STATE: see Tables.shape
@@ -697,25 +697,13 @@ class Tables:
         owners_all, ids_all, distances_all = [], [], []
         for table in self.plan.tables:
             stored = stored0 if table.index == 0 else self.read_table(txn, table)[0]
-            permuted = table.permute_array(queries)
-            lows = permuted & np.uint64(table.prefix_mask)
-            starts = np.searchsorted(stored, lows, side="left")
-            counts = np.searchsorted(stored, lows | np.uint64(table.prefix_span - 1), side="right") - starts
-            owners = np.repeat(np.arange(len(queries)), counts)
-            ranks = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-            candidates = np.repeat(starts, counts) + ranks
-            distance = np.bitwise_count(stored[candidates] ^ permuted[owners])
-            near = distance <= k
-            owners, matched, distance = owners[near], stored[candidates[near]], distance[near]
+            owners, positions, distance = table.prefix_matches(stored, table.permute_array(queries), k)
             if table.index:  # fingerprints only: every id of each fingerprint, from table 0
-                exact = table0.permute_array(table.unpermute_array(matched))
+                exact = table0.permute_array(table.unpermute_array(stored[positions]))
                 first = np.searchsorted(stored0, exact, side="left")
                 many = np.searchsorted(stored0, exact, side="right") - first
                 owners, distance = np.repeat(owners, many), np.repeat(distance, many)
-                ranks = np.arange(int(many.sum())) - np.repeat(np.cumsum(many) - many, many)
-                positions = np.repeat(first, many) + ranks
-            else:
-                positions = candidates[near]
+                positions = expand_ranges(first, many)
             owners_all.append(owners)
             ids_all.append(ids0[positions])
             distances_all.append(distance)
