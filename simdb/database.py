@@ -40,6 +40,7 @@ from simdb.allpairs import (
     cluster_labels,
     iter_clusters,
     iter_pair_blocks,
+    resolve_workers,
 )
 from simdb.errors import (
     ConfigMismatchError,
@@ -1485,7 +1486,7 @@ class Database:
         return _Snapshot(ids, fingerprints, rows, state)
 
     def _pair_blocks(
-        self, snapshot: _Snapshot, k: int, threshold: float | None, include_featureless: bool
+        self, snapshot: _Snapshot, k: int, threshold: float | None, include_featureless: bool, workers: int | None
     ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         """Blocks ``(left, right, distance, similarity)`` of every pair of positions within
         ``k`` bits (any k, 0..64), with similarity >= ``threshold`` when one is given; pairs
@@ -1495,7 +1496,7 @@ class Database:
         O(192) per candidate."""
         kind = kind_of(self._fingerprinter)
         state, rows = snapshot.state, snapshot.rows
-        for left, right, distance in _iter_pairs_any_k(snapshot.fingerprints, k):
+        for left, right, distance in _iter_pairs_any_k(snapshot.fingerprints, k, workers):
             left_state, right_state = state[left], state[right]
             featureless = (left_state == _FEATURELESS) | (right_state == _FEATURELESS)
             if not include_featureless and featureless.any():
@@ -1515,7 +1516,14 @@ class Database:
             if len(left):
                 yield left, right, distance, similarity
 
-    def pairs(self, k: int | None = None, *, threshold: float | None = None, include_featureless: bool = False) -> Iterator[Pair]:
+    def pairs(
+        self,
+        k: int | None = None,
+        *,
+        threshold: float | None = None,
+        include_featureless: bool = False,
+        workers: int | None = None,
+    ) -> Iterator[Pair]:
         """Every near-duplicate :class:`Pair` ``(key_a, key_b, distance, similarity)``, each
         unordered pair once (``key_a`` added first).
 
@@ -1528,12 +1536,13 @@ class Database:
         texts never pair unless ``include_featureless``.
 
         Reads the fingerprints and sketches once, then streams blocks of pairs with memory
-        O(n + block).  The pairs are those of the documents as read at the start; a document
+        O(n + block); the search runs on ``workers`` threads (default every core).  The pairs are those of the documents as read at the start; a document
         removed before its key is read is left out."""
+        resolve_workers(workers)
         snapshot = self._snapshot()
         k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
         names = _KeyNames(self, snapshot.ids)
-        for left, right, distances, similarities in self._pair_blocks(snapshot, k, threshold, include_featureless):
+        for left, right, distances, similarities in self._pair_blocks(snapshot, k, threshold, include_featureless, workers):
             # Positions follow insertion order and left < right, so key_a was added first.
             rows = zip(names.fetch(left), names.fetch(right), distances.tolist(), similarities.tolist())
             for key_a, key_b, distance, similarity in rows:
@@ -1547,21 +1556,24 @@ class Database:
         threshold: float | None = None,
         singletons: bool = False,
         include_featureless: bool = False,
+        workers: int | None = None,
     ) -> Iterator[list[str]]:
         """Connected groups of the pair graph of :meth:`pairs` (same ``k`` and ``threshold``
         rules), each a list of keys with the first-added key first, in order of their
         first-added key.  Singletons are left out unless asked for.  In bit mode (``k``
-        alone) identical fingerprints are grouped without expanding their pairs."""
+        alone) identical fingerprints are grouped without expanding their pairs.  The search
+        runs on ``workers`` threads (default every core)."""
+        resolve_workers(workers)
         snapshot = self._snapshot()
         k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
         names = _KeyNames(self, snapshot.ids)
         featureless = bool((snapshot.state == _FEATURELESS).any())
         plan = _pairs_plan(k, len(snapshot.ids))
         if threshold is None and plan is not None and (include_featureless or not featureless):
-            labels = cluster_labels(snapshot.fingerprints, plan, k)
+            labels = cluster_labels(snapshot.fingerprints, plan, k, workers=workers)
         else:
             labeler = ComponentLabeler(len(snapshot.ids))
-            for left, right, _, _ in self._pair_blocks(snapshot, k, threshold, include_featureless):
+            for left, right, _, _ in self._pair_blocks(snapshot, k, threshold, include_featureless, workers):
                 labeler.add(left, right)
             labels = labeler.labels()
         for members in iter_clusters(labels, singletons):
@@ -1570,7 +1582,13 @@ class Database:
                 yield keys
 
     def pair_histogram(
-        self, k: int | None = None, *, threshold: float | None = None, by: str = "distance", include_featureless: bool = False
+        self,
+        k: int | None = None,
+        *,
+        threshold: float | None = None,
+        by: str = "distance",
+        include_featureless: bool = False,
+        workers: int | None = None,
     ) -> dict[Any, int]:
         """Counts of the pairs of :meth:`pairs` (same rules) per distance (``by="distance"``:
         keys 0..radius) or per similarity bucket (``by="similarity"``: keys 0.0, 0.05, ...,
@@ -1578,11 +1596,12 @@ class Database:
         bucket is present, empty ones with 0.  Cost as :meth:`pairs`, without reading keys."""
         if by not in ("distance", "similarity"):
             raise InvalidInputError(f"by={describe(by)} is not 'distance' or 'similarity'")
+        resolve_workers(workers)
         snapshot = self._snapshot()
         k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
         buckets = k + 1 if by == "distance" else _SIMILARITY_BUCKETS + 1
         counts = np.zeros(buckets, dtype=np.int64)
-        for _, _, distances, similarities in self._pair_blocks(snapshot, k, threshold, include_featureless):
+        for _, _, distances, similarities in self._pair_blocks(snapshot, k, threshold, include_featureless, workers):
             if by == "distance":
                 slots = distances.astype(np.int64)
             else:  # the epsilon keeps 0.95 in its own bucket despite float rounding
@@ -1652,17 +1671,20 @@ def _pairs_plan(k: int, n: int) -> TablePlan | None:
     return best[1]
 
 
-def _iter_pairs_any_k(fingerprints: np.ndarray, k: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _iter_pairs_any_k(
+    fingerprints: np.ndarray, k: int, workers: int | None = None
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Blocks ``(left, right, distance)`` of every pair of positions (left < right) within
     ``k`` bits, for any k in 0..64: the permutation-table search
     (:func:`simdb.allpairs.iter_pair_blocks`) of the plan :func:`_pairs_plan` picks for this k
-    and n, else every pair compared in blocks of :data:`_BRUTE_BLOCK` (O(n^2 / 2), numpy)."""
+    and n, on ``workers`` threads (default every core), else every pair compared in blocks of
+    :data:`_BRUTE_BLOCK` (O(n^2 / 2), numpy)."""
     n = len(fingerprints)
     if n < 2:
         return
     plan = _pairs_plan(k, n)
     if plan is not None:
-        yield from iter_pair_blocks(fingerprints, plan, k)
+        yield from iter_pair_blocks(fingerprints, plan, k, workers=workers)
         return
     rows_per_block = max(1, _BRUTE_BLOCK // n)
     for start in range(0, n - 1, rows_per_block):

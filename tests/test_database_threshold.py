@@ -328,3 +328,32 @@ def test_large_thresholds_spans_use_a_cheap_plan_or_compare_every_pair() -> None
     assert _pairs_plan(64, 10) is None and _pairs_plan(40, 100_000) is None
     plan = _pairs_plan(9, 200_000)
     assert plan is not None and len(plan.tables) <= 1000
+
+
+def test_pairs_clusters_and_histograms_take_workers(db_path, monkeypatch) -> None:
+    rng = random.Random(11)
+    bases = [rng.getrandbits(64) for _ in range(400)]
+    stored = [(f"d{i}", base ^ (1 << rng.randrange(64)) if i % 3 else base) for i, base in enumerate(bases * 3)]
+    want = {(a, b) for (a, x), (b, y) in combinations(stored, 2) if simdb.hamming(x, y) <= 4}
+    seen: list[object] = []
+    search = simdb.database.iter_pair_blocks
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(kwargs.get("workers"))
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(simdb.database, "iter_pair_blocks", spy)
+    with simdb.open(db_path, k=2) as db:
+        db.add_many(stored)
+        for workers in (1, 2):
+            assert {pair[:2] for pair in db.pairs(k=4, workers=workers)} == want
+            assert sum(db.pair_histogram(k=4, workers=workers).values()) == len(want)
+            assert sorted(map(sorted, db.clusters(k=4, workers=workers))) == sorted(map(sorted, db.clusters(k=4, workers=1)))
+        assert 2 in seen and 1 in seen  # the search itself was given the thread count
+        for bad in (0, -1, True, 1.5, "2"):
+            with pytest.raises(simdb.InvalidInputError):
+                list(db.pairs(workers=bad))
+            with pytest.raises(simdb.InvalidInputError):
+                list(db.clusters(workers=bad))
+            with pytest.raises(simdb.InvalidInputError):
+                db.pair_histogram(workers=bad)
