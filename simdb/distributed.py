@@ -696,13 +696,10 @@ def run_pairs_job(
     string is the address of a running scheduler (``workers`` is then ignored).  ``k``
     defaults to 3.
     """
-    k = 3 if k is None else k
-    plan = _plan(k, blocks)
     summary = _run_parquet_job(
-        parquet_glob, out_dir, scheduler, workers, lambda: find_all(parquet_glob, k=plan.k, blocks=plan.blocks)
+        parquet_glob, out_dir, scheduler, workers, k, blocks, lambda plan: find_all(parquet_glob, k=plan.k, blocks=plan.blocks)
     )
     summary["pairs"] = _parquet_rows(os.path.join(summary["out_dir"], "*.parquet"))
-    summary.update(k=plan.k, blocks=plan.blocks, tables=len(plan.tables))
     return summary
 
 
@@ -723,21 +720,20 @@ def run_clusters_job(
     ``clusters`` (distinct clusters, counted by reading the cluster column back) in place
     of ``pairs``.
     """
-    k = 3 if k is None else k
-    plan = _plan(k, blocks)
     summary = _run_parquet_job(
         parquet_glob,
         out_dir,
         scheduler,
         workers,
-        lambda: clusters(parquet_glob, k=plan.k, blocks=plan.blocks, include_singletons=include_singletons),
+        k,
+        blocks,
+        lambda plan: clusters(parquet_glob, k=plan.k, blocks=plan.blocks, include_singletons=include_singletons),
     )
     import pyarrow.dataset as ds
 
     written = ds.dataset(summary["out_dir"], format="parquet").to_table(columns=["cluster"]).column("cluster")
     summary["clustered_keys"] = len(written)
     summary["clusters"] = int(np.unique(written.to_numpy()).size) if len(written) else 0
-    summary.update(k=plan.k, blocks=plan.blocks, tables=len(plan.tables))
     return summary
 
 
@@ -746,19 +742,23 @@ def _run_parquet_job(
     out_dir: str | os.PathLike[str],
     scheduler: str | None,
     workers: int | None,
-    build: Callable[[], dd.DataFrame],
+    k: int | None,
+    blocks: int | None,
+    build: Callable[[TablePlan], dd.DataFrame],
 ) -> dict[str, Any]:
-    """Write ``build()`` as Parquet into ``out_dir`` on a cluster: a local one of ``workers``
-    processes (one thread each) for ``scheduler`` None or ``"local"``, else the running
-    scheduler at that address.  Returns the rows read, seconds, scheduler, worker count."""
+    """Write ``build(plan)`` as Parquet into ``out_dir`` on a cluster, for the plan of ``k``
+    (default 3) and ``blocks``: a local cluster of ``workers`` processes (one thread each) for
+    ``scheduler`` None or ``"local"``, else the running scheduler at that address.  Returns
+    the rows read, seconds, scheduler, worker count, output directory, k, blocks and tables."""
+    plan = _plan(3 if k is None else k, blocks)
     _dask()
     from dask.distributed import Client, LocalCluster
 
     out = Path(out_dir)
     if out.exists() and any(out.glob("*.parquet")):
         raise InvalidInputError(f"{out} already holds Parquet files", "choose an empty or new output directory")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise InvalidInputError(f"workers={workers!r} must be a positive int")
+    if workers is not None:
+        resolve_workers(workers)
     local = scheduler in (None, "local")
     started = time.perf_counter()
     cluster = None
@@ -769,7 +769,7 @@ def _run_parquet_job(
             )
         with Client(cluster if cluster is not None else scheduler) as client:
             rows = _parquet_rows(parquet_glob)
-            build().to_parquet(os.fspath(out), write_index=False)
+            build(plan).to_parquet(os.fspath(out), write_index=False)
             address = client.scheduler.address
             worker_count = len(client.nthreads())
     finally:
@@ -781,6 +781,9 @@ def _run_parquet_job(
         "scheduler": "local" if local else address,
         "workers": worker_count,
         "out_dir": os.fspath(out),
+        "k": plan.k,
+        "blocks": plan.blocks,
+        "tables": len(plan.tables),
     }
 
 
