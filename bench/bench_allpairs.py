@@ -87,7 +87,7 @@ def faiss_pairs(fingerprints: np.ndarray, k: int) -> int:
     codes = np.ascontiguousarray(fingerprints).view(np.uint8).reshape(-1, 8)
     index.add(codes)
     # range_search keeps distances strictly below the radius.
-    lims, distances, labels = index.range_search(codes, k + 1)
+    lims, _distances, labels = index.range_search(codes, k + 1)
     queries = np.repeat(np.arange(len(fingerprints)), np.diff(lims).astype(np.int64))
     return int(np.count_nonzero(queries < labels))
 
@@ -121,7 +121,9 @@ def main() -> None:
     parser.add_argument("--no-faiss", action="store_true")
     args = parser.parse_args()
 
-    print(f"machine: {os.cpu_count()} cores (shared), {platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}")
+    print(
+        f"machine: {os.cpu_count()} cores (shared), {platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}"
+    )
     print(f"command: python bench/bench_allpairs.py {' '.join(sys.argv[1:])}".rstrip())
     rows = []
     for case, make in (("random", random_fingerprints), ("clustered", clustered_fingerprints)):
@@ -130,7 +132,15 @@ def main() -> None:
         rows.append((case, "simdb.find_all", ours, ours_pairs, None))
         if not args.no_faiss:
             theirs, theirs_pairs = best_of(args.repeats, lambda: faiss_pairs(fingerprints, args.k))
-            rows.append((case, "faiss MultiHash nhash=%d b=%d" % (args.k + 1, 64 // (args.k + 1)), theirs, theirs_pairs, ours / theirs))
+            rows.append(
+                (
+                    case,
+                    f"faiss MultiHash nhash={args.k + 1} b={64 // (args.k + 1)}",
+                    theirs,
+                    theirs_pairs,
+                    ours / theirs,
+                )
+            )
             if theirs_pairs != ours_pairs:
                 print(f"WARNING: {case}: simdb found {ours_pairs} pairs, faiss {theirs_pairs}")
         if args.n == 1_000_000 and args.k == 3:
@@ -138,7 +148,9 @@ def main() -> None:
             rows.append((case, "simhash-py find_all (published)", peer, -1, ours / peer))
 
     print()
-    print(f"| case (N={args.n:,}, k={args.k}, blocks={args.blocks}) | implementation | seconds | pairs | simdb / peer |")
+    print(
+        f"| case (N={args.n:,}, k={args.k}, blocks={args.blocks}) | implementation | seconds | pairs | simdb / peer |"
+    )
     print("|---|---|---:|---:|---:|")
     for case, name, seconds, pairs, ratio in rows:
         pairs_text = f"{pairs:,}" if pairs >= 0 else "n/a"

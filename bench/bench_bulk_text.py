@@ -44,7 +44,9 @@ def load(checkout: Path, posts_file: str) -> dict[str, float]:
     """One load in a fresh process importing simdb from ``checkout``."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     # cwd too: "-c" puts the working directory ahead of PYTHONPATH on sys.path.
-    run = subprocess.run([sys.executable, "-c", LOAD, posts_file], env=env, cwd=checkout, capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [sys.executable, "-c", LOAD, posts_file], env=env, cwd=checkout, capture_output=True, text=True, check=True
+    )
     return json.loads(run.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
@@ -69,8 +71,10 @@ def main() -> None:
     finally:
         os.unlink(posts_file)
     load_average = os.getloadavg()[0]
-    print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, load average {load_average:.1f}; "
-          f"{args.docs:,} messy posts, default settings, add_texts(workers=1), median of {args.rounds}\n")
+    print(
+        f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, load average {load_average:.1f}; "
+        f"{args.docs:,} messy posts, default settings, add_texts(workers=1), median of {args.rounds}\n"
+    )
     print("| checkout | docs/s | bytes/doc after compact() |")
     print("|---|---|---|")
     rates = {}

@@ -47,7 +47,9 @@ def rss() -> int:
     return psutil.Process().memory_info().rss
 
 
-def bench_simdb(fingerprints: list[int], queries: list[int], single: int, directory: str, batch_size: int) -> dict[str, float]:
+def bench_simdb(
+    fingerprints: list[int], queries: list[int], single: int, directory: str, batch_size: int
+) -> dict[str, float]:
     path = os.path.join(directory, f"simdb-{batch_size}")
     items = [(f"doc-{i}", fp) for i, fp in enumerate(fingerprints)]
     figures: dict[str, float] = {}
@@ -70,13 +72,15 @@ def bench_simdb(fingerprints: list[int], queries: list[int], single: int, direct
 
 
 def bench_simhash_index(fingerprints: list[int], queries: list[int], single: int) -> dict[str, float]:
-    from simhash import Simhash, SimhashIndex
-
     import logging
+
+    from simhash import Simhash, SimhashIndex
 
     logging.getLogger("simhash").setLevel(logging.ERROR)  # it warns on every large bucket
     before = rss()
-    seconds, index = timed(lambda: SimhashIndex([(str(i), Simhash(fp)) for i, fp in enumerate(fingerprints)], f=64, k=K))
+    seconds, index = timed(
+        lambda: SimhashIndex([(str(i), Simhash(fp)) for i, fp in enumerate(fingerprints)], f=64, k=K)
+    )
     figures = {"load_per_s": len(fingerprints) / seconds, "bytes_per_fingerprint": (rss() - before) / len(fingerprints)}
     seconds, results = timed(lambda: [index.get_near_dups(Simhash(q)) for q in queries[:single]])
     figures["query_per_s"] = single / seconds
@@ -98,7 +102,10 @@ def bench_faiss(fingerprints: list[int], queries: list[int]) -> dict[str, float]
 
     seconds, index = timed(build)
     # Its serialised size: RSS deltas are unreliable for a structure built in C++.
-    figures = {"load_per_s": len(fingerprints) / seconds, "bytes_per_fingerprint": len(faiss.serialize_index_binary(index)) / len(fingerprints)}
+    figures = {
+        "load_per_s": len(fingerprints) / seconds,
+        "bytes_per_fingerprint": len(faiss.serialize_index_binary(index)) / len(fingerprints),
+    }
     # range_search keeps distances strictly below the radius.
     seconds, (lims, _, _) = timed(lambda: index.range_search(query_codes, K + 1))
     figures["query_many_per_s"] = len(queries) / seconds
@@ -160,7 +167,9 @@ def main() -> None:
         rows["simhash SimhashIndex"] = bench_simhash_index(fingerprints, queries, args.single)
 
     print(f"# {args.n:,} random 64-bit fingerprints, k={K}, default plan (5 blocks, 10 tables)")
-    print(f"# machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, {platform.platform()}, Python {platform.python_version()}")
+    print(
+        f"# machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, {platform.platform()}, Python {platform.python_version()}"
+    )
     columns = [
         ("load_per_s", "load/s", "{:,.0f}"),
         ("query_per_s", "query()/s", "{:,.0f}"),

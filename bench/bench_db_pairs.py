@@ -55,7 +55,9 @@ def main() -> None:
             total_clusters = time.perf_counter() - start
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    print(f"# {args.n:,} {args.kind} fingerprints in a database, k=3, default plan; {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(
+        f"# {args.n:,} {args.kind} fingerprints in a database, k=3, default plan; {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
     print("| step | seconds |")
     print("|---|---|")
     print(f"| read the fingerprints (`fingerprint_arrays`) | {read:.2f} |")

@@ -72,9 +72,7 @@ def write_parquet(fingerprints: np.ndarray, directory: str, rows_per_file: int) 
     os.makedirs(directory, exist_ok=True)
     for number, start in enumerate(range(0, fingerprints.size, rows_per_file)):
         stop = min(fingerprints.size, start + rows_per_file)
-        table = pa.table(
-            {"key": np.arange(start, stop, dtype=np.int64), "fingerprint": fingerprints[start:stop]}
-        )
+        table = pa.table({"key": np.arange(start, stop, dtype=np.int64), "fingerprint": fingerprints[start:stop]})
         pq.write_table(table, os.path.join(directory, f"part-{number:04d}.parquet"))
     return sum(entry.stat().st_size for entry in os.scandir(directory))
 
@@ -140,9 +138,10 @@ def run_dask(
     from simdb.distributed import find_all
 
     source = os.path.join(directory, "*.parquet")
-    with LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
-    ) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
         cpu_before = client.run(_worker_cpu_seconds)
         start = time.perf_counter()
         pairs = find_all(source, k=k, blocks=blocks, npartitions=partitions)

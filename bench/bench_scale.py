@@ -154,20 +154,45 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=20, help="10,000-doc batches (and 10x as many 100-doc ones)")
     parser.add_argument("-k", type=int, default=3)
-    parser.add_argument("--base", type=int, nargs="+", default=[Policy.base], help="recent entries per table (one run each)")
+    parser.add_argument(
+        "--base", type=int, nargs="+", default=[Policy.base], help="recent entries per table (one run each)"
+    )
     parser.add_argument("--ratio", type=int, default=Policy.ratio, help="level size ratio")
     args = parser.parse_args()
     runs = ([("btree", Policy())] if args.layout != "lsm" else []) + (
         [("lsm", Policy(base=base, ratio=args.ratio)) for base in args.base] if args.layout != "btree" else []
     )
-    columns = ["layout", "n", "bulk docs/s", "add 10k docs/s", "add 100 docs/s", "bytes/entry", "file bytes/doc",
-               "probe q/s", "probe_many q/s", "matches/q", "load avg"]
+    columns = [
+        "layout",
+        "n",
+        "bulk docs/s",
+        "add 10k docs/s",
+        "add 100 docs/s",
+        "bytes/entry",
+        "file bytes/doc",
+        "probe q/s",
+        "probe_many q/s",
+        "matches/q",
+        "load avg",
+    ]
     print(f"# {args.n:,} random fingerprints, k={args.k}, batches of {args.batch:,}; {os.cpu_count()} cores")
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
     for layout, policy in runs:
         row = run(layout, args.n, args.batch, args.queries, args.rounds, args.k, policy)
-        print("| " + " | ".join(f"{row[c]:,.1f}" if isinstance(row[c], float) else f"{row[c]:,}" if isinstance(row[c], int) else str(row[c]) for c in columns) + " |", flush=True)
+        print(
+            "| "
+            + " | ".join(
+                f"{row[c]:,.1f}"
+                if isinstance(row[c], float)
+                else f"{row[c]:,}"
+                if isinstance(row[c], int)
+                else str(row[c])
+                for c in columns
+            )
+            + " |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from quality import read_corpus  # noqa: E402
+from quality import read_corpus
 
-from simdb.fingerprint import SKETCH_BYTES, Fingerprinter, simhash, simhash_many  # noqa: E402
+from simdb.fingerprint import SKETCH_BYTES, Fingerprinter, simhash, simhash_many
 
 DEFAULT_CORPUS = "/work/shared/corpora/reuters21578"
 
@@ -98,30 +98,38 @@ def main(argv: list[str] | None = None) -> None:
     mean_chars = sum(map(len, documents)) / len(documents)
     fingerprinter = Fingerprinter()
     fingerprinter.fingerprint_many(documents[:2000])  # warm the token-hash cache once
-    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; "
-          f"{len(documents)} documents of {mean_chars:.0f} characters; best of {args.repeats}")
+    print(
+        f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; "
+        f"{len(documents)} documents of {mean_chars:.0f} characters; best of {args.repeats}"
+    )
     print(f"settings: {fingerprinter!r}")
     print()
 
     rates: dict[str, tuple[float, float]] = {}
-    rates["simdb simhash_many (one process)"] = best_rate(
-        lambda: simhash_many(documents), len(documents), args.repeats)
+    rates["simdb simhash_many (one process)"] = best_rate(lambda: simhash_many(documents), len(documents), args.repeats)
     rates["simdb simhash(text) per call"] = best_rate(
-        lambda: [simhash(text) for text in documents], len(documents), args.repeats)
+        lambda: [simhash(text) for text in documents], len(documents), args.repeats
+    )
     minwise = Fingerprinter(kind="minhash")
     rates[f"simdb kind=minhash fingerprints_and_sketches (fp + {SKETCH_BYTES}-byte sketch)"] = best_rate(
-        lambda: minwise.fingerprints_and_sketches(documents), len(documents), args.repeats)
+        lambda: minwise.fingerprints_and_sketches(documents), len(documents), args.repeats
+    )
     rates[f"simdb kind=simhash fingerprints_and_sketches (fp + {SKETCH_BYTES}-byte sketch)"] = best_rate(
-        lambda: fingerprinter.fingerprints_and_sketches(documents), len(documents), args.repeats)
+        lambda: fingerprinter.fingerprints_and_sketches(documents), len(documents), args.repeats
+    )
     rates["simdb kind=minhash fingerprint_and_sketch(text) per call"] = best_rate(
-        lambda: [minwise.fingerprint_and_sketch(text) for text in documents], len(documents), args.repeats)
+        lambda: [minwise.fingerprint_and_sketch(text) for text in documents], len(documents), args.repeats
+    )
     rates["datasketch MinHash(128) update per word 3-shingle"] = best_rate(
-        lambda: _datasketch_minhashes(peer_documents), len(peer_documents), args.repeats)
+        lambda: _datasketch_minhashes(peer_documents), len(peer_documents), args.repeats
+    )
     rates["datasketch MinHash.bulk(128) of word 3-shingle sets"] = best_rate(
-        lambda: _datasketch_bulk(peer_documents), len(peer_documents), args.repeats)
+        lambda: _datasketch_bulk(peer_documents), len(peer_documents), args.repeats
+    )
     rates["PyPI simhash Simhash(text).value"] = best_rate(
-        lambda: [Simhash(text).value for text in peer_documents], len(peer_documents), args.repeats)
-    peer_wall, peer_cpu = rates["PyPI simhash Simhash(text).value"]
+        lambda: [Simhash(text).value for text in peer_documents], len(peer_documents), args.repeats
+    )
+    _peer_wall, peer_cpu = rates["PyPI simhash Simhash(text).value"]
     print("| method | docs/s (wall) | docs/s (CPU) | × PyPI simhash (CPU) |")
     print("|---|---|---|---|")
     for label, (wall, cpu) in rates.items():
@@ -140,8 +148,11 @@ def main(argv: list[str] | None = None) -> None:
             simhash_many(documents, workers=workers)
             elapsed = time.perf_counter() - wall
             after_children = resource.getrusage(resource.RUSAGE_CHILDREN)
-            total_cpu = (time.process_time() - cpu) + (after_children.ru_utime - before_children.ru_utime) + (
-                after_children.ru_stime - before_children.ru_stime)
+            total_cpu = (
+                (time.process_time() - cpu)
+                + (after_children.ru_utime - before_children.ru_utime)
+                + (after_children.ru_stime - before_children.ru_stime)
+            )
             if workers not in best or elapsed < best[workers][0]:
                 best[workers] = (elapsed, total_cpu)
     print(f"load average before the worker runs: {os.getloadavg()[0]:.2f} (other processes share the 2 cores)")
@@ -149,7 +160,9 @@ def main(argv: list[str] | None = None) -> None:
     print("| simhash_many | docs/s (wall) | CPU s, all processes | speed-up (wall) |")
     print("|---|---|---|---|")
     for workers, (elapsed, total_cpu) in sorted(best.items()):
-        print(f"| workers={workers} | {len(documents) / elapsed:,.0f} | {total_cpu:.2f} | {best[1][0] / elapsed:.2f}× |")
+        print(
+            f"| workers={workers} | {len(documents) / elapsed:,.0f} | {total_cpu:.2f} | {best[1][0] / elapsed:.2f}× |"
+        )
     print()
 
     if args.huge_mb:
@@ -165,8 +178,10 @@ def main(argv: list[str] | None = None) -> None:
         fingerprinter.fingerprint(huge)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        print(f"one {args.huge_mb} MiB text: {plain:.1f} s ({args.huge_mb / plain:.0f} MiB/s), "
-              f"tracemalloc peak {peak / 2**20:.1f} MiB")
+        print(
+            f"one {args.huge_mb} MiB text: {plain:.1f} s ({args.huge_mb / plain:.0f} MiB/s), "
+            f"tracemalloc peak {peak / 2**20:.1f} MiB"
+        )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ _FOOTERS = [
         "https://lists.example.org/mailman/listinfo/list-users"
     ),
     (
-        "--\nYou received this message because you are subscribed to the Google Groups \"dev\" group.\n"
+        '--\nYou received this message because you are subscribed to the Google Groups "dev" group.\n'
         "To unsubscribe from this group and stop receiving emails from it, send an email to dev+unsubscribe@example.com."
     ),
 ]
@@ -71,7 +71,10 @@ def _attachment(rng: random.Random) -> str:
     zeros = bytes(rng.randint(2000, 20000))
     data = payload[: len(payload) // 2] + zeros + payload[len(payload) // 2 :]
     lines = ["begin 644 data.bin"]
-    lines += [binascii.b2a_uu(data[start : start + 45], backtick=True).decode("ascii").rstrip("\n") for start in range(0, len(data), 45)]
+    lines += [
+        binascii.b2a_uu(data[start : start + 45], backtick=True).decode("ascii").rstrip("\n")
+        for start in range(0, len(data), 45)
+    ]
     return "\n".join([*lines, "`", "end"])
 
 
@@ -100,8 +103,10 @@ def messy_posts(count: int, seed: int = 0) -> list[str]:
             if choice < 0.35:
                 posts.append(original)  # a repost
             elif choice < 0.7:
-                header = (f"---------- Forwarded message ----------\nFrom: user{rng.randint(1, 999)}@example.org\n"
-                          f"Subject: Fwd: {' '.join(rng.choices(vocabulary, k=4))}\n\n")
+                header = (
+                    f"---------- Forwarded message ----------\nFrom: user{rng.randint(1, 999)}@example.org\n"
+                    f"Subject: Fwd: {' '.join(rng.choices(vocabulary, k=4))}\n\n"
+                )
                 posts.append(header + original)
             else:
                 posts.append(_edit(rng, original, vocabulary))
@@ -113,7 +118,9 @@ def messy_posts(count: int, seed: int = 0) -> list[str]:
         parts = []
         if posts and rng.random() < 0.4:
             quoted = rng.choice(posts).splitlines()[: rng.randint(2, 12)]
-            parts.append(f"On a weekday, author {rng.randrange(authors)} wrote:\n" + "\n".join("> " + line for line in quoted))
+            parts.append(
+                f"On a weekday, author {rng.randrange(authors)} wrote:\n" + "\n".join("> " + line for line in quoted)
+            )
         parts.append("\n\n".join(paragraphs))
         parts.append(signatures[author])
         if rng.random() < 0.08:

@@ -177,7 +177,9 @@ def scores(predicted: PairKeys, truth: PairKeys) -> tuple[float, float, float]:
     return precision, recall, f1
 
 
-def minhash_lsh_pairs(sets: Sequence[frozenset[str]], threshold: float, minhashes: list[Any]) -> tuple[PairKeys, PairKeys]:
+def minhash_lsh_pairs(
+    sets: Sequence[frozenset[str]], threshold: float, minhashes: list[Any]
+) -> tuple[PairKeys, PairKeys]:
     """(raw LSH candidate pairs, candidates whose MinHash estimate >= threshold)."""
     from datasketch import MinHashLSH
 
@@ -252,7 +254,9 @@ def cosine_pairs(matrix: Any, floor: float = COSINE_FLOOR) -> tuple[PairKeys, np
     return np.concatenate(keys), np.concatenate(cosines)
 
 
-def jaccard_pairs(sets: Sequence[frozenset[str]], floor: float, block_expansions: int = 5_000_000) -> tuple[PairKeys, npt.NDArray[np.float64]]:
+def jaccard_pairs(
+    sets: Sequence[frozenset[str]], floor: float, block_expansions: int = 5_000_000
+) -> tuple[PairKeys, npt.NDArray[np.float64]]:
     """Every pair (key i * n + j, i < j) sharing a member with Jaccard >= floor, with the
     Jaccard.  Each document's members are expanded into their posting lists and the pairs
     counted, in blocks of rows of about ``block_expansions`` expansions (a row with more is a
@@ -260,7 +264,9 @@ def jaccard_pairs(sets: Sequence[frozenset[str]], floor: float, block_expansions
     seconds for 20,000 news stories, whatever the floor."""
     n = len(sets)
     columns: dict[str, int] = {}
-    member_columns = np.array([columns.setdefault(m, len(columns)) for members in sets for m in members], dtype=np.int64)
+    member_columns = np.array(
+        [columns.setdefault(m, len(columns)) for members in sets for m in members], dtype=np.int64
+    )
     sizes = np.array([len(members) for members in sets], dtype=np.int64)
     member_rows = np.repeat(np.arange(n, dtype=np.int64), sizes)
     posting_lengths = np.bincount(member_columns, minlength=len(columns))
@@ -277,7 +283,9 @@ def jaccard_pairs(sets: Sequence[frozenset[str]], floor: float, block_expansions
         cells = member_columns[row_starts[first] : row_starts[last]]
         lengths = posting_lengths[cells]
         ends = np.cumsum(lengths)
-        positions = np.repeat(posting_starts[cells] - (ends - lengths), lengths) + np.arange(int(ends[-1]) if ends.size else 0)
+        positions = np.repeat(posting_starts[cells] - (ends - lengths), lengths) + np.arange(
+            int(ends[-1]) if ends.size else 0
+        )
         left = np.repeat(member_rows[row_starts[first] : row_starts[last]], lengths)
         right = posting_rows[positions]
         upper = left < right
@@ -309,7 +317,9 @@ def binomial_within_k(p: npt.NDArray[np.float64], k: int, bits: int) -> npt.NDAr
     return sum((math.comb(bits, d) * p**d * (1 - p) ** (bits - d) for d in range(k + 1)), np.zeros_like(p))
 
 
-def expected_scores(pair_keys: PairKeys, probability: npt.NDArray[np.float64], truth: PairKeys) -> tuple[float, float, float]:
+def expected_scores(
+    pair_keys: PairKeys, probability: npt.NDArray[np.float64], truth: PairKeys
+) -> tuple[float, float, float]:
     """Precision, recall and F1 from expected true and false positive counts, each pair
     predicted with its own probability (pairs not listed have probability ~0)."""
     is_true = np.isin(pair_keys, truth)
@@ -375,7 +385,9 @@ Scores = tuple[float, float, float]
 Table = dict[int, dict[float, Scores]]
 
 
-def measured_table(pairs: tuple[PairKeys, npt.NDArray[np.int64]], truth: dict[float, PairKeys], verified: bool = False) -> Table:
+def measured_table(
+    pairs: tuple[PairKeys, npt.NDArray[np.int64]], truth: dict[float, PairKeys], verified: bool = False
+) -> Table:
     """P/R/F1 of "distance <= k" for k = 0..MAX_K against each threshold's true pairs, from
     the (pair keys, distances) of :func:`hamming_pairs` at MAX_K.  With
     ``verified``, the pairs within k bits are kept only when their exact Jaccard reaches the
@@ -391,7 +403,9 @@ def measured_table(pairs: tuple[PairKeys, npt.NDArray[np.int64]], truth: dict[fl
     return table
 
 
-def expected_table(pairs: tuple[PairKeys, npt.NDArray[np.float64]], truth: dict[float, PairKeys], bits: int = 64, max_k: int = MAX_K) -> Table:
+def expected_table(
+    pairs: tuple[PairKeys, npt.NDArray[np.float64]], truth: dict[float, PairKeys], bits: int = 64, max_k: int = MAX_K
+) -> Table:
     """The same table expected over the choice of hash function (see the module docstring),
     from the (pair keys, cosines) of :func:`cosine_pairs`, for ``bits``-wide fingerprints."""
     pair_keys, cosines = pairs
@@ -406,15 +420,21 @@ def best_k(table: Table, tau: float) -> int:
     return max(table, key=lambda k: table[k][tau][2])
 
 
-def sketch_checked_table(pairs: tuple[PairKeys, npt.NDArray[np.int64]], sketches: list[bytes], truth: dict[float, PairKeys]) -> Table:
+def sketch_checked_table(
+    pairs: tuple[PairKeys, npt.NDArray[np.int64]], sketches: list[bytes], truth: dict[float, PairKeys]
+) -> Table:
     """P/R/F1 of "distance <= k and sketch estimate >= tau" (the candidates of a k-bit
     index, each checked with :func:`simdb.sketch_similarity`), measured."""
     keys, distances = pairs
     n = len(sketches)
-    estimates = sketch_similarities([sketches[i] for i in (keys // n).tolist()], [sketches[j] for j in (keys % n).tolist()])
+    estimates = sketch_similarities(
+        [sketches[i] for i in (keys // n).tolist()], [sketches[j] for j in (keys % n).tolist()]
+    )
     table: Table = {}
     for k in range(MAX_K + 1):
-        table[k] = {tau: scores(np.unique(keys[(distances <= k) & (estimates >= tau)]), truth[tau]) for tau in THRESHOLDS}
+        table[k] = {
+            tau: scores(np.unique(keys[(distances <= k) & (estimates >= tau)]), truth[tau]) for tau in THRESHOLDS
+        }
     return table
 
 
@@ -428,7 +448,9 @@ KIND_METHODS: list[tuple[str, dict[str, Any], bool]] = [
 ]
 
 
-def print_kinds(documents: Sequence[str], truth: dict[float, PairKeys], lsh: dict[float, tuple[PairKeys, PairKeys]]) -> None:
+def print_kinds(
+    documents: Sequence[str], truth: dict[float, PairKeys], lsh: dict[float, tuple[PairKeys, PairKeys]]
+) -> None:
     """The --kinds table: best k (by measured F1) of each kind and weighting, and MinHash LSH."""
     print()
     print("Kinds and weights (word 3-shingles, 64 bits): best k by measured F1, P, R, F1; and F1 at k=3")
@@ -452,7 +474,8 @@ def print_kinds(documents: Sequence[str], truth: dict[float, PairKeys], lsh: dic
         print(f"| {label} | {' | '.join(cells)} |")
     for label, which in (("MinHashLSH 128 perms, threshold=tau", 0), ("MinHashLSH + estimate >= tau", 1)):
         row = " | ".join(
-            f"- | {p:.3f} | {r:.3f} | {f:.3f} | -" for p, r, f in (scores(lsh[tau][which], truth[tau]) for tau in THRESHOLDS)
+            f"- | {p:.3f} | {r:.3f} | {f:.3f} | -"
+            for p, r, f in (scores(lsh[tau][which], truth[tau]) for tau in THRESHOLDS)
         )
         print(f"| {label} | {row} |")
 
@@ -469,7 +492,9 @@ SKETCH_BINS = (128, 192)
 EXTRA_RADII = (0, 2, 4)
 
 
-def database_pairs(documents: Sequence[str], thresholds: Sequence[float]) -> tuple[dict[float, PairKeys], dict[str, Any]]:
+def database_pairs(
+    documents: Sequence[str], thresholds: Sequence[float]
+) -> tuple[dict[float, PairKeys], dict[str, Any]]:
     """simdb's answer through the user's code path: a database created by ``simdb.open`` in
     a temporary directory at default settings, the documents added with ``add_texts`` (keys
     ``d0``, ``d1``, ...) and the pairs of ``pairs(threshold=tau)`` for each tau, as pair keys
@@ -490,7 +515,9 @@ def database_pairs(documents: Sequence[str], thresholds: Sequence[float]) -> tup
             info["add_s"] = time.perf_counter() - started
             for tau in thresholds:
                 started = time.perf_counter()
-                found = np.array([(int(p.key_a[1:]), int(p.key_b[1:])) for p in db.pairs(threshold=tau)], dtype=np.int64)
+                found = np.array(
+                    [(int(p.key_a[1:]), int(p.key_b[1:])) for p in db.pairs(threshold=tau)], dtype=np.int64
+                )
                 found = found.reshape(-1, 2)
                 answers[tau] = np.unique(found.min(axis=1) * n + found.max(axis=1))
                 info[f"pairs_s_{tau}"] = time.perf_counter() - started
@@ -522,7 +549,9 @@ def feature_hash_lists(documents: Sequence[str], fingerprinter: Fingerprinter) -
     return [np.array([h for h, _ in fingerprinter.weighted_features(text)], dtype=np.uint64) for text in documents]
 
 
-def minwise_values(hash_lists: Sequence[npt.NDArray[np.uint64]], bins: int, salt: int | None, seed: int = 0) -> npt.NDArray[np.uint64]:
+def minwise_values(
+    hash_lists: Sequence[npt.NDArray[np.uint64]], bins: int, salt: int | None, seed: int = 0
+) -> npt.NDArray[np.uint64]:
     """The library's one-permutation minwise construction with any number of bins: each
     document's hashes (remixed by ``seed`` when non-zero, a stand-in for another hash
     function; then ``fmix64(h ^ salt)`` when a salt is given, as the sketch does), bin = the
@@ -578,7 +607,9 @@ def byte_estimates(rows: npt.NDArray[np.uint8], keys: PairKeys, n: int) -> npt.N
     return np.clip((agreeing - 1 / 256) / (1 - 1 / 256), 0.0, 1.0)
 
 
-def ml_estimates(distances: npt.NDArray[np.int64], agreeing: npt.NDArray[np.int64], bins: int) -> npt.NDArray[np.float64]:
+def ml_estimates(
+    distances: npt.NDArray[np.int64], agreeing: npt.NDArray[np.int64], bins: int
+) -> npt.NDArray[np.float64]:
     """The maximum-likelihood Jaccard of each pair from both of its sketches at once: the 64
     one-bit minwise bits (each differs with probability (1 - J) / 2) and the ``bins`` sketch
     bytes (each agrees with probability J + (1 - J) / 256).  At the library's sketch size
@@ -596,8 +627,12 @@ def ml_estimates(distances: npt.NDArray[np.int64], agreeing: npt.NDArray[np.int6
     d = np.arange(65)[:, None, None]
     a = np.arange(bins + 1)[None, :, None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        loglik = (d * np.log(flip) + (64 - d) * np.log(1 - flip) + a * np.log(agree)
-                  + (bins - a) * np.log(np.clip(1 - agree, 1e-300, 1.0)))
+        loglik = (
+            d * np.log(flip)
+            + (64 - d) * np.log(1 - flip)
+            + a * np.log(agree)
+            + (bins - a) * np.log(np.clip(1 - agree, 1e-300, 1.0))
+        )
     table = grid[np.nanargmax(np.nan_to_num(loglik, nan=-np.inf), axis=2)]
     return table[distances, agreeing]
 
@@ -619,8 +654,13 @@ def _seeded_label(bins: int, joint: bool) -> str:
     return SEEDED_METHODS[3] if joint else SEEDED_METHODS[2]
 
 
-def seeded_scores(hash_lists: Sequence[npt.NDArray[np.uint64]], sets: Sequence[frozenset[str]], truth: dict[float, PairKeys],
-                  radii: dict[float, int], seed: int) -> dict[str, dict[float, Scores]]:
+def seeded_scores(
+    hash_lists: Sequence[npt.NDArray[np.uint64]],
+    sets: Sequence[frozenset[str]],
+    truth: dict[float, PairKeys],
+    radii: dict[float, int],
+    seed: int,
+) -> dict[str, dict[float, Scores]]:
     """P/R/F1 of each of SEEDED_METHODS under one choice of hash functions: ``seed`` remixes
     simdb's feature hashes (0 = the library's own, reproduced) and datasketch gets seed + 1
     (1 = its default).  Candidates within candidate_distance(tau) bits, as pairs() does.
@@ -635,9 +675,11 @@ def seeded_scores(hash_lists: Sequence[npt.NDArray[np.uint64]], sets: Sequence[f
         alone = np.clip((agreeing / bins - 1 / 256) / (1 - 1 / 256), 0.0, 1.0)
         combined = ml_estimates(distances, agreeing, bins)
         result[_seeded_label(bins, False)] = {
-            tau: scores(np.unique(keys[within[tau] & (alone >= tau)]), truth[tau]) for tau in THRESHOLDS}
+            tau: scores(np.unique(keys[within[tau] & (alone >= tau)]), truth[tau]) for tau in THRESHOLDS
+        }
         result[_seeded_label(bins, True)] = {
-            tau: scores(np.unique(keys[within[tau] & (combined >= tau)]), truth[tau]) for tau in THRESHOLDS}
+            tau: scores(np.unique(keys[within[tau] & (combined >= tau)]), truth[tau]) for tau in THRESHOLDS
+        }
     minhashes = build_minhashes(sets, seed + 1)
     lsh = {tau: minhash_lsh_pairs(sets, tau, minhashes) for tau in THRESHOLDS}
     result[SEEDED_METHODS[-2]] = {tau: scores(lsh[tau][0], truth[tau]) for tau in THRESHOLDS}
@@ -676,7 +718,11 @@ def print_scores_table(title: str, rows: list[tuple[str, dict[float, Scores]]]) 
     print("| method | J>=0.9 P | R | F1 | J>=0.8 P | R | F1 |")
     print("|---|---|---|---|---|---|---|")
     for label, by_tau in rows:
-        print(f"| {label} | " + " | ".join(f"{p:.3f} | {r:.3f} | {f:.3f}" for p, r, f in (by_tau[tau] for tau in THRESHOLDS)) + " |")
+        print(
+            f"| {label} | "
+            + " | ".join(f"{p:.3f} | {r:.3f} | {f:.3f}" for p, r, f in (by_tau[tau] for tau in THRESHOLDS))
+            + " |"
+        )
 
 
 def targets_line(simdb_scores: dict[float, Scores], lsh_scores: dict[float, Scores]) -> str:
@@ -697,10 +743,14 @@ def plagiarism_labels(root: Path) -> dict[str, tuple[str, str]] | None:
     if not info.is_file():
         return None
     rows = info.read_text(encoding="utf-8-sig").splitlines()[1:]
-    return {name: (task, category) for name, task, category in (row.split(",")[:3] for row in rows if row.count(",") >= 2)}
+    return {
+        name: (task, category) for name, task, category in (row.split(",")[:3] for row in rows if row.count(",") >= 2)
+    }
 
 
-def print_plagiarism(root: Path, kept: list[int], sets: Sequence[frozenset[str]], answers: dict[float, PairKeys]) -> None:
+def print_plagiarism(
+    root: Path, kept: list[int], sets: Sequence[frozenset[str]], answers: dict[float, PairKeys]
+) -> None:
     """How the labelled categories (cut / light / heavy / non, each answer against its task's
     source text) relate to exact Jaccard, containment and the pairs simdb reports at each of
     LABEL_THRESHOLDS; and simdb's pairs scored against the labels (plagiarised = not "non")."""
@@ -721,10 +771,16 @@ def print_plagiarism(root: Path, kept: list[int], sets: Sequence[frozenset[str]]
         containment = shared / len(sets[position[name]])
         rows.append((category, jaccard, containment, np.array([a * n + b], dtype=np.int64)))
     print()
-    print("Plagiarism labels: each answer against its task's source text (exact J and containment"
-          " |A & S| / |A| of the word 3-shingle sets; share of the pairs simdb reports at each threshold)")
+    print(
+        "Plagiarism labels: each answer against its task's source text (exact J and containment"
+        " |A & S| / |A| of the word 3-shingle sets; share of the pairs simdb reports at each threshold)"
+    )
     print()
-    print("| category | answers | mean J | min J | max J | mean containment | " + " | ".join(f"reported tau={t}" for t in LABEL_THRESHOLDS) + " |")
+    print(
+        "| category | answers | mean J | min J | max J | mean containment | "
+        + " | ".join(f"reported tau={t}" for t in LABEL_THRESHOLDS)
+        + " |"
+    )
     print("|---|---|---|---|---|---|" + "---|" * len(LABEL_THRESHOLDS))
     for category in ("cut", "light", "heavy", "non"):
         chosen = [r for r in rows if r[0] == category]
@@ -734,10 +790,14 @@ def print_plagiarism(root: Path, kept: list[int], sets: Sequence[frozenset[str]]
         c = np.array([r[2] for r in chosen])
         keys = np.concatenate([r[3] for r in chosen])
         reported = [f"{np.isin(keys, answers[t]).sum()}/{keys.size}" for t in LABEL_THRESHOLDS]
-        print(f"| {category} | {len(chosen)} | {j.mean():.3f} | {j.min():.3f} | {j.max():.3f} | {c.mean():.3f} | {' | '.join(reported)} |")
+        print(
+            f"| {category} | {len(chosen)} | {j.mean():.3f} | {j.min():.3f} | {j.max():.3f} | {c.mean():.3f} | {' | '.join(reported)} |"
+        )
     print()
-    print("simdb's pairs against the labels (positive = cut, light or heavy; answer-source pairs only),"
-          " and exact J >= tau as the same rule without sketch noise")
+    print(
+        "simdb's pairs against the labels (positive = cut, light or heavy; answer-source pairs only),"
+        " and exact J >= tau as the same rule without sketch noise"
+    )
     print()
     print("| tau | simdb P | R | F1 | exact J>=tau P | R | F1 |")
     print("|---|---|---|---|---|---|---|")
@@ -754,9 +814,16 @@ def print_plagiarism(root: Path, kept: list[int], sets: Sequence[frozenset[str]]
         print(f"| {tau} | {' | '.join(cells)} |")
 
 
-def database_report(corpus: str, documents: Sequence[str], sets: Sequence[frozenset[str]], kept: list[int],
-                    pair_keys: PairKeys, pair_jaccards: npt.NDArray[np.float64], truth: dict[float, PairKeys],
-                    seeds: int = 0) -> None:
+def database_report(
+    corpus: str,
+    documents: Sequence[str],
+    sets: Sequence[frozenset[str]],
+    kept: list[int],
+    pair_keys: PairKeys,
+    pair_jaccards: npt.NDArray[np.float64],
+    truth: dict[float, PairKeys],
+    seeds: int = 0,
+) -> None:
     """The acceptance report: simdb's pairs() at default settings against MinHashLSH and
     MinHashLSH + estimate check, the error analysis of simdb's misses and false pairs, and the
     what-ifs (candidate radius, sketch size, maximum-likelihood estimate from both sketches)."""
@@ -769,9 +836,11 @@ def database_report(corpus: str, documents: Sequence[str], sets: Sequence[frozen
     plagiarism = not corpus.startswith("messy:") and plagiarism_labels(root) is not None
     thresholds = LABEL_THRESHOLDS if plagiarism else THRESHOLDS
     answers, info = database_pairs(documents, thresholds)
-    print(f"simdb: {info['fingerprinter']}, index k={info['k']} ({info['tables']} tables), DEFAULT_THRESHOLD"
-          f" {simdb.DEFAULT_THRESHOLD}; add_texts {info['add_s']:.1f} s; pairs(threshold=0.9) {info['pairs_s_0.9']:.1f} s,"
-          f" 0.8 {info['pairs_s_0.8']:.1f} s; {info['bytes_per_doc']:.0f} bytes/doc after compact()")
+    print(
+        f"simdb: {info['fingerprinter']}, index k={info['k']} ({info['tables']} tables), DEFAULT_THRESHOLD"
+        f" {simdb.DEFAULT_THRESHOLD}; add_texts {info['add_s']:.1f} s; pairs(threshold=0.9) {info['pairs_s_0.9']:.1f} s,"
+        f" 0.8 {info['pairs_s_0.8']:.1f} s; {info['bytes_per_doc']:.0f} bytes/doc after compact()"
+    )
     started = time.perf_counter()
     minhashes = build_minhashes(sets)
     lsh = {tau: minhash_lsh_pairs(sets, tau, minhashes) for tau in THRESHOLDS}
@@ -781,11 +850,17 @@ def database_report(corpus: str, documents: Sequence[str], sets: Sequence[frozen
     checked_scores = {tau: scores(lsh[tau][1], truth[tau]) for tau in THRESHOLDS}
     print_scores_table(
         "simdb pairs(threshold=tau) at default settings, beside datasketch MinHashLSH(num_perm=128, threshold=tau)",
-        [("simdb defaults", simdb_scores), ("MinHashLSH (LSH candidates)", lsh_scores),
-         ("MinHashLSH + estimate >= tau", checked_scores)],
+        [
+            ("simdb defaults", simdb_scores),
+            ("MinHashLSH (LSH candidates)", lsh_scores),
+            ("MinHashLSH + estimate >= tau", checked_scores),
+        ],
     )
     print()
-    print("Targets (F1 >= MinHashLSH + 0.02, or >= 0.985 where MinHashLSH > 0.97): " + targets_line(simdb_scores, lsh_scores))
+    print(
+        "Targets (F1 >= MinHashLSH + 0.02, or >= 0.985 where MinHashLSH > 0.97): "
+        + targets_line(simdb_scores, lsh_scores)
+    )
     print("Against MinHashLSH + estimate check: " + targets_line(simdb_scores, checked_scores))
 
     # Reproduce the database's answer from the same Fingerprinter, to take it apart.
@@ -807,13 +882,17 @@ def database_report(corpus: str, documents: Sequence[str], sets: Sequence[frozen
     estimates = candidate_similarities(near_distances, agreeing, fingerprinter.kind)
 
     print()
-    print("Error analysis of simdb's answer (reproduced from Fingerprinter(): candidates within"
-          f" candidate_distance(tau) bits, kept when the library's joint estimate of the 64 bits and the"
-          f" {SKETCH_BYTES}-byte sketch >= tau; what-if sketch code equals the library's sketches: {same},"
-          f" fingerprints: {same_fingerprints})")
+    print(
+        "Error analysis of simdb's answer (reproduced from Fingerprinter(): candidates within"
+        f" candidate_distance(tau) bits, kept when the library's joint estimate of the 64 bits and the"
+        f" {SKETCH_BYTES}-byte sketch >= tau; what-if sketch code equals the library's sketches: {same},"
+        f" fingerprints: {same_fingerprints})"
+    )
     print()
-    print("| tau | radius | reproduced = db | true pairs | found | FN | FN: distance > radius | FN: estimate < tau |"
-          " FP | FP with J in [tau-0.05, tau) | FP with J < tau-0.05 |")
+    print(
+        "| tau | radius | reproduced = db | true pairs | found | FN | FN: distance > radius | FN: estimate < tau |"
+        " FP | FP with J in [tau-0.05, tau) | FP with J < tau-0.05 |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for tau in THRESHOLDS:
         radius = radii[tau]
@@ -824,33 +903,66 @@ def database_report(corpus: str, documents: Sequence[str], sets: Sequence[frozen
         false = np.setdiff1d(answers[tau], true)
         false_j = lookup(false, sorted_keys, sorted_jaccards, 0.0)
         close = int((false_j >= tau - 0.05).sum())
-        print(f"| {tau} | {radius} | {np.array_equal(reproduced, answers[tau])} | {true.size} | {answers[tau].size} |"
-              f" {missed.size} | {int(far.sum())} | {int((~far).sum())} | {false.size} | {close} | {false.size - close} |")
+        print(
+            f"| {tau} | {radius} | {np.array_equal(reproduced, answers[tau])} | {true.size} | {answers[tau].size} |"
+            f" {missed.size} | {int(far.sum())} | {int((~far).sum())} | {false.size} | {close} | {false.size - close} |"
+        )
 
     rows: list[tuple[str, dict[float, Scores]]] = []
     for extra in EXTRA_RADII:
         label = f"radius candidate_distance{f' + {extra}' if extra else ''}, joint ML(64 bits + {SKETCH_BYTES} bytes) >= tau"
-        rows.append((label + (" (= defaults)" if not extra else ""), {
-            tau: scores(np.unique(near_keys[(near_distances <= radii[tau] + extra) & (estimates >= tau)]), truth[tau])
-            for tau in THRESHOLDS}))
+        rows.append(
+            (
+                label + (" (= defaults)" if not extra else ""),
+                {
+                    tau: scores(
+                        np.unique(near_keys[(near_distances <= radii[tau] + extra) & (estimates >= tau)]), truth[tau]
+                    )
+                    for tau in THRESHOLDS
+                },
+            )
+        )
     for bins in SKETCH_BINS:
         alone = byte_estimates(sketch_rows[bins], near_keys, n)
-        rows.append((f"radius candidate_distance, {bins}-byte sketch alone >= tau"
-                     + (" (previous defaults)" if bins == 128 else ""), {
-            tau: scores(np.unique(near_keys[(near_distances <= radii[tau]) & (alone >= tau)]), truth[tau])
-            for tau in THRESHOLDS}))
+        rows.append(
+            (
+                f"radius candidate_distance, {bins}-byte sketch alone >= tau"
+                + (" (previous defaults)" if bins == 128 else ""),
+                {
+                    tau: scores(np.unique(near_keys[(near_distances <= radii[tau]) & (alone >= tau)]), truth[tau])
+                    for tau in THRESHOLDS
+                },
+            )
+        )
     for bins in SKETCH_BINS:
         if bins == SKETCH_BYTES:
             continue  # the defaults, above
         agreeing_bins = np.count_nonzero(sketch_rows[bins][near_keys // n] == sketch_rows[bins][near_keys % n], axis=1)
         combined = ml_estimates(near_distances, agreeing_bins, bins)
-        rows.append((f"radius candidate_distance, ML(64 bits + {bins} bytes) >= tau", {
-            tau: scores(np.unique(near_keys[(near_distances <= radii[tau]) & (combined >= tau)]), truth[tau])
-            for tau in THRESHOLDS}))
-    rows.append((f"radius candidate_distance + {max(EXTRA_RADII)}, exact J >= tau (recall bound of the candidates)", {
-        tau: scores(np.intersect1d(np.unique(near_keys[near_distances <= radii[tau] + max(EXTRA_RADII)]), truth[tau]), truth[tau])
-        for tau in THRESHOLDS}))
-    print_scores_table("What-ifs, in the benchmark only (candidate radius; the previous 128-byte sketch; the sketch alone)", rows)
+        rows.append(
+            (
+                f"radius candidate_distance, ML(64 bits + {bins} bytes) >= tau",
+                {
+                    tau: scores(np.unique(near_keys[(near_distances <= radii[tau]) & (combined >= tau)]), truth[tau])
+                    for tau in THRESHOLDS
+                },
+            )
+        )
+    rows.append(
+        (
+            f"radius candidate_distance + {max(EXTRA_RADII)}, exact J >= tau (recall bound of the candidates)",
+            {
+                tau: scores(
+                    np.intersect1d(np.unique(near_keys[near_distances <= radii[tau] + max(EXTRA_RADII)]), truth[tau]),
+                    truth[tau],
+                )
+                for tau in THRESHOLDS
+            },
+        )
+    )
+    print_scores_table(
+        "What-ifs, in the benchmark only (candidate radius; the previous 128-byte sketch; the sketch alone)", rows
+    )
     if seeds:
         print_seeded([seeded_scores(hash_lists, sets, truth, radii, seed) for seed in range(seeds)])
     if plagiarism:
@@ -864,7 +976,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=0, help="check the expected figures with N other hash functions")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N documents")
     parser.add_argument("--kinds", action="store_true", help="only compare fingerprint kinds and weights")
-    parser.add_argument("--simhash", action="store_true", help="the 64-bit SimHash tables (the defaults before issue #14)")
+    parser.add_argument(
+        "--simhash", action="store_true", help="the 64-bit SimHash tables (the defaults before issue #14)"
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -879,8 +993,10 @@ def main(argv: list[str] | None = None) -> None:
     similar_keys, similar_jaccards = pair_keys[similar], pair_jaccards[similar]
     truth = {tau: np.sort(similar_keys[similar_jaccards >= tau - 1e-12]) for tau in THRESHOLDS}
     print(f"corpus: {args.corpus}: {n} documents with a word 3-shingle ({len(all_sets) - n} without)")
-    print(f"exact pairs: J>=0.7: {similar_keys.size}, J>=0.8: {truth[0.8].size}, J>=0.9: {truth[0.9].size}"
-          f" ({time.perf_counter() - started:.1f} s)")
+    print(
+        f"exact pairs: J>=0.7: {similar_keys.size}, J>=0.8: {truth[0.8].size}, J>=0.9: {truth[0.9].size}"
+        f" ({time.perf_counter() - started:.1f} s)"
+    )
 
     if args.kinds:
         minhashes = build_minhashes(sets)
@@ -904,12 +1020,15 @@ def main(argv: list[str] | None = None) -> None:
     minhashes = build_minhashes(sets)
     lsh = {tau: minhash_lsh_pairs(sets, tau, minhashes) for tau in THRESHOLDS}
     lsh_expected = {
-        tau: expected_scores(similar_keys, lsh_candidate_probability(similar_jaccards, tau), truth[tau]) for tau in THRESHOLDS
+        tau: expected_scores(similar_keys, lsh_candidate_probability(similar_jaccards, tau), truth[tau])
+        for tau in THRESHOLDS
     }
 
     print()
     print(f"Default settings: {default!r}")
-    print("P, R, F1: measured with simdb's hash function; E[F1]: expected over hash functions (permutations for MinHash)")
+    print(
+        "P, R, F1: measured with simdb's hash function; E[F1]: expected over hash functions (permutations for MinHash)"
+    )
     print()
     print("| method | J>=0.9 P | R | F1 | E[F1] | J>=0.8 P | R | F1 | E[F1] | index tables |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -933,7 +1052,11 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|---|")
     for bits in (64, 128, 256):
         wide = expected_table(default_pairs, truth, bits, max_k=bits // 4)
-        print(f"| {bits} | " + " | ".join(f"{best_k(wide, tau)} | {wide[best_k(wide, tau)][tau][2]:.3f}" for tau in THRESHOLDS) + " |")
+        print(
+            f"| {bits} | "
+            + " | ".join(f"{best_k(wide, tau)} | {wide[best_k(wide, tau)][tau][2]:.3f}" for tau in THRESHOLDS)
+            + " |"
+        )
 
     print()
     print("What-if, the default index with every candidate verified (exact J >= tau): measured")
@@ -951,11 +1074,18 @@ def main(argv: list[str] | None = None) -> None:
     print("| 64-bit sketch | J>=0.9 best k | E[F1] | J>=0.8 best k | E[F1] |")
     print("|---|---|---|---|---|")
     minwise: Table = {
-        k: {tau: expected_scores(pair_keys, one_bit_minwise_probability(pair_jaccards, k), truth[tau]) for tau in THRESHOLDS}
+        k: {
+            tau: expected_scores(pair_keys, one_bit_minwise_probability(pair_jaccards, k), truth[tau])
+            for tau in THRESHOLDS
+        }
         for k in range(MAX_K + 1)
     }
     for label, table in (("SimHash, default features", default_expected), ("one-bit minwise hashes", minwise)):
-        print(f"| {label} | " + " | ".join(f"{best_k(table, tau)} | {table[best_k(table, tau)][tau][2]:.3f}" for tau in THRESHOLDS) + " |")
+        print(
+            f"| {label} | "
+            + " | ".join(f"{best_k(table, tau)} | {table[best_k(table, tau)][tau][2]:.3f}" for tau in THRESHOLDS)
+            + " |"
+        )
 
     if args.seeds:
         print()
@@ -963,7 +1093,10 @@ def main(argv: list[str] | None = None) -> None:
         print()
         print("| k | J>=0.9 F1 | E[F1] | J>=0.8 F1 | E[F1] |")
         print("|---|---|---|---|---|")
-        runs = [measured_table(hamming_pairs(reseeded_fingerprints(default_matrix, default_hashes, seed), MAX_K), truth) for seed in range(1, args.seeds + 1)]
+        runs = [
+            measured_table(hamming_pairs(reseeded_fingerprints(default_matrix, default_hashes, seed), MAX_K), truth)
+            for seed in range(1, args.seeds + 1)
+        ]
         for k in range(MAX_K + 1):
             cells = []
             for tau in THRESHOLDS:

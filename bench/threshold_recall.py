@@ -48,7 +48,12 @@ def measure(texts: list[str], k: int, blocks: int | None, threshold: float) -> d
             db.compact()
             size = db.stats()["size_bytes"]
         recall = len(truth & found) / len(truth) if truth else 1.0
-        return {"pairs": len(truth), "recall": recall, "bytes_per_doc": size / len(texts), "tables": len(db.plan.tables)}
+        return {
+            "pairs": len(truth),
+            "recall": recall,
+            "bytes_per_doc": size / len(texts),
+            "tables": len(db.plan.tables),
+        }
     finally:
         shutil.rmtree(directory)
 
@@ -70,8 +75,11 @@ def main(argv: list[str] | None = None) -> None:
             started = time.perf_counter()
             row = measure(texts, int(k), blocks, args.threshold)
             name = Path(corpus).name if not corpus.startswith("messy:") else corpus
-            print(f"| {name} | {len(texts):,} | {k} | {blocks} | {row['tables']} | {row['pairs']:,} | {row['recall']:.3f} | "
-                  f"{row['bytes_per_doc']:.0f} |  ({time.perf_counter() - started:.0f} s)", flush=True)
+            print(
+                f"| {name} | {len(texts):,} | {k} | {blocks} | {row['tables']} | {row['pairs']:,} | {row['recall']:.3f} | "
+                f"{row['bytes_per_doc']:.0f} |  ({time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

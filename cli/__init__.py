@@ -1,7 +1,7 @@
 """The ``simdb`` command line: a thin typer layer over the :mod:`simdb` library.
 
 Everything that imports typer or rich lives in this package, so ``import simdb`` stays free
-of them.  The entry point is :func:`cli.app.main`.
+of them.  The entry point is :func:`simdb_cli.app.main`.
 """
 
 import os
@@ -16,8 +16,11 @@ def _exit_quietly(signum: int, frame: FrameType | None) -> None:
 
 # Ctrl-C while the command's modules are still loading (typer, rich, numpy: most of a
 # second) would print a KeyboardInterrupt traceback from deep inside an import.  Run as the
-# `simdb` console script, end quietly with the usual exit code instead; cli.app.main() puts
-# Python's own handler back once everything is loaded.  Importing cli anywhere else (tests,
+# `simdb` console script, end quietly with the usual exit code instead; simdb_cli.app.main() puts
+# Python's own handler back once everything is loaded.  Importing simdb_cli anywhere else (tests,
 # python -m) leaves the handler alone, as does a SIGINT that was set to be ignored.
-if os.path.splitext(os.path.basename(sys.argv[0] if sys.argv else ""))[0] == "simdb" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+if (
+    os.path.splitext(os.path.basename(sys.argv[0] if sys.argv else ""))[0] == "simdb"
+    and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+):
     signal.signal(signal.SIGINT, _exit_quietly)

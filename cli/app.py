@@ -38,11 +38,13 @@ from typing import IO, TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
 import typer
 from typer.exceptions import TyperException
 
-import cli
 import simdb
-from cli import output
-from cli.output import err, hex_fingerprint, json_line, out
-from cli.sources import (
+from simdb import AddResult, DatabaseError, InvalidInputError, NotADatabaseError, SimdbError, codec
+from simdb.database import DEFAULT_K
+
+from . import _exit_quietly, output
+from .output import err, hex_fingerprint, json_line, out
+from .sources import (
     BINARY_SNIFF_BYTES,
     DEFAULT_MAX_DOC_BYTES,
     EXPORT_FORMAT_VERSION,
@@ -63,8 +65,6 @@ from cli.sources import (
     stdin_keys,
     stream_inputs,
 )
-from simdb import AddResult, DatabaseError, InvalidInputError, NotADatabaseError, SimdbError, codec
-from simdb.database import DEFAULT_K
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to the commands that need it
     from simdb.fingerprint import Fingerprinter
@@ -102,13 +102,28 @@ DbOption = Annotated[
         help=f"Database directory. Defaults to $SIMDB_PATH, then ./{DEFAULT_DB_PATH} in the working directory.",
     ),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON lines on stdout (one object per line) instead of tables.")]
-DebugOption = Annotated[bool, typer.Option("--debug", help="On an error, show the full traceback as well as the one-line message.")]
-ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr (only on a terminal).")]
-WorkersOption = Annotated[
-    int | None, typer.Option("--workers", min=1, help="Processes that compute fingerprints. Default: every available core.", show_default=False)
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print JSON lines on stdout (one object per line) instead of tables.")
 ]
-BatchOption = Annotated[int, typer.Option("--batch-size", min=1, help="Documents per write transaction; Ctrl-C keeps every committed batch.")]
+DebugOption = Annotated[
+    bool, typer.Option("--debug", help="On an error, show the full traceback as well as the one-line message.")
+]
+ProgressOption = Annotated[
+    bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr (only on a terminal).")
+]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        min=1,
+        help="Processes that compute fingerprints. Default: every available core.",
+        show_default=False,
+    ),
+]
+BatchOption = Annotated[
+    int,
+    typer.Option("--batch-size", min=1, help="Documents per write transaction; Ctrl-C keeps every committed batch."),
+]
 IfNewOption = Annotated[
     bool,
     typer.Option(
@@ -127,7 +142,13 @@ CreateKOption = Annotated[
     ),
 ]
 BlocksOption = Annotated[
-    int | None, typer.Option("--blocks", min=1, help="Blocks of the permutation plan (more than k), when the database is created.", show_default=False)
+    int | None,
+    typer.Option(
+        "--blocks",
+        min=1,
+        help="Blocks of the permutation plan (more than k), when the database is created.",
+        show_default=False,
+    ),
 ]
 #: Said of a fingerprint setting by ``add`` (a database keeps the settings it was created with), not by ``hash``.
 FIXED = " Fixed at the first text added."
@@ -220,7 +241,10 @@ CLI_WORDING = (
     ("create it first by opening it writable", "create it with simdb add or simdb import"),
     ("create it with create=True", "create it with simdb add or simdb import"),
     ("open it writable to finish it", "simdb add or simdb import finishes it"),
-    ("add text once with a writable database, or pass fingerprints", "add text with simdb add first, or query with --fingerprint"),
+    (
+        "add text once with a writable database, or pass fingerprints",
+        "add text with simdb add first, or query with --fingerprint",
+    ),
     ("run check()", "run simdb check"),
 )
 
@@ -300,7 +324,9 @@ def available_cores() -> int:
 def open_existing(path: str, *, readonly: bool = True) -> simdb.Database:
     """Open a database that must already exist, with a message that says how to make one."""
     if not os.path.exists(path):
-        raise NotADatabaseError(f"no database at {path}", "add documents with `simdb add`, or point --db / $SIMDB_PATH at one")
+        raise NotADatabaseError(
+            f"no database at {path}", "add documents with `simdb add`, or point --db / $SIMDB_PATH at one"
+        )
     return simdb.open(path, readonly=readonly, create=False)
 
 
@@ -532,7 +558,9 @@ class Ingest:
         """Store ``(key, fingerprint, meta, where)`` items."""
         self._feed(items, self._add_fingerprints, texts=False)
 
-    def _add_fingerprints(self, rows: Iterable[tuple[str, Any, Any]], on_batch: Callable[[AddResult], None], batch_size: int | None = None) -> AddResult:
+    def _add_fingerprints(
+        self, rows: Iterable[tuple[str, Any, Any]], on_batch: Callable[[AddResult], None], batch_size: int | None = None
+    ) -> AddResult:
         return self.database.add_many(
             rows, batch_size=batch_size or self.batch_size, on_batch=on_batch, **self._if_new_options
         )
@@ -617,7 +645,6 @@ class Ingest:
             len(done.skipped) + len(running.skipped),
             done.featureless + running.featureless,
         )
-
 
 
 def problem_printer(json_output: bool) -> Callable[[str, str], None]:
@@ -734,13 +761,38 @@ def add(
             show_default=False,
         ),
     ] = None,
-    recursive: Annotated[bool, typer.Option("--recursive", "-r", help="Also add the files in subdirectories of the directories given.")] = False,
-    glob: Annotated[str | None, typer.Option("--glob", help="In directories, add only files whose name matches this pattern, e.g. '*.txt'.", show_default=False)] = None,
-    jsonl: Annotated[list[str] | None, typer.Option("--jsonl", help="A JSON-lines file ('-' for stdin, .gz allowed) with one document per line; repeatable.", show_default=False)] = None,
-    id_field: Annotated[str, typer.Option("--id-field", help="JSONL field holding the key (lines without it get the key FILE:LINE).")] = "id",
-    text_field: Annotated[str, typer.Option("--text-field", help="JSONL field holding the text; other fields are stored as meta.")] = "text",
+    recursive: Annotated[
+        bool, typer.Option("--recursive", "-r", help="Also add the files in subdirectories of the directories given.")
+    ] = False,
+    glob: Annotated[
+        str | None,
+        typer.Option(
+            "--glob",
+            help="In directories, add only files whose name matches this pattern, e.g. '*.txt'.",
+            show_default=False,
+        ),
+    ] = None,
+    jsonl: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--jsonl",
+            help="A JSON-lines file ('-' for stdin, .gz allowed) with one document per line; repeatable.",
+            show_default=False,
+        ),
+    ] = None,
+    id_field: Annotated[
+        str, typer.Option("--id-field", help="JSONL field holding the key (lines without it get the key FILE:LINE).")
+    ] = "id",
+    text_field: Annotated[
+        str, typer.Option("--text-field", help="JSONL field holding the text; other fields are stored as meta.")
+    ] = "text",
     fingerprints: Annotated[
-        list[str] | None, typer.Option("--fingerprints", help="A TSV file of KEY<TAB>FINGERPRINT (hex or decimal), optionally <TAB>META-JSON; repeatable.", show_default=False)
+        list[str] | None,
+        typer.Option(
+            "--fingerprints",
+            help="A TSV file of KEY<TAB>FINGERPRINT (hex or decimal), optionally <TAB>META-JSON; repeatable.",
+            show_default=False,
+        ),
     ] = None,
     if_new: IfNewOption = False,
     threshold: Annotated[
@@ -789,7 +841,9 @@ def add(
     (featureless: stored, but never anyone's near-duplicate).
     """
     if not (paths or jsonl or fingerprints):
-        raise usage_error("nothing to add: give files or directories, --jsonl FILE or --fingerprints FILE (see simdb add --help)")
+        raise usage_error(
+            "nothing to add: give files or directories, --jsonl FILE or --fingerprints FILE (see simdb add --help)"
+        )
     if checked_threshold(threshold) is not None and not if_new:
         raise usage_error("--threshold goes with --if-new (add stores every document otherwise)")
     intake = Intake(on_problem=problem_printer(json_output), on_notice=_print_notice)
@@ -834,9 +888,19 @@ def add(
 @app.command()
 @guarded
 def query(
-    text: Annotated[str | None, typer.Argument(help="The text to look for; '-' reads it from stdin.", show_default=False)] = None,
-    file: Annotated[str | None, typer.Option("--file", "-f", help="Look for the text of this file ('-' for stdin).", show_default=False)] = None,
-    fingerprint: Annotated[str | None, typer.Option("--fingerprint", help="Look for this fingerprint (hex, e.g. 0x1f..., or decimal).", show_default=False)] = None,
+    text: Annotated[
+        str | None, typer.Argument(help="The text to look for; '-' reads it from stdin.", show_default=False)
+    ] = None,
+    file: Annotated[
+        str | None,
+        typer.Option("--file", "-f", help="Look for the text of this file ('-' for stdin).", show_default=False),
+    ] = None,
+    fingerprint: Annotated[
+        str | None,
+        typer.Option(
+            "--fingerprint", help="Look for this fingerprint (hex, e.g. 0x1f..., or decimal).", show_default=False
+        ),
+    ] = None,
     k: QueryKOption = None,
     threshold: Annotated[
         float | None,
@@ -848,7 +912,10 @@ def query(
             show_default=False,
         ),
     ] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=0, help="Show at most this many matches (the nearest).", show_default=False)] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=0, help="Show at most this many matches (the nearest).", show_default=False),
+    ] = None,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     debug: DebugOption = False,
@@ -920,10 +987,32 @@ def pairs(
             "from the threshold up), or per distance 0..k with -k alone.",
         ),
     ] = False,
-    parquet: Annotated[str | None, typer.Option("--parquet", help="Run the batch job on Dask over these (key, fingerprint) Parquet files (a path or glob, e.g. from export --format parquet) instead of a database; needs --out.")] = None,
-    scheduler: Annotated[str | None, typer.Option("--scheduler", help="With --parquet: a Dask scheduler ADDRESS, or 'local' (the default) to start a local multi-process cluster for the job.")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", min=1, help="With --parquet and a local cluster: worker processes (default: one per core).")] = None,
-    out_dir: Annotated[str | None, typer.Option("--out", help="With --parquet: the directory to write the pairs to, as Parquet (key_a, key_b, distance).")] = None,
+    parquet: Annotated[
+        str | None,
+        typer.Option(
+            "--parquet",
+            help="Run the batch job on Dask over these (key, fingerprint) Parquet files (a path or glob, e.g. from export --format parquet) instead of a database; needs --out.",
+        ),
+    ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            help="With --parquet: a Dask scheduler ADDRESS, or 'local' (the default) to start a local multi-process cluster for the job.",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers", min=1, help="With --parquet and a local cluster: worker processes (default: one per core)."
+        ),
+    ] = None,
+    out_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--out", help="With --parquet: the directory to write the pairs to, as Parquet (key_a, key_b, distance)."
+        ),
+    ] = None,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     debug: DebugOption = False,
@@ -1021,7 +1110,9 @@ def print_pair_histogram(
     return sum(per_bucket.values())
 
 
-def run_distributed_pairs(parquet: str, out_dir: str | None, k: int | None, scheduler: str | None, workers: int | None, json_output: bool) -> None:
+def run_distributed_pairs(
+    parquet: str, out_dir: str | None, k: int | None, scheduler: str | None, workers: int | None, json_output: bool
+) -> None:
     """The --parquet form of pairs: the Dask batch job, reporting a summary line."""
     if out_dir is None:
         raise usage_error("--parquet needs --out DIR for the pairs it writes")
@@ -1067,7 +1158,9 @@ def clusters(
             "--threshold up to 1.0 in 0.05 steps (or each k=d for d in 0..k with -k alone), as a bar chart.",
         ),
     ] = False,
-    singletons: Annotated[bool, typer.Option("--singletons", help="Also print documents with no near-duplicate, as clusters of one.")] = False,
+    singletons: Annotated[
+        bool, typer.Option("--singletons", help="Also print documents with no near-duplicate, as clusters of one.")
+    ] = False,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     debug: DebugOption = False,
@@ -1118,7 +1211,11 @@ def clusters(
             for number, members in enumerate(found(k, threshold), 1):
                 total = number
                 if json_output:
-                    out(json_line({"cluster": number, "representative": members[0], "size": len(members), "members": members}))
+                    out(
+                        json_line(
+                            {"cluster": number, "representative": members[0], "size": len(members), "members": members}
+                        )
+                    )
                 else:
                     out(f"cluster {number}: {len(members)} documents, representative {members[0]}")
                     for member in members[1:]:
@@ -1131,7 +1228,12 @@ def clusters(
 @app.command()
 @guarded
 def remove(
-    keys: Annotated[list[str], typer.Argument(help="Keys of the documents to remove; '-' reads keys from stdin, one per line.", show_default=False)],
+    keys: Annotated[
+        list[str],
+        typer.Argument(
+            help="Keys of the documents to remove; '-' reads keys from stdin, one per line.", show_default=False
+        ),
+    ],
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     debug: DebugOption = False,
@@ -1175,7 +1277,9 @@ def compact(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, deb
     else:
         saved = result.bytes_before - result.bytes_after
         share = f" ({saved / result.bytes_before:.0%} smaller)" if result.bytes_before and saved > 0 else ""
-        out(f"compacted {db}: {output.human_bytes(result.bytes_before)} -> {output.human_bytes(result.bytes_after)}{share}")
+        out(
+            f"compacted {db}: {output.human_bytes(result.bytes_before)} -> {output.human_bytes(result.bytes_after)}{share}"
+        )
 
 
 def _settings_summary(settings: dict[str, Any] | None) -> str:
@@ -1213,7 +1317,11 @@ def stats(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug
         ("tables", info["tables"]),
         ("leading bits", ", ".join(map(str, info["leading_bits"]))),
         ("expected candidates per probe", f"{info['expected_candidates_per_probe']:.3g}"),
-        ("size on disk", output.human_bytes(info["size_bytes"]) + (f" ({per_document:,.0f} bytes per document)" if per_document else "")),
+        (
+            "size on disk",
+            output.human_bytes(info["size_bytes"])
+            + (f" ({per_document:,.0f} bytes per document)" if per_document else ""),
+        ),
         ("fingerprint settings", _settings_summary(info.get("fingerprinter"))),
         (
             "sketches",
@@ -1237,13 +1345,24 @@ def check(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug
     with open_existing(db) as database:
         report = database.check()
     if json_output:
-        out(json_line({"ok": bool(report), "documents": report.documents, "table_entries": report.table_entries, "problems": report.problems}))
+        out(
+            json_line(
+                {
+                    "ok": bool(report),
+                    "documents": report.documents,
+                    "table_entries": report.table_entries,
+                    "problems": report.problems,
+                }
+            )
+        )
     elif report:
         out(f"ok: {report.documents:,} documents, {report.table_entries:,} table entries, no problems")
     else:
         for problem in report.problems:
             out(f"problem: {problem}")
-        out(f"{len(report.problems)} problems in {report.documents:,} documents and {report.table_entries:,} table entries")
+        out(
+            f"{len(report.problems)} problems in {report.documents:,} documents and {report.table_entries:,} table entries"
+        )
     if not report:
         raise typer.Exit(EXIT_NOTHING_FOUND)
 
@@ -1251,10 +1370,19 @@ def check(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug
 @app.command("hash")
 @guarded
 def hash_command(
-    text: Annotated[str | None, typer.Argument(help="The text to fingerprint; '-' reads it from stdin.", show_default=False)] = None,
-    file: Annotated[list[str] | None, typer.Option("--file", "-f", help="Fingerprint this file's text instead ('-' for stdin); repeatable.", show_default=False)] = None,
+    text: Annotated[
+        str | None, typer.Argument(help="The text to fingerprint; '-' reads it from stdin.", show_default=False)
+    ] = None,
+    file: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--file", "-f", help="Fingerprint this file's text instead ('-' for stdin); repeatable.", show_default=False
+        ),
+    ] = None,
     bits: Annotated[int, typer.Option("--bits", help="Fingerprint width: 32, 64 or 128.")] = 64,
-    binary: Annotated[bool, typer.Option("--binary", help="Print the fingerprint as a string of 0s and 1s instead of hex.")] = False,
+    binary: Annotated[
+        bool, typer.Option("--binary", help="Print the fingerprint as a string of 0s and 1s instead of hex.")
+    ] = False,
     features: HashFeaturesOption = None,
     ngram: HashNgramOption = None,
     stopwords: HashStopwordsOption = None,
@@ -1303,7 +1431,13 @@ EXPORT_FORMATS = ("jsonl", "tsv", "parquet")
 @app.command()
 @guarded
 def export(
-    file_format: Annotated[str, typer.Option("--format", help="jsonl (a settings header line, then one object per document), tsv (KEY, FINGERPRINT, META-JSON), or parquet (key, fingerprint: the input of pairs --parquet; needs the dask extra).")] = "jsonl",
+    file_format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="jsonl (a settings header line, then one object per document), tsv (KEY, FINGERPRINT, META-JSON), or parquet (key, fingerprint: the input of pairs --parquet; needs the dask extra).",
+        ),
+    ] = "jsonl",
     output_path: Annotated[str, typer.Option("--output", "-o", help="Write here instead of stdout.")] = "-",
     db: DbOption = DEFAULT_DB_PATH,
     debug: DebugOption = False,
@@ -1328,7 +1462,18 @@ def export(
         with open_existing(db) as database, output_file(output_path) as stream:
             if file_format == "jsonl":
                 settings = database.fingerprinter.to_dict() if database.fingerprinter is not None else None
-                stream.write(json_line({"simdb": "export", "format_version": EXPORT_FORMAT_VERSION, "k": database.k, "blocks": database.plan.blocks, "fingerprinter": settings}) + "\n")
+                stream.write(
+                    json_line(
+                        {
+                            "simdb": "export",
+                            "format_version": EXPORT_FORMAT_VERSION,
+                            "k": database.k,
+                            "blocks": database.plan.blocks,
+                            "fingerprinter": settings,
+                        }
+                    )
+                    + "\n"
+                )
                 for document in database.items():
                     field, meta = export_meta(document.meta)
                     fingerprint = hex_fingerprint(document.fingerprint)
@@ -1336,7 +1481,10 @@ def export(
             else:
                 for document in database.items():
                     if any(mark in document.key for mark in "\t\n\r"):
-                        raise simdb.InvalidInputError(f"key {document.key!r} holds a tab or line break, which TSV cannot carry", "export with --format jsonl")
+                        raise simdb.InvalidInputError(
+                            f"key {document.key!r} holds a tab or line break, which TSV cannot carry",
+                            "export with --format jsonl",
+                        )
                     field, meta = export_meta(document.meta)
                     column = json_line(meta) if field == "meta" else TSV_MSGPACK_PREFIX + meta
                     column = "" if document.meta is None else column
@@ -1395,8 +1543,13 @@ def _umask() -> int:
 @guarded
 @output.keep_going_if_stdout_closes()  # storing the documents is the point, not the output
 def import_command(
-    files: Annotated[list[str], typer.Argument(help="Files written by simdb export ('-' for stdin, .gz allowed).", show_default=False)],
-    file_format: Annotated[str, typer.Option("--format", help="auto (tsv if the name ends in .tsv, else jsonl), jsonl or tsv.")] = "auto",
+    files: Annotated[
+        list[str],
+        typer.Argument(help="Files written by simdb export ('-' for stdin, .gz allowed).", show_default=False),
+    ],
+    file_format: Annotated[
+        str, typer.Option("--format", help="auto (tsv if the name ends in .tsv, else jsonl), jsonl or tsv.")
+    ] = "auto",
     k: CreateKOption = None,
     blocks: BlocksOption = None,
     if_new: IfNewOption = False,
@@ -1454,8 +1607,17 @@ def import_command(
 @app.command()
 @guarded
 def demo(
-    directory: Annotated[str, typer.Option("--dir", help="Where to write the generated documents (DIR/docs) and the database (DIR/db).")] = "simdb-demo",
-    documents: Annotated[int, typer.Option("--documents", min=10, help="How many documents to generate, of which about one in eight are planted near-duplicates.")] = 300,
+    directory: Annotated[
+        str, typer.Option("--dir", help="Where to write the generated documents (DIR/docs) and the database (DIR/db).")
+    ] = "simdb-demo",
+    documents: Annotated[
+        int,
+        typer.Option(
+            "--documents",
+            min=10,
+            help="How many documents to generate, of which about one in eight are planted near-duplicates.",
+        ),
+    ] = 300,
     workers: WorkersOption = None,
     progress: ProgressOption = True,
     debug: DebugOption = False,
@@ -1465,7 +1627,7 @@ def demo(
     Writes a few hundred text files to DIR/docs, adds them to the database DIR/db, runs a
     query and prints the pairs found, in a few seconds.
     """
-    from cli import demo as generator
+    from . import demo as generator
 
     docs_dir = Path(directory) / "docs"
     db_path = str(Path(directory) / "db")
@@ -1477,7 +1639,9 @@ def demo(
     generator.record_output(Path(directory), generator.Output(made.files | set(keys), made.keys | set(keys.values())))
     paths = generator.write(collection, docs_dir)
     out(f"1. Wrote {len(paths)} documents to {docs_dir}/, with {len(collection.planted)} planted near-duplicate copies")
-    out(f"   (files named like article-007-replaced.txt: one word replaced, one inserted, or case and punctuation changed).\n")
+    out(
+        "   (files named like article-007-replaced.txt: one word replaced, one inserted, or case and punctuation changed).\n"
+    )
 
     out(f"2. simdb add {docs_dir} --db {db_path}")
     # A rerun with another --documents leaves no stale generated files behind.
@@ -1556,7 +1720,7 @@ def root(
 
 def main() -> None:
     """The ``simdb`` console script."""
-    if signal.getsignal(signal.SIGINT) is cli._exit_quietly:
+    if signal.getsignal(signal.SIGINT) is _exit_quietly:
         # Undo cli/__init__.py's start-up handler: from here Ctrl-C is a KeyboardInterrupt
         # that each command turns into its own clean stop.
         signal.signal(signal.SIGINT, signal.default_int_handler)

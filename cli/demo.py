@@ -127,20 +127,29 @@ def previous_output(directory: Path) -> Output:
             raise InvalidInputError(message, "choose a new or empty --dir") from None
         made = Output()
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InvalidInputError(f"{record_path} is not the record simdb demo writes ({exc})", "choose another --dir") from None
+        raise InvalidInputError(
+            f"{record_path} is not the record simdb demo writes ({exc})", "choose another --dir"
+        ) from None
     docs, db = directory / "docs", directory / "db"
     if docs.is_dir():
         for entry in sorted(os.scandir(docs), key=lambda entry: entry.name):
             if entry.name not in made.files or not entry.is_file(follow_symlinks=False):
-                raise InvalidInputError(f"{entry.path} was not written by simdb demo, which would mix it into its output", "choose another --dir")
+                raise InvalidInputError(
+                    f"{entry.path} was not written by simdb demo, which would mix it into its output",
+                    "choose another --dir",
+                )
     if db.exists() and (not db.is_dir() or any(db.iterdir())):
         try:
             with simdb.open(db, readonly=True, create=False) as database:
-                foreign = next((key for key in database.keys() if key not in made.keys), None)
+                foreign = next((key for key in database if key not in made.keys), None)
         except NotADatabaseError:
-            raise InvalidInputError(f"{db} exists and is not a database simdb demo made", "choose another --dir") from None
+            raise InvalidInputError(
+                f"{db} exists and is not a database simdb demo made", "choose another --dir"
+            ) from None
         if foreign is not None:
-            raise InvalidInputError(f"the database {db} holds {describe(foreign)}, which simdb demo did not add", "choose another --dir") from None
+            raise InvalidInputError(
+                f"the database {db} holds {describe(foreign)}, which simdb demo did not add", "choose another --dir"
+            ) from None
     return made
 
 

@@ -18,7 +18,16 @@ from itertools import chain, islice
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    Task,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.text import Text
 
 from simdb import InvalidInputError
@@ -72,7 +81,7 @@ def keep_going_if_stdout_closes() -> Iterator[None]:
     """Within this (a context manager, or a decorator), a closed stdout (``simdb add ... |
     head``) mutes the rest of the output instead of raising BrokenPipeError, for work whose
     point is not its output; outside it, the BrokenPipeError ends the command (quietly: see
-    :func:`cli.app.guarded`)."""
+    :func:`simdb_cli.app.guarded`)."""
     global _keep_going, _muted
     _keep_going, _muted = True, False
     try:

@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import IO, TYPE_CHECKING, Any
 
-from cli.output import unplain
 from simdb import InvalidInputError, codec, parse_fingerprint
 from simdb.keys import check_key, describe
+
+from .output import unplain
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to an export header that needs it
     from simdb.fingerprint import Fingerprinter
@@ -69,6 +70,7 @@ def too_large(size: int | None, limit: int) -> str:
     """The report of a document over ``limit`` bytes (``size`` if known)."""
     what = f"{size:,} bytes" if size is not None else "more bytes"
     return f"{what}, over --max-doc-bytes ({limit:,}); skipped"
+
 
 #: Bytes read at a time while skipping an oversized line or looking for the next WARC record.
 _SCAN_CHUNK = 1 << 16
@@ -154,7 +156,13 @@ def _file_size(info: os.stat_result) -> int | None:
 
 
 def expand_paths(
-    paths: Iterable[str], intake: Intake, *, recursive: bool, pattern: str | None, skip_directory: str | None = None, stdin: IO[str] | None = None
+    paths: Iterable[str],
+    intake: Intake,
+    *,
+    recursive: bool,
+    pattern: str | None,
+    skip_directory: str | None = None,
+    stdin: IO[str] | None = None,
 ) -> list[Input]:
     """The files to read for the PATH arguments of ``simdb add``, in order.
 
@@ -178,7 +186,10 @@ def expand_paths(
         for line in _stdin_lines(stdin):
             if "\0" in line:
                 # find -print0 output: one "line" holding every path, NUL-separated.
-                intake.fail(f"<stdin> path {describe(line)}", "holds a NUL byte; give one path per line (find -print, not -print0)")
+                intake.fail(
+                    f"<stdin> path {describe(line)}",
+                    "holds a NUL byte; give one path per line (find -print, not -print0)",
+                )
             elif line:
                 # A "-" inside the list is a file named "-", not stdin again.
                 found.extend(_expand_one("./-" if line == "-" else line, intake, recursive, pattern, skipped, visited))
@@ -214,7 +225,9 @@ def stdin_keys(intake: Intake, stdin: IO[str] | None = None) -> list[str]:
     return keys
 
 
-def _expand_one(path: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None, visited: set[tuple[int, int]]) -> list[Input]:
+def _expand_one(
+    path: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None, visited: set[tuple[int, int]]
+) -> list[Input]:
     try:
         info = os.stat(path)
     except OSError as exc:
@@ -228,7 +241,9 @@ def _expand_one(path: str, intake: Intake, recursive: bool, pattern: str | None,
     return [Input(path, WARC if is_warc_name(path) else TEXT, _file_size(info))]
 
 
-def _walk(top: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None, visited: set[tuple[int, int]]) -> Iterator[Input]:
+def _walk(
+    top: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None, visited: set[tuple[int, int]]
+) -> Iterator[Input]:
     """The files of directory ``top`` in sorted order, then (with ``recursive``) those of
     each subdirectory in turn, depth first.  Iterative, with its own stack, so a tree of any
     depth is walked; ``visited`` (device, inode) pairs keep a directory from being read twice.
@@ -311,7 +326,10 @@ def read_text_files(inputs: Iterable[Input], intake: Intake, max_bytes: int | No
         except InvalidInputError as exc:
             intake.bytes_done += item.size or 0
             unicode = "Unicode" in exc.message
-            intake.fail(item.path, "the file name is not valid UTF-8, so it cannot be a key; rename the file" if unicode else exc.message)
+            intake.fail(
+                item.path,
+                "the file name is not valid UTF-8, so it cannot be a key; rename the file" if unicode else exc.message,
+            )
             continue
         try:
             with open(item.path, "rb") as handle:
@@ -535,13 +553,19 @@ def read_jsonl(
                 continue
             text = record.get(text_field)
             if not isinstance(text, str):
-                cause = f"no {text_field!r} field" if text is None else f"{text_field!r} is a JSON {type(text).__name__}, not a string"
+                cause = (
+                    f"no {text_field!r} field"
+                    if text is None
+                    else f"{text_field!r} is a JSON {type(text).__name__}, not a string"
+                )
                 intake.fail(where, cause, name)
                 continue
             raw_key = record.get(id_field)
             if raw_key is None:
                 if not warned_missing_id:
-                    intake.notice(name, f"no {id_field!r} field on line {number}; such lines get the key {name}:LINE", name)
+                    intake.notice(
+                        name, f"no {id_field!r} field on line {number}; such lines get the key {name}:LINE", name
+                    )
                     warned_missing_id = True
                 raw_key = where
             elif isinstance(raw_key, bool) or not isinstance(raw_key, (str, int)):
@@ -550,7 +574,9 @@ def read_jsonl(
             key = _valid_key(str(raw_key), where, intake, name)
             if key is None:
                 continue
-            meta = {field_name: value for field_name, value in record.items() if field_name not in (id_field, text_field)} or None
+            meta = {
+                field_name: value for field_name, value in record.items() if field_name not in (id_field, text_field)
+            } or None
             if meta is not None and not _storable_numbers(meta):
                 intake.fail(where, f"a field {_TOO_LARGE}", name)
                 continue
@@ -732,7 +758,9 @@ def _record_text(record: Any, where: str, intake: Intake, source: str, max_bytes
     headers = record.http_headers
     if headers is not None and not (headers.get_statuscode() or "").startswith("2"):
         return None
-    content_type = (headers.get_header("Content-Type") if headers is not None else record.rec_headers.get_header("Content-Type")) or ""
+    content_type = (
+        headers.get_header("Content-Type") if headers is not None else record.rec_headers.get_header("Content-Type")
+    ) or ""
     mime = content_type.split(";")[0].strip().lower()
     if not (mime.startswith("text/") or mime == "application/xhtml+xml"):
         return None
@@ -914,7 +942,9 @@ def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = N
                     intake.fail(where, f"{_CUT_SHORT}, skipped", item.path)
                     continue
                 if problem is not None:
-                    intake.fail(f"{item.path}: record {number} at byte {record_start} ({uri or 'no URI'})", problem, item.path)
+                    intake.fail(
+                        f"{item.path}: record {number} at byte {record_start} ({uri or 'no URI'})", problem, item.path
+                    )
                     continue
                 if text is None:
                     continue
@@ -929,7 +959,10 @@ def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = N
                 intake.notice(item.path, f"{records.err_count} records have a wrong length; the archive may be damaged")
             if item.size is not None and records.offset < item.size:
                 # warcio stops without a word at a record it cannot read whole.
-                intake.fail(item.path, f"bytes {records.offset:,} to {item.size:,} are no whole record: the archive is truncated or damaged")
+                intake.fail(
+                    item.path,
+                    f"bytes {records.offset:,} to {item.size:,} are no whole record: the archive is truncated or damaged",
+                )
         finally:
             raw.close()
             intake.bytes_done = start + (item.size or 0)
@@ -946,7 +979,9 @@ class ExportHeader:
     fingerprinter: Fingerprinter | None = None
 
 
-def read_export(inputs: Iterable[Input], intake: Intake, header: ExportHeader, file_format: str = "auto") -> Iterator[Item]:
+def read_export(
+    inputs: Iterable[Input], intake: Intake, header: ExportHeader, file_format: str = "auto"
+) -> Iterator[Item]:
     """``(key, fingerprint, meta, "FILE:LINE")`` from files written by ``simdb export``:
     JSONL (one ``{"key", "fingerprint", "meta" or "meta_msgpack"}`` object per line (see
     :func:`export_meta`), after an optional header

@@ -17,7 +17,7 @@ from simdb.database import (
     Match,
     Pair,
     Skip,
-    open,
+    open,  # noqa: A004 - simdb.open is the public name, shadowing the builtin on purpose
 )
 from simdb.errors import (
     ConfigMismatchError,
@@ -74,8 +74,8 @@ __all__ = [
     "InvalidInputError",
     "InvalidKeyError",
     "Match",
-    "Pair",
     "NotADatabaseError",
+    "Pair",
     "ReadOnlyError",
     "SimdbError",
     "Skip",

@@ -437,7 +437,9 @@ class _RadixOrders:
         return _RowOrder(base, step), ordered[1:] == ordered[:-1]
 
 
-def _packed_order(values: UInt64Array, table: Table, index_bits: int, presorted: bool) -> tuple[Int64Array, npt.NDArray[np.bool_]]:
+def _packed_order(
+    values: UInt64Array, table: Table, index_bits: int, presorted: bool
+) -> tuple[Int64Array, npt.NDArray[np.bool_]]:
     """Row order by table prefix via one ``np.sort`` of packed keys, and ``same[p]``: sorted
     rows p and p+1 share the (possibly coarsened) prefix.  O(N log N); O(N) extra memory.
 
@@ -504,9 +506,7 @@ def _table_passes(
             yield rule, _RowOrder(None, order), same, BITS - rule.table.leading_bits < index_bits
 
 
-def _has_duplicates(
-    values: UInt64Array, order: _RowOrder, same: npt.NDArray[np.bool_], budget: int
-) -> bool:
+def _has_duplicates(values: UInt64Array, order: _RowOrder, same: npt.NDArray[np.bool_], budget: int) -> bool:
     """Whether any two rows hold the same fingerprint, judged from one table pass: equal
     fingerprints share every prefix, so they are among the rows that ``same`` links.  Gives
     up and answers True (the safe answer: the caller then collapses) after ``budget``
@@ -729,7 +729,10 @@ def plan_search_jobs(
             filters[key] = (source + width - top, top)
         groups.setdefault(key, []).append(rule.table.index)
     # A radix group costs one pass per table plus the shared one; a packed table about two.
-    costs = {key: 2.0 if isinstance(key, tuple) and key[0] == "packed" else len(tables) + 1.0 for key, tables in groups.items()}
+    costs = {
+        key: 2.0 if isinstance(key, tuple) and key[0] == "packed" else len(tables) + 1.0
+        for key, tables in groups.items()
+    }
     unit = sum(costs.values()) / (2 * workers) if workers > 1 else math.inf
     jobs = []
     for key, tables in groups.items():
@@ -839,7 +842,9 @@ def _share_edge_blocks(
 ShareWork = Callable[[UInt64Array, TablePlan, int, SearchJob, "Int64Array | None", int], Iterator[Any]]
 
 
-def _job_pair_blocks(values: UInt64Array, plan: TablePlan, k: int, job: SearchJob, block_size: int) -> Iterator[PairBlock]:
+def _job_pair_blocks(
+    values: UInt64Array, plan: TablePlan, k: int, job: SearchJob, block_size: int
+) -> Iterator[PairBlock]:
     """The generator behind :func:`iter_job_pair_blocks` (arguments already validated)."""
     for rows in _job_shares(values, job):
         yield from _share_pair_blocks(values, plan, k, job, rows, block_size)
@@ -909,7 +914,13 @@ class _Failure:
 
 
 def _run_jobs(
-    values: UInt64Array, plan: TablePlan, k: int, jobs: Sequence[SearchJob], work: ShareWork, block_size: int, workers: int
+    values: UInt64Array,
+    plan: TablePlan,
+    k: int,
+    jobs: Sequence[SearchJob],
+    work: ShareWork,
+    block_size: int,
+    workers: int,
 ) -> Iterator[_Item]:
     """Yield everything ``work`` yields for every sub-share of every job, on ``workers``
     threads.  A thread that finds no sub-share waiting cuts the next job (largest first)
@@ -1313,7 +1324,9 @@ def cluster_labels(
     if threads:
         jobs = plan_search_jobs(plan, distance_limit, 1)
         labeler = ComponentLabeler(array.size)
-        for left, right in _run_jobs(array, plan, distance_limit, jobs, _share_edge_blocks, DEFAULT_BLOCK_SIZE, threads):
+        for left, right in _run_jobs(
+            array, plan, distance_limit, jobs, _share_edge_blocks, DEFAULT_BLOCK_SIZE, threads
+        ):
             labeler.add(left, right)
         return labeler.labels()  # positions are input positions: each label is the smallest
     collapsed, blocks = _search_rows(array, plan, distance_limit, DEFAULT_BLOCK_SIZE)

@@ -223,7 +223,11 @@ class _Batch:
             return None
         # A key longer than the limit in characters is too long in bytes: refuse it before
         # encoding, so a huge key is never copied.
-        if min(fingerprints) < 0 or max(fingerprints) >= FINGERPRINT_LIMIT or not 0 < min(map(len, keys)) <= max(map(len, keys)) <= MAX_KEY_BYTES:
+        if (
+            min(fingerprints) < 0
+            or max(fingerprints) >= FINGERPRINT_LIMIT
+            or not 0 < min(map(len, keys)) <= max(map(len, keys)) <= MAX_KEY_BYTES
+        ):
             return None
         try:
             encoded = list(map(str.encode, keys))
@@ -309,12 +313,12 @@ def open(  # noqa: A001 - the public name is simdb.open, as in the spec
     raises :class:`ConfigMismatchError`.  ``fingerprinter`` fixes the text settings the same
     way.  ``map_size`` is the initial LMDB map size; the map grows by itself when needed.
     """
-    return Database(path, k=k, blocks=blocks, readonly=readonly, fingerprinter=fingerprinter, create=create, map_size=map_size)
+    return Database(
+        path, k=k, blocks=blocks, readonly=readonly, fingerprinter=fingerprinter, create=create, map_size=map_size
+    )
 
 
-def _check_open_arguments(
-    path: object, k: object, blocks: object, fingerprinter: object, map_size: object
-) -> None:
+def _check_open_arguments(path: object, k: object, blocks: object, fingerprinter: object, map_size: object) -> None:
     """Refuse arguments of the wrong type or range before anything is opened.  O(1)."""
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidInputError(f"path {describe(path)} is a {type(path).__name__}, not a str or path")
@@ -322,13 +326,17 @@ def _check_open_arguments(
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < lowest):
             raise InvalidInputError(f"{name}={describe(value)} is not an int >= {lowest}")
     if isinstance(map_size, int) and map_size > MAX_MAP_SIZE:
-        raise InvalidInputError(f"map_size={map_size} is over the largest map simdb can address, {MAX_MAP_SIZE} (2**44)")
+        raise InvalidInputError(
+            f"map_size={map_size} is over the largest map simdb can address, {MAX_MAP_SIZE} (2**44)"
+        )
     if fingerprinter is None:
         return
     from simdb.fingerprint import Fingerprinter
 
     if not isinstance(fingerprinter, Fingerprinter):
-        raise InvalidInputError(f"fingerprinter={describe(fingerprinter)} is not a Fingerprinter", "make one with simdb.Fingerprinter(...)")
+        raise InvalidInputError(
+            f"fingerprinter={describe(fingerprinter)} is not a Fingerprinter", "make one with simdb.Fingerprinter(...)"
+        )
     if fingerprinter.bits != BITS:
         raise InvalidInputError(
             f"fingerprinter {fingerprinter!r} makes {fingerprinter.bits}-bit fingerprints; the index stores {BITS}-bit ones",
@@ -393,7 +401,9 @@ class Database:
                 meta = self._storage.db(META)
             except NotADatabaseError:
                 if txn.stat(self._storage.env.open_db(None))["entries"]:
-                    raise NotADatabaseError(f"{self._storage.path} holds an LMDB file that simdb did not write") from None
+                    raise NotADatabaseError(
+                        f"{self._storage.path} holds an LMDB file that simdb did not write"
+                    ) from None
                 return None
             raw = txn.get(CONFIG_KEY, db=meta)
         if raw is None:
@@ -579,7 +589,9 @@ class Database:
 
             # Another process may have stored settings since this handle opened: they stand.
             requested = self._requested
-            self._fingerprinter = self._settle_fingerprinter(requested) or self._store_fingerprinter(requested or Fingerprinter(), given=requested is not None)
+            self._fingerprinter = self._settle_fingerprinter(requested) or self._store_fingerprinter(
+                requested or Fingerprinter(), given=requested is not None
+            )
         return self._fingerprinter
 
     def _resolve(self, fingerprint: object, text: str | None) -> int:
@@ -638,7 +650,9 @@ class Database:
             if fingerprint is not None:
                 raise InvalidInputError("both a fingerprint and text= were given", "give one of them")
             fingerprint, sketch = self._text_fingerprinter().fingerprint_and_sketch(text)
-            return self._add_batches(self._batches(iter([(key, fingerprint, meta)]), 1, [sketch]), if_new, threshold, None)
+            return self._add_batches(
+                self._batches(iter([(key, fingerprint, meta)]), 1, [sketch]), if_new, threshold, None
+            )
         return self.add_many([(key, self._resolve(fingerprint, None), meta)], if_new=if_new, threshold=threshold)
 
     def add_many(
@@ -678,7 +692,11 @@ class Database:
             yield batch
 
     def _add_batches(
-        self, batches: Iterator[_Batch], if_new: bool, threshold: float | None, on_batch: Callable[[AddResult], None] | None
+        self,
+        batches: Iterator[_Batch],
+        if_new: bool,
+        threshold: float | None,
+        on_batch: Callable[[AddResult], None] | None,
     ) -> AddResult:
         if threshold is not None:
             threshold = check_threshold(threshold)
@@ -714,8 +732,14 @@ class Database:
 
         def texts() -> Iterator[Any]:
             for position, item in enumerate(item_iterator):
-                if not isinstance(item, (tuple, list)) or len(item) not in (2, 3) or not isinstance(item[1], (str, bytes, bytearray, memoryview)):
-                    raise InvalidInputError(f"item {position} ({describe(item)}) is not (key, text) or (key, text, meta)")
+                if (
+                    not isinstance(item, (tuple, list))
+                    or len(item) not in (2, 3)
+                    or not isinstance(item[1], (str, bytes, bytearray, memoryview))
+                ):
+                    raise InvalidInputError(
+                        f"item {position} ({describe(item)}) is not (key, text) or (key, text, meta)"
+                    )
                 waiting.append((item[0], item[2] if len(item) == 3 else None))
                 yield item[1]
 
@@ -742,8 +766,11 @@ class Database:
     def _commit(self, batch: _Batch, if_new: bool, threshold: float | None) -> AddResult:
         # Room for every table entry (a 16-byte key and its node) and the records, with slack
         # for half-full pages; growing up front avoids redoing a whole batch.
-        reserve = (sum(map(len, batch.records)) * 2 + len(batch.keys) * (len(self.plan.tables) + 2) * 64
-                   + (len(batch.keys) * 2 * SKETCH_BYTES if batch.sketches is not None else 0))
+        reserve = (
+            sum(map(len, batch.records)) * 2
+            + len(batch.keys) * (len(self.plan.tables) + 2) * 64
+            + (len(batch.keys) * 2 * SKETCH_BYTES if batch.sketches is not None else 0)
+        )
         if if_new:
             return self._storage.write(lambda txn: self._store_if_new(txn, batch, threshold), reserve)
         unique, repeats = batch.once_per_key()
@@ -769,7 +796,9 @@ class Database:
         changed_ids: list[int] = []
         changed_fps: list[int] = []
         if txn.stat(keys_db)["entries"]:
-            for position, (key, key_index, fingerprint, record) in enumerate(zip(batch.keys, batch.index_keys, batch.fingerprints, batch.records)):
+            for position, (key, key_index, fingerprint, record) in enumerate(
+                zip(batch.keys, batch.index_keys, batch.fingerprints, batch.records)
+            ):
                 found = self._lookup(txn, key, key_index)
                 if found is None:
                     new_positions.append(position)
@@ -784,7 +813,9 @@ class Database:
                     changed_fps.append(fingerprint)
         else:  # nothing stored yet: every key is new, no lookups needed
             new_positions = list(range(len(batch.keys)))
-        ids = np.concatenate([np.arange(next_id, next_id + len(new_positions), dtype=np.uint64), np.array(changed_ids, dtype=np.uint64)])
+        ids = np.concatenate(
+            [np.arange(next_id, next_id + len(new_positions), dtype=np.uint64), np.array(changed_ids, dtype=np.uint64)]
+        )
         fingerprints = np.array([batch.fingerprints[i] for i in new_positions] + changed_fps, dtype=np.uint64)
         if changed_ids:  # replaced ids are older than the new ones: restore id order
             order = np.argsort(ids, kind="stable")
@@ -792,7 +823,11 @@ class Database:
         # The tables' keys are permuted and sorted on a helper thread (numpy releases the GIL)
         # while LMDB writes the documents, the key index and then each table in turn.
         with ThreadPoolExecutor(max_workers=1) as sorter:
-            pending = [sorter.submit(sorted_table_keys, table.permute_array, fingerprints, ids) for table in self.plan.tables] if len(ids) else []
+            pending = (
+                [sorter.submit(sorted_table_keys, table.permute_array, fingerprints, ids) for table in self.plan.tables]
+                if len(ids)
+                else []
+            )
             self._put_new_documents(txn, batch, new_positions, next_id)
             for name, future in zip(self._table_names, pending):
                 entries = future.result()
@@ -811,7 +846,9 @@ class Database:
         else:
             txn.put(encode_id(doc_id), sketch, db=self._storage.db(SKETCHES))
 
-    def _put_new_documents(self, txn: lmdb.Transaction[bytes], batch: _Batch, new_positions: list[int], next_id: int) -> None:
+    def _put_new_documents(
+        self, txn: lmdb.Transaction[bytes], batch: _Batch, new_positions: list[int], next_id: int
+    ) -> None:
         """Records, sketches and key index entries for the new documents, ids from
         ``next_id`` on."""
         if not new_positions:
@@ -853,9 +890,17 @@ class Database:
             raw_ids = list(candidates)
             distances = np.array([candidates[raw_id] for raw_id in raw_ids], dtype=np.int64)
             query_sketch = None if batch.sketches is None else batch.sketches[position]
-            similarities = self._similarities_to(txn, query_sketch, raw_ids, distances, kind) if raw_ids else np.zeros(0)
+            similarities = (
+                self._similarities_to(txn, query_sketch, raw_ids, distances, kind) if raw_ids else np.zeros(0)
+            )
             rows = zip(raw_ids, distances.tolist(), similarities.tolist())
-            stored_matches.append(sorted((-similarity, distance, raw_id) for raw_id, distance, similarity in rows if rule.keeps(distance, similarity)))
+            stored_matches.append(
+                sorted(
+                    (-similarity, distance, raw_id)
+                    for raw_id, distance, similarity in rows
+                    if rule.keeps(distance, similarity)
+                )
+            )
         earlier = self._batch_duplicates(batch, rule, kind)
         result = AddResult()
         kept: list[int] = []
@@ -923,7 +968,13 @@ class Database:
         return duplicates
 
     @staticmethod
-    def _put_sorted(txn: lmdb.Transaction[bytes], db: lmdb._Database, pairs: Iterable[tuple[bytes, bytes]], first_key: bytes, count: int) -> None:
+    def _put_sorted(
+        txn: lmdb.Transaction[bytes],
+        db: lmdb._Database,
+        pairs: Iterable[tuple[bytes, bytes]],
+        first_key: bytes,
+        count: int,
+    ) -> None:
         """Put ``count`` (key, value) pairs with ascending unique keys, starting at
         ``first_key``, in LMDB's append mode when they all follow the last stored key (always
         so for a bulk load into an empty sub-database)."""
@@ -931,7 +982,7 @@ class Database:
             return
         cursor = txn.cursor(db)
         append = not cursor.last() or cursor.key() < first_key
-        consumed, added = cursor.putmulti(pairs, append=append, overwrite=not append)
+        _consumed, added = cursor.putmulti(pairs, append=append, overwrite=not append)
         if added != count:
             raise CorruptDatabaseError(f"only {added} of {count} entries could be written; the batch was not stored")
 
@@ -943,7 +994,9 @@ class Database:
             return None
         document = Document(*self._record(txn, raw_id))
         if document.key != key:
-            raise CorruptDatabaseError(f"the key index entry for {describe(key)} points at {describe(document.key)}", "run check()")
+            raise CorruptDatabaseError(
+                f"the key index entry for {describe(key)} points at {describe(document.key)}", "run check()"
+            )
         return decode_id(raw_id), document
 
     def _delete_table_entries(self, txn: lmdb.Transaction[bytes], doc_id: int, fingerprint: int) -> None:
@@ -1064,7 +1117,9 @@ class Database:
             for position in np.flatnonzero(bounds == 0).tolist():
                 bound_bytes[position] = _PAST_END
             cursor = txn.cursor(self._storage.db(name))
-            for index, low, bound, query in zip(order.tolist(), lows.astype(">u8").view("V8").tolist(), bound_bytes, permuted[order].tolist()):
+            for index, low, bound, query in zip(
+                order.tolist(), lows.astype(">u8").view("V8").tolist(), bound_bytes, permuted[order].tolist()
+            ):
                 if not self._scan(cursor, name, low, bound, query, k, found[index]):
                     break  # no entries at or after this low, nor after the larger ones to come
         return found
@@ -1084,7 +1139,9 @@ class Database:
             distances.append(distance)
         found: list[dict[bytes, int]] = [{} for _ in range(len(queries))]
         encoded = np.concatenate(doc_ids).astype(">u8").view("V8").tolist()
-        for owner, doc_id, distance in zip(np.concatenate(query_ids).tolist(), encoded, np.concatenate(distances).tolist()):
+        for owner, doc_id, distance in zip(
+            np.concatenate(query_ids).tolist(), encoded, np.concatenate(distances).tolist()
+        ):
             found[owner][doc_id] = distance  # a match found by several tables is kept once
         return found
 
@@ -1271,9 +1328,8 @@ class Database:
                 cursor = txn.cursor(self._storage.db(DOCS))
                 if not cursor.set_range(after):
                     return
-                if cursor.key() == after:
-                    if not cursor.next():
-                        return
+                if cursor.key() == after and not cursor.next():
+                    return
                 rows = []
                 for raw_id, raw in cursor:
                     rows.append(codec.unpack_document(raw, raw_id))
@@ -1379,10 +1435,14 @@ class Database:
                     if len(raw_id) != 8 or decode_id(raw_id) not in known:
                         problems.append(f"sketch entry {describe(raw_id)} has no matching document")
                     elif len(sketch) not in (0, SKETCH_BYTES):
-                        problems.append(f"the sketch of document {decode_id(raw_id)} is {len(sketch)} bytes, not {SKETCH_BYTES} or 0")
+                        problems.append(
+                            f"the sketch of document {decode_id(raw_id)} is {len(sketch)} bytes, not {SKETCH_BYTES} or 0"
+                        )
             for key_index, raw_id in txn.cursor(storage.db(KEYS)):
                 if id_by_index_key.pop(key_index, None) != decode_id(raw_id):
-                    problems.append(f"key index entry {describe(key_index)} -> {decode_id(raw_id)} has no matching document")
+                    problems.append(
+                        f"key index entry {describe(key_index)} -> {decode_id(raw_id)} has no matching document"
+                    )
             for key_index, doc_id in id_by_index_key.items():
                 problems.append(f"document {doc_id} ({describe(key_index)}) is missing from the key index")
             id_array = np.array(ids, dtype=np.uint64)
@@ -1401,7 +1461,9 @@ class Database:
                 for label, wrong in (("missing from", missing), ("unexpected in", extra)):
                     if len(wrong):
                         shown = ", ".join(f"id {int(pair['id'])}" for pair in wrong[:5])
-                        problems.append(f"{len(wrong)} entries {label} {name.decode()} ({shown}{', ...' if len(wrong) > 5 else ''})")
+                        problems.append(
+                            f"{len(wrong)} entries {label} {name.decode()} ({shown}{', ...' if len(wrong) > 5 else ''})"
+                        )
         return CheckReport(documents=len(ids), table_entries=entries_seen, problems=problems)
 
     def _metadata_problems(self, txn: lmdb.Transaction[bytes]) -> list[str]:
@@ -1542,7 +1604,9 @@ class Database:
         snapshot = self._snapshot()
         k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
         names = _KeyNames(self, snapshot.ids)
-        for left, right, distances, similarities in self._pair_blocks(snapshot, k, threshold, include_featureless, workers):
+        for left, right, distances, similarities in self._pair_blocks(
+            snapshot, k, threshold, include_featureless, workers
+        ):
             # Positions follow insertion order and left < right, so key_a was added first.
             rows = zip(names.fetch(left), names.fetch(right), distances.tolist(), similarities.tolist())
             for key_a, key_b, distance, similarity in rows:
@@ -1664,7 +1728,7 @@ def _pairs_plan(k: int, n: int) -> TablePlan | None:
         tables = math.comb(blocks, k)
         if tables > _PAIR_PLAN_TABLES:
             continue
-        leading = sum(block_widths(BITS, blocks)[-(blocks - k):])  # the shortest prefix
+        leading = sum(block_widths(BITS, blocks)[-(blocks - k) :])  # the shortest prefix
         cost = tables * (n * _ROW_NS + n * (n - 1) / 2 / 2.0**leading * _CANDIDATE_NS)
         if cost < best[0]:
             best = (cost, TablePlan.create(k, blocks))
@@ -1781,7 +1845,7 @@ class _KeyNames:
         found = np.array(ids, dtype=np.uint64)
         at = np.minimum(np.searchsorted(found, self._ids), max(len(found) - 1, 0))
         present = (found[at] == self._ids) if len(found) else np.zeros(len(self._ids), dtype=bool)
-        key_array = np.array(keys + [None], dtype=object)
+        key_array = np.array([*keys, None], dtype=object)
         # numpy's stubs leave None out of ArrayLike; np.where takes it as an object scalar.
         self._names = np.where(present, key_array[at], None)  # type: ignore[call-overload]
         self._known[:] = True

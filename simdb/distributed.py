@@ -143,9 +143,7 @@ def _check_fingerprint_dtype(dtype: Any) -> None:
 def _normalise_rows(part: pd.DataFrame) -> pd.DataFrame:
     """One input partition as (key, fingerprint uint64) with a fresh index."""
     pd = _pandas()
-    return pd.DataFrame(
-        {KEY: part[KEY].reset_index(drop=True), FINGERPRINT: _fingerprint_column(part[FINGERPRINT])}
-    )
+    return pd.DataFrame({KEY: part[KEY].reset_index(drop=True), FINGERPRINT: _fingerprint_column(part[FINGERPRINT])})
 
 
 def _as_rows(data: Any, name: str = "fingerprints") -> dd.DataFrame:
@@ -170,15 +168,15 @@ def _as_rows(data: Any, name: str = "fingerprints") -> dd.DataFrame:
             f"{name} must be a Dask DataFrame or Series, or a Parquet path or glob, not {type(data).__name__}"
         )
     _check_fingerprint_dtype(frame[FINGERPRINT].dtype)
-    meta = pd.DataFrame(
-        {KEY: frame._meta[KEY].reset_index(drop=True), FINGERPRINT: np.zeros(0, dtype=np.uint64)}
-    )
+    meta = pd.DataFrame({KEY: frame._meta[KEY].reset_index(drop=True), FINGERPRINT: np.zeros(0, dtype=np.uint64)})
     return frame.map_partitions(_normalise_rows, meta=meta)
 
 
 def _plan(k: Any, blocks: Any) -> TablePlan:
     """The plan for ``k`` and ``blocks`` (numpy ints accepted), validated."""
-    return TablePlan.create(int(k) if isinstance(k, np.integer) else k, int(blocks) if isinstance(blocks, np.integer) else blocks)
+    return TablePlan.create(
+        int(k) if isinstance(k, np.integer) else k, int(blocks) if isinstance(blocks, np.integer) else blocks
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -205,7 +203,9 @@ def _with_prefix(part: pd.DataFrame, plan: TablePlan, table: int) -> pd.DataFram
     return part.assign(prefix=prefix.astype(_prefix_dtype(spec.leading_bits)))
 
 
-def _claimed_blocks(fingerprints: np.ndarray, plan: TablePlan, table: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _claimed_blocks(
+    fingerprints: np.ndarray, plan: TablePlan, table: int, k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All pairs the table claims among distinct ``fingerprints``, as three arrays."""
     rows_a, rows_b, distances = [], [], []
     for row_a, row_b, distance in iter_table_pair_blocks(fingerprints, plan, table, k):
@@ -354,7 +354,9 @@ def _all_fingerprints(*parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 Bucket = tuple[np.ndarray, np.ndarray, np.ndarray, Any]
 
 
-def _route(row: np.ndarray, other: np.ndarray, distance: np.ndarray, offsets: np.ndarray, keys: Any = None) -> list[Bucket]:
+def _route(
+    row: np.ndarray, other: np.ndarray, distance: np.ndarray, offsets: np.ndarray, keys: Any = None
+) -> list[Bucket]:
     """Split pairs by the input partition holding ``row`` (a global position): one bucket
     per partition, ``row`` made local to it.  O(E log E) for one argsort."""
     parts = offsets.size - 1
@@ -441,6 +443,7 @@ def _exchange(
     jobs = plan_search_jobs(plan, k, 3 * _job_plan_workers(workers), rows=total, max_job_rows=MAX_JOB_ROWS)
     return parts, everything, jobs
 
+
 # --------------------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------------------
@@ -485,12 +488,12 @@ def find_all(
     job_out = [delayed(_job_pairs, pure=True)(everything, plan, plan.k, job) for job in jobs]
     # Stage 1: to the partition of the left row (which adds the key), stage 2: of the right row.
     left_out = [
-        delayed(_left_keys, pure=True)(part, offsets, *[delayed(operator.getitem, pure=True)(out, i) for out in job_out])
+        delayed(_left_keys, pure=True)(
+            part, offsets, *[delayed(operator.getitem, pure=True)(out, i) for out in job_out]
+        )
         for i, part in enumerate(parts)
     ]
-    meta = pd.DataFrame(
-        {"key_a": rows._meta[KEY], "key_b": rows._meta[KEY], "distance": np.zeros(0, dtype=np.uint8)}
-    )
+    meta = pd.DataFrame({"key_a": rows._meta[KEY], "key_b": rows._meta[KEY], "distance": np.zeros(0, dtype=np.uint8)})
     right_out = [
         delayed(_right_keys, pure=True)(part, meta, *[delayed(operator.getitem, pure=True)(out, j) for out in left_out])
         for j, part in enumerate(parts)
@@ -697,7 +700,13 @@ def run_pairs_job(
     defaults to 3.
     """
     summary = _run_parquet_job(
-        parquet_glob, out_dir, scheduler, workers, k, blocks, lambda plan: find_all(parquet_glob, k=plan.k, blocks=plan.blocks)
+        parquet_glob,
+        out_dir,
+        scheduler,
+        workers,
+        k,
+        blocks,
+        lambda plan: find_all(parquet_glob, k=plan.k, blocks=plan.blocks),
     )
     summary["pairs"] = _parquet_rows(os.path.join(summary["out_dir"], "*.parquet"))
     return summary

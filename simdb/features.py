@@ -143,9 +143,7 @@ def iter_chunks(text: str, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]:
         start = cut + 1
 
 
-def iter_token_chunks(
-    text: str, split_unspaced: bool = True, chunk_chars: int = CHUNK_CHARS
-) -> Iterator[list[str]]:
+def iter_token_chunks(text: str, split_unspaced: bool = True, chunk_chars: int = CHUNK_CHARS) -> Iterator[list[str]]:
     """Yield the tokens of ``text`` chunk by chunk (see :func:`iter_chunks`); concatenated,
     they are :func:`tokenize`'s result.  Memory is bounded by the chunk size."""
     for piece in iter_chunks(text, chunk_chars):

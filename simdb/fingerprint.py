@@ -75,8 +75,8 @@ import mmh3
 import numpy as np
 import numpy.typing as npt
 
-from simdb.errors import FingerprinterError, InvalidFingerprintError, InvalidInputError
 from simdb import features as _features_module
+from simdb.errors import FingerprinterError, InvalidFingerprintError, InvalidInputError
 from simdb.features import iter_chunks, tokenize
 from simdb.keys import iterate
 from simdb.stopwords import STOPWORD_LISTS, stopword_list
@@ -131,9 +131,7 @@ _BATCH_DOCS = 1024
 _MERGE_ROWS = 1 << 20
 # Every byte of an ASCII text maps to itself lowercased if it is a letter or digit, else to
 # a space; the tokens are then bytes.split().
-_ASCII_FOLD = bytes(
-    byte if chr(byte).isascii() and chr(byte).isalnum() else 0x20 for byte in range(256)
-).lower()
+_ASCII_FOLD = bytes(byte if chr(byte).isascii() and chr(byte).isalnum() else 0x20 for byte in range(256)).lower()
 
 UInt64Array = npt.NDArray[np.uint64]
 FloatArray = npt.NDArray[np.float64]
@@ -292,9 +290,11 @@ class _IdfTable:
     Lookup is a binary search: O(n log size) for n features.
     """
 
-    __slots__ = ("documents", "default_weight", "hashes", "weights")
+    __slots__ = ("default_weight", "documents", "hashes", "weights")
 
-    def __init__(self, documents: int, default_weight: int, hashes: UInt64Array, weights: npt.NDArray[np.uint32]) -> None:
+    def __init__(
+        self, documents: int, default_weight: int, hashes: UInt64Array, weights: npt.NDArray[np.uint32]
+    ) -> None:
         self.documents = documents
         self.default_weight = default_weight
         self.hashes = hashes
@@ -361,10 +361,14 @@ class _Partial:
     bins hold a feature (minwise fingerprint and sketch).  Partials of the chunks of one long
     text merge exactly: sums add, minima take the minimum, filled bins take the union."""
 
-    __slots__ = ("sums", "totals", "minima", "filled")
+    __slots__ = ("filled", "minima", "sums", "totals")
 
     def __init__(
-        self, sums: FloatArray | None, totals: FloatArray | None, minima: UInt64Array | None, filled: npt.NDArray[np.bool_] | None
+        self,
+        sums: FloatArray | None,
+        totals: FloatArray | None,
+        minima: UInt64Array | None,
+        filled: npt.NDArray[np.bool_] | None,
     ) -> None:
         self.sums = sums
         self.totals = totals
@@ -376,13 +380,20 @@ class _Partial:
         if self.sums is not None and other.sums is not None and self.totals is not None and other.totals is not None:
             self.sums += other.sums
             self.totals += other.totals
-        if self.minima is not None and other.minima is not None and self.filled is not None and other.filled is not None:
+        if (
+            self.minima is not None
+            and other.minima is not None
+            and self.filled is not None
+            and other.filled is not None
+        ):
             np.minimum(self.minima, other.minima, out=self.minima)
             self.filled |= other.filled
         return self
 
 
-def _bin_minima(hashes: UInt64Array, counts: npt.NDArray[np.int64], bins: int, sketch: bool) -> tuple[UInt64Array, npt.NDArray[np.bool_]]:
+def _bin_minima(
+    hashes: UInt64Array, counts: npt.NDArray[np.int64], bins: int, sketch: bool
+) -> tuple[UInt64Array, npt.NDArray[np.bool_]]:
     """One-permutation minwise hashing of a batch: for each document (``counts`` rows each, in
     order) the minimum feature hash of each of ``bins`` bins (bin = top bits of the hash),
     then, if ``sketch``, of each of :data:`SKETCH_BYTES` bins of the re-hashed features
@@ -501,8 +512,17 @@ class Fingerprinter:
     """
 
     __slots__ = (
-        "_features", "_ngram", "_bits", "_weights", "_stopwords", "_split_unspaced", "_kind",
-        "_idf", "_stopword_set", "_stopword_bytes", "_hash",
+        "_bits",
+        "_features",
+        "_hash",
+        "_idf",
+        "_kind",
+        "_ngram",
+        "_split_unspaced",
+        "_stopword_bytes",
+        "_stopword_set",
+        "_stopwords",
+        "_weights",
     )
     # Declared for the type checker: __init__ sets the slots with object.__setattr__,
     # because __setattr__ is blocked to keep instances immutable.
@@ -550,7 +570,9 @@ class Fingerprinter:
             split_unspaced = True
         if kind == "minhash":
             if _idf is not None:
-                raise InvalidInputError("an IDF table has no effect on kind='minhash'", "fit IDF for kind='simhash' only")
+                raise InvalidInputError(
+                    "an IDF table has no effect on kind='minhash'", "fit IDF for kind='simhash' only"
+                )
             # A minwise fingerprint is of the feature set: every weighting gives the same one.
             weights = "binary"
         setter = object.__setattr__
@@ -609,7 +631,15 @@ class Fingerprinter:
 
     def settings_key(self) -> tuple[str, int, int, str, str | None, bool, str]:
         """The settings other than the IDF table, as a tuple in the constructor's order."""
-        return (self._features, self._ngram, self._bits, self._weights, self._stopwords, self._split_unspaced, self._kind)
+        return (
+            self._features,
+            self._ngram,
+            self._bits,
+            self._weights,
+            self._stopwords,
+            self._split_unspaced,
+            self._kind,
+        )
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Fingerprinter is immutable")
@@ -692,7 +722,9 @@ class Fingerprinter:
             _idf=idf,
         )
         if made.settings_key() != tuple(data[name] for name in _SETTING_NAMES):
-            raise InvalidInputError("fingerprinter settings are not in canonical form", "store Fingerprinter.to_dict() output")
+            raise InvalidInputError(
+                "fingerprinter settings are not in canonical form", "store Fingerprinter.to_dict() output"
+            )
         return made
 
     # -- features -----------------------------------------------------------------------
@@ -714,7 +746,9 @@ class Fingerprinter:
         if stop:
             tokens = [token for token in tokens if token not in stop]
         if self._features == "char":
-            return _char_hashes(" ".join(token if isinstance(token, str) else token.decode("ascii") for token in tokens), lanes)
+            return _char_hashes(
+                " ".join(token if isinstance(token, str) else token.decode("ascii") for token in tokens), lanes
+            )
         return _token_hashes(tokens, lanes)
 
     def _feature_batches(self, text: str) -> Iterator[UInt64Array]:
@@ -804,7 +838,9 @@ class Fingerprinter:
             weights = idf if weights is None else weights * idf
         return weights
 
-    def _reduce(self, features: UInt64Array, counts: npt.NDArray[np.int64], weights: FloatArray | None, sketch: bool) -> _Partial:
+    def _reduce(
+        self, features: UInt64Array, counts: npt.NDArray[np.int64], weights: FloatArray | None, sketch: bool
+    ) -> _Partial:
         """The kernel: everything a fingerprint and a sketch need from a batch of feature
         rows (``counts`` per document, in order; ``weights`` per row or None for 1 each),
         in one pass.  Single texts, batches and the chunks of long texts all come here.
@@ -864,7 +900,9 @@ class Fingerprinter:
             reduced = self._reduce(rows, one * rows.shape[0], weights, sketch)
             partial = reduced if partial is None else partial.merge(reduced)
         if partial is None:
-            return self._reduce(np.empty((0, self._lanes()), dtype=np.uint64), np.zeros(1, dtype=np.int64), None, sketch)
+            return self._reduce(
+                np.empty((0, self._lanes()), dtype=np.uint64), np.zeros(1, dtype=np.int64), None, sketch
+            )
         return partial
 
     def _finish(self, partial: _Partial, sketch: bool) -> tuple[list[int], list[bytes]]:
@@ -973,7 +1011,9 @@ class Fingerprinter:
         for the whole input.  Memory: the texts in flight only."""
         return (fingerprint for fingerprint, _ in self._iter_pairs(texts, workers, sketch=False))
 
-    def fingerprints_and_sketches(self, texts: Iterable[Text], workers: int | None = None) -> tuple[list[int], list[bytes]]:
+    def fingerprints_and_sketches(
+        self, texts: Iterable[Text], workers: int | None = None
+    ) -> tuple[list[int], list[bytes]]:
         """Fingerprints and sketches of ``texts`` (see :meth:`fingerprint_and_sketch`), in
         order, as two lists; ``workers`` as for :meth:`fingerprint_many`.  O(total length)."""
         fingerprints: list[int] = []
@@ -983,7 +1023,9 @@ class Fingerprinter:
             sketches.append(sketch)
         return fingerprints, sketches
 
-    def iter_fingerprints_and_sketches(self, texts: Iterable[Text], workers: int | None = None) -> Iterator[tuple[int, bytes]]:
+    def iter_fingerprints_and_sketches(
+        self, texts: Iterable[Text], workers: int | None = None
+    ) -> Iterator[tuple[int, bytes]]:
         """:meth:`fingerprints_and_sketches` as a stream of (fingerprint, sketch) pairs, in
         order while the texts are still being read.  Memory: the texts in flight only."""
         return self._iter_pairs(texts, workers, sketch=True)
@@ -1206,12 +1248,17 @@ def _iter_in_pool(
     # The shared texts reach the workers as an initializer argument, which fork hands over
     # without pickling, rather than through a global of this process, which another
     # thread's call could replace before the fork.
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(fingerprinter, shared, sketch)) as pool:
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_init_worker, initargs=(fingerprinter, shared, sketch)
+    ) as pool:
         if shared:
             # Several ranges per worker, so a worker slowed by other load takes fewer of
             # them instead of stalling the end; never so small that batching suffers.
             step = max(_POOL_CHUNK_DOCS, -(-len(shared) // (_RANGES_PER_WORKER * workers)))
-            futures = [pool.submit(_fingerprint_range, start, min(start + step, len(shared))) for start in range(0, len(shared), step)]
+            futures = [
+                pool.submit(_fingerprint_range, start, min(start + step, len(shared)))
+                for start in range(0, len(shared), step)
+            ]
             try:
                 for future in futures:
                     yield _unpack(future.result())
@@ -1360,7 +1407,9 @@ def _sketch_rows(sketches: Any, name: str) -> tuple[npt.NDArray[np.uint8], npt.N
     from such a matrix or a sequence of bytes (b"" for a featureless text).  O(n)."""
     if isinstance(sketches, np.ndarray):
         if sketches.dtype != np.uint8 or sketches.ndim != 2 or sketches.shape[1] != SKETCH_BYTES:
-            raise InvalidInputError(f"{name} is a {sketches.dtype} array of shape {sketches.shape}, not (n, {SKETCH_BYTES}) uint8")
+            raise InvalidInputError(
+                f"{name} is a {sketches.dtype} array of shape {sketches.shape}, not (n, {SKETCH_BYTES}) uint8"
+            )
         return sketches, np.ones(sketches.shape[0], dtype=bool)
     if isinstance(sketches, (str, bytes, bytearray, memoryview)):
         raise InvalidInputError(f"{name} is one sketch, not a sequence of them", "use sketch_similarity for one pair")
@@ -1423,19 +1472,19 @@ __all__ = [
     "DEFAULT_NGRAM",
     "FEATURE_KINDS",
     "FINGERPRINT_BITS",
-    "Fingerprinter",
     "KINDS",
-    "SKETCH_BYTES",
     "SEED",
     "SETTINGS_VERSION",
+    "SKETCH_BYTES",
     "STOPWORD_LISTS",
     "WEIGHT_KINDS",
+    "Fingerprinter",
     "hamming",
     "jaccard",
-    "similarity",
     "simhash",
     "simhash_features",
     "simhash_many",
+    "similarity",
     "sketch_agreements",
     "sketch_estimates",
     "sketch_similarities",

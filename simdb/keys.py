@@ -53,7 +53,10 @@ def iterate(items: Iterable[T], what: str) -> Iterator[T]:
     be taken apart into characters) or a non-iterable raises InvalidInputError naming
     ``what``.  O(1)."""
     if isinstance(items, (str, bytes, bytearray, memoryview)):
-        raise InvalidInputError(f"{what}={describe(items)} is one {type(items).__name__}, not a collection of them", f"pass a list, e.g. [{describe(items)}]")
+        raise InvalidInputError(
+            f"{what}={describe(items)} is one {type(items).__name__}, not a collection of them",
+            f"pass a list, e.g. [{describe(items)}]",
+        )
     try:
         return iter(items)
     except TypeError:
@@ -81,9 +84,7 @@ def check_key(key: object) -> bytes:
             "lone surrogates cannot be stored; decode the source with errors='replace'",
         ) from None
     if len(encoded) > MAX_KEY_BYTES:
-        raise InvalidKeyError(
-            f"key {describe(key)} is {len(encoded)} bytes long, over the {MAX_KEY_BYTES}-byte limit"
-        )
+        raise InvalidKeyError(f"key {describe(key)} is {len(encoded)} bytes long, over the {MAX_KEY_BYTES}-byte limit")
     return encoded
 
 
@@ -141,7 +142,7 @@ def parse_fingerprint(text: str) -> int:
         value = int(cleaned.removeprefix("0x").removeprefix("0X"), 16)
     elif _DECIMAL_FINGERPRINT.fullmatch(cleaned):
         value = int(cleaned)
-    elif cleaned.isascii() and cleaned.isdigit() or _HEX_DIGITS.fullmatch(cleaned):
+    elif (cleaned.isascii() and cleaned.isdigit()) or _HEX_DIGITS.fullmatch(cleaned):
         raise InvalidFingerprintError(
             f"fingerprint {describe(text)} has {len(cleaned.removeprefix('0x').removeprefix('0X'))} digits, too large for 64 bits",
             "a fingerprint has at most 16 hex digits or 20 decimal digits, below 2**64",
@@ -172,7 +173,9 @@ def table_key(permuted: int, doc_id: int) -> bytes:
     return permuted.to_bytes(8, "big") + doc_id.to_bytes(8, "big")
 
 
-def sorted_table_keys(permute: Callable[[np.ndarray], np.ndarray], fingerprints: np.ndarray, doc_ids: np.ndarray) -> np.ndarray:
+def sorted_table_keys(
+    permute: Callable[[np.ndarray], np.ndarray], fingerprints: np.ndarray, doc_ids: np.ndarray
+) -> np.ndarray:
     """Table entry keys (a ``V16`` array, ascending) for one table's ``permute`` of
     ``fingerprints``.  ``doc_ids`` must be ascending, so a stable sort orders ties by id.
     O(n log n); pure numpy, so it releases the GIL and can run beside LMDB writes."""

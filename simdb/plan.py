@@ -43,7 +43,7 @@ def default_blocks(k: int, bits: int = BITS, target_leading_bits: int = TARGET_L
     when none reaches it (large k), the allowed m with the longest prefixes.  O(bits)."""
     allowed = [blocks for blocks in range(k + 1, bits + 1) if math.comb(blocks, k) <= MAX_TABLES]
     for blocks in allowed:
-        if sum(block_widths(bits, blocks)[-(blocks - k):]) >= target_leading_bits:
+        if sum(block_widths(bits, blocks)[-(blocks - k) :]) >= target_leading_bits:
             return blocks
     # Prefixes (m - k of m equal blocks) grow with m, so the largest allowed m is best.
     return allowed[-1]
@@ -154,7 +154,9 @@ class TablePlan:
         """Validate ``k`` and ``blocks`` and build the plan; ``blocks=None`` picks
         :func:`default_blocks`."""
         if bits != BITS:
-            raise InvalidInputError(f"bits={bits!r} is not supported by the index", "the index stores 64-bit fingerprints")
+            raise InvalidInputError(
+                f"bits={bits!r} is not supported by the index", "the index stores 64-bit fingerprints"
+            )
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < bits:
             raise InvalidInputError(f"k={k!r} is not a distance in [0, {bits})")
         if blocks is None:

@@ -46,7 +46,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TypeVar
 
@@ -102,7 +102,9 @@ def _disk_full(where: object, reason: str, hint: str = _BATCH_NOT_STORED) -> Dis
     return DiskFullError(f"no space left writing {where}: {reason}", hint)
 
 
-def translate(exc: lmdb.Error, where: object, directory: Path | None = None, full_hint: str = _BATCH_NOT_STORED) -> DatabaseError:
+def translate(
+    exc: lmdb.Error, where: object, directory: Path | None = None, full_hint: str = _BATCH_NOT_STORED
+) -> DatabaseError:
     """Map an LMDB error to the matching simdb error, naming ``where``.  py-lmdb gives the
     errno of an operating-system failure as ``exc.code``.  LMDB reports a write cut short by
     a full disk as EIO, so an EIO with (almost) no space left in ``directory`` is a full
@@ -119,7 +121,9 @@ def translate(exc: lmdb.Error, where: object, directory: Path | None = None, ful
         return CorruptDatabaseError(f"{where} is damaged: {text}", "restore it from a backup or an export")
     if not code and "already open" in text:
         # py-lmdb refuses a second environment per file per process with no code or class.
-        return StorageError(f"{where} is already open in this process", "open it once and share the Database: it is thread-safe")
+        return StorageError(
+            f"{where} is already open in this process", "open it once and share the Database: it is thread-safe"
+        )
     return StorageError(f"LMDB failed on {where}: {text}")
 
 
@@ -313,10 +317,8 @@ def _remove_generation(directory: Path, name: str) -> None:
     """Delete a generation's data and lock files, if present and not directories (which
     are not simdb's: see _sweep_leftovers)."""
     for path in (directory / name, directory / (name + "-lock")):
-        try:
+        with suppress(IsADirectoryError):
             path.unlink(missing_ok=True)
-        except IsADirectoryError:
-            pass
 
 
 def _used_bytes(env: lmdb.Environment) -> int:
@@ -351,7 +353,9 @@ class Storage:
         return os.path.lexists(Path(path) / CURRENT)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, readonly: bool, create: bool, names: list[bytes], map_size: int | None) -> Storage:
+    def open(
+        cls, path: str | os.PathLike[str], *, readonly: bool, create: bool, names: list[bytes], map_size: int | None
+    ) -> Storage:
         """Open (or create) the database directory at ``path``, made absolute (not resolved:
         the directory itself may be a symbolic link) so that a later chdir changes nothing."""
         directory = Path(path).absolute()
@@ -382,7 +386,9 @@ class Storage:
         except OSError as exc:
             if exc.errno in _NO_SPACE:
                 raise _os_error(exc, f"creating a database at {directory}", _NOT_CREATED) from None
-            raise StorageError(f"cannot create a database at {directory}: {exc.strerror}", "check the path and its permissions") from None
+            raise StorageError(
+                f"cannot create a database at {directory}: {exc.strerror}", "check the path and its permissions"
+            ) from None
 
     def _read_current(self) -> tuple[str, bool]:
         """The generation ``CURRENT`` names, and whether its first data file was made.  One
@@ -431,9 +437,13 @@ class Storage:
                     # A compaction makes its file whole before CURRENT names it, a first data
                     # file once made is never removed, and its lock file is made after it:
                     # this is damage, and starting an empty database over it would hide the loss.
-                    raise CorruptDatabaseError(f"{data_file} is {state}", "restore the database from a backup or an export")
+                    raise CorruptDatabaseError(
+                        f"{data_file} is {state}", "restore the database from a backup or an export"
+                    )
                 if self.readonly:
-                    raise NotADatabaseError(f"{data_file} is {state}", "was its creation interrupted? open it writable to finish it")
+                    raise NotADatabaseError(
+                        f"{data_file} is {state}", "was its creation interrupted? open it writable to finish it"
+                    )
                 _create_data_file(data_file)
             _allocate_lock_file(lock_file)
             held = _identity(data_file)
@@ -565,7 +575,7 @@ class Storage:
                 if generation != live:
                     Path(entry.path).unlink(missing_ok=True)
             elif entry.name.startswith(_STAGING):
-                pid = entry.name[len(_STAGING):].split(".")[0]
+                pid = entry.name[len(_STAGING) :].split(".")[0]
                 if pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid)):
                     Path(entry.path).unlink(missing_ok=True)
 
@@ -758,8 +768,13 @@ class Storage:
                 before = (self.path / source).stat().st_size
                 _allocate_lock_file(self.path / (name + "-lock"))
                 target = lmdb.open(
-                    str(target_file), subdir=False, max_dbs=self.max_dbs, map_size=max(MIN_MAP_SIZE, 2 * _used_bytes(self.env)),
-                    max_readers=MAX_READERS, meminit=False, sync=False,
+                    str(target_file),
+                    subdir=False,
+                    max_dbs=self.max_dbs,
+                    map_size=max(MIN_MAP_SIZE, 2 * _used_bytes(self.env)),
+                    max_readers=MAX_READERS,
+                    meminit=False,
+                    sync=False,
                 )
             except lmdb.Error as exc:
                 _remove_generation(self.path, name)

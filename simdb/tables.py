@@ -214,9 +214,7 @@ def encode_blocks(values: np.ndarray, ids: np.ndarray | None) -> list[tuple[byte
     return out
 
 
-def decode_blocks(
-    pairs: list[tuple[bytes, bytes]], with_ids: bool, where: str
-) -> tuple[np.ndarray, np.ndarray | None]:
+def decode_blocks(pairs: list[tuple[bytes, bytes]], with_ids: bool, where: str) -> tuple[np.ndarray, np.ndarray | None]:
     """(values, ids) of blocks in key order.  Raises CorruptDatabaseError naming ``where`` for
     a block whose lengths do not add up (the CRC is checked by :meth:`Tables.verify`).
     O(n) numpy plus one Python step per block."""
@@ -274,7 +272,9 @@ class Tables:
         if not 1 <= policy.levels <= 7:
             raise ValueError("a policy has 1 to 7 levels")  # the shape mask has a bit per level
         self._recent = [f"t.{t.index:02d}.r".encode() for t in plan.tables]
-        self._levels = [[f"t.{t.index:02d}.L{level}".encode() for level in range(1, policy.levels + 1)] for t in plan.tables]
+        self._levels = [
+            [f"t.{t.index:02d}.L{level}".encode() for level in range(1, policy.levels + 1)] for t in plan.tables
+        ]
 
     @property
     def names(self) -> list[bytes]:
@@ -361,7 +361,10 @@ class Tables:
         for doc_id, fingerprint in zip(ids, fingerprints):
             for table in self.plan.tables:
                 permuted = table.permute(int(fingerprint))
-                if txn.delete(permuted.to_bytes(8, "big") + int(doc_id).to_bytes(8, "big"), db=self.handles.db(self._recent[table.index])):
+                if txn.delete(
+                    permuted.to_bytes(8, "big") + int(doc_id).to_bytes(8, "big"),
+                    db=self.handles.db(self._recent[table.index]),
+                ):
                     self._add_count(txn, table.index, 0, -1)
                     removed += 1
                     continue
@@ -372,7 +375,9 @@ class Tables:
                         break
         return removed
 
-    def _delete_from_level(self, txn: lmdb.Transaction[bytes], table: Table, level: int, value: int, doc_id: int) -> bool:
+    def _delete_from_level(
+        self, txn: lmdb.Transaction[bytes], table: Table, level: int, value: int, doc_id: int
+    ) -> bool:
         db = self.handles.db(self._levels[table.index][level - 1])
         cursor = txn.cursor(db)
         key = self._block_at(cursor, value.to_bytes(8, "big"))
@@ -442,7 +447,9 @@ class Tables:
         self._set_state(txn, table.index, level, entries - len(values), next_cursor)
         return len(values) + self._merge_into(txn, table, level + 1, values, ids)
 
-    def _take_recent(self, txn: lmdb.Transaction[bytes], table: Table, start: bytes) -> tuple[np.ndarray, np.ndarray, int]:
+    def _take_recent(
+        self, txn: lmdb.Transaction[bytes], table: Table, start: bytes
+    ) -> tuple[np.ndarray, np.ndarray, int]:
         """Remove up to ``chunk`` entries of the recent tree from ``start`` on, ending at a
         change of value; their (values, ids) and the next cursor."""
         db = self.handles.db(self._recent[table.index])
@@ -457,7 +464,9 @@ class Tables:
             return np.empty(0, np.uint64), np.empty(0, np.uint64), 0
         pairs = np.frombuffer(b"".join(keys), dtype=">u8").reshape(-1, 2)
         if len(b"".join(keys)) != 16 * len(keys):
-            raise CorruptDatabaseError(f"{self._recent[table.index].decode()} holds a key that is not 16 bytes", "run check()")
+            raise CorruptDatabaseError(
+                f"{self._recent[table.index].decode()} holds a key that is not 16 bytes", "run check()"
+            )
         # The taken keys are one contiguous range: delete it with one cursor walk.
         cursor.set_key(keys[0])
         for _ in range(len(keys)):
@@ -465,7 +474,9 @@ class Tables:
         last = int(pairs[-1, 0])
         return pairs[:, 0].astype(np.uint64), pairs[:, 1].astype(np.uint64), (last + 1) % (1 << BITS)
 
-    def _take_blocks(self, txn: lmdb.Transaction[bytes], table: Table, level: int, start: bytes) -> tuple[np.ndarray, np.ndarray | None, int]:
+    def _take_blocks(
+        self, txn: lmdb.Transaction[bytes], table: Table, level: int, start: bytes
+    ) -> tuple[np.ndarray, np.ndarray | None, int]:
         """Remove whole blocks of ``level`` from the first at or after ``start`` until
         ``chunk`` entries are taken; their (values, ids) and the next cursor."""
         name = self._levels[table.index][level - 1]
@@ -484,7 +495,9 @@ class Tables:
             return values, ids, 0
         return values, ids, (int(values[-1]) + 1) % (1 << BITS)
 
-    def _merge_into(self, txn: lmdb.Transaction[bytes], table: Table, level: int, values: np.ndarray, ids: np.ndarray | None) -> int:
+    def _merge_into(
+        self, txn: lmdb.Transaction[bytes], table: Table, level: int, values: np.ndarray, ids: np.ndarray | None
+    ) -> int:
         """Merge sorted (values, ids) into ``level``: the blocks overlapping their range are
         read, merged with them in key order and rewritten.  Returns entries written."""
         name = self._levels[table.index][level - 1]
@@ -494,10 +507,7 @@ class Tables:
         low, high = int(values[0]).to_bytes(8, "big"), int(values[-1]).to_bytes(8, "big")
         old: list[tuple[bytes, bytes]] = []
         first = self._block_at(cursor, low)
-        if first is None:
-            found = cursor.first()
-        else:
-            found = True
+        found = cursor.first() if first is None else True
         while found and cursor.key() <= high:
             old.append((cursor.key(), cursor.value()))
             cursor.delete()
@@ -558,7 +568,9 @@ class Tables:
     def _parts(self, txn: lmdb.Transaction[bytes], table: Table, shape: int) -> list[_Part]:
         """A cursor on each non-empty part of one table (level 0: the recent tree)."""
         names = [self._recent[table.index], *self._levels[table.index]]
-        return [_Part(level, txn.cursor(self.handles.db(name))) for level, name in enumerate(names) if shape >> level & 1]
+        return [
+            _Part(level, txn.cursor(self.handles.db(name))) for level, name in enumerate(names) if shape >> level & 1
+        ]
 
     def _probe_table(
         self,
@@ -626,7 +638,11 @@ class Tables:
             if width < 8 and target >> (8 * width):
                 return
             # Fixed-width big-endian offsets sort as byte strings: one C-level bisect.
-            lo = int(np.frombuffer(value, dtype=_FIXED[width], count=count, offset=start).searchsorted(target.to_bytes(width, "big")))
+            lo = int(
+                np.frombuffer(value, dtype=_FIXED[width], count=count, offset=start).searchsorted(
+                    target.to_bytes(width, "big")
+                )
+            )
         ids_at = start + count * width
         for position in range(lo, count):
             stored = first + int.from_bytes(value[start + position * width : start + (position + 1) * width], "big")
@@ -655,7 +671,9 @@ class Tables:
                 permuted = table.permute(fingerprint)
                 self._probe_table(parts, table, permuted, permuted, permuted + 1, 0, exact, {})
                 if not exact:
-                    raise CorruptDatabaseError(f"fingerprint {fingerprint:#018x} is in a table but not in table 0", "run check()")
+                    raise CorruptDatabaseError(
+                        f"fingerprint {fingerprint:#018x} is in a table but not in table 0", "run check()"
+                    )
                 for doc_id in exact:
                     one_found[doc_id] = distance
 
@@ -709,7 +727,9 @@ class Tables:
             distances_all.append(distance)
         found: list[dict[int, int]] = [{} for _ in range(len(queries))]
         for owner, doc_id, distance in zip(
-            np.concatenate(owners_all).tolist(), np.concatenate(ids_all).tolist(), np.concatenate(distances_all).tolist()
+            np.concatenate(owners_all).tolist(),
+            np.concatenate(ids_all).tolist(),
+            np.concatenate(distances_all).tolist(),
         ):
             found[owner][doc_id] = distance
         return found
@@ -765,7 +785,9 @@ class Tables:
                     yield f"{name.decode()}: the block at {key.hex()} fails its checksum"
                     continue
                 values, _ = decode_blocks([(key, value)], with_ids, name.decode())
-                if values[0] != int.from_bytes(key, "big") or (len(values) > 1 and bool((values[1:] < values[:-1]).any())):
+                if values[0] != int.from_bytes(key, "big") or (
+                    len(values) > 1 and bool((values[1:] < values[:-1]).any())
+                ):
                     yield f"{name.decode()}: the block at {key.hex()} is out of order"
                 if int(values[0]) <= previous_last:
                     yield f"{name.decode()}: the block at {key.hex()} overlaps the one before"

@@ -133,7 +133,9 @@ def joint_similarities(agreeing_bits: npt.ArrayLike, agreeing_bytes: npt.ArrayLi
     return _joint_table()[bits, byte_counts]
 
 
-def candidate_similarities(distances: npt.ArrayLike, agreeing_bytes: npt.ArrayLike, kind: str) -> npt.NDArray[np.float64]:
+def candidate_similarities(
+    distances: npt.ArrayLike, agreeing_bytes: npt.ArrayLike, kind: str
+) -> npt.NDArray[np.float64]:
     """The similarity of candidate pairs that both have a sketch, from their fingerprint
     ``distances`` and how many of their sketch bytes agree: :func:`joint_similarities` for
     minhash fingerprints, the sketch-only :func:`simdb.fingerprint.sketch_estimates` for

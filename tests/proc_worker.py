@@ -14,7 +14,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import simdb  # noqa: E402
+import simdb
 
 GROUP_SIZE = 10
 

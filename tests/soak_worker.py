@@ -16,7 +16,7 @@ import psutil
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import simdb  # noqa: E402
+import simdb
 
 BATCH = 1_000
 LIVE = 20_000

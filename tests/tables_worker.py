@@ -23,7 +23,11 @@ def step_changes(step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ids = np.arange(step * 1000, step * 1000 + count, dtype=np.uint64)
     fingerprints = rng.integers(0, 1 << 64, count, dtype=np.uint64, endpoint=False)
     fingerprints[: count // 4] = fingerprints[0]  # repeats
-    deleted = np.array([(step - 3) * 1000 + i for i in range(0, 40, 3)], dtype=np.uint64) if step >= 3 else np.empty(0, np.uint64)
+    deleted = (
+        np.array([(step - 3) * 1000 + i for i in range(0, 40, 3)], dtype=np.uint64)
+        if step >= 3
+        else np.empty(0, np.uint64)
+    )
     return ids, fingerprints, deleted
 
 

@@ -173,7 +173,13 @@ def test_one_string_where_a_collection_belongs_is_refused(db_path) -> None:
         for call in calls:
             with pytest.raises(simdb.InvalidInputError, match="not a collection"):
                 call()
-        for call in (lambda: db.remove_many(5), lambda: db.query_many(5), lambda: db.add_many(5), lambda: db.add_texts(5), lambda: simdb.simhash_many(None)):
+        for call in (
+            lambda: db.remove_many(5),
+            lambda: db.query_many(5),
+            lambda: db.add_many(5),
+            lambda: db.add_texts(5),
+            lambda: simdb.simhash_many(None),
+        ):
             with pytest.raises(simdb.InvalidInputError, match="not an iterable"):
                 call()
         assert len(db) == 5
@@ -220,7 +226,9 @@ with simdb.open(sys.argv[1], fingerprinter=simdb.Fingerprinter(ngram=2, kind="si
 def test_settings_stored_by_another_process_are_adopted_by_an_open_handle(db_path) -> None:
     with simdb.open(db_path) as db:
         assert db.fingerprinter is None
-        run = subprocess.run([sys.executable, "-c", STORE_SETTINGS, str(db_path)], capture_output=True, text=True, timeout=60)
+        run = subprocess.run(
+            [sys.executable, "-c", STORE_SETTINGS, str(db_path)], capture_output=True, text=True, timeout=60
+        )
         assert run.returncode == 0, run.stderr
         db.add("ours", text="words written by this process")
         assert db.fingerprinter == simdb.Fingerprinter(ngram=2, kind="simhash", weights="tf")
@@ -231,7 +239,9 @@ def test_settings_stored_by_another_process_are_adopted_by_an_open_handle(db_pat
 def test_a_read_only_handle_adopts_settings_stored_after_it_opened(db_path) -> None:
     simdb.open(db_path).close()
     with simdb.open(db_path, readonly=True) as reader:
-        run = subprocess.run([sys.executable, "-c", STORE_SETTINGS, str(db_path)], capture_output=True, text=True, timeout=60)
+        run = subprocess.run(
+            [sys.executable, "-c", STORE_SETTINGS, str(db_path)], capture_output=True, text=True, timeout=60
+        )
         assert run.returncode == 0, run.stderr
         assert reader.query(text="words written by the other process")[0].key == "theirs"
 
@@ -244,10 +254,14 @@ with simdb.open(sys.argv[1], fingerprinter=simdb.Fingerprinter(features="char", 
 
 
 @pytest.mark.parametrize(("writer", "agrees"), [(STORE_SETTINGS, True), (OTHER_SETTINGS, False)])
-def test_a_read_only_handle_given_settings_before_any_are_stored_checks_them_at_first_text(db_path, writer: str, agrees: bool) -> None:
+def test_a_read_only_handle_given_settings_before_any_are_stored_checks_them_at_first_text(
+    db_path, writer: str, agrees: bool
+) -> None:
     with simdb.open(db_path) as db:
         db.add("fingerprint-only", 7)
-    with simdb.open(db_path, readonly=True, fingerprinter=simdb.Fingerprinter(ngram=2, kind="simhash", weights="tf")) as reader:
+    with simdb.open(
+        db_path, readonly=True, fingerprinter=simdb.Fingerprinter(ngram=2, kind="simhash", weights="tf")
+    ) as reader:
         assert [m.key for m in reader.query(7)] == ["fingerprint-only"]  # fingerprints need no settings
         with pytest.raises(simdb.FingerprinterError, match="read-only"):
             reader.query(text="anything")
@@ -281,7 +295,9 @@ def test_sixteen_decimal_digits_are_hex() -> None:
     assert parse_fingerprint("9709299817409146") == 0x9709299817409146
 
 
-@pytest.mark.parametrize("text", ["1e5", "ff", "１２３", "", "0x", "0x" + "f" * 17, "f" * 17, "-1", "18446744073709551616", "1.0"])
+@pytest.mark.parametrize(
+    "text", ["1e5", "ff", "１２３", "", "0x", "0x" + "f" * 17, "f" * 17, "-1", "18446744073709551616", "1.0"]
+)
 def test_parse_fingerprint_refuses_what_is_neither(text: str) -> None:
     with pytest.raises(simdb.InvalidFingerprintError):
         parse_fingerprint(text)

@@ -48,19 +48,33 @@ def test_expected_scores_match_counting_when_probabilities_are_certain() -> None
     pair_keys = np.array([1, 2, 9, 3], dtype=np.int64)
     probability = np.array([1.0, 1.0, 1.0, 0.0])
     predicted = pair_keys[probability == 1.0]
-    assert np.allclose(quality.expected_scores(pair_keys, probability, truth), quality.scores(np.sort(predicted), truth))
+    assert np.allclose(
+        quality.expected_scores(pair_keys, probability, truth), quality.scores(np.sort(predicted), truth)
+    )
 
 
 def test_corpus_reader_takes_msrp_sentences_from_the_second_column(tmp_path: Path) -> None:
-    rows = ["\ufeffSentence ID\tString\tAuthor", "1\tFirst sentence, with a comma.\tA", "2\tSecond one\tB\textra", "", "3\tThird.\tC"]
+    rows = [
+        "\ufeffSentence ID\tString\tAuthor",
+        "1\tFirst sentence, with a comma.\tA",
+        "2\tSecond one\tB\textra",
+        "",
+        "3\tThird.\tC",
+    ]
     (tmp_path / "msr_paraphrase_data.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
     (tmp_path / "ignored.txt").write_text("not a document of this corpus")
     assert quality.read_corpus(tmp_path) == ["First sentence, with a comma.", "Second one", "Third."]
 
 
 @settings(max_examples=300, deadline=None)
-@given(shingle_sets, st.sampled_from([0.0, 0.05, 0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0]), st.sampled_from([1, 7, 5_000_000]))
-def test_jaccard_pairs_lists_every_pair_at_or_above_the_floor(sets: list[frozenset[str]], floor: float, block: int) -> None:
+@given(
+    shingle_sets,
+    st.sampled_from([0.0, 0.05, 0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0]),
+    st.sampled_from([1, 7, 5_000_000]),
+)
+def test_jaccard_pairs_lists_every_pair_at_or_above_the_floor(
+    sets: list[frozenset[str]], floor: float, block: int
+) -> None:
     # Small blocks split the rows many ways; no pair may be lost or counted twice across them.
     keys, jaccards = quality.jaccard_pairs(sets, floor, block_expansions=block)
     n = len(sets)
@@ -202,7 +216,8 @@ def test_plagiarism_labels_table_counts_each_answer_against_its_source(tmp_path:
     for name, text in answers.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "file_information.csv").write_text(
-        "File,Task,Category\ng0pA_taska.txt,a,cut\ng0pB_taska.txt,a,cut\ng0pC_taska.txt,a,non\norig_taska.txt,a,orig\n")
+        "File,Task,Category\ng0pA_taska.txt,a,cut\ng0pB_taska.txt,a,cut\ng0pC_taska.txt,a,non\norig_taska.txt,a,orig\n"
+    )
     documents = quality.read_corpus(tmp_path)
     sets = quality.shingle_sets(documents)
     n = len(documents)

@@ -16,17 +16,17 @@ from pathlib import Path
 
 import pytest
 import typer
+from simdb_cli import output
+from simdb_cli.app import DEFAULT_DB_PATH, app
 from typer.testing import CliRunner
 
 import simdb
-from cli import output
-from cli.app import DEFAULT_DB_PATH, app
 from simdb.fingerprint import Fingerprinter
 
 runner = CliRunner()
 
 
-def run(*args: str, input: str | None = None, env: dict[str, str] | None = None):  # noqa: A002 - CliRunner's name
+def run(*args: str, input: str | None = None, env: dict[str, str] | None = None):
     """Invoke the app; exceptions escaping it are test failures, never exit codes."""
     result = runner.invoke(app, [str(arg) for arg in args], input=input, env=env, catch_exceptions=False)
     return result
@@ -88,7 +88,20 @@ def stored_keys(db: str) -> set[str]:
 def test_every_command_and_option_has_help() -> None:
     group = typer.main.get_command(app)
     assert group.help
-    assert set(group.commands) >= {"add", "query", "pairs", "clusters", "remove", "compact", "stats", "check", "hash", "export", "import", "demo"}
+    assert set(group.commands) >= {
+        "add",
+        "query",
+        "pairs",
+        "clusters",
+        "remove",
+        "compact",
+        "stats",
+        "check",
+        "hash",
+        "export",
+        "import",
+        "demo",
+    }
     for name, command in group.commands.items():
         assert command.help and command.help.strip(), f"command {name} has no help"
         for parameter in command.params:
@@ -195,7 +208,9 @@ def test_add_jsonl_uses_id_and_text_fields_and_keeps_other_fields_as_meta(tmp_pa
     ]
     source = tmp_path / "docs.jsonl.gz"
     source.write_bytes(gzip.compress("\n".join(lines).encode("utf-8")))
-    result = run("add", "--jsonl", source, "--id-field", "url", "--text-field", "body", "--db", db, "--workers", "1", "--json")
+    result = run(
+        "add", "--jsonl", source, "--id-field", "url", "--text-field", "body", "--db", db, "--workers", "1", "--json"
+    )
     assert result.exit_code == 2
     events = json_lines(result.stdout)
     failed = {event["input"]: event["cause"] for event in events if event["event"] == "failed"}
@@ -219,7 +234,7 @@ def test_add_jsonl_from_stdin(db: str) -> None:
 
 def test_add_fingerprints_tsv_reports_bad_lines_with_their_number(tmp_path: Path, db: str) -> None:
     source = tmp_path / "fps.tsv"
-    source.write_text("a\t0x00000000000000ff\nb\t255\t{\"n\": 1}\nc\tnot-hex\nd\n e \t0xffffffffffffffff\n")
+    source.write_text('a\t0x00000000000000ff\nb\t255\t{"n": 1}\nc\tnot-hex\nd\n e \t0xffffffffffffffff\n')
     result = run("add", "--fingerprints", source, "--db", db)
     assert result.exit_code == 2
     assert f"{source}:3" in result.stderr and "neither hex nor decimal" in result.stderr
@@ -231,7 +246,18 @@ def test_add_fingerprints_tsv_reports_bad_lines_with_their_number(tmp_path: Path
 
 
 def test_if_new_skips_near_duplicates_and_names_the_key_they_duplicate(corpus: Path, db: str) -> None:
-    result = run("add", corpus / "alpha.txt", corpus / "beta.txt", corpus / "alpha-upper.txt", "--if-new", "--db", db, "--workers", "1", "--json")
+    result = run(
+        "add",
+        corpus / "alpha.txt",
+        corpus / "beta.txt",
+        corpus / "alpha-upper.txt",
+        "--if-new",
+        "--db",
+        db,
+        "--workers",
+        "1",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     events = json_lines(result.stdout)
     assert {
@@ -257,7 +283,14 @@ def _warc_record(writer, uri: str, kind: str, payload: bytes, content_type: str 
     if kind == "response":
         http_headers = StatusAndHeaders("200 OK", [("Content-Type", content_type or "text/html")], protocol="HTTP/1.1")
     headers = {"WARC-Identified-Content-Language": "xx"} if kind == "conversion" else None
-    return writer.create_warc_record(uri, kind, payload=io.BytesIO(payload), http_headers=http_headers, warc_content_type="text/plain" if kind == "conversion" else "", warc_headers_dict=headers)
+    return writer.create_warc_record(
+        uri,
+        kind,
+        payload=io.BytesIO(payload),
+        http_headers=http_headers,
+        warc_content_type="text/plain" if kind == "conversion" else "",
+        warc_headers_dict=headers,
+    )
 
 
 def test_add_wet_and_warc_archives_keys_are_target_uris(tmp_path: Path, db: str) -> None:
@@ -393,7 +426,10 @@ def test_query_binary_file_is_a_usage_error(filled: str, tmp_path: Path) -> None
 # -- missing or broken databases -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", [["query", "text"], ["pairs"], ["clusters"], ["stats"], ["check"], ["export"], ["compact"], ["remove", "k"]])
+@pytest.mark.parametrize(
+    "command",
+    [["query", "text"], ["pairs"], ["clusters"], ["stats"], ["check"], ["export"], ["compact"], ["remove", "k"]],
+)
 def test_missing_database_exits_3_with_a_hint(tmp_path: Path, command: list[str]) -> None:
     missing = tmp_path / "nowhere"
     result = run(*command, "--db", missing)
@@ -428,7 +464,9 @@ def test_unexpected_errors_become_one_line_and_exit_3(filled: str, monkeypatch: 
     assert "unexpected RuntimeError: boom" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_db_defaults_to_simdb_path_then_the_working_directory(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_db_defaults_to_simdb_path_then_the_working_directory(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("SIMDB_PATH", raising=False)
     run("add", corpus / "beta.txt", "--workers", "1")
@@ -476,7 +514,10 @@ def test_pairs_histogram_counts_pairs_per_distance(tmp_path: Path) -> None:
     assert chart[0].split() == ["distance", "pairs"]
     bars = [line.count("█") for line in chart[1:]]
     assert bars[3] == output.BAR_WIDTH and bars[2] == 0 and 0 < bars[0] < bars[1] < bars[3]
-    assert json_lines(run("pairs", "-k", "1", "--histogram", "--db", db, "--json").stdout)[-1] == {"distance": 1, "pairs": 2}
+    assert json_lines(run("pairs", "-k", "1", "--histogram", "--db", db, "--json").stdout)[-1] == {
+        "distance": 1,
+        "pairs": 2,
+    }
 
 
 def test_pairs_with_none_exits_1(tmp_path: Path) -> None:
@@ -492,13 +533,20 @@ def test_clusters_show_representative_first(tmp_path: Path) -> None:
     run("add", "--fingerprints", source, "--db", db)
     result = run("clusters", "-k", "3", "--db", db, "--json")
     assert result.exit_code == 0, result.output
-    assert json_lines(result.stdout) == [{"cluster": 1, "representative": "first", "size": 3, "members": ["first", "second", "third"]}]
+    assert json_lines(result.stdout) == [
+        {"cluster": 1, "representative": "first", "size": 3, "members": ["first", "second", "third"]}
+    ]
     human = run("clusters", "-k", "3", "--db", db).stdout.splitlines()
     assert human == ["cluster 1: 3 documents, representative first", "    second", "    third"]
     with_singletons = json_lines(run("clusters", "-k", "3", "--singletons", "--db", db, "--json").stdout)
     assert [cluster["members"] for cluster in with_singletons] == [["first", "second", "third"], ["far"], ["alone"]]
     histogram = json_lines(run("clusters", "--histogram", "-k", "3", "--db", db, "--json").stdout)
-    assert histogram == [{"k": 0, "clusters": 0, "documents": 0}, {"k": 1, "clusters": 1, "documents": 3}, {"k": 2, "clusters": 1, "documents": 3}, {"k": 3, "clusters": 1, "documents": 3}]
+    assert histogram == [
+        {"k": 0, "clusters": 0, "documents": 0},
+        {"k": 1, "clusters": 1, "documents": 3},
+        {"k": 2, "clusters": 1, "documents": 3},
+        {"k": 3, "clusters": 1, "documents": 3},
+    ]
     assert run("clusters", "-k", "0", "--db", db).exit_code == 1
 
 
@@ -531,17 +579,28 @@ def test_stats_shows_documents_tables_and_settings(filled: str) -> None:
     assert info["documents"] == 4 and info["k"] == 3 and info["tables"] == len(info["leading_bits"])
     assert info["fingerprinter"]["features"] == "word-shingle"
     human = run("stats", "--db", filled).stdout
-    for label in ("documents", "tables", "leading bits", "expected candidates per probe", "size on disk", "fingerprint settings"):
+    for label in (
+        "documents",
+        "tables",
+        "leading bits",
+        "expected candidates per probe",
+        "size on disk",
+        "fingerprint settings",
+    ):
         assert label in human
 
 
 def test_check_ok_and_problems(filled: str, monkeypatch: pytest.MonkeyPatch) -> None:
     good = run("check", "--db", filled)
     assert good.exit_code == 0 and "ok: 4 documents, 40 table entries" in good.stdout
-    monkeypatch.setattr(simdb.Database, "check", lambda self: simdb.CheckReport(4, 39, ["1 entries missing from table.03 (id 2)"]))
+    monkeypatch.setattr(
+        simdb.Database, "check", lambda self: simdb.CheckReport(4, 39, ["1 entries missing from table.03 (id 2)"])
+    )
     bad = run("check", "--db", filled, "--json")
     assert bad.exit_code == 1
-    assert json_lines(bad.stdout) == [{"ok": False, "documents": 4, "table_entries": 39, "problems": ["1 entries missing from table.03 (id 2)"]}]
+    assert json_lines(bad.stdout) == [
+        {"ok": False, "documents": 4, "table_entries": 39, "problems": ["1 entries missing from table.03 (id 2)"]}
+    ]
     assert "problem: 1 entries missing" in run("check", "--db", filled).stdout
 
 
@@ -568,10 +627,15 @@ def test_hash_prints_hex_bits_and_json(tmp_path: Path) -> None:
     assert line == {**expected, "features": "char", "ngram": char_settings.ngram}
     sentence = "The cat sat on the mat, and the dog was not amused by it."
     assert simhash(sentence, stopwords="english") != simhash(sentence)
-    assert run("hash", sentence, "--stopwords", "english").stdout.strip() == f"0x{simhash(sentence, stopwords='english'):016x}"
+    assert (
+        run("hash", sentence, "--stopwords", "english").stdout.strip()
+        == f"0x{simhash(sentence, stopwords='english'):016x}"
+    )
 
 
-@pytest.mark.parametrize("arguments", [[], ["text", "--file", "x"], ["text", "--bits", "48"], ["text", "--ngram", "99"]])
+@pytest.mark.parametrize(
+    "arguments", [[], ["text", "--file", "x"], ["text", "--bits", "48"], ["text", "--ngram", "99"]]
+)
 def test_hash_bad_usage_exits_2(arguments: list[str]) -> None:
     result = run("hash", *arguments)
     assert result.exit_code == 2
@@ -612,7 +676,9 @@ def test_export_to_stdout_and_import_from_stdin(filled: str, tmp_path: Path) -> 
 
 def test_import_reports_bad_lines(tmp_path: Path) -> None:
     source = tmp_path / "bad.jsonl"
-    source.write_text('{"key": "a", "fingerprint": "0x1"}\n{"key": "b", "fingerprint": "0xZZ"}\n{"fingerprint": "0x2"}\n')
+    source.write_text(
+        '{"key": "a", "fingerprint": "0x1"}\n{"key": "b", "fingerprint": "0xZZ"}\n{"fingerprint": "0x2"}\n'
+    )
     result = run("import", source, "--db", tmp_path / "db")
     assert result.exit_code == 2
     assert f"{source}:2" in result.stderr and f"{source}:3" in result.stderr
@@ -670,7 +736,9 @@ def test_add_of_only_missing_paths_creates_no_database(tmp_path: Path, db: str) 
     assert not Path(db).exists()
 
 
-def test_adding_a_tree_that_holds_the_database_skips_the_database(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_adding_a_tree_that_holds_the_database_skips_the_database(
+    corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(corpus)
     monkeypatch.delenv("SIMDB_PATH", raising=False)
     first = run("add", ".", "-r", "--workers", "1")

@@ -27,10 +27,10 @@ from tests.test_cli_robustness import one_line, stored
 def _process(
     *args: object, stdin: bytes | None = None, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[bytes]:
-    """``python -m cli.app ARGS`` as a real process, with bytes in and out."""
+    """``python -m simdb_cli.app ARGS`` as a real process, with bytes in and out."""
     environment = {**os.environ, "SIMDB_PATH": "", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "cli.app", *map(str, args)],
+        [sys.executable, "-m", "simdb_cli.app", *map(str, args)],
         input=stdin,
         capture_output=True,
         env=environment,
@@ -327,7 +327,7 @@ def _write_big_gzip(path: Path, head: bytes, tail: bytes, members: tuple[bytes, 
 
 
 def _peak_rss_mib(*args: object) -> tuple[subprocess.CompletedProcess[bytes], float]:
-    """Run ``python -m cli.app ARGS`` under a parent of its own, which reports the peak RSS
+    """Run ``python -m simdb_cli.app ARGS`` under a parent of its own, which reports the peak RSS
     of its children (the command and any workers it started), in MiB."""
     wrapper = (
         "import resource, subprocess, sys\n"
@@ -336,7 +336,7 @@ def _peak_rss_mib(*args: object) -> tuple[subprocess.CompletedProcess[bytes], fl
         "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
         "sys.stderr.write(f'\\nPEAK {peak}\\n'); sys.exit(done.returncode)\n"
     )
-    result = _process_raw([sys.executable, "-c", wrapper, sys.executable, "-m", "cli.app", *map(str, args)])
+    result = _process_raw([sys.executable, "-c", wrapper, sys.executable, "-m", "simdb_cli.app", *map(str, args)])
     stderr = result.stderr.decode()
     peak = int(stderr.rsplit("PEAK ", 1)[1]) / 1024
     result.stderr = stderr.rsplit("\nPEAK ", 1)[0].encode()
@@ -404,9 +404,9 @@ def test_a_batch_of_large_texts_is_committed_in_parts(tmp_path: Path, monkeypatc
     """The texts handed to the database and not yet committed stay under BATCH_TEXT_CHARS
     plus one document: the call ends early and the next takes the rest, even when an
     item of a batch is refused and the batch is stored in halves."""
-    import cli.app
+    import simdb_cli.app
 
-    monkeypatch.setattr(cli.app, "BATCH_TEXT_CHARS", 5_000)
+    monkeypatch.setattr(simdb_cli.app, "BATCH_TEXT_CHARS", 5_000)
     calls: list[int] = []
     add_texts = simdb.Database.add_texts
 
@@ -460,9 +460,9 @@ def test_brackets_inside_strings_are_not_containers(tmp_path: Path) -> None:
 def test_uncommitted_metadata_counts_toward_the_early_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Documents of short text and large meta: the call to the database ends early on the
     meta held, not only on the text."""
-    import cli.app
+    import simdb_cli.app
 
-    monkeypatch.setattr(cli.app, "BATCH_TEXT_CHARS", 50_000)
+    monkeypatch.setattr(simdb_cli.app, "BATCH_TEXT_CHARS", 50_000)
     calls: list[int] = []
     add_texts = simdb.Database.add_texts
 
@@ -477,7 +477,9 @@ def test_uncommitted_metadata_counts_toward_the_early_commit(tmp_path: Path, mon
 
     monkeypatch.setattr(simdb.Database, "add_texts", counting)
     source = tmp_path / "docs.jsonl"
-    source.write_text("".join(json.dumps({"id": f"d{n}", "text": "a b", "m": list(range(1_000))}) + "\n" for n in range(10)))
+    source.write_text(
+        "".join(json.dumps({"id": f"d{n}", "text": "a b", "m": list(range(1_000))}) + "\n" for n in range(10))
+    )
     result = run("add", "--jsonl", source, "--db", tmp_path / "db", "--workers", "1")
     assert result.exit_code == 0, result.output
     assert len(stored(tmp_path / "db")) == 10
@@ -486,7 +488,10 @@ def test_uncommitted_metadata_counts_toward_the_early_commit(tmp_path: Path, mon
 
 @pytest.mark.parametrize(
     "header",
-    ['{"simdb": "export", "format_version": 2, "k": 5,, "blocks": 6}', '{"simdb": "export", "format_version": 2, "k": ' + HUGE + "}"],
+    [
+        '{"simdb": "export", "format_version": 2, "k": 5,, "blocks": 6}',
+        '{"simdb": "export", "format_version": 2, "k": ' + HUGE + "}",
+    ],
     ids=["invalid-json", "5000-digit-k"],
 )
 def test_a_damaged_export_header_refuses_the_whole_file(tmp_path: Path, header: str) -> None:
@@ -505,7 +510,10 @@ def test_a_msgpack_timestamp_is_refused_at_import_and_at_add(tmp_path: Path) -> 
     import msgpack
 
     source = tmp_path / "backup.jsonl"
-    rows = [{"key": "a", "fingerprint": "0x1", "meta_msgpack": "1v8AAAAB"}, {"key": "b", "fingerprint": "0x2", "meta": 1}]
+    rows = [
+        {"key": "a", "fingerprint": "0x1", "meta_msgpack": "1v8AAAAB"},
+        {"key": "b", "fingerprint": "0x2", "meta": 1},
+    ]
     source.write_text("".join(json.dumps(row) + "\n" for row in rows))
     result = run("import", source, "--db", tmp_path / "db")
     assert result.exit_code == 2 and f"{source}:1" in result.stderr and "Timestamp" in result.stderr, result.output

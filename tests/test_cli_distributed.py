@@ -71,8 +71,12 @@ def test_unusable_parquet_shards_are_reported_by_name(tmp_path) -> None:
     pd.DataFrame({"key": [1, 2], "fingerprint": [1, 2]}).to_parquet(tmp_path / "intkeys.parquet")
     pd.DataFrame({"key": ["a", None], "fingerprint": [1, 2]}).to_parquet(tmp_path / "nullkey.parquet")
     result = run(
-        "import", tmp_path / "junk.parquet", tmp_path / "intkeys.parquet", tmp_path / "nullkey.parquet",
-        "--db", tmp_path / "db",
+        "import",
+        tmp_path / "junk.parquet",
+        tmp_path / "intkeys.parquet",
+        tmp_path / "nullkey.parquet",
+        "--db",
+        tmp_path / "db",
     )
     assert result.exit_code == 2
     assert "junk.parquet" in result.stderr and "not a readable Parquet file" in result.stderr

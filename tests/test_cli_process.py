@@ -1,4 +1,4 @@
-"""The ``simdb`` command line as real processes: the console script, ``python -m cli.app``,
+"""The ``simdb`` command line as real processes: the console script, ``python -m simdb_cli.app``,
 Ctrl-C during ``add``, a closed pipe, and the README's Quick start command."""
 
 from __future__ import annotations
@@ -21,15 +21,23 @@ import simdb
 SIMDB = shutil.which("simdb")
 
 
-def simdb_process(*args: object, cwd: Path | None = None, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:  # noqa: A002
-    """Run ``python -m cli.app`` with ``args`` in a fresh interpreter."""
+def simdb_process(
+    *args: object, cwd: Path | None = None, input: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m simdb_cli.app`` with ``args`` in a fresh interpreter."""
     return subprocess.run(
-        [sys.executable, "-m", "cli.app", *map(str, args)], cwd=cwd, input=input, capture_output=True, text=True, timeout=timeout, env={**os.environ, "SIMDB_PATH": ""}
+        [sys.executable, "-m", "simdb_cli.app", *map(str, args)],
+        cwd=cwd,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "SIMDB_PATH": ""},
     )
 
 
 def test_importing_simdb_never_imports_typer_or_rich() -> None:
-    code = "import sys, simdb, simdb.fingerprint; sys.exit(bool({'typer', 'rich', 'cli'} & set(sys.modules)))"
+    code = "import sys, simdb, simdb.fingerprint; sys.exit(bool({'typer', 'rich', 'simdb_cli'} & set(sys.modules)))"
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
 
 
@@ -57,7 +65,13 @@ def test_add_and_query_in_a_real_process_with_the_worker_pool(tmp_path: Path) ->
     found = simdb_process("query", texts[7], "--db", db, "--json")
     assert found.returncode == 0
     assert json.loads(found.stdout.splitlines()[0])["key"] == str(docs / "07.txt")
-    nothing = simdb_process("query", "--fingerprint", hex(simdb.open(db, readonly=True).get(str(docs / "07.txt")).fingerprint ^ 0xFFFF), "--db", db)
+    nothing = simdb_process(
+        "query",
+        "--fingerprint",
+        hex(simdb.open(db, readonly=True).get(str(docs / "07.txt")).fingerprint ^ 0xFFFF),
+        "--db",
+        db,
+    )
     assert nothing.returncode == 1 and nothing.stdout == ""
 
 
@@ -81,7 +95,20 @@ def test_ctrl_c_during_add_keeps_committed_batches_and_says_how_many(tmp_path: P
             handle.write(json.dumps({"id": f"doc-{number}", "text": " ".join(rng.choices(words, k=30))}) + "\n")
     db = tmp_path / "db"
     process = subprocess.Popen(
-        [sys.executable, "-m", "cli.app", "add", "--jsonl", str(source), "--db", str(db), "--batch-size", "1000", "--workers", "2"],
+        [
+            sys.executable,
+            "-m",
+            "simdb_cli.app",
+            "add",
+            "--jsonl",
+            str(source),
+            "--db",
+            str(db),
+            "--batch-size",
+            "1000",
+            "--workers",
+            "2",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -121,7 +148,11 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     source.write_text("".join(f"key-{number}\t{number * 0x9E3779B97F4A7C15 % (1 << 64)}\n" for number in range(20_000)))
     db = tmp_path / "db"
     assert simdb_process("add", "--fingerprints", source, "--db", db).returncode == 0
-    process = subprocess.Popen([sys.executable, "-m", "cli.app", "export", "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "simdb_cli.app", "export", "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert process.stdout is not None and process.stderr is not None
     process.stdout.readline()
     process.stdout.close()  # like `simdb export | head -1`

@@ -61,7 +61,9 @@ def test_demo_refuses_a_database_it_did_not_create(tmp_path: Path) -> None:
     assert not (tmp_path / "dm" / "docs").exists()
 
 
-def test_demo_reruns_over_its_own_output_even_after_an_interrupted_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_reruns_over_its_own_output_even_after_an_interrupted_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "dm"
     assert run("demo", "--dir", target, "--documents", "20", "--workers", "1").exit_code == 0
 
@@ -92,11 +94,13 @@ def test_a_closed_stdout_mutes_the_output_but_every_document_is_stored(tmp_path:
         arguments = ["add", "--fingerprints", str(source)]
     else:
         source = tmp_path / "dup.jsonl"
-        source.write_text("".join(json.dumps({"key": key, "fingerprint": hex(fingerprint)}) + "\n" for key, fingerprint in rows))
+        source.write_text(
+            "".join(json.dumps({"key": key, "fingerprint": hex(fingerprint)}) + "\n" for key, fingerprint in rows)
+        )
         arguments = ["import", str(source)]
     db = tmp_path / "db"
     process = subprocess.Popen(
-        [sys.executable, "-m", "cli.app", *arguments, "--if-new", "--batch-size", "100", "--db", str(db)],
+        [sys.executable, "-m", "simdb_cli.app", *arguments, "--if-new", "--batch-size", "100", "--db", str(db)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -128,7 +132,11 @@ def test_a_tsv_meta_that_cannot_be_stored_fails_its_line_only(tmp_path: Path) ->
 )
 def test_an_import_meta_that_cannot_be_stored_fails_its_line_only(tmp_path: Path, meta: dict, cause: str) -> None:
     source = tmp_path / "e.jsonl"
-    lines = [{"key": "a", "fingerprint": "0x1"}, {"key": "bad", "fingerprint": "0x3", "meta": meta}, {"key": "c", "fingerprint": "0x7f00"}]
+    lines = [
+        {"key": "a", "fingerprint": "0x1"},
+        {"key": "bad", "fingerprint": "0x3", "meta": meta},
+        {"key": "c", "fingerprint": "0x7f00"},
+    ]
     source.write_text("".join(json.dumps(line) + "\n" for line in lines))
     result = run("import", source, "--db", tmp_path / "db")
     assert result.exit_code == 2 and f"{source}:2" in result.stderr and cause in result.stderr
@@ -141,7 +149,14 @@ def test_jsonl_nested_too_deep_fails_its_line_only(tmp_path: Path, depth: int) -
     """600 levels parse, and the database refuses them; 5,000 are too deep to parse."""
     source = tmp_path / "deep.jsonl"
     deep = '{"id": "deep", "text": "x y z", "m": ' + "[" * depth + "]" * depth + "}"
-    source.write_text(json.dumps({"id": "a", "text": prose(1)}) + "\n" + deep + "\n" + json.dumps({"id": "c", "text": prose(2)}) + "\n")
+    source.write_text(
+        json.dumps({"id": "a", "text": prose(1)})
+        + "\n"
+        + deep
+        + "\n"
+        + json.dumps({"id": "c", "text": prose(2)})
+        + "\n"
+    )
     result = run("add", "--jsonl", source, "--db", tmp_path / "db", "--workers", "1")
     assert result.exit_code == 2 and f"{source}:2" in result.stderr
     one_line(result.stderr)
@@ -160,7 +175,9 @@ def test_a_batch_the_database_refuses_is_stored_but_for_its_bad_items(tmp_path: 
     result = run("add", "--jsonl", source, "--batch-size", "8", "--db", tmp_path / "db", "--workers", workers, "--json")
     assert result.exit_code == 2, result.output
     events = json_lines(result.stdout)
-    assert sorted(event["input"] for event in events if event["event"] == "failed") == sorted(f"{source}:{number}" for number in bad)
+    assert sorted(event["input"] for event in events if event["event"] == "failed") == sorted(
+        f"{source}:{number}" for number in bad
+    )
     assert events[-1]["added"] == 16 and events[-1]["failed"] == 4
     assert set(stored(tmp_path / "db")) == {f"d{number}" for number in range(1, 21) if number not in bad}
     assert all(document.meta == {"m": 1} for document in stored(tmp_path / "db").values())
@@ -186,7 +203,12 @@ def _warc(path: Path, uris: list[str | None], gzip: bool = False) -> None:
         writer = WARCWriter(handle, gzip=gzip)
         for number, uri in enumerate(uris):
             headers = StatusAndHeaders("200 OK", [("Content-Type", "text/plain")], protocol="HTTP/1.0")
-            record = writer.create_warc_record(uri or "http://placeholder/", "response", payload=io.BytesIO(prose(number, 80).encode()), http_headers=headers)
+            record = writer.create_warc_record(
+                uri or "http://placeholder/",
+                "response",
+                payload=io.BytesIO(prose(number, 80).encode()),
+                http_headers=headers,
+            )
             if uri is None:
                 record.rec_headers.remove_header("WARC-Target-URI")
             writer.write_record(record)
@@ -244,7 +266,11 @@ def test_non_finite_numbers_in_input_meta_are_refused_per_line(tmp_path: Path, v
     jsonl.write_text(f'{{"id": "x", "text": "some words here", "v": {value}}}\n{{"id": "y", "text": "other words"}}\n')
     tsv = tmp_path / "in.tsv"
     tsv.write_text(f'x\t0x1\t{{"v": {value}}}\ny\t0x2\n')
-    cases = {"add-jsonl": (jsonl, ["add", "--jsonl", jsonl, "--workers", "1"]), "add-tsv": (tsv, ["add", "--fingerprints", tsv]), "import": (tsv, ["import", tsv])}
+    cases = {
+        "add-jsonl": (jsonl, ["add", "--jsonl", jsonl, "--workers", "1"]),
+        "add-tsv": (tsv, ["add", "--fingerprints", tsv]),
+        "import": (tsv, ["import", tsv]),
+    }
     for name, (source, arguments) in cases.items():
         result = run(*arguments, "--db", tmp_path / name)
         assert result.exit_code == 2 and f"{source}:1" in result.stderr, name
@@ -277,11 +303,17 @@ def test_import_of_a_missing_file_creates_no_database(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("header", "message"),
-    [({"format_version": 99}, "newer"), ({"format_version": 1, "k": "3"}, "k="), ({"format_version": 1, "fingerprinter": {"version": 1}}, "fingerprinter")],
+    [
+        ({"format_version": 99}, "newer"),
+        ({"format_version": 1, "k": "3"}, "k="),
+        ({"format_version": 1, "fingerprinter": {"version": 1}}, "fingerprinter"),
+    ],
 )
 def test_import_with_a_bad_header_creates_no_database(tmp_path: Path, header: dict, message: str) -> None:
     source = tmp_path / "in.jsonl"
-    source.write_text(json.dumps({"simdb": "export", **header}) + "\n" + json.dumps({"key": "a", "fingerprint": "0x1"}) + "\n")
+    source.write_text(
+        json.dumps({"simdb": "export", **header}) + "\n" + json.dumps({"key": "a", "fingerprint": "0x1"}) + "\n"
+    )
     result = run("import", source, "--db", tmp_path / "X")
     assert result.exit_code == 2 and f"{source}:1" in result.stderr and message in result.stderr
     one_line(result.stderr)
@@ -290,10 +322,20 @@ def test_import_with_a_bad_header_creates_no_database(tmp_path: Path, header: di
 
 def test_import_header_settings_that_cannot_make_a_database_name_the_header(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
-    source.write_text(json.dumps({"simdb": "export", "format_version": 1, "k": 70}) + "\n" + json.dumps({"key": "a", "fingerprint": "0x1"}) + "\n")
+    source.write_text(
+        json.dumps({"simdb": "export", "format_version": 1, "k": 70})
+        + "\n"
+        + json.dumps({"key": "a", "fingerprint": "0x1"})
+        + "\n"
+    )
     result = run("import", source, "--db", tmp_path / "X")
     assert result.exit_code == 2 and f"{source}:1" in result.stderr and "k=70" in result.stderr
-    source.write_text(json.dumps({"simdb": "export", "format_version": 1, "k": 5}) + "\n" + json.dumps({"key": "a", "fingerprint": "0x1"}) + "\n")
+    source.write_text(
+        json.dumps({"simdb": "export", "format_version": 1, "k": 5})
+        + "\n"
+        + json.dumps({"key": "a", "fingerprint": "0x1"})
+        + "\n"
+    )
     assert run("import", source, "--db", tmp_path / "X").exit_code == 0
     with simdb.open(tmp_path / "X", readonly=True) as database:
         assert database.k == 5  # the corrected header is used, not ignored
@@ -323,7 +365,14 @@ def test_a_full_disk_behind_stdout_is_named(tmp_path: Path) -> None:
         database.add_many((f"key-{number}", number) for number in range(2000))
     for command in (["export"], ["query", "--fingerprint", "0x1", "-k", "3"]):
         with open("/dev/full", "w") as full:
-            result = subprocess.run([sys.executable, "-m", "cli.app", *command, "--db", str(db)], check=False, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+            result = subprocess.run(
+                [sys.executable, "-m", "simdb_cli.app", *command, "--db", str(db)],
+                check=False,
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=60,
+            )
         assert result.returncode == 2 and "stdout" in result.stderr and "No space left" in result.stderr, result.stderr
         one_line(result.stderr)
 
@@ -350,7 +399,9 @@ def test_an_input_that_yields_nothing_says_why(tmp_path: Path) -> None:
     assert empty.exit_code == 2 and "nothing to add" in empty.stderr and str(tmp_path / "empty") in empty.stderr
     unmatched = run("add", tmp_path / "docs", "--glob", "[", "--db", tmp_path / "db", "--json")
     assert unmatched.exit_code == 2 and "--glob '['" in unmatched.stderr
-    assert json_lines(unmatched.stdout) == [{**json_lines(unmatched.stdout)[0], "event": "summary", "added": 0, "failed": 0}]
+    assert json_lines(unmatched.stdout) == [
+        {**json_lines(unmatched.stdout)[0], "event": "summary", "added": 0, "failed": 0}
+    ]
     assert not (tmp_path / "db").exists()
 
 
@@ -382,7 +433,12 @@ CONSOLE_SCRIPT = Path(sys.executable).parent / "simdb"
 def test_ctrl_c_while_starting_up_exits_130_without_a_traceback(tmp_path: Path) -> None:
     judged = 0
     for delay in (0.05, 0.15, 0.1, 0.2, 0.3, 0.4):
-        process = subprocess.Popen([str(CONSOLE_SCRIPT), "stats", "--db", str(tmp_path / "db")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [str(CONSOLE_SCRIPT), "stats", "--db", str(tmp_path / "db")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(delay)  # well inside the imports of typer, rich and numpy
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=60)

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from simdb_cli import demo as demo_generator
+from simdb_cli.app import app
 from test_minhash import ref_similarity
 from typer.testing import CliRunner
 
 import simdb
-from cli import demo as demo_generator
-from cli.app import app
 from simdb.fingerprint import Fingerprinter, hamming
 
 runner = CliRunner()
@@ -312,7 +312,11 @@ def test_query_threshold_reports_the_oracle_matches_most_similar_first(
     fingerprints, sketches = fingerprinter.fingerprints_and_sketches([text for _, text in documents])
     expected = sorted(
         (
-            (-ref_similarity(fingerprinter.kind, (probe, probe_sketch), (fingerprint, sketch)), hamming(probe, fingerprint), key)
+            (
+                -ref_similarity(fingerprinter.kind, (probe, probe_sketch), (fingerprint, sketch)),
+                hamming(probe, fingerprint),
+                key,
+            )
             for (key, _), fingerprint, sketch in zip(documents, fingerprints, sketches)
         ),
     )
@@ -383,8 +387,10 @@ def greedy_oracle(
             everything[other][0]
             for other in kept
             if hamming(fingerprints[position], fingerprints[other]) <= radius
-            and ref_similarity(fingerprinter.kind, (fingerprints[position], sketches[position]),
-                               (fingerprints[other], sketches[other])) >= threshold
+            and ref_similarity(
+                fingerprinter.kind, (fingerprints[position], sketches[position]), (fingerprints[other], sketches[other])
+            )
+            >= threshold
         }
         if near:
             skipped[everything[position][0]] = near
@@ -501,7 +507,7 @@ def timed_add(posts: Path, db: Path, *extra: str) -> dict[str, Any]:
     spent adding, without the interpreter's start-up)."""
     environment = {"PYTHONPATH": str(REPOSITORY), "PATH": "/usr/bin:/bin"}
     completed = subprocess.run(
-        [sys.executable, "-m", "cli.app", "add", str(posts), "--db", str(db), "--json", "--no-progress", *extra],
+        [sys.executable, "-m", "simdb_cli.app", "add", str(posts), "--db", str(db), "--json", "--no-progress", *extra],
         capture_output=True,
         text=True,
         timeout=300,
@@ -596,7 +602,7 @@ def test_pairs_json_streams_into_head_and_ends_quietly(graded: tuple[str, list[t
     db, _ = graded
     environment = {"PYTHONPATH": str(REPOSITORY), "PATH": "/usr/bin:/bin"}
     completed = subprocess.run(
-        f"{sys.executable} -m cli.app pairs -t 0.3 --json --db {db} | head -1",
+        f"{sys.executable} -m simdb_cli.app pairs -t 0.3 --json --db {db} | head -1",
         shell=True,
         capture_output=True,
         text=True,

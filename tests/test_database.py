@@ -63,7 +63,9 @@ def test_a_key_given_twice_in_one_batch_keeps_the_last(db_path) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from("abcde"), st.integers(0, 7)), max_size=12), st.integers(1, 13))
-def test_add_many_leaves_what_adding_one_by_one_leaves_whatever_the_batch_size(tmp_path_factory, items, batch_size) -> None:
+def test_add_many_leaves_what_adding_one_by_one_leaves_whatever_the_batch_size(
+    tmp_path_factory, items, batch_size
+) -> None:
     root = tmp_path_factory.mktemp("batches")
     with simdb.open(root / "one-by-one") as single, simdb.open(root / "batched") as batched:
         added = replaced = 0
@@ -380,7 +382,7 @@ def test_damaged_stored_fingerprint_settings_are_a_database_error(db_path, damag
     message = f"fingerprint settings stored in {re.escape(str(db_path))} are invalid: .*{name}"
     with pytest.raises(simdb.CorruptDatabaseError, match=message):
         simdb.open(db_path)
-    command = [sys.executable, "-m", "cli.app", "stats", "--db", str(db_path)]
+    command = [sys.executable, "-m", "simdb_cli.app", "stats", "--db", str(db_path)]
     run = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 3, run.stderr  # a database problem, not bad input
     assert "fingerprint settings stored in" in run.stderr and "Traceback" not in run.stderr, run.stderr

@@ -45,7 +45,13 @@ class DatabaseBesideDict(RuleBasedStateMachine):
             return sorted(self.model.values())[seed % len(self.model)]
         return random.Random(seed).getrandbits(64)
 
-    @rule(target=keys, key=st.text(min_size=1, max_size=12).filter(lambda s: "\ud800" > s or True), seed=st.integers(0, 10**6), distance=st.integers(0, 5), meta=st.none() | storable_ints | st.dictionaries(st.text(max_size=3), storable_ints, max_size=2))
+    @rule(
+        target=keys,
+        key=st.text(min_size=1, max_size=12).filter(lambda s: s < "\ud800" or True),
+        seed=st.integers(0, 10**6),
+        distance=st.integers(0, 5),
+        meta=st.none() | storable_ints | st.dictionaries(st.text(max_size=3), storable_ints, max_size=2),
+    )
     def add(self, key: str, seed: int, distance: int, meta: object) -> str:
         try:
             key.encode("utf-8")
@@ -58,7 +64,11 @@ class DatabaseBesideDict(RuleBasedStateMachine):
         self.texts.pop(key, None)
         return key
 
-    @rule(target=keys, key=st.sampled_from(["a", "b", "t1", "t2", "t3"]), words=st.lists(st.sampled_from(["w1", "w2", "w3", "w4", "w5", "w6", "."]), max_size=8))
+    @rule(
+        target=keys,
+        key=st.sampled_from(["a", "b", "t1", "t2", "t3"]),
+        words=st.lists(st.sampled_from(["w1", "w2", "w3", "w4", "w5", "w6", "."]), max_size=8),
+    )
     def add_text(self, key: str, words: list[str]) -> str:
         text = " ".join(words)
         self.db.add(key, text=text)
@@ -69,7 +79,16 @@ class DatabaseBesideDict(RuleBasedStateMachine):
         self.texts[key] = text
         return key
 
-    @rule(items=st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e", "f", "é", "x" * 600]), st.integers(0, 10**6), st.integers(0, 4)), max_size=8))
+    @rule(
+        items=st.lists(
+            st.tuples(
+                st.sampled_from(["a", "b", "c", "d", "e", "f", "é", "x" * 600]),
+                st.integers(0, 10**6),
+                st.integers(0, 4),
+            ),
+            max_size=8,
+        )
+    )
     def add_many(self, items: list[tuple[str, int, int]]) -> None:
         rows = [(key, near(self.anchor(seed), seed, d)) for key, seed, d in items]
         self.db.add_many(rows, batch_size=3)
@@ -142,7 +161,9 @@ class DatabaseBesideDict(RuleBasedStateMachine):
         assert report, report.problems
 
 
-DatabaseBesideDict.TestCase.settings = settings(max_examples=40, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+DatabaseBesideDict.TestCase.settings = settings(
+    max_examples=40, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 TestDatabaseBesideDict = DatabaseBesideDict.TestCase
 
 

@@ -14,11 +14,7 @@ from tests.conftest import clustered
 
 
 def brute_pairs(stored: list[tuple[str, int]], k: int) -> set[tuple[str, str, int]]:
-    return {
-        (a, b, (fa ^ fb).bit_count())
-        for (a, fa), (b, fb) in combinations(stored, 2)
-        if (fa ^ fb).bit_count() <= k
-    }
+    return {(a, b, (fa ^ fb).bit_count()) for (a, fa), (b, fb) in combinations(stored, 2) if (fa ^ fb).bit_count() <= k}
 
 
 def brute_clusters(stored: list[tuple[str, int]], k: int) -> list[list[str]]:
@@ -39,7 +35,9 @@ def brute_clusters(stored: list[tuple[str, int]], k: int) -> list[list[str]]:
 
 
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 2**32), count=st.integers(0, 120), kind=st.sampled_from(["random", "clustered", "duplicates"]))
+@given(
+    seed=st.integers(0, 2**32), count=st.integers(0, 120), kind=st.sampled_from(["random", "clustered", "duplicates"])
+)
 def test_pairs_and_clusters_equal_brute_force(tmp_path_factory, seed: int, count: int, kind: str) -> None:
     rng = random.Random(seed)
     if kind == "random":

@@ -20,14 +20,19 @@ def test_text_uses_the_stored_settings(db_path) -> None:
         assert [m.key for m in db.query(text=TEXT, k=0)] == ["fox"]
         distance = (chosen.fingerprint(NEAR) ^ chosen.fingerprint(TEXT)).bit_count()
         assert [(m.key, m.distance) for m in db.query(text=NEAR)] == ([("fox", distance)] if distance <= 3 else [])
-        assert [[m.key for m in found] for found in db.query_many(texts=[TEXT, "unrelated words here"], k=0)] == [["fox"], []]
+        assert [[m.key for m in found] for found in db.query_many(texts=[TEXT, "unrelated words here"], k=0)] == [
+            ["fox"],
+            [],
+        ]
 
 
 def test_other_explicit_settings_are_refused(db_path) -> None:
     simdb.open(db_path, fingerprinter=simdb.Fingerprinter(features="word", kind="simhash", weights="tf")).close()
     with pytest.raises(simdb.ConfigMismatchError, match="features='char'.*uses.*features='word'"):
         simdb.open(db_path, fingerprinter=simdb.Fingerprinter(features="char", kind="simhash", weights="tf"))
-    simdb.open(db_path, fingerprinter=simdb.Fingerprinter(features="word", kind="simhash", weights="tf")).close()  # the same is fine
+    simdb.open(
+        db_path, fingerprinter=simdb.Fingerprinter(features="word", kind="simhash", weights="tf")
+    ).close()  # the same is fine
 
 
 def test_a_fingerprint_only_database_takes_settings_once(db_path) -> None:
@@ -111,7 +116,9 @@ def test_add_texts_streams_with_keys_and_meta_in_step(db_path, workers: int | No
     rows = [(f"doc-{i}", " ".join(rng.choices(vocabulary, k=rng.randint(0, 60))), {"n": i}) for i in range(2_500)]
     batches: list[int] = []
     with simdb.open(db_path) as db:
-        result = db.add_texts(iter(rows), workers=workers, batch_size=600, on_batch=lambda total: batches.append(total.added))
+        result = db.add_texts(
+            iter(rows), workers=workers, batch_size=600, on_batch=lambda total: batches.append(total.added)
+        )
         assert result.added == len(rows) and batches == [600, 1200, 1800, 2400, 2500]
         for key, text, meta in rows:
             assert db.get(key) == simdb.Document(key, simdb.Fingerprinter().fingerprint(text), meta)

@@ -79,9 +79,17 @@ def fill(db: simdb.Database, texts: list[str], fingerprint_only: set[int]) -> li
     return rows
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32), threshold=st.sampled_from([0.5, 0.8, 0.9, 1.0]), kind=st.sampled_from(["minhash", "simhash"]))
-def test_threshold_pairs_clusters_and_queries_equal_the_oracle(tmp_path_factory, seed: int, threshold: float, kind: str) -> None:
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    seed=st.integers(0, 2**32),
+    threshold=st.sampled_from([0.5, 0.8, 0.9, 1.0]),
+    kind=st.sampled_from(["minhash", "simhash"]),
+)
+def test_threshold_pairs_clusters_and_queries_equal_the_oracle(
+    tmp_path_factory, seed: int, threshold: float, kind: str
+) -> None:
     rng = random.Random(seed)
     texts = near_duplicate_texts(rng, groups=rng.randint(1, 6), size=5)
     fingerprint_only = {i for i in range(len(texts)) if rng.random() < 0.15}
@@ -104,7 +112,11 @@ def test_threshold_pairs_clusters_and_queries_equal_the_oracle(tmp_path_factory,
             merged = groups[a] | groups[b]
             for key in merged:
                 groups[key] = merged
-        want = sorted(sorted(group, key=lambda key: int(key[1:])) for group in {frozenset(g) for g in groups.values()} if len(group) > 1)
+        want = sorted(
+            sorted(group, key=lambda key: int(key[1:]))
+            for group in {frozenset(g) for g in groups.values()}
+            if len(group) > 1
+        )
         assert sorted(db.clusters(threshold=threshold)) == want
         # a query finds the stored documents at similarity >= threshold within min(index k, radius)
         for i in rng.sample(range(len(texts)), min(4, len(texts))):
@@ -119,7 +131,9 @@ def test_threshold_pairs_clusters_and_queries_equal_the_oracle(tmp_path_factory,
             }
             matches = db.query(text=texts[i], threshold=threshold)
             assert {match.key for match in matches} == want_matches
-            assert [match.similarity for match in matches] == sorted((match.similarity for match in matches), reverse=True)
+            assert [match.similarity for match in matches] == sorted(
+                (match.similarity for match in matches), reverse=True
+            )
             assert db.query_many(texts=[texts[i]], threshold=threshold) == [matches]
 
 
@@ -129,7 +143,9 @@ def test_pairs_run_at_any_k_beyond_the_index_k(db_path) -> None:
     with simdb.open(db_path, k=2) as db:
         db.add_many(stored)
         for k in (0, 2, 7, 20, 40, 64):
-            want = {(a, b, simdb.hamming(x, y)) for (a, x), (b, y) in combinations(stored, 2) if simdb.hamming(x, y) <= k}
+            want = {
+                (a, b, simdb.hamming(x, y)) for (a, x), (b, y) in combinations(stored, 2) if simdb.hamming(x, y) <= k
+            }
             assert {pair[:3] for pair in db.pairs(k=k)} == want
             assert sum(db.pair_histogram(k=k).values()) == len(want)
         with pytest.raises(simdb.DistanceError):
@@ -138,7 +154,9 @@ def test_pairs_run_at_any_k_beyond_the_index_k(db_path) -> None:
 
 def test_featureless_documents_are_counted_and_never_pair_unless_asked(db_path) -> None:
     with simdb.open(db_path) as db:
-        result = db.add_texts([("empty", ""), ("dots", "..."), ("text", "a real text with some words in it"), ("bang", "!")])
+        result = db.add_texts(
+            [("empty", ""), ("dots", "..."), ("text", "a real text with some words in it"), ("bang", "!")]
+        )
         assert (result.added, result.featureless) == (4, 3)
         assert list(db.pairs()) == []
         assert list(db.pairs(k=3)) == []  # fingerprint 0 thrice: still no pairs
@@ -156,8 +174,14 @@ def test_if_new_with_a_threshold_checks_the_batch_and_the_stored_documents(db_pa
     other = " ".join(f"v{i}" for i in range(60))
     with simdb.open(db_path) as db:
         db.add("stored", text=base)
-        result = db.add_texts([("copy", base), ("other", other), ("other-copy", other), ("edited", edited)], if_new=True, threshold=0.9)
-        assert [(skip.key, skip.duplicate_of) for skip in result.skipped] == [("copy", "stored"), ("other-copy", "other"), ("edited", "stored")]
+        result = db.add_texts(
+            [("copy", base), ("other", other), ("other-copy", other), ("edited", edited)], if_new=True, threshold=0.9
+        )
+        assert [(skip.key, skip.duplicate_of) for skip in result.skipped] == [
+            ("copy", "stored"),
+            ("other-copy", "other"),
+            ("edited", "stored"),
+        ]
         assert all(skip.similarity >= 0.9 for skip in result.skipped)
         assert result.added == 1 and sorted(db.keys()) == ["other", "stored"]
         # at threshold 1.0 the one-word edit is new
@@ -183,7 +207,9 @@ def test_if_new_probes_once_and_writes_once_per_batch(db_path, monkeypatch) -> N
     assert calls == [250, 250]
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(seed=st.integers(0, 2**32), batch_size=st.integers(1, 8))
 def test_if_new_equals_adding_one_by_one(tmp_path_factory, seed: int, batch_size: int) -> None:
     rng = random.Random(seed)
@@ -203,7 +229,11 @@ def make_format_1(path: Path) -> None:
     """A database as the code before issue #14 wrote it: format_version 1, no sketches
     sub-database, SimHash tf settings stored without "kind"."""
     old_settings = {k: v for k, v in simdb.Fingerprinter(kind="simhash", weights="tf").to_dict().items() if k != "kind"}
-    texts = {"a": "the quick brown fox jumps over the lazy dog", "b": "the quick brown fox jumps over the lazy dog!", "c": "something else"}
+    texts = {
+        "a": "the quick brown fox jumps over the lazy dog",
+        "b": "the quick brown fox jumps over the lazy dog!",
+        "c": "something else",
+    }
     with simdb.open(path, k=3) as db:
         db.add_many([(key, simdb.simhash(text, weights="tf")) for key, text in texts.items()])
         env = db._storage.env
@@ -264,7 +294,11 @@ def test_sketches_follow_replacement_removal_and_compact(db_path) -> None:
 def test_bad_thresholds_are_refused(db_path, bad) -> None:
     with simdb.open(db_path) as db:
         db.add("a", 1)
-        calls = [lambda: db.query(1, threshold=bad), lambda: list(db.pairs(threshold=bad)), lambda: db.add("b", 2, if_new=True, threshold=bad)]
+        calls = [
+            lambda: db.query(1, threshold=bad),
+            lambda: list(db.pairs(threshold=bad)),
+            lambda: db.add("b", 2, if_new=True, threshold=bad),
+        ]
         if bad is None:
             return
         for call in calls:
@@ -348,7 +382,9 @@ def test_pairs_clusters_and_histograms_take_workers(db_path, monkeypatch) -> Non
         for workers in (1, 2):
             assert {pair[:2] for pair in db.pairs(k=4, workers=workers)} == want
             assert sum(db.pair_histogram(k=4, workers=workers).values()) == len(want)
-            assert sorted(map(sorted, db.clusters(k=4, workers=workers))) == sorted(map(sorted, db.clusters(k=4, workers=1)))
+            assert sorted(map(sorted, db.clusters(k=4, workers=workers))) == sorted(
+                map(sorted, db.clusters(k=4, workers=1))
+            )
         assert 2 in seen and 1 in seen  # the search itself was given the thread count
         for bad in (0, -1, True, 1.5, "2"):
             with pytest.raises(simdb.InvalidInputError):

@@ -142,7 +142,7 @@ def test_series_input_uses_the_index_as_key(client: Client) -> None:
     index = pd.Index([f"k{i}" for i in range(fingerprints.size)])
     series = dd.from_pandas(pd.Series(fingerprints, index=index), npartitions=3)
     got = distributed.find_all(series, k=3).compute()
-    expected = sorted(tuple(sorted((index[a], index[b]))) + (d,) for a, b, d in local_pairs(fingerprints, 3, None))
+    expected = sorted((*tuple(sorted((index[a], index[b]))), d) for a, b, d in local_pairs(fingerprints, 3, None))
     assert rows(got, distributed.PAIR_COLUMNS) == expected
 
 
@@ -200,7 +200,7 @@ def test_export_then_pairs_job_matches_database_pairs(client: Client, tmp_path) 
     with simdb.open(str(tmp_path / "db"), k=3) as db:
         db.add_many((f"doc-{i}", int(fp)) for i, fp in enumerate(fingerprints))
         exported = distributed.export_parquet(db, tmp_path / "fingerprints.parquet")
-        expected = sorted(tuple(sorted((a, b))) + (d,) for a, b, d, _ in db.pairs(k=3))
+        expected = sorted((*tuple(sorted((a, b))), d) for a, b, d, _ in db.pairs(k=3))
     assert exported == fingerprints.size
     summary = distributed.run_pairs_job(
         str(tmp_path / "*.parquet"), tmp_path / "pairs", k=3, scheduler=client.scheduler.address
@@ -276,4 +276,7 @@ def test_without_pandas_the_module_imports_and_use_gives_the_install_hint() -> N
 
 def test_importing_simdb_does_not_import_dask() -> None:
     code = "import sys, simdb, simdb.allpairs, simdb.distributed; print(any(m.startswith('dask') for m in sys.modules))"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )

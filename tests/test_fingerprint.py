@@ -31,8 +31,8 @@ from simdb.fingerprint import (
     Fingerprinter,
     hamming,
     jaccard,
-    similarity,
     simhash_features,
+    similarity,
 )
 from simdb.fingerprint import simhash as default_simhash
 from simdb.fingerprint import simhash_many as default_simhash_many
@@ -47,6 +47,7 @@ def simhash(text: Any, **settings: Any) -> int:
 
 def simhash_many(texts: Any, workers: int | None = None, **settings: Any) -> list[int]:
     return default_simhash_many(texts, workers=workers, **{"weights": "tf", **settings})
+
 
 # -- the reference implementation ----------------------------------------------------------
 
@@ -87,15 +88,17 @@ def ref_ascii_tokens(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+", text.lower().replace("'", ""))
 
 
-def ref_features(text: str, features: str = "word-shingle", ngram: int | None = None, stopwords: str | None = None,
-                 split_unspaced: bool = True) -> list[list[str]]:
+def ref_features(
+    text: str,
+    features: str = "word-shingle",
+    ngram: int | None = None,
+    stopwords: str | None = None,
+    split_unspaced: bool = True,
+) -> list[list[str]]:
     """Each feature as its list of tokens (characters for char features), in order."""
     if ngram is None:
         ngram = {"word": 1, "word-shingle": 3, "char": 5}[features]
-    if text.isascii():
-        tokens = ref_ascii_tokens(text)
-    else:
-        tokens = tokenize(text, split_unspaced and features != "char")
+    tokens = ref_ascii_tokens(text) if text.isascii() else tokenize(text, split_unspaced and features != "char")
     if stopwords:
         tokens = [token for token in tokens if token not in STOPWORD_LISTS[stopwords]]
     units = list(" ".join(tokens)) if features == "char" else tokens
@@ -129,8 +132,9 @@ def ref_idf_weights(texts: list[str], min_df: int = 2, **settings: Any) -> tuple
     return {h: weight(df) for h, df in document_frequency.items() if df >= max(min_df, 2)}, weight(1)
 
 
-def ref_simhash(text: str, bits: int = 64, weights: str = "tf", idf: tuple[dict[int, int], int] | None = None,
-                **settings: Any) -> int:
+def ref_simhash(
+    text: str, bits: int = 64, weights: str = "tf", idf: tuple[dict[int, int], int] | None = None, **settings: Any
+) -> int:
     feature_lists = ref_features(text, **settings)
     occurrences = [(ref_feature_hash(f, bits), ref_feature_hash(f, 64)) for f in feature_lists]
     tf = Counter(occurrences)
@@ -138,8 +142,10 @@ def ref_simhash(text: str, bits: int = 64, weights: str = "tf", idf: tuple[dict[
         occurrences = sorted(tf)
     table, default = idf if idf else ({}, 1)
     # log weights: 1 + floor(log2(tf)), the bit length of the count.
-    hashed = [(h, (table.get(lane0, default) if idf else 1) * (tf[(h, lane0)].bit_length() if weights == "log" else 1))
-              for h, lane0 in occurrences]
+    hashed = [
+        (h, (table.get(lane0, default) if idf else 1) * (tf[(h, lane0)].bit_length() if weights == "log" else 1))
+        for h, lane0 in occurrences
+    ]
     return ref_simhash_of_weighted(hashed, bits)
 
 
@@ -151,9 +157,17 @@ PINNED = [
     ("The quick brown fox jumps over the lazy dog.", {"stopwords": "english"}, 0x1CBBC866C28439B),
     ("The quick brown fox jumps over the lazy dog.", {}, 0x141BF45A31B8E11B),
     ("The quick brown fox jumps over the lazy dog.", {"stopwords": None, "features": "char"}, 0xB23D7D2489CD7AFF),
-    ("The quick brown fox jumps over the lazy dog.", {"stopwords": None, "bits": 128}, 0x81ABE16E882C5DCC141BF45A31B8E11B),
+    (
+        "The quick brown fox jumps over the lazy dog.",
+        {"stopwords": None, "bits": 128},
+        0x81ABE16E882C5DCC141BF45A31B8E11B,
+    ),
     ("The quick brown fox jumps over the lazy dog.", {"stopwords": None, "bits": 32}, 0x141BF45A),
-    ("Don't panic: it's only a test, a TEST!", {"stopwords": None, "weights": "binary", "features": "word"}, 0xA0884116E090C081),
+    (
+        "Don't panic: it's only a test, a TEST!",
+        {"stopwords": None, "weights": "binary", "features": "word"},
+        0xA0884116E090C081,
+    ),
     ("Grüße aus 東京都 — ﬁne!", {"stopwords": None}, 0x3E4D19605129C1E0),
     ("ภาษาไทย ง่าย", {"features": "word"}, 0x185F9CCF45F11CF0),
 ]
@@ -161,13 +175,27 @@ PINNED = [
 
 def test_defaults_are_the_documented_ones() -> None:
     assert Fingerprinter(kind="simhash", weights="tf").to_dict() == {
-        "version": 1, "kind": "simhash", "features": "word-shingle", "ngram": 3, "bits": 64, "weights": "tf",
-        "stopwords": None, "split_unspaced": True, "idf": None,
+        "version": 1,
+        "kind": "simhash",
+        "features": "word-shingle",
+        "ngram": 3,
+        "bits": 64,
+        "weights": "tf",
+        "stopwords": None,
+        "split_unspaced": True,
+        "idf": None,
     }
     # Since issue #14: minhash by default, and SimHash weighs each distinct feature once.
     assert Fingerprinter().to_dict() == {
-        "version": 1, "kind": "minhash", "features": "word-shingle", "ngram": 3, "bits": 64, "weights": "binary",
-        "stopwords": None, "split_unspaced": True, "idf": None,
+        "version": 1,
+        "kind": "minhash",
+        "features": "word-shingle",
+        "ngram": 3,
+        "bits": 64,
+        "weights": "binary",
+        "stopwords": None,
+        "split_unspaced": True,
+        "idf": None,
     }
     assert Fingerprinter(kind="simhash").weights == "binary"
     assert default_simhash("a b c d e") == Fingerprinter(kind="simhash").fingerprint("a b c d e")
@@ -337,13 +365,30 @@ def test_bad_settings_name_the_setting(settings_: dict[str, Any], name: str) -> 
 
 
 def test_fingerprinter_equality_hash_and_canonical_form() -> None:
-    assert Fingerprinter(kind="simhash", weights="tf") == Fingerprinter(features="word-shingle", ngram=3, bits=64, kind="simhash", weights="tf")
-    assert hash(Fingerprinter(kind="simhash", weights="tf")) == hash(Fingerprinter(ngram=3, kind="simhash", weights="tf"))
-    assert Fingerprinter(ngram=1, kind="simhash", weights="tf") == Fingerprinter(features="word", kind="simhash", weights="tf")
-    assert Fingerprinter(features="char", split_unspaced=False, kind="simhash", weights="tf") == Fingerprinter(features="char", kind="simhash", weights="tf")
+    assert Fingerprinter(kind="simhash", weights="tf") == Fingerprinter(
+        features="word-shingle", ngram=3, bits=64, kind="simhash", weights="tf"
+    )
+    assert hash(Fingerprinter(kind="simhash", weights="tf")) == hash(
+        Fingerprinter(ngram=3, kind="simhash", weights="tf")
+    )
+    assert Fingerprinter(ngram=1, kind="simhash", weights="tf") == Fingerprinter(
+        features="word", kind="simhash", weights="tf"
+    )
+    assert Fingerprinter(features="char", split_unspaced=False, kind="simhash", weights="tf") == Fingerprinter(
+        features="char", kind="simhash", weights="tf"
+    )
     assert Fingerprinter(kind="simhash", weights="tf") != Fingerprinter(ngram=4, kind="simhash", weights="tf")
     assert Fingerprinter(kind="simhash", weights="tf") != Fingerprinter(weights="binary", kind="simhash")
-    assert len({Fingerprinter(kind="simhash", weights="tf"), Fingerprinter(ngram=3, kind="simhash", weights="tf"), Fingerprinter(bits=128, kind="simhash", weights="tf")}) == 2
+    assert (
+        len(
+            {
+                Fingerprinter(kind="simhash", weights="tf"),
+                Fingerprinter(ngram=3, kind="simhash", weights="tf"),
+                Fingerprinter(bits=128, kind="simhash", weights="tf"),
+            }
+        )
+        == 2
+    )
     with pytest.raises(AttributeError):
         Fingerprinter(kind="simhash", weights="tf").bits = 32  # type: ignore[misc]
 
@@ -366,8 +411,11 @@ CORPUS = [
 
 
 def test_to_dict_round_trips_with_and_without_idf() -> None:
-    for fingerprinter in (Fingerprinter(kind="simhash", weights="tf"), Fingerprinter(features="char", bits=128, stopwords="english", kind="simhash", weights="tf"),
-                          Fingerprinter(weights="binary", kind="simhash").fit_idf(CORPUS)):
+    for fingerprinter in (
+        Fingerprinter(kind="simhash", weights="tf"),
+        Fingerprinter(features="char", bits=128, stopwords="english", kind="simhash", weights="tf"),
+        Fingerprinter(weights="binary", kind="simhash").fit_idf(CORPUS),
+    ):
         data = fingerprinter.to_dict()
         assert _is_plain(data) and data["version"] == 1
         again = Fingerprinter.from_dict(data)
@@ -412,7 +460,9 @@ def test_from_dict_rejects_missing_fields_and_bad_idf_tables() -> None:
         Fingerprinter.from_dict([1, 2])
 
 
-@pytest.mark.parametrize("settings_", [{}, {"weights": "binary", "bits": 128}, {"features": "char", "ngram": 4}, {"weights": "log"}])
+@pytest.mark.parametrize(
+    "settings_", [{}, {"weights": "binary", "bits": 128}, {"features": "char", "ngram": 4}, {"weights": "log"}]
+)
 def test_fit_idf_matches_reference(settings_: dict[str, Any]) -> None:
     fitted = Fingerprinter(**{"kind": "simhash", "weights": "tf", **settings_}).fit_idf(CORPUS)
     assert fitted.idf_size is not None and fitted.idf_size > 0
@@ -433,8 +483,13 @@ def test_fit_idf_matches_reference(settings_: dict[str, Any]) -> None:
 
 
 def test_weighted_features_reproduce_the_fingerprint() -> None:
-    for fingerprinter in (Fingerprinter(kind="simhash", weights="tf"), Fingerprinter(bits=32, weights="binary", kind="simhash"), Fingerprinter(bits=128, kind="simhash", weights="tf").fit_idf(CORPUS),
-                          Fingerprinter(weights="log", kind="simhash").fit_idf(CORPUS), Fingerprinter(weights="log", kind="simhash")):
+    for fingerprinter in (
+        Fingerprinter(kind="simhash", weights="tf"),
+        Fingerprinter(bits=32, weights="binary", kind="simhash"),
+        Fingerprinter(bits=128, kind="simhash", weights="tf").fit_idf(CORPUS),
+        Fingerprinter(weights="log", kind="simhash").fit_idf(CORPUS),
+        Fingerprinter(weights="log", kind="simhash"),
+    ):
         text = "the cat sat on the mat, the cat sat on the mat again"
         pairs = fingerprinter.weighted_features(text)
         assert simhash_features(pairs, bits=fingerprinter.bits) == fingerprinter.fingerprint(text)
@@ -460,7 +515,9 @@ def test_simhash_features_strings_match_word_features() -> None:
 def test_simhash_features_ints_and_weights() -> None:
     assert simhash_features([(0b1010, 1)], bits=32) == 0b1010
     assert simhash_features([(0b1100, 3), (0b1010, 2)], bits=64) == 0b1100
-    assert simhash_features([(0b1100, 3), (0b1010, -2)], bits=64) == ref_simhash_of_weighted([(0b1100, 3), (0b1010, -2)], 64)
+    assert simhash_features([(0b1100, 3), (0b1010, -2)], bits=64) == ref_simhash_of_weighted(
+        [(0b1100, 3), (0b1010, -2)], 64
+    )
     assert simhash_features([(2**127 + 1, 1.5)], bits=128) == 2**127 + 1
 
 
@@ -507,7 +564,7 @@ def test_hamming_counts_differing_bits(a: int, b: int) -> None:
 def test_near_duplicates_are_close_and_unrelated_texts_are_not() -> None:
     words = [f"word{i * 7 % 97}" for i in range(400)]
     original = " ".join(words)
-    edited = " ".join(words[:200] + ["inserted"] + words[200:])
+    edited = " ".join([*words[:200], "inserted", *words[200:]])
     unrelated = " ".join(f"other{i * 13 % 89}" for i in range(400))
     assert hamming(simhash(original), simhash(edited)) <= 3
     assert hamming(simhash(original), simhash(unrelated)) >= 16
@@ -520,14 +577,16 @@ def test_near_duplicates_are_close_and_unrelated_texts_are_not() -> None:
 
 JACCARD_WORDS = ["the", "of", "apple", "pear", "plum", "fig", "Kiwi", "kiwi,", "lime", "42"]
 jaccard_texts = st.lists(st.sampled_from(JACCARD_WORDS), max_size=14).map(" ".join)
-jaccard_settings = st.sampled_from([
-    {},
-    {"stopwords": None},
-    {"features": "word"},
-    {"ngram": 2, "weights": "binary"},
-    {"features": "char", "ngram": 4},
-    {"bits": 128},
-])
+jaccard_settings = st.sampled_from(
+    [
+        {},
+        {"stopwords": None},
+        {"features": "word"},
+        {"ngram": 2, "weights": "binary"},
+        {"features": "char", "ngram": 4},
+        {"bits": 128},
+    ]
+)
 
 
 def ref_jaccard(a: str, b: str, **settings: Any) -> float:
@@ -584,9 +643,13 @@ def record_pool_tasks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return submitted
 
 
-@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="workers share a list only under fork")
+@pytest.mark.skipif(
+    "fork" not in multiprocessing.get_all_start_methods(), reason="workers share a list only under fork"
+)
 @pytest.mark.parametrize("bits", [32, 64, 128])
-def test_forked_workers_read_a_list_in_place_with_the_same_results_in_order(bits: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_forked_workers_read_a_list_in_place_with_the_same_results_in_order(
+    bits: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rng = random.Random(bits)
     vocabulary = [f"w{i}" for i in range(500)]
     texts: list[str | bytes] = [" ".join(rng.choices(vocabulary, k=rng.randint(1, 60))) for _ in range(3000)]
@@ -606,7 +669,9 @@ def test_forked_workers_read_a_list_in_place_with_the_same_results_in_order(bits
 
 
 @pytest.mark.parametrize("container", [list, tuple, iter])
-def test_a_bad_item_for_the_pool_raises_invalid_input_in_the_caller(container: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_item_for_the_pool_raises_invalid_input_in_the_caller(
+    container: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     texts = ["fine text"] * 1000 + [3.5] + ["more text"] * 10
     submitted = record_pool_tasks(monkeypatch)
     with pytest.raises(InvalidInputError, match="float"):

@@ -118,7 +118,9 @@ PINNED = [
 
 
 @pytest.mark.parametrize(("text", "settings_", "fingerprint", "sketch"), PINNED)
-def test_featureless_texts_have_fingerprint_zero_and_an_empty_sketch(text: str, settings_: dict[str, Any], fingerprint: int, sketch: bytes) -> None:
+def test_featureless_texts_have_fingerprint_zero_and_an_empty_sketch(
+    text: str, settings_: dict[str, Any], fingerprint: int, sketch: bytes
+) -> None:
     assert Fingerprinter(kind="minhash", **settings_).fingerprint_and_sketch(text) == (fingerprint, sketch)
     assert Fingerprinter(**settings_).fingerprint_and_sketch(text) == (fingerprint, sketch)
 
@@ -142,7 +144,11 @@ def test_minhash_and_sketch_match_reference(text: str, settings_: dict[str, Any]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.one_of(ASCII_TEXT, UNICODE_TEXT), max_size=10), MINHASH_SETTINGS, st.sampled_from(["simhash", "minhash"]))
+@given(
+    st.lists(st.one_of(ASCII_TEXT, UNICODE_TEXT), max_size=10),
+    MINHASH_SETTINGS,
+    st.sampled_from(["simhash", "minhash"]),
+)
 def test_single_batch_and_chunked_streaming_agree(texts: list[str], settings_: dict[str, Any], kind: str) -> None:
     fingerprinter = Fingerprinter(kind=kind, **settings_)
     singles = [fingerprinter.fingerprint_and_sketch(text) for text in texts]
@@ -235,15 +241,21 @@ def ref_joint_estimate(agreeing_bits: int, agreeing_bytes: int) -> float:
         bit, byte = (1 + j) / 2, j + (1 - j) / 256
         value = agreeing_bits * math.log(bit) + agreeing_bytes * math.log(byte)
         value += (64 - agreeing_bits) * math.log(max(1 - bit, 1e-300)) if agreeing_bits < 64 else 0.0
-        value += (SKETCH_BYTES - agreeing_bytes) * math.log(max(1 - byte, 1e-300)) if agreeing_bytes < SKETCH_BYTES else 0.0
+        value += (
+            (SKETCH_BYTES - agreeing_bytes) * math.log(max(1 - byte, 1e-300)) if agreeing_bytes < SKETCH_BYTES else 0.0
+        )
         if value > best:
             best, best_value = value, j
     return best_value
 
 
-@pytest.mark.parametrize(("bits", "bytes_"), [(64, 192), (0, 0), (32, 1), (60, 173), (58, 150), (64, 170), (50, 190), (61, 175)])
+@pytest.mark.parametrize(
+    ("bits", "bytes_"), [(64, 192), (0, 0), (32, 1), (60, 173), (58, 150), (64, 170), (50, 190), (61, 175)]
+)
 def test_joint_estimate_is_the_maximum_likelihood_on_the_grid(bits: int, bytes_: int) -> None:
-    assert joint_similarities([bits], [bytes_])[0] == pytest.approx(ref_joint_estimate(bits, bytes_), abs=1.5 / JOINT_GRID)
+    assert joint_similarities([bits], [bytes_])[0] == pytest.approx(
+        ref_joint_estimate(bits, bytes_), abs=1.5 / JOINT_GRID
+    )
 
 
 def test_joint_estimate_is_monotone_and_checks_its_input() -> None:
@@ -272,7 +284,9 @@ def test_joint_estimate_follows_exact_jaccard_and_beats_the_sketch_alone(jaccard
     alone = sketch_similarities(firsts[1], seconds[1])
     # Fisher information of the joint model: 64 bits plus SKETCH_BYTES bytes.
     agree = jaccard + (1 - jaccard) / 256
-    information = 64 * 0.25 / ((1 + jaccard) / 2 * (1 - jaccard) / 2) + SKETCH_BYTES * (255 / 256) ** 2 / (agree * (1 - agree))
+    information = 64 * 0.25 / ((1 + jaccard) / 2 * (1 - jaccard) / 2) + SKETCH_BYTES * (255 / 256) ** 2 / (
+        agree * (1 - agree)
+    )
     sd = 1 / math.sqrt(information)
     # The mean error lies within 6 standard errors (plus a floor for the grid and the small
     # bias of densified bins); fixed seeds, so the test cannot fail by chance.

@@ -26,7 +26,7 @@ def test_default_plan_for_k3_is_ten_tables_of_25_to_26_leading_bits() -> None:
     assert {t.leading_bits for t in plan.tables} == {25, 26}
 
 
-@pytest.mark.parametrize("k", range(0, 8))
+@pytest.mark.parametrize("k", range(8))
 def test_default_blocks_is_the_smallest_reaching_the_target(k: int) -> None:
     m = default_blocks(k)
     shortest = lambda blocks: sum(sorted(block_widths(BITS, blocks))[: blocks - k])  # noqa: E731
@@ -80,7 +80,9 @@ def test_tables_are_every_choice_of_leading_blocks() -> None:
     assert [t.leading_blocks for t in plan.tables] == list(combinations(range(5), 3))
 
 
-@pytest.mark.parametrize(("k", "blocks"), [(-1, None), (64, None), (3, 3), (3, 2), (3, 65), ("3", None), (True, None), (20, 60)])
+@pytest.mark.parametrize(
+    ("k", "blocks"), [(-1, None), (64, None), (3, 3), (3, 2), (3, 65), ("3", None), (True, None), (20, 60)]
+)
 def test_invalid_plans_are_refused(k: object, blocks: object) -> None:
     with pytest.raises(InvalidInputError):
         TablePlan.create(k, blocks)  # type: ignore[arg-type]

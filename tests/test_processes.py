@@ -20,7 +20,9 @@ WORKER = str(Path(__file__).with_name("proc_worker.py"))
 
 
 def start(role: str, *args: object) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, WORKER, role, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, WORKER, role, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def acknowledged(output: str) -> list[int]:
@@ -137,7 +139,12 @@ with simdb.open(sys.argv[1]) as db:
 def test_processes_creating_one_database_at_once_share_it(tmp_path) -> None:
     path = tmp_path / "db"
     start_at = str(time.time() + 1.5)
-    creators = [subprocess.Popen([sys.executable, "-c", CREATE_AND_ADD, str(path), tag, start_at], stderr=subprocess.PIPE, text=True) for tag in "ABCDEF"]
+    creators = [
+        subprocess.Popen(
+            [sys.executable, "-c", CREATE_AND_ADD, str(path), tag, start_at], stderr=subprocess.PIPE, text=True
+        )
+        for tag in "ABCDEF"
+    ]
     for creator in creators:
         assert creator.wait(timeout=60) == 0, creator.stderr.read() if creator.stderr else ""
     with simdb.open(path) as db:
@@ -160,7 +167,9 @@ def test_read_only_opening_and_reading_never_wait_for_another_writer(db_path) ->
 
     with simdb.open(db_path) as db:
         db.add("a", 1)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_WRITE_LOCK, str(db_path)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THE_WRITE_LOCK, str(db_path)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "WRITING"
         answers: list[object] = []

@@ -26,7 +26,11 @@ MiB = 1 << 20
 
 
 def values(output: str, tag: str) -> list[tuple[int, int]]:
-    return [(int(a), int(b)) for tag_, a, b in (line.split() for line in output.splitlines() if line.startswith(tag + " ")) if tag_ == tag]
+    return [
+        (int(a), int(b))
+        for tag_, a, b in (line.split() for line in output.splitlines() if line.startswith(tag + " "))
+        if tag_ == tag
+    ]
 
 
 def test_a_million_operations_keep_memory_and_file_bounded(tmp_path) -> None:
@@ -35,7 +39,12 @@ def test_a_million_operations_keep_memory_and_file_bounded(tmp_path) -> None:
     mapped file) moves within 48 MiB and does not trend up (the last cycle's peak is within
     8 MiB of the first's); between compactions the file stays under 6x its compacted size, and
     that high-water mark does not grow from cycle to cycle."""
-    run = subprocess.run([sys.executable, str(HERE / "soak_worker.py"), str(tmp_path / "db"), "1000000"], capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [sys.executable, str(HERE / "soak_worker.py"), str(tmp_path / "db"), "1000000"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stderr
     assert "DONE" in run.stdout
     rss = [(ops, size) for ops, size in values(run.stdout, "RSS") if ops >= 200_000]
@@ -73,7 +82,10 @@ def test_slots_of_killed_readers_are_cleared(db_path, monkeypatch) -> None:
     with simdb.open(db_path) as db:
         churn(db, 10, rng)  # reach the steady state of page reuse
         steady = db.stats()["size_bytes"]
-        holders = [subprocess.Popen([sys.executable, "-c", HOLD_A_SNAPSHOT, str(db_path)], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+        holders = [
+            subprocess.Popen([sys.executable, "-c", HOLD_A_SNAPSHOT, str(db_path)], stdout=subprocess.PIPE, text=True)
+            for _ in range(3)
+        ]
         for holder in holders:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "HOLDING"
             holder.send_signal(signal.SIGKILL)
@@ -102,12 +114,14 @@ print("SMALL", len(db), flush=True)
 def test_disk_full_rejects_the_batch_whole(db_path) -> None:
     with simdb.open(db_path) as db:
         db.add_many(as_items(range(1_000)))
-    run = subprocess.run([sys.executable, "-c", DISK_FULL_WRITER, str(db_path)], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-c", DISK_FULL_WRITER, str(db_path)], capture_output=True, text=True, timeout=120
+    )
     assert "DISKFULL" in run.stdout, run.stdout + run.stderr
     assert "AFTER 1000" in run.stdout
     with simdb.open(db_path) as db:
         assert db.check()
-        assert not any(key.startswith("big-") for key in db.keys())
+        assert not any(key.startswith("big-") for key in db)
         assert len(db) in (1_000, 1_001)  # the small write either fit under the limit or not
         db.add_many(as_items(range(100), prefix="later"))
         assert db.check()
@@ -156,7 +170,7 @@ def test_read_only_beside_a_writing_process(db_path) -> None:
             seen.append(len(db))
             db.query(12345)
             time.sleep(0.01)
-        out, err = writer.communicate()
+        _out, err = writer.communicate()
         assert writer.returncode == 0, err
         assert len(db) == 200 * GROUP_SIZE  # it sees the writer's last commit, too
     assert seen == sorted(seen) and len(set(seen)) > 2
@@ -176,12 +190,15 @@ with simdb.open(path) as db:
 
 def test_two_if_new_writers_store_one_document_per_group(db_path) -> None:
     simdb.open(db_path).close()
-    writers = [subprocess.Popen([sys.executable, "-c", IF_NEW_WRITER, tag, str(db_path)], stderr=subprocess.PIPE, text=True) for tag in "AB"]
+    writers = [
+        subprocess.Popen([sys.executable, "-c", IF_NEW_WRITER, tag, str(db_path)], stderr=subprocess.PIPE, text=True)
+        for tag in "AB"
+    ]
     for writer in writers:
         assert writer.wait(timeout=120) == 0, writer.stderr.read() if writer.stderr else ""
     with simdb.open(db_path) as db:
         groups: dict[str, int] = {}
-        for key in db.keys():
+        for key in db:
             group = key.split("-")[1]
             groups[group] = groups.get(group, 0) + 1
         assert len(groups) == 150 and set(groups.values()) == {1}
@@ -191,7 +208,9 @@ def test_two_if_new_writers_store_one_document_per_group(db_path) -> None:
 def test_if_new_reports_the_key_it_duplicates(db_path) -> None:
     with simdb.open(db_path) as db:
         db.add("original", 0b1111)
-        result = db.add_many([("copy", 0b0111), ("fresh", 2**63 | 2**40 | 2**20), ("copy-of-fresh", 2**63 | 2**40)], if_new=True)
+        result = db.add_many(
+            [("copy", 0b0111), ("fresh", 2**63 | 2**40 | 2**20), ("copy-of-fresh", 2**63 | 2**40)], if_new=True
+        )
         assert result.added == 1
         assert [skip[:3] for skip in result.skipped] == [("copy", "original", 1), ("copy-of-fresh", "fresh", 1)]
 
@@ -246,8 +265,14 @@ damaged_next_ids = st.one_of(
     st.none(),  # the record is missing
     st.binary(max_size=12),  # raw bytes, mostly not msgpack at all
     st.one_of(
-        st.integers(-(2**63), 1), st.integers(2**63, 2**64 - 1), st.floats(), st.booleans(), st.none(),
-        st.text(max_size=5), st.binary(max_size=5), st.lists(st.integers(0, 5), max_size=2),
+        st.integers(-(2**63), 1),
+        st.integers(2**63, 2**64 - 1),
+        st.floats(),
+        st.booleans(),
+        st.none(),
+        st.text(max_size=5),
+        st.binary(max_size=5),
+        st.lists(st.integers(0, 5), max_size=2),
     ).map(msgpack.packb),
 )
 

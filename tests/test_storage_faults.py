@@ -29,8 +29,13 @@ ROOT = str(Path(__file__).parent.parent)
 def python(script: str, *args: object, **kwargs: object) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": ROOT}
     return subprocess.Popen(
-        [sys.executable, "-c", script, *map(str, args)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, env=env, **kwargs,  # type: ignore[call-overload]
+        [sys.executable, "-c", script, *map(str, args)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        **kwargs,  # type: ignore[call-overload]
     )
 
 
@@ -74,9 +79,12 @@ def private_ext4(tmp_path: Path) -> Iterator[Path]:
     with open(image, "wb") as handle:
         handle.truncate(32 << 20)
     made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True, check=False)
-    mounted = not made.returncode and not subprocess.run(
-        ["mount", "-o", "loop", str(image), str(mount)], capture_output=True, check=False
-    ).returncode
+    mounted = (
+        not made.returncode
+        and not subprocess.run(
+            ["mount", "-o", "loop", str(image), str(mount)], capture_output=True, check=False
+        ).returncode
+    )
     if not mounted:
         yield tmp_path
         return
@@ -316,7 +324,11 @@ def test_a_full_filesystem_gives_disk_full_for_batches_and_compaction(small_fs: 
     path = small_fs / "db"
     run = subprocess.run(
         [sys.executable, "-c", FILL_THEN_COMPACT, str(path), str(small_fs / "filler")],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": ROOT}, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        check=False,
     )
     assert run.returncode == 0, (run.returncode, run.stdout, run.stderr)  # SIGBUS would be -7
     assert "BATCH DiskFullError" in run.stdout and "COMPACT DiskFullError" in run.stdout, run.stdout
@@ -343,7 +355,7 @@ def test_running_out_of_inodes_during_compaction_is_disk_full(small_fs: Path, in
                 made[-1].touch()
         except OSError as exc:
             assert exc.errno == errno.ENOSPC
-        for scratch in made[-1 - inodes_left:-1]:
+        for scratch in made[-1 - inodes_left : -1]:
             scratch.unlink()
         with pytest.raises(simdb.DiskFullError):
             db.compact()
@@ -388,7 +400,11 @@ def test_a_fifo_in_place_of_current_is_refused_without_hanging(db_path: Path, re
     os.mkfifo(db_path / "CURRENT")
     run = subprocess.run(
         [sys.executable, "-c", OPEN_AND_REPORT, str(db_path), readonly],
-        capture_output=True, text=True, timeout=30, env={**os.environ, "PYTHONPATH": ROOT}, check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        check=False,
     )
     assert run.stdout.startswith("CorruptDatabaseError") and "CURRENT" in run.stdout, run.stdout + run.stderr
 
@@ -501,8 +517,13 @@ def test_an_open_writer_and_reader_follow_a_database_removed_and_made_again_at_t
     reader = python(READ_ON_REQUEST, db_path)
     assert expect(reader, "LEN") == ["10", "False"]
     shutil.rmtree(db_path)
-    made = subprocess.run([sys.executable, "-c", RECREATE, str(db_path)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": ROOT}, check=False)
+    made = subprocess.run(
+        [sys.executable, "-c", RECREATE, str(db_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        check=False,
+    )
     assert made.returncode == 0, made.stderr
     result = writer.add_many(as_items(range(1000, 1100), prefix="b"))
     writer.close()
@@ -516,7 +537,9 @@ def test_an_open_writer_and_reader_follow_a_database_removed_and_made_again_at_t
         assert db.get("fresh") is not None and db.get("b-99") is not None
 
 
-def test_a_relative_path_keeps_naming_the_same_database_after_chdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_relative_path_keeps_naming_the_same_database_after_chdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "x").mkdir()
     (tmp_path / "y").mkdir()
     with simdb.open(tmp_path / "y" / "db") as other:  # another database at the same relative path
@@ -650,7 +673,11 @@ def test_a_special_file_in_place_of_a_data_or_lock_file_is_refused_without_hangi
         (db_path / victim).mkdir()
     run = subprocess.run(
         [sys.executable, "-c", OPEN_AND_REPORT, str(db_path), readonly],
-        capture_output=True, text=True, timeout=30, env={**os.environ, "PYTHONPATH": ROOT}, check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        check=False,
     )
     assert run.stdout.startswith("CorruptDatabaseError") and f"{victim} is not a regular file" in run.stdout, (
         run.stdout + run.stderr

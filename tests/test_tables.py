@@ -105,7 +105,10 @@ class TablesModel(RuleBasedStateMachine):
     def consistent(self) -> None:
         with self.env.begin() as txn:
             ids, fingerprints = self.tables.scan(txn)
-            expected = (np.array(list(self.stored), dtype=np.uint64), np.array(list(self.stored.values()), dtype=np.uint64))
+            expected = (
+                np.array(list(self.stored), dtype=np.uint64),
+                np.array(list(self.stored.values()), dtype=np.uint64),
+            )
             assert self.tables.verify(txn, expected) == []
         assert dict(zip(ids.tolist(), fingerprints.tolist())) == self.stored
 
@@ -118,8 +121,15 @@ test_tables_model = TablesModel.TestCase
 
 def test_blocks_round_trip_with_repeats_and_extremes() -> None:
     rng = np.random.default_rng(5)
-    values = np.sort(np.concatenate([rng.integers(0, 1 << 64, 5000, dtype=np.uint64, endpoint=False),
-                                     np.full(3000, 7, dtype=np.uint64), np.array([0, (1 << 64) - 1], dtype=np.uint64)]))
+    values = np.sort(
+        np.concatenate(
+            [
+                rng.integers(0, 1 << 64, 5000, dtype=np.uint64, endpoint=False),
+                np.full(3000, 7, dtype=np.uint64),
+                np.array([0, (1 << 64) - 1], dtype=np.uint64),
+            ]
+        )
+    )
     ids = rng.permutation(len(values)).astype(np.uint64)
     for with_ids in (True, False):
         blocks = encode_blocks(values, ids if with_ids else None)
@@ -167,12 +177,16 @@ def _damage(env: lmdb.Environment, tables: Tables, change: str) -> None:
             txn.delete(key, db=db)
 
 
-@pytest.mark.parametrize(("change", "reported"), [("flip", "checksum"), ("truncate", "damaged block"), ("drop", "state says")])
+@pytest.mark.parametrize(
+    ("change", "reported"), [("flip", "checksum"), ("truncate", "damaged block"), ("drop", "state says")]
+)
 def test_verify_reports_a_damaged_block(tmp_path: Path, change: str, reported: str) -> None:
     env, tables = new_layer(str(tmp_path), Policy(base=64, ratio=4))
     rng = np.random.default_rng(2)
     with env.begin(write=True) as txn:
-        tables.put_many(txn, np.arange(3000, dtype=np.uint64), rng.integers(0, 1 << 64, 3000, dtype=np.uint64, endpoint=False))
+        tables.put_many(
+            txn, np.arange(3000, dtype=np.uint64), rng.integers(0, 1 << 64, 3000, dtype=np.uint64, endpoint=False)
+        )
     with env.begin() as txn:
         assert tables.verify(txn) == []
     _damage(env, tables, change)
@@ -193,8 +207,11 @@ def test_sigkill_during_merges_leaves_the_last_committed_state(tmp_path: Path) -
     environment = dict(os.environ, PYTHONPATH=str(ROOT))
     for trial in range(6):
         worker = subprocess.Popen(
-            [sys.executable, "-m", "tests.tables_worker", env_path], cwd=ROOT, env=environment,
-            stdout=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "tests.tables_worker", env_path],
+            cwd=ROOT,
+            env=environment,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         time.sleep(rng.uniform(1.0, 2.5))
         worker.send_signal(signal.SIGKILL)

@@ -1,5 +1,5 @@
 """The package ships ``py.typed``, so its annotations are part of the API: mypy, configured in
-pyproject.toml ([tool.mypy]), must pass over simdb and cli."""
+pyproject.toml ([tool.mypy]), must pass over simdb and cli (installed as simdb_cli)."""
 
 from __future__ import annotations
 
