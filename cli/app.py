@@ -18,31 +18,31 @@ go to stderr.  Errors are turned into exit codes in one place, :func:`guarded`:
 from __future__ import annotations
 
 import base64
-import functools
 import math
 import os
 import signal
-import stat
 import sys
-import tempfile
-import threading
-import time
-import traceback
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Iterator
 from itertools import chain
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer.exceptions import TyperException
 
 import simdb
-from simdb import AddResult, DatabaseError, InvalidInputError, NotADatabaseError, SimdbError, codec
+from simdb import InvalidInputError, NotADatabaseError, codec
 from simdb.database import DEFAULT_K
 
 from . import _exit_quietly, output
+from .atomic import output_file
+from .errors import (
+    EXIT_INTERRUPTED,
+    EXIT_NOTHING_FOUND,
+    EXIT_USAGE,
+    guarded,
+    usage_error,
+)
+from .ingest import Ingest, print_notice, print_problem, print_summary, problem_printer, run_ingest, total_bytes
 from .output import err, hex_fingerprint, json_line, out
 from .sources import (
     BINARY_SNIFF_BYTES,
@@ -52,9 +52,7 @@ from .sources import (
     JSONL,
     TSV_MSGPACK_PREFIX,
     ExportHeader,
-    Input,
     Intake,
-    Item,
     decode,
     expand_paths,
     export_meta,
@@ -72,14 +70,6 @@ if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to the commands tha
 #: Where the database lives when neither --db nor $SIMDB_PATH says otherwise.
 DEFAULT_DB_PATH = "simdb-data"
 DEFAULT_BATCH_SIZE = 5_000
-#: Characters of text handed to the database and not yet committed, at most (plus one
-#: document): a batch of large documents is cut short at this size, so memory follows it,
-#: not --batch-size times the largest document.
-BATCH_TEXT_CHARS = 256 * 2**20
-EXIT_NOTHING_FOUND = 1
-EXIT_USAGE = 2
-EXIT_DATABASE = 3
-EXIT_INTERRUPTED = 130
 
 app = typer.Typer(
     name="simdb",
@@ -214,102 +204,6 @@ IncludeFeaturelessOption = Annotated[
     ),
 ]
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-# -- errors, in one place --------------------------------------------------------------------
-
-
-def exit_code_for(error: BaseException) -> int:
-    """The exit code of an error: 3 for the database, 2 for anything the user gave."""
-    if isinstance(error, DatabaseError):
-        return EXIT_DATABASE
-    if isinstance(error, SimdbError):  # InvalidInputError, ConfigMismatchError, FingerprinterError
-        return EXIT_USAGE
-    return EXIT_DATABASE
-
-
-#: The library's hints speak its Python API; these say the same for the command line.
-CLI_WORDING = (
-    (
-        "omit fingerprinter= to use the stored settings",
-        "omit --features, --ngram, --stopwords, --kind and --weights to use the stored settings",
-    ),
-    ("omit k,", "omit -k,"),
-    ("omit blocks,", "omit --blocks,"),
-    ("create it by opening it writable", "create it with simdb add or simdb import"),
-    ("create it first by opening it writable", "create it with simdb add or simdb import"),
-    ("create it with create=True", "create it with simdb add or simdb import"),
-    ("open it writable to finish it", "simdb add or simdb import finishes it"),
-    (
-        "add text once with a writable database, or pass fingerprints",
-        "add text with simdb add first, or query with --fingerprint",
-    ),
-    ("run check()", "run simdb check"),
-)
-
-
-def cli_message(error: SimdbError) -> str:
-    """The one-line message of a library error, its hints put in command-line terms."""
-    message = str(error)
-    for python, command_line in CLI_WORDING:
-        message = message.replace(python, command_line)
-    return message
-
-
-def guarded(command: F) -> F:
-    """Run ``command`` so that any error ends it with one line on stderr and its exit code,
-    never a traceback (unless ``--debug`` or ``$SIMDB_DEBUG`` asks for one)."""
-
-    @functools.wraps(command)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        debug = bool(kwargs.get("debug")) or bool(os.environ.get("SIMDB_DEBUG"))
-        try:
-            try:
-                result = command(*args, **kwargs)
-            except typer.Exit:
-                output.flush()
-                raise
-            # A full disk behind `> file` is reported here, not lost in Python's flush at exit.
-            output.flush()
-            return result
-        except (typer.Exit, typer.Abort, TyperException):  # typer's own exits and usage errors
-            raise
-        except KeyboardInterrupt:
-            err("simdb: interrupted")
-            raise typer.Exit(EXIT_INTERRUPTED) from None
-        except BrokenPipeError:
-            # The reader went away (``simdb pairs | head``): stop quietly, and keep Python
-            # from complaining about the unflushable stdout at exit.
-            output.silence_stdout()
-            raise typer.Exit(0) from None
-        except SimdbError as error:
-            if debug:
-                traceback.print_exc()
-            err(f"simdb: {cli_message(error)}")
-            raise typer.Exit(exit_code_for(error)) from None
-        except OSError as error:  # a path the user named (the library wraps its own)
-            if debug:
-                traceback.print_exc()
-            where = f"{error.filename}: " if error.filename else ""
-            err(f"simdb: {where}{error.strerror or error}")
-            raise typer.Exit(EXIT_USAGE) from None
-        except Exception as error:  # noqa: BLE001 - the one place that turns bugs into a message
-            if debug:
-                traceback.print_exc()
-            err(f"simdb: unexpected {type(error).__name__}: {error} (run with --debug to see where)")
-            raise typer.Exit(exit_code_for(error)) from None
-
-    # functools.wraps keeps command's signature for typer; mypy only sees run's (*args, **kwargs).
-    return run  # type: ignore[return-value]
-
-
-def usage_error(message: str) -> typer.Exit:
-    """Report a usage problem found after parsing; raise the result."""
-    err(f"simdb: {message}")
-    return typer.Exit(EXIT_USAGE)
-
-
 # -- helpers -------------------------------------------------------------------------------------
 
 
@@ -387,363 +281,7 @@ def read_text_file(path: str) -> str:
         raise simdb.InvalidInputError(f"cannot read {name}: {error.strerror or error}") from None
     if b"\0" in data[:BINARY_SNIFF_BYTES]:
         raise simdb.InvalidInputError(f"{name} is a binary file (contains NUL bytes), not text")
-    return decode(data, name, Intake(on_problem=_print_problem, on_notice=_print_notice))
-
-
-def _print_problem(where: str, cause: str) -> None:
-    err(f"simdb: {where}: {cause}")
-
-
-def _print_notice(where: str, message: str) -> None:
-    err(f"simdb: {where}: {message}")
-
-
-@contextmanager
-def interrupts_in_this_process_only() -> Iterator[threading.Event]:
-    """Let Ctrl-C raise KeyboardInterrupt in this process but not in the fingerprinting
-    worker processes forked meanwhile.  The workers ignore SIGINT once their initialiser
-    has run; until then they carry this inherited handler, which does nothing when it finds
-    itself in another process, so no worker prints a traceback.
-
-    Yields an event that is set once Ctrl-C came: the KeyboardInterrupt can surface as
-    another error (a process pool interrupted while starting fails to shut down), and the
-    caller should still treat that as the interruption.  Off the main thread, signals
-    cannot be handled, and the event is never set."""
-    received = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield received
-        return
-    owner = os.getpid()
-
-    def on_interrupt(signum: int, frame: Any) -> None:
-        if os.getpid() == owner:
-            received.set()
-            raise KeyboardInterrupt
-
-    def quiet_unraisable(unraisable: Any) -> None:
-        # Where Python cannot propagate an exception (an at-fork hook, a finaliser) a
-        # KeyboardInterrupt would be printed and dropped; it is dropped quietly here, and
-        # the event makes the caller stop at its next check instead.
-        if not (isinstance(unraisable.exc_type, type) and issubclass(unraisable.exc_type, KeyboardInterrupt)):
-            previous_hook(unraisable)
-
-    previous = signal.signal(signal.SIGINT, on_interrupt)
-    previous_hook, sys.unraisablehook = sys.unraisablehook, quiet_unraisable
-    try:
-        yield received
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        sys.unraisablehook = previous_hook
-
-
-#: How the database is fed: ``add(items, on_batch)`` stores ``(key, value, meta)`` items.
-Adder = Callable[[Iterable[tuple[str, Any, Any]], Callable[[AddResult], None]], AddResult]
-
-
-class Counts(NamedTuple):
-    """The totals of an ``add`` or ``import`` run, for its summary line."""
-
-    added: int = 0
-    replaced: int = 0
-    skipped: int = 0
-    featureless: int = 0
-
-
-#: What one list, dict or scalar of a meta counts toward BATCH_TEXT_CHARS: about the bytes of
-#: memory Python holds for it, so metadata held uncommitted is bounded as texts are.
-META_NODE_WEIGHT = 100
-
-
-def meta_weight(meta: Any) -> int:
-    """About the bytes of memory ``meta`` holds: META_NODE_WEIGHT per value, plus the length
-    of its strings and bytes.  Iterative; O(size), with parse_json's container limit
-    bounding the size of one JSON line's meta."""
-    weight, pending = 0, [meta]
-    while pending:
-        part = pending.pop()
-        weight += META_NODE_WEIGHT
-        if isinstance(part, (str, bytes)):
-            weight += len(part)
-        elif isinstance(part, dict):
-            pending.extend(part.keys())
-            pending.extend(part.values())
-        elif isinstance(part, (list, tuple)):
-            pending.extend(part)
-    return weight
-
-
-class Ingest:
-    """Feeds documents to the database batch by batch, keeping the committed totals, the
-    progress bar and the per-skip reports up to date after every commit.
-
-    The database refuses a whole batch for one item it cannot store (meta nested too deep,
-    say).  The items not yet committed are kept, with where each came from, so such a
-    batch is then stored in halves, recursively, down to the refused items, which are
-    reported and counted as failed: O(log batch size) extra transactions per refused item,
-    nothing extra while all goes well.
-
-    Texts are held from when they are handed over until their batch commits (to retry a
-    refused batch).  Once they add up to :data:`BATCH_TEXT_CHARS` characters (metadata
-    counted by :func:`meta_weight`) the call to the database ends early, committing what it
-    has, and a new call takes the rest: so the texts and metadata held at once never pass
-    that plus one document, however large the documents."""
-
-    def __init__(
-        self,
-        database: simdb.Database,
-        intake: Intake,
-        *,
-        if_new: bool,
-        workers: int,
-        batch_size: int,
-        json_output: bool,
-        progress: Any,
-        task: Any,
-        stop: threading.Event,
-        threshold: float | None = None,
-    ) -> None:
-        self.database = database
-        self.intake = intake
-        self.if_new = if_new
-        # Handed to the database only with --if-new, where it means something.
-        self._if_new_options: dict[str, Any] = {"if_new": True, "threshold": threshold} if if_new else {}
-        self.workers = workers
-        self.batch_size = batch_size
-        self.json_output = json_output
-        self.progress = progress
-        self.task = task
-        self.stop = stop
-        self.finished = AddResult()  # totals of completed add calls
-        self._running = AddResult()  # totals of the call in progress, as of its last commit
-        self._skips_shown = 0
-        self._uncommitted: deque[Item] = deque()  # items handed to the database, in order
-        self.text_budget = BATCH_TEXT_CHARS  # read here, so that a test can lower it
-        self._uncommitted_chars = 0  # characters of the texts in _uncommitted
-        self._paused = False  # _watched stopped at text_budget, not at the end of its items
-
-    def _watched(self, items: Iterator[Item]) -> Iterator[tuple[str, Any, Any]]:
-        """``items`` as the database takes them, each kept in ``_uncommitted`` until its
-        batch commits; stops with KeyboardInterrupt once Ctrl-C came, even if the signal's
-        own KeyboardInterrupt was lost (see :func:`interrupts_in_this_process_only`)."""
-        for item in items:
-            if self.stop.is_set():
-                raise KeyboardInterrupt
-            self._uncommitted.append(item)
-            if isinstance(item[1], str):
-                self._uncommitted_chars += len(item[1])
-            if item[2] is not None:
-                self._uncommitted_chars += meta_weight(item[2])
-            yield item[0], item[1], item[2]
-            if self._uncommitted_chars >= self.text_budget:
-                self._paused = True  # end this call: it commits what it holds
-                return
-
-    def texts(self, items: Iterable[Item]) -> None:
-        """Fingerprint and store ``(key, text, meta, where)`` items (``workers`` processes)."""
-        self._feed(items, self._add_texts, texts=True)
-
-    def _add_texts(
-        self, rows: Iterable[tuple[str, Any, Any]], on_batch: Callable[[AddResult], None], batch_size: int | None = None
-    ) -> AddResult:
-        # With --if-new the database probes each batch once, in its write transaction.
-        return self.database.add_texts(
-            rows,
-            workers=self.workers,
-            batch_size=batch_size or self.batch_size,
-            on_batch=on_batch,
-            **self._if_new_options,
-        )
-
-    def fingerprints(self, items: Iterable[Item]) -> None:
-        """Store ``(key, fingerprint, meta, where)`` items."""
-        self._feed(items, self._add_fingerprints, texts=False)
-
-    def _add_fingerprints(
-        self, rows: Iterable[tuple[str, Any, Any]], on_batch: Callable[[AddResult], None], batch_size: int | None = None
-    ) -> AddResult:
-        return self.database.add_many(
-            rows, batch_size=batch_size or self.batch_size, on_batch=on_batch, **self._if_new_options
-        )
-
-    def _feed(self, items: Iterable[Item], add: Adder, *, texts: bool) -> None:
-        source = iter(items)
-        while True:
-            self._uncommitted, self._uncommitted_chars, self._paused = deque(), 0, False
-            try:
-                self._call(lambda on_batch: add(self._watched(source), on_batch))
-                if not self._paused:
-                    return
-                continue  # the text budget ended that call; the next one goes on
-            except InvalidInputError:
-                if self.stop.is_set():
-                    raise KeyboardInterrupt from None  # Ctrl-C came: stop, don't retry
-                refused = list(self._uncommitted)
-                if not refused:
-                    raise  # not about an item: nothing to retry
-            self._uncommitted = deque()  # the retries below must not pop their batches here
-            # Texts are retried as texts, so each keeps its sketch (a fingerprint alone has none):
-            # the refused items are fingerprinted again, O(log batch size) times each at most.
-            self._store_in_halves(refused, self._add_texts if texts else self._add_fingerprints)
-
-    def _store_in_halves(self, items: list[Item], add: Callable[..., AddResult]) -> None:
-        # One transaction for all of them, so a refusal means none of them was stored.
-        try:
-            self._call(lambda on_batch: add([item[:3] for item in items], on_batch, batch_size=len(items)))
-        except InvalidInputError as error:
-            if len(items) == 1:
-                self.intake.fail(items[0][3], cli_message(error))
-                return
-            middle = len(items) // 2
-            self._store_in_halves(items[:middle], add)
-            self._store_in_halves(items[middle:], add)
-
-    def _call(self, run: Callable[[Callable[[AddResult], None]], AddResult]) -> None:
-        self._running, self._skips_shown = AddResult(), 0
-        try:
-            result = run(self._on_batch)
-        except InvalidInputError:
-            self.finished.merge(self._running)  # the batches committed before the refused one
-            self._running, self._skips_shown = AddResult(), 0
-            raise
-        self.finished.merge(result)
-        self._running, self._skips_shown = AddResult(), 0
-
-    def _on_batch(self, totals: AddResult) -> None:
-        # The database takes its batches from the items in order, batch_size at a time.
-        for _ in range(min(self.batch_size, len(self._uncommitted))):
-            text = self._uncommitted.popleft()[1]
-            if isinstance(text, str):
-                self._uncommitted_chars -= len(text)
-        for skip in totals.skipped[self._skips_shown :]:
-            if self.json_output:
-                event = {
-                    "event": "skipped",
-                    "key": skip.key,
-                    "duplicate_of": skip.duplicate_of,
-                    "similarity": skip.similarity,
-                    "distance": skip.distance,
-                }
-                out(json_line(event))
-            else:
-                out(
-                    f"skipped {skip.key}: near-duplicate of {skip.duplicate_of} "
-                    f"(similarity {skip.similarity:.3f}, distance {skip.distance})"
-                )
-        self._skips_shown = len(totals.skipped)
-        self._running = totals
-        counts = self.counts()
-        self.progress.update(
-            self.task, completed=self.intake.bytes_done, documents=counts.added + counts.replaced + counts.skipped
-        )
-
-    def counts(self) -> Counts:
-        """What every committed batch added, replaced, skipped and found featureless."""
-        done, running = self.finished, self._running
-        return Counts(
-            done.added + running.added,
-            done.replaced + running.replaced,
-            len(done.skipped) + len(running.skipped),
-            done.featureless + running.featureless,
-        )
-
-
-def problem_printer(json_output: bool) -> Callable[[str, str], None]:
-    """How a failed input is reported: a JSON line on stdout, or a line on stderr."""
-    if json_output:
-        return lambda where, cause: out(json_line({"event": "failed", "input": where, "cause": cause}))
-    return _print_problem
-
-
-def run_ingest(
-    database: simdb.Database,
-    intake: Intake,
-    feed: Callable[[Ingest], None],
-    *,
-    total_bytes: int | None,
-    if_new: bool,
-    workers: int,
-    batch_size: int,
-    json_output: bool,
-    show_progress: bool,
-    threshold: float | None = None,
-) -> int:
-    """Run ``feed`` against the database with a progress bar, print the summary line, and
-    return the exit code: 130 after Ctrl-C (the committed batches stay and the message says
-    how many documents they added), 2 if any input failed, else 0."""
-    started = time.monotonic()
-    documents_before = len(database)
-    interrupted = False
-    with output.progress_bar(show_progress) as progress, interrupts_in_this_process_only() as ctrl_c:
-        task = progress.add_task("adding", total=total_bytes, documents=0)
-        ingest = Ingest(
-            database,
-            intake,
-            if_new=if_new,
-            threshold=threshold,
-            workers=workers,
-            batch_size=batch_size,
-            json_output=json_output,
-            progress=progress,
-            task=task,
-            stop=ctrl_c,
-        )
-        try:
-            feed(ingest)
-        except KeyboardInterrupt:
-            interrupted = True
-        except Exception:
-            if not ctrl_c.is_set():
-                raise
-            interrupted = True  # the interruption, surfacing as a follow-on error
-        interrupted = interrupted or ctrl_c.is_set()
-    counts = ingest.counts()
-    if interrupted:
-        # Counted from the database itself, so a batch that committed just as Ctrl-C came
-        # is counted too.
-        counts = counts._replace(added=len(database) - documents_before)
-        err(
-            f"simdb: interrupted; {counts.added:,} documents were added before Ctrl-C "
-            "(every committed batch is kept; the batch in progress was not stored)"
-        )
-    print_summary(intake, json_output, counts, interrupted, time.monotonic() - started)
-    if interrupted:
-        return EXIT_INTERRUPTED
-    return EXIT_USAGE if intake.failed else 0
-
-
-def print_summary(
-    intake: Intake, json_output: bool, counts: Counts | None = None, interrupted: bool = False, seconds: float = 0.0
-) -> None:
-    """The last line of ``add`` and ``import``: what was added, replaced, skipped and failed,
-    and how many documents had no features (empty, or no words: stored, but nobody's
-    near-duplicate)."""
-    counts = counts or Counts()
-    added, replaced, skipped = counts.added, counts.replaced, counts.skipped
-    summary = {
-        "added": added,
-        "replaced": replaced,
-        "skipped": skipped,
-        "featureless": counts.featureless,
-        "failed": intake.failed,
-        "decoded_with_replacement": intake.decoded_with_replacement,
-        "interrupted": interrupted,
-        "seconds": round(seconds, 3),
-    }
-    if json_output:
-        out(json_line({"event": "summary", **summary}))
-    else:
-        line = f"added {added:,}, replaced {replaced:,}, skipped {skipped:,}, failed {intake.failed:,}"
-        if counts.featureless:
-            line += f"; {counts.featureless:,} featureless (no words)"
-        if intake.decoded_with_replacement:
-            line += f"; {intake.decoded_with_replacement:,} decoded with replacement"
-        out(f"{line} ({seconds:.1f} s)")
-
-
-def _total(inputs: Iterable[Input]) -> int | None:
-    sizes = [item.size for item in inputs]
-    # any() has ruled out None, but mypy cannot narrow the list's items through it.
-    return None if any(size is None for size in sizes) else sum(sizes)  # type: ignore[arg-type]
+    return decode(data, name, Intake(on_problem=print_problem, on_notice=print_notice))
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -846,7 +384,7 @@ def add(
         )
     if checked_threshold(threshold) is not None and not if_new:
         raise usage_error("--threshold goes with --if-new (add stores every document otherwise)")
-    intake = Intake(on_problem=problem_printer(json_output), on_notice=_print_notice)
+    intake = Intake(on_problem=problem_printer(json_output), on_notice=print_notice)
     fingerprint_inputs = stream_inputs(fingerprints or [], FINGERPRINTS, intake)
     path_inputs = expand_paths(paths or [], intake, recursive=recursive, pattern=glob, skip_directory=db)
     jsonl_inputs = stream_inputs(jsonl or [], JSONL, intake)
@@ -873,7 +411,7 @@ def add(
             database,
             intake,
             feed,
-            total_bytes=_total(inputs),
+            total_bytes=total_bytes(inputs),
             if_new=if_new,
             threshold=threshold,
             workers=workers or available_cores(),
@@ -1243,7 +781,7 @@ def remove(
     Keys that are not stored are counted, not errors; exits 1 if none of them was found.
     A line of stdin that is not UTF-8 is reported with its number and skipped (exit 2).
     """
-    intake = Intake(on_problem=problem_printer(json_output), on_notice=_print_notice)
+    intake = Intake(on_problem=problem_printer(json_output), on_notice=print_notice)
     wanted: list[str] = []
     for key in keys:
         wanted.extend(stdin_keys(intake) if key == "-" else [key])
@@ -1496,49 +1034,6 @@ def export(
         raise simdb.InvalidInputError(f"cannot write {name}: {error.strerror or error}") from None
 
 
-@contextmanager
-def output_file(path: str) -> Iterator[IO[str]]:
-    """A text stream for ``path`` ("-" is stdout).  A regular file is written under a
-    temporary name beside it and renamed over ``path`` only when the block ends without an
-    error, so a failed export never truncates an earlier one; the temporary is removed on
-    failure.  Costs one rename; a device or FIFO is written directly."""
-    if path == "-":
-        yield sys.stdout
-        output.flush()  # inside the command's error handling, naming stdout
-        return
-    target = Path(path)
-    try:
-        existing = target.stat()
-    except FileNotFoundError:
-        existing = None
-    except OSError as error:
-        raise simdb.InvalidInputError(f"cannot write {path}: {error.strerror or error}") from None
-    if existing is not None and not stat.S_ISREG(existing.st_mode):
-        with open(path, "w", encoding="utf-8", newline="\n") as stream:
-            yield stream
-        return
-    try:
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
-    except OSError as error:
-        raise simdb.InvalidInputError(f"cannot write {path}: {error.strerror or error}") from None
-    try:
-        # mkstemp makes the file private; give it the mode the file has, or would get.
-        os.chmod(temporary, stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_umask())
-        with open(handle, "w", encoding="utf-8", newline="\n") as stream:
-            yield stream
-        os.replace(temporary, path)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(temporary)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 @app.command("import")
 @guarded
 @output.keep_going_if_stdout_closes()  # storing the documents is the point, not the output
@@ -1566,7 +1061,7 @@ def import_command(
     """
     if file_format not in ("auto", "jsonl", "tsv"):
         raise usage_error(f"--format {file_format!r} is not one of auto, jsonl, tsv")
-    intake = Intake(on_problem=problem_printer(json_output), on_notice=_print_notice)
+    intake = Intake(on_problem=problem_printer(json_output), on_notice=print_notice)
     inputs = stream_inputs(files, "export", intake)
     header = ExportHeader()
     items = read_export(inputs, intake, header, file_format)
@@ -1593,7 +1088,7 @@ def import_command(
             database,
             intake,
             lambda ingest: ingest.fingerprints(documents),
-            total_bytes=_total(inputs),
+            total_bytes=total_bytes(inputs),
             if_new=if_new,
             workers=1,
             batch_size=batch_size,
@@ -1647,7 +1142,7 @@ def demo(
     # A rerun with another --documents leaves no stale generated files behind.
     for stale in made.files - set(keys):
         (docs_dir / stale).unlink(missing_ok=True)
-    intake = Intake(on_problem=_print_problem, on_notice=_print_notice)
+    intake = Intake(on_problem=print_problem, on_notice=print_notice)
     inputs = expand_paths([str(path) for path in paths], intake, recursive=False, pattern=None)
     with simdb.open(db_path) as database:
         # A rerun with another --documents leaves no stale documents behind.
@@ -1656,7 +1151,7 @@ def demo(
             database,
             intake,
             lambda ingest: ingest.texts(read_documents(inputs, intake)),
-            total_bytes=_total(inputs),
+            total_bytes=total_bytes(inputs),
             if_new=False,
             workers=workers or available_cores(),
             batch_size=DEFAULT_BATCH_SIZE,

@@ -404,9 +404,9 @@ def test_a_batch_of_large_texts_is_committed_in_parts(tmp_path: Path, monkeypatc
     """The texts handed to the database and not yet committed stay under BATCH_TEXT_CHARS
     plus one document: the call ends early and the next takes the rest, even when an
     item of a batch is refused and the batch is stored in halves."""
-    import simdb_cli.app
+    import simdb_cli.ingest
 
-    monkeypatch.setattr(simdb_cli.app, "BATCH_TEXT_CHARS", 5_000)
+    monkeypatch.setattr(simdb_cli.ingest, "BATCH_TEXT_CHARS", 5_000)
     calls: list[int] = []
     add_texts = simdb.Database.add_texts
 
@@ -460,9 +460,9 @@ def test_brackets_inside_strings_are_not_containers(tmp_path: Path) -> None:
 def test_uncommitted_metadata_counts_toward_the_early_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Documents of short text and large meta: the call to the database ends early on the
     meta held, not only on the text."""
-    import simdb_cli.app
+    import simdb_cli.ingest
 
-    monkeypatch.setattr(simdb_cli.app, "BATCH_TEXT_CHARS", 50_000)
+    monkeypatch.setattr(simdb_cli.ingest, "BATCH_TEXT_CHARS", 50_000)
     calls: list[int] = []
     add_texts = simdb.Database.add_texts
 

@@ -1,0 +1,59 @@
+"""Output files that are replaced whole or not at all."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import IO
+
+import simdb
+
+from . import output
+
+
+@contextmanager
+def output_file(path: str) -> Iterator[IO[str]]:
+    """A text stream for ``path`` ("-" is stdout).  A regular file is written under a
+    temporary name beside it and renamed over ``path`` only when the block ends without an
+    error, so a failed export never truncates an earlier one; the temporary is removed on
+    failure.  Costs one rename; a device or FIFO is written directly."""
+    if path == "-":
+        yield sys.stdout
+        output.flush()  # inside the command's error handling, naming stdout
+        return
+    target = Path(path)
+    try:
+        existing = target.stat()
+    except FileNotFoundError:
+        existing = None
+    except OSError as error:
+        raise simdb.InvalidInputError(f"cannot write {path}: {error.strerror or error}") from None
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        with open(path, "w", encoding="utf-8", newline="\n") as stream:
+            yield stream
+        return
+    try:
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    except OSError as error:
+        raise simdb.InvalidInputError(f"cannot write {path}: {error.strerror or error}") from None
+    try:
+        # mkstemp makes the file private; give it the mode the file has, or would get.
+        os.chmod(temporary, stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_umask())
+        with open(handle, "w", encoding="utf-8", newline="\n") as stream:
+            yield stream
+        os.replace(temporary, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,342 @@
+"""The ingest engine of ``add`` and ``import``: documents fed to the database batch by
+batch, with a progress bar, per-input reports, Ctrl-C handling and the summary line."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple
+
+import simdb
+from simdb import AddResult, InvalidInputError
+
+from . import output
+from .errors import EXIT_INTERRUPTED, EXIT_USAGE, cli_message
+from .output import err, json_line, out
+from .signals import interrupts_in_this_process_only
+from .sources import Input, Intake, Item
+
+#: Characters of text handed to the database and not yet committed, at most (plus one
+#: document): a batch of large documents is cut short at this size, so memory follows it,
+#: not --batch-size times the largest document.
+BATCH_TEXT_CHARS = 256 * 2**20
+
+
+def print_problem(where: str, cause: str) -> None:
+    err(f"simdb: {where}: {cause}")
+
+
+def print_notice(where: str, message: str) -> None:
+    err(f"simdb: {where}: {message}")
+
+
+#: How the database is fed: ``add(items, on_batch)`` stores ``(key, value, meta)`` items.
+Adder = Callable[[Iterable[tuple[str, Any, Any]], Callable[[AddResult], None]], AddResult]
+
+
+class Counts(NamedTuple):
+    """The totals of an ``add`` or ``import`` run, for its summary line."""
+
+    added: int = 0
+    replaced: int = 0
+    skipped: int = 0
+    featureless: int = 0
+
+
+#: What one list, dict or scalar of a meta counts toward BATCH_TEXT_CHARS: about the bytes of
+#: memory Python holds for it, so metadata held uncommitted is bounded as texts are.
+META_NODE_WEIGHT = 100
+
+
+def meta_weight(meta: Any) -> int:
+    """About the bytes of memory ``meta`` holds: META_NODE_WEIGHT per value, plus the length
+    of its strings and bytes.  Iterative; O(size), with parse_json's container limit
+    bounding the size of one JSON line's meta."""
+    weight, pending = 0, [meta]
+    while pending:
+        part = pending.pop()
+        weight += META_NODE_WEIGHT
+        if isinstance(part, (str, bytes)):
+            weight += len(part)
+        elif isinstance(part, dict):
+            pending.extend(part.keys())
+            pending.extend(part.values())
+        elif isinstance(part, (list, tuple)):
+            pending.extend(part)
+    return weight
+
+
+class Ingest:
+    """Feeds documents to the database batch by batch, keeping the committed totals, the
+    progress bar and the per-skip reports up to date after every commit.
+
+    The database refuses a whole batch for one item it cannot store (meta nested too deep,
+    say).  The items not yet committed are kept, with where each came from, so such a
+    batch is then stored in halves, recursively, down to the refused items, which are
+    reported and counted as failed: O(log batch size) extra transactions per refused item,
+    nothing extra while all goes well.
+
+    Texts are held from when they are handed over until their batch commits (to retry a
+    refused batch).  Once they add up to :data:`BATCH_TEXT_CHARS` characters (metadata
+    counted by :func:`meta_weight`) the call to the database ends early, committing what it
+    has, and a new call takes the rest: so the texts and metadata held at once never pass
+    that plus one document, however large the documents."""
+
+    def __init__(
+        self,
+        database: simdb.Database,
+        intake: Intake,
+        *,
+        if_new: bool,
+        workers: int,
+        batch_size: int,
+        json_output: bool,
+        progress: Any,
+        task: Any,
+        stop: threading.Event,
+        threshold: float | None = None,
+    ) -> None:
+        self.database = database
+        self.intake = intake
+        self.if_new = if_new
+        # Handed to the database only with --if-new, where it means something.
+        self._if_new_options: dict[str, Any] = {"if_new": True, "threshold": threshold} if if_new else {}
+        self.workers = workers
+        self.batch_size = batch_size
+        self.json_output = json_output
+        self.progress = progress
+        self.task = task
+        self.stop = stop
+        self.finished = AddResult()  # totals of completed add calls
+        self._running = AddResult()  # totals of the call in progress, as of its last commit
+        self._skips_shown = 0
+        self._uncommitted: deque[Item] = deque()  # items handed to the database, in order
+        self.text_budget = BATCH_TEXT_CHARS  # read here, so that a test can lower it
+        self._uncommitted_chars = 0  # characters of the texts in _uncommitted
+        self._paused = False  # _watched stopped at text_budget, not at the end of its items
+
+    def _watched(self, items: Iterator[Item]) -> Iterator[tuple[str, Any, Any]]:
+        """``items`` as the database takes them, each kept in ``_uncommitted`` until its
+        batch commits; stops with KeyboardInterrupt once Ctrl-C came, even if the signal's
+        own KeyboardInterrupt was lost (see :func:`interrupts_in_this_process_only`)."""
+        for item in items:
+            if self.stop.is_set():
+                raise KeyboardInterrupt
+            self._uncommitted.append(item)
+            if isinstance(item[1], str):
+                self._uncommitted_chars += len(item[1])
+            if item[2] is not None:
+                self._uncommitted_chars += meta_weight(item[2])
+            yield item[0], item[1], item[2]
+            if self._uncommitted_chars >= self.text_budget:
+                self._paused = True  # end this call: it commits what it holds
+                return
+
+    def texts(self, items: Iterable[Item]) -> None:
+        """Fingerprint and store ``(key, text, meta, where)`` items (``workers`` processes)."""
+        self._feed(items, self._add_texts, texts=True)
+
+    def _add_texts(
+        self, rows: Iterable[tuple[str, Any, Any]], on_batch: Callable[[AddResult], None], batch_size: int | None = None
+    ) -> AddResult:
+        # With --if-new the database probes each batch once, in its write transaction.
+        return self.database.add_texts(
+            rows,
+            workers=self.workers,
+            batch_size=batch_size or self.batch_size,
+            on_batch=on_batch,
+            **self._if_new_options,
+        )
+
+    def fingerprints(self, items: Iterable[Item]) -> None:
+        """Store ``(key, fingerprint, meta, where)`` items."""
+        self._feed(items, self._add_fingerprints, texts=False)
+
+    def _add_fingerprints(
+        self, rows: Iterable[tuple[str, Any, Any]], on_batch: Callable[[AddResult], None], batch_size: int | None = None
+    ) -> AddResult:
+        return self.database.add_many(
+            rows, batch_size=batch_size or self.batch_size, on_batch=on_batch, **self._if_new_options
+        )
+
+    def _feed(self, items: Iterable[Item], add: Adder, *, texts: bool) -> None:
+        source = iter(items)
+        while True:
+            self._uncommitted, self._uncommitted_chars, self._paused = deque(), 0, False
+            try:
+                self._call(lambda on_batch: add(self._watched(source), on_batch))
+                if not self._paused:
+                    return
+                continue  # the text budget ended that call; the next one goes on
+            except InvalidInputError:
+                if self.stop.is_set():
+                    raise KeyboardInterrupt from None  # Ctrl-C came: stop, don't retry
+                refused = list(self._uncommitted)
+                if not refused:
+                    raise  # not about an item: nothing to retry
+            self._uncommitted = deque()  # the retries below must not pop their batches here
+            # Texts are retried as texts, so each keeps its sketch (a fingerprint alone has none):
+            # the refused items are fingerprinted again, O(log batch size) times each at most.
+            self._store_in_halves(refused, self._add_texts if texts else self._add_fingerprints)
+
+    def _store_in_halves(self, items: list[Item], add: Callable[..., AddResult]) -> None:
+        # One transaction for all of them, so a refusal means none of them was stored.
+        try:
+            self._call(lambda on_batch: add([item[:3] for item in items], on_batch, batch_size=len(items)))
+        except InvalidInputError as error:
+            if len(items) == 1:
+                self.intake.fail(items[0][3], cli_message(error))
+                return
+            middle = len(items) // 2
+            self._store_in_halves(items[:middle], add)
+            self._store_in_halves(items[middle:], add)
+
+    def _call(self, run: Callable[[Callable[[AddResult], None]], AddResult]) -> None:
+        self._running, self._skips_shown = AddResult(), 0
+        try:
+            result = run(self._on_batch)
+        except InvalidInputError:
+            self.finished.merge(self._running)  # the batches committed before the refused one
+            self._running, self._skips_shown = AddResult(), 0
+            raise
+        self.finished.merge(result)
+        self._running, self._skips_shown = AddResult(), 0
+
+    def _on_batch(self, totals: AddResult) -> None:
+        # The database takes its batches from the items in order, batch_size at a time.
+        for _ in range(min(self.batch_size, len(self._uncommitted))):
+            text = self._uncommitted.popleft()[1]
+            if isinstance(text, str):
+                self._uncommitted_chars -= len(text)
+        for skip in totals.skipped[self._skips_shown :]:
+            if self.json_output:
+                event = {
+                    "event": "skipped",
+                    "key": skip.key,
+                    "duplicate_of": skip.duplicate_of,
+                    "similarity": skip.similarity,
+                    "distance": skip.distance,
+                }
+                out(json_line(event))
+            else:
+                out(
+                    f"skipped {skip.key}: near-duplicate of {skip.duplicate_of} "
+                    f"(similarity {skip.similarity:.3f}, distance {skip.distance})"
+                )
+        self._skips_shown = len(totals.skipped)
+        self._running = totals
+        counts = self.counts()
+        self.progress.update(
+            self.task, completed=self.intake.bytes_done, documents=counts.added + counts.replaced + counts.skipped
+        )
+
+    def counts(self) -> Counts:
+        """What every committed batch added, replaced, skipped and found featureless."""
+        done, running = self.finished, self._running
+        return Counts(
+            done.added + running.added,
+            done.replaced + running.replaced,
+            len(done.skipped) + len(running.skipped),
+            done.featureless + running.featureless,
+        )
+
+
+def problem_printer(json_output: bool) -> Callable[[str, str], None]:
+    """How a failed input is reported: a JSON line on stdout, or a line on stderr."""
+    if json_output:
+        return lambda where, cause: out(json_line({"event": "failed", "input": where, "cause": cause}))
+    return print_problem
+
+
+def run_ingest(
+    database: simdb.Database,
+    intake: Intake,
+    feed: Callable[[Ingest], None],
+    *,
+    total_bytes: int | None,
+    if_new: bool,
+    workers: int,
+    batch_size: int,
+    json_output: bool,
+    show_progress: bool,
+    threshold: float | None = None,
+) -> int:
+    """Run ``feed`` against the database with a progress bar, print the summary line, and
+    return the exit code: 130 after Ctrl-C (the committed batches stay and the message says
+    how many documents they added), 2 if any input failed, else 0."""
+    started = time.monotonic()
+    documents_before = len(database)
+    interrupted = False
+    with output.progress_bar(show_progress) as progress, interrupts_in_this_process_only() as ctrl_c:
+        task = progress.add_task("adding", total=total_bytes, documents=0)
+        ingest = Ingest(
+            database,
+            intake,
+            if_new=if_new,
+            threshold=threshold,
+            workers=workers,
+            batch_size=batch_size,
+            json_output=json_output,
+            progress=progress,
+            task=task,
+            stop=ctrl_c,
+        )
+        try:
+            feed(ingest)
+        except KeyboardInterrupt:
+            interrupted = True
+        except Exception:
+            if not ctrl_c.is_set():
+                raise
+            interrupted = True  # the interruption, surfacing as a follow-on error
+        interrupted = interrupted or ctrl_c.is_set()
+    counts = ingest.counts()
+    if interrupted:
+        # Counted from the database itself, so a batch that committed just as Ctrl-C came
+        # is counted too.
+        counts = counts._replace(added=len(database) - documents_before)
+        err(
+            f"simdb: interrupted; {counts.added:,} documents were added before Ctrl-C "
+            "(every committed batch is kept; the batch in progress was not stored)"
+        )
+    print_summary(intake, json_output, counts, interrupted, time.monotonic() - started)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_USAGE if intake.failed else 0
+
+
+def print_summary(
+    intake: Intake, json_output: bool, counts: Counts | None = None, interrupted: bool = False, seconds: float = 0.0
+) -> None:
+    """The last line of ``add`` and ``import``: what was added, replaced, skipped and failed,
+    and how many documents had no features (empty, or no words: stored, but nobody's
+    near-duplicate)."""
+    counts = counts or Counts()
+    added, replaced, skipped = counts.added, counts.replaced, counts.skipped
+    summary = {
+        "added": added,
+        "replaced": replaced,
+        "skipped": skipped,
+        "featureless": counts.featureless,
+        "failed": intake.failed,
+        "decoded_with_replacement": intake.decoded_with_replacement,
+        "interrupted": interrupted,
+        "seconds": round(seconds, 3),
+    }
+    if json_output:
+        out(json_line({"event": "summary", **summary}))
+    else:
+        line = f"added {added:,}, replaced {replaced:,}, skipped {skipped:,}, failed {intake.failed:,}"
+        if counts.featureless:
+            line += f"; {counts.featureless:,} featureless (no words)"
+        if intake.decoded_with_replacement:
+            line += f"; {intake.decoded_with_replacement:,} decoded with replacement"
+        out(f"{line} ({seconds:.1f} s)")
+
+
+def total_bytes(inputs: Iterable[Input]) -> int | None:
+    sizes = [item.size for item in inputs]
+    # any() has ruled out None, but mypy cannot narrow the list's items through it.
+    return None if any(size is None for size in sizes) else sum(sizes)  # type: ignore[arg-type]
