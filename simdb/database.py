@@ -1340,9 +1340,13 @@ class Database:
             if len(rows) < chunk:
                 return
 
-    def keys(self) -> Iterator[str]:
-        """Every key, in insertion order."""
-        return (document.key for document in self.items())
+    def keys(self, prefix: str | None = None) -> Iterator[str]:
+        """Every key, or every key that starts with ``prefix``, in insertion order.  Keys are
+        indexed by their digest, not in key order, so a prefix costs a scan of every
+        document: O(n), read as :meth:`items` reads."""
+        if prefix is not None and not isinstance(prefix, str):
+            raise InvalidInputError(f"prefix must be a str, not {type(prefix).__name__}")
+        return (document.key for document in self.items() if prefix is None or document.key.startswith(prefix))
 
     def __iter__(self) -> Iterator[str]:
         return self.keys()

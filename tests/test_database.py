@@ -396,3 +396,14 @@ def test_fingerprint_settings_of_a_newer_simdb_ask_for_an_upgrade(db_path) -> No
     rewrite_stored(db_path, FINGERPRINTER_KEY, lambda settings: {**settings, "version": SETTINGS_VERSION + 1})
     with pytest.raises(simdb.FormatVersionError, match="upgrade simdb"):
         simdb.open(db_path)
+
+
+def test_keys_with_a_prefix_are_the_stored_keys_that_start_with_it(tmp_path) -> None:
+    keys = ["docs/a.txt", "docs/b/c.txt", "docsx/d.txt", "other/e.txt", "d"]
+    with simdb.open(tmp_path / "db") as db:
+        db.add_many((key, number) for number, key in enumerate(keys))
+        for prefix in ["", "docs/", "docs", "d", "other/e.txt", "zzz"]:
+            assert list(db.keys(prefix)) == [key for key in keys if key.startswith(prefix)]
+        assert list(db.keys()) == keys
+        with pytest.raises(simdb.InvalidInputError):
+            db.keys(b"docs")  # type: ignore[arg-type]
