@@ -135,6 +135,14 @@ class Pair(NamedTuple):
     similarity: float
 
 
+class Cluster(NamedTuple):
+    """One group from :meth:`Database.clusters_with_spread`: its keys, the first-added first,
+    and the smallest similarity of the pairs inside it (None for a singleton)."""
+
+    keys: list[str]
+    min_similarity: float | None
+
+
 class Document(NamedTuple):
     """One stored document."""
 
@@ -1631,23 +1639,60 @@ class Database:
         first-added key.  Singletons are left out unless asked for.  In bit mode (``k``
         alone) identical fingerprints are grouped without expanding their pairs.  The search
         runs on ``workers`` threads (default every core)."""
+        for cluster in self._clusters(k, threshold, singletons, include_featureless, workers, spread=False):
+            yield cluster.keys
+
+    def clusters_with_spread(
+        self,
+        k: int | None = None,
+        *,
+        threshold: float | None = None,
+        singletons: bool = False,
+        include_featureless: bool = False,
+        workers: int | None = None,
+    ) -> Iterator[Cluster]:
+        """The clusters of :meth:`clusters` (same arguments, same order) as :class:`Cluster`
+        ``(keys, min_similarity)``: the smallest similarity among the pairs of :meth:`pairs`
+        inside the cluster, its weakest link (None for a singleton).  Cost as
+        :meth:`clusters` in threshold mode; in bit mode it expands the pairs of identical
+        fingerprints too, to know their similarities."""
+        return self._clusters(k, threshold, singletons, include_featureless, workers, spread=True)
+
+    def _clusters(
+        self,
+        k: int | None,
+        threshold: float | None,
+        singletons: bool,
+        include_featureless: bool,
+        workers: int | None,
+        *,
+        spread: bool,
+    ) -> Iterator[Cluster]:
+        """The kernel of :meth:`clusters` and :meth:`clusters_with_spread`; ``min_similarity``
+        is None unless ``spread``.  The weakest link is kept per document (the smallest
+        similarity of its pairs), O(n) memory: a cluster's is the smallest of its members'."""
         resolve_workers(workers)
         snapshot = self._snapshot()
         k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
         names = _KeyNames(self, snapshot.ids)
         featureless = bool((snapshot.state == _FEATURELESS).any())
         plan = _pairs_plan(k, len(snapshot.ids))
-        if threshold is None and plan is not None and (include_featureless or not featureless):
+        weakest = np.full(len(snapshot.ids), np.inf) if spread else None
+        if not spread and threshold is None and plan is not None and (include_featureless or not featureless):
             labels = cluster_labels(snapshot.fingerprints, plan, k, workers=workers)
         else:
             labeler = ComponentLabeler(len(snapshot.ids))
-            for left, right, _, _ in self._pair_blocks(snapshot, k, threshold, include_featureless, workers):
+            for left, right, _, similarity in self._pair_blocks(snapshot, k, threshold, include_featureless, workers):
                 labeler.add(left, right)
+                if weakest is not None:
+                    np.minimum.at(weakest, left, similarity)
+                    np.minimum.at(weakest, right, similarity)
             labels = labeler.labels()
         for members in iter_clusters(labels, singletons):
             keys = [key for key in names.fetch(members) if key is not None]
             if len(keys) > 1 or (singletons and keys):
-                yield keys
+                lowest = float(weakest[members].min()) if weakest is not None else math.inf
+                yield Cluster(keys, lowest if math.isfinite(lowest) else None)
 
     def pair_histogram(
         self,
