@@ -1,6 +1,6 @@
 """Batch near-duplicate search on Dask: the all-pairs search of :mod:`simdb.allpairs`, spread
 over a cluster (Manku's MapReduce batch mode).  Needs the optional extra: ``pip install
-simdb[dask]``.  Importing :mod:`simdb` never imports Dask; this module imports it on first use.
+'simdb[dask]'``.  Importing :mod:`simdb` never imports Dask; this module imports it on first use.
 
 Input is a table of ``(key, fingerprint)`` rows: a Dask DataFrame with those two columns, a
 Dask Series of fingerprints (its index is the key), or a path or glob of Parquet files with
@@ -57,6 +57,7 @@ from simdb.allpairs import (
     resolve_workers,
 )
 from simdb.errors import (
+    DASK_INSTALL_HINT,
     DaskNotInstalledError,
     InvalidFingerprintError,
     InvalidInputError,
@@ -95,7 +96,7 @@ def _pandas() -> Any:
     except ImportError as error:
         raise DaskNotInstalledError(
             f"simdb.distributed needs pandas and Dask, which are not installed ({error})",
-            "pip install simdb[dask]",
+            DASK_INSTALL_HINT,
         ) from error
     return pandas
 
@@ -108,7 +109,7 @@ def _dask() -> Any:
     except ImportError as error:
         raise DaskNotInstalledError(
             f"simdb.distributed needs Dask, which is not installed ({error})",
-            "pip install simdb[dask]",
+            DASK_INSTALL_HINT,
         ) from error
     return dask_dataframe
 
@@ -650,7 +651,7 @@ def export_parquet(db: Database, path: str | os.PathLike[str]) -> int:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as error:
-        raise DaskNotInstalledError(f"Parquet export needs pyarrow ({error})", "pip install simdb[dask]") from error
+        raise DaskNotInstalledError(f"Parquet export needs pyarrow ({error})", DASK_INSTALL_HINT) from error
     target = Path(path)
     if target.is_dir():
         target = target / "fingerprints.parquet"
@@ -761,7 +762,12 @@ def _run_parquet_job(
     the rows read, seconds, scheduler, worker count, output directory, k, blocks and tables."""
     plan = _plan(3 if k is None else k, blocks)
     _dask()
-    from dask.distributed import Client, LocalCluster
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError as error:  # Dask without its distributed scheduler
+        raise DaskNotInstalledError(
+            "the Parquet batch job needs the distributed package of Dask, which is not installed", DASK_INSTALL_HINT
+        ) from error
 
     out = Path(out_dir)
     if out.exists() and any(out.glob("*.parquet")):

@@ -90,5 +90,9 @@ class StorageError(DatabaseError):
     """Any other failure reported by LMDB or the operating system."""
 
 
+#: How to install the dask extra; quoted, as shells such as zsh expand brackets.
+DASK_INSTALL_HINT = "pip install 'simdb[dask]'"
+
+
 class DaskNotInstalledError(SimdbError, ImportError):
-    """An optional extra (Dask, pandas or pyarrow: ``pip install simdb[dask]``) is not installed."""
+    """An optional extra (Dask, pandas or pyarrow: ``pip install 'simdb[dask]'``) is not installed."""

@@ -271,7 +271,7 @@ def test_without_pandas_the_module_imports_and_use_gives_the_install_hint() -> N
     )
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "pip install simdb[dask]"
+    assert done.stdout.strip() == "pip install 'simdb[dask]'"
 
 
 def test_importing_simdb_does_not_import_dask() -> None:
