@@ -22,7 +22,8 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -30,8 +31,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 import simdb
-from simdb import InvalidInputError, NotADatabaseError, codec
+from simdb import InvalidInputError, InvalidKeyError, NotADatabaseError, codec
 from simdb.database import DEFAULT_K
+from simdb.errors import DASK_INSTALL_HINT, DaskNotInstalledError
 
 from . import _exit_quietly, output
 from .atomic import output_file
@@ -43,6 +45,7 @@ from .errors import (
     usage_error,
 )
 from .ingest import Ingest, print_notice, print_problem, print_summary, problem_printer, run_ingest, total_bytes
+from .metavars import SimdbGroup
 from .output import err, hex_fingerprint, json_line, out
 from .sources import (
     BINARY_SNIFF_BYTES,
@@ -73,15 +76,29 @@ DEFAULT_BATCH_SIZE = 5_000
 
 app = typer.Typer(
     name="simdb",
+    cls=SimdbGroup,
     help="A persistent database of 64-bit SimHash fingerprints for near-duplicate detection.\n\n"
     "Exit codes: 0 success; 1 nothing found (query, pairs, clusters, remove) or check found problems; "
     "2 bad usage or input; 3 database error; 130 interrupted.",
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 # -- options shared by several commands ----------------------------------------------------
+
+
+def chosen_db(context: typer.Context, param: typer.CallbackParam, value: str) -> str:
+    """The database a command uses: its own --db, else the --db given before the command
+    (``simdb --db PATH pairs``), else $SIMDB_PATH, else the default."""
+    source = context.get_parameter_source(param.name) if param.name is not None else None
+    # By name: typer carries its own copy of click, whose ParameterSource is not click's.
+    if source is not None and source.name == "COMMANDLINE":
+        return value
+    before_command = context.find_root().params.get("db")
+    return before_command if isinstance(before_command, str) else value
+
 
 DbOption = Annotated[
     str,
@@ -89,11 +106,28 @@ DbOption = Annotated[
         "--db",
         envvar="SIMDB_PATH",
         show_envvar=True,
-        help=f"Database directory. Defaults to $SIMDB_PATH, then ./{DEFAULT_DB_PATH} in the working directory.",
+        metavar="PATH",
+        callback=chosen_db,
+        help=f"Database directory. Defaults to the --db given before the command, then $SIMDB_PATH, "
+        f"then ./{DEFAULT_DB_PATH} in the working directory.",
     ),
 ]
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print JSON lines on stdout (one object per line) instead of tables.")
+]
+#: The output format of the commands that print records (one writer: output.write_records).
+FormatOption = Annotated[
+    str | None,
+    typer.Option(
+        "--format",
+        metavar="FORMAT",
+        help="Output format: table (the default), tsv, csv (quoted as RFC 4180), or json (JSON lines, as --json). "
+        "TSV refuses a value holding a tab or line break: use csv or json for such keys.",
+        show_default=False,
+    ),
+]
+NoHeaderOption = Annotated[
+    bool, typer.Option("--no-header", help="Leave out the line of column names (table, tsv and csv).")
 ]
 DebugOption = Annotated[
     bool, typer.Option("--debug", help="On an error, show the full traceback as well as the one-line message.")
@@ -284,6 +318,64 @@ def read_text_file(path: str) -> str:
     return decode(data, name, Intake(on_problem=print_problem, on_notice=print_notice))
 
 
+@contextmanager
+def needs_dask_extra(command: str) -> Iterator[None]:
+    """Run the Parquet and Dask work of ``command`` so that a package of the dask extra that
+    is missing (which the library does not name itself) is one line naming it, with the
+    install hint, and exit code 2; not an unexpected error."""
+    try:
+        yield
+    except DaskNotInstalledError:
+        raise
+    except ModuleNotFoundError as error:
+        missing = (error.name or "a package of the dask extra").partition(".")[0]
+        raise DaskNotInstalledError(f"{command} needs {missing}, which is not installed", DASK_INSTALL_HINT) from None
+
+
+def output_format(file_format: str | None, json_output: bool) -> str:
+    """The output format a command prints in: --format's, or json for --json (the two must
+    agree), else table; any other name is a usage error."""
+    if json_output:
+        if file_format not in (None, "json"):
+            raise usage_error(f"--json and --format {file_format} disagree: give one of them")
+        return "json"
+    chosen = file_format or "table"
+    if chosen not in output.FORMATS:
+        raise usage_error(f"--format {chosen!r} is not one of {', '.join(output.FORMATS)}")
+    return chosen
+
+
+def meta_fields(meta: Any) -> dict[str, Any]:
+    """A document's meta as JSON output carries it: ``{"meta": meta}``, or, for a stored meta
+    JSON cannot carry (a msgpack Timestamp written before such meta was refused),
+    ``{"meta_msgpack": base64 of its msgpack}``, as an export writes it."""
+    try:
+        json_line(meta)
+    except TypeError:
+        return {"meta_msgpack": base64.b64encode(codec.pack_stored(meta)).decode("ascii")}
+    return {"meta": meta}
+
+
+def meta_text(record: Mapping[str, Any]) -> str:
+    """The meta of a record made with :func:`meta_fields` as one cell: its JSON, or the
+    msgpack form with the prefix a TSV export uses."""
+    if "meta" in record:
+        return json_line(record["meta"])
+    return TSV_MSGPACK_PREFIX + record["meta_msgpack"]
+
+
+def three_places(value: float | None) -> str:
+    """A similarity as the table format shows it."""
+    return "" if value is None else f"{value:.3f}"
+
+
+#: The columns of the commands that print matches, pairs and documents.
+SIMILARITY = output.Column("similarity", three_places, right=True)
+DISTANCE = output.Column("distance", right=True)
+MATCH_COLUMNS = (SIMILARITY, DISTANCE, output.Column("fingerprint"), output.Column("key"))
+PAIR_COLUMNS = (SIMILARITY, DISTANCE, output.Column("key_a"), output.Column("key_b"))
+
+
 # -- commands ------------------------------------------------------------------------------------
 
 
@@ -456,6 +548,8 @@ def query(
     ] = None,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
+    file_format: FormatOption = None,
+    no_header: NoHeaderOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Find the stored documents near a text, a file or a fingerprint, using the index.
@@ -468,6 +562,7 @@ def query(
     if len(given) != 1:
         raise usage_error("give exactly one of TEXT, --file FILE or --fingerprint HEX")
     checked_threshold(threshold)
+    shown_as = output_format(file_format, json_output)
     with open_existing(db) as database:
         if fingerprint is not None:
             matches = database.query(simdb.parse_fingerprint(fingerprint), k, limit=limit, threshold=threshold)
@@ -475,28 +570,18 @@ def query(
             query_text = read_text_file(file) if file is not None else read_argument_text(text or "")
             matches = database.query(k=k, text=query_text, limit=limit, threshold=threshold)
         distance_limit = database.k if k is None else k
-    if json_output:
-        for match in matches:
-            fields = {
+    if matches:
+        records = (
+            {
                 "key": match.key,
                 "fingerprint": hex_fingerprint(match.fingerprint),
                 "similarity": match.similarity,
                 "distance": match.distance,
+                **meta_fields(match.meta),
             }
-            try:
-                line = json_line({**fields, "meta": match.meta})
-            except TypeError:
-                # A stored meta JSON cannot carry (a msgpack Timestamp written before such
-                # meta was refused): printed as an export does, base64 msgpack.
-                encoded = base64.b64encode(codec.pack_stored(match.meta)).decode("ascii")
-                line = json_line({**fields, "meta_msgpack": encoded})
-            out(line)
-    elif matches:
-        rows = (
-            [f"{match.similarity:.3f}", match.distance, hex_fingerprint(match.fingerprint), match.key]
             for match in matches
         )
-        output.table(["similarity", "distance", "fingerprint", "key"], rows, right_aligned=(0, 1))
+        output.write_records(records, MATCH_COLUMNS, shown_as, header=not no_header)
     if not matches:
         err(f"simdb: no document {nearness(threshold, k if threshold is not None else distance_limit)}")
         raise typer.Exit(EXIT_NOTHING_FOUND)
@@ -551,8 +636,19 @@ def pairs(
             "--out", help="With --parquet: the directory to write the pairs to, as Parquet (key_a, key_b, distance)."
         ),
     ] = None,
+    sort: Annotated[
+        str,
+        typer.Option(
+            "--sort",
+            help="Order of the pairs: similarity (most similar first, then nearest, then by key_a and key_b), "
+            "key (by key_a, then key_b), or none (as found: streamed, without holding the pairs in memory, "
+            "in an order that may differ between runs).",
+        ),
+    ] = "similarity",
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
+    file_format: FormatOption = None,
+    no_header: NoHeaderOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Print every near-duplicate pair: two keys, their similarity and their distance.
@@ -561,48 +657,58 @@ def pairs(
     0.9); -k alone reports every pair within k bits instead.  Runs in memory at any k,
     not limited by the index.  Documents without features never pair unless
     --include-featureless.  Each unordered pair is printed once, the first-added key
-    first; pairs stream out as they are found, not sorted.  Exits 1 when there are none.
+    first, in the order --sort gives (the same on every run; --sort none streams them
+    as found).  Exits 1 when there are none.
+
     With --parquet, runs the exact bit-distance search as a batch job on Dask and writes
     the pairs to --out.
     """
     checked_threshold(threshold)
+    shown_as = output_format(file_format, json_output)
+    if sort not in PAIR_ORDERS:
+        raise usage_error(f"--sort {sort!r} is not one of {', '.join(PAIR_ORDERS)}")
     if parquet is not None:
         if histogram or threshold is not None or include_featureless:
             raise usage_error(
                 "--histogram, --threshold and --include-featureless do not go with --parquet: "
                 "the batch job writes the pairs within -k bits to --out"
             )
-        run_distributed_pairs(parquet, out_dir, k, scheduler, workers, json_output)
+        run_distributed_pairs(parquet, out_dir, k, scheduler, workers, shown_as == "json")
         return
     if out_dir is not None or scheduler is not None or workers is not None:
         raise usage_error("--out, --scheduler and --workers go with --parquet")
     limit = effective_threshold(threshold, k)
     with open_existing(db) as database:
         if histogram:
-            total = print_pair_histogram(database, k, limit, include_featureless, json_output)
+            total = print_pair_histogram(database, k, limit, include_featureless, shown_as, not no_header)
         else:
-            found = database.pairs(k, threshold=threshold, include_featureless=include_featureless)
+            found = ordered_pairs(database.pairs(k, threshold=threshold, include_featureless=include_featureless), sort)
             first = next(found, None)
-            total = 0 if first is None else 1
-            rest = chain([first], found) if first is not None else iter(())
-            if json_output:
-                for pair in rest:
-                    out(
-                        json_line(
-                            {
-                                "key_a": pair.key_a,
-                                "key_b": pair.key_b,
-                                "similarity": pair.similarity,
-                                "distance": pair.distance,
-                            }
-                        )
-                    )
-            elif first is not None:
-                rows = ([f"{pair.similarity:.3f}", pair.distance, pair.key_a, pair.key_b] for pair in rest)
-                total = output.table(["similarity", "distance", "key_a", "key_b"], rows, right_aligned=(0, 1))
+            total = 0
+            if first is not None:
+                records = (
+                    {"key_a": pair.key_a, "key_b": pair.key_b, "similarity": pair.similarity, "distance": pair.distance}
+                    for pair in chain([first], found)
+                )
+                total = output.write_records(records, PAIR_COLUMNS, shown_as, header=not no_header)
     if not total:
         err(f"simdb: no pairs {nearness(limit, k)}")
         raise typer.Exit(EXIT_NOTHING_FOUND)
+
+
+#: The orders of ``pairs --sort``.
+PAIR_ORDERS = ("similarity", "key", "none")
+
+
+def ordered_pairs(found: Iterator[simdb.Pair], order: str) -> Iterator[simdb.Pair]:
+    """``found`` in ``order`` (see :data:`PAIR_ORDERS`): a total order on the pairs, so the
+    output is the same whatever the search's order (threads, runs); "none" streams them as
+    found.  Sorting holds every pair in memory: O(pairs log pairs)."""
+    if order == "none":
+        return found
+    if order == "key":
+        return iter(sorted(found, key=lambda pair: (pair.key_a, pair.key_b)))
+    return iter(sorted(found, key=lambda pair: (-pair.similarity, pair.distance, pair.key_a, pair.key_b)))
 
 
 def effective_threshold(threshold: float | None, k: int | None) -> float | None:
@@ -621,30 +727,38 @@ def similarity_buckets(threshold: float) -> list[float]:
 
 
 def print_pair_histogram(
-    database: simdb.Database, k: int | None, threshold: float | None, include_featureless: bool, json_output: bool
+    database: simdb.Database,
+    k: int | None,
+    threshold: float | None,
+    include_featureless: bool,
+    shown_as: str,
+    header: bool,
 ) -> int:
     """Print how many pairs there are per similarity bucket (with a threshold) or per
-    distance 0..k (bit mode, -k alone), as a chart or JSON lines; return the number of
-    pairs.  Cost as pairs, memory O(buckets)."""
+    distance 0..k (bit mode, -k alone), as a chart (table format) or records; return the
+    number of pairs.  Cost as pairs, memory O(buckets)."""
     if threshold is None:
         per_distance = database.pair_histogram(k, by="distance", include_featureless=include_featureless)
         counts = [per_distance[distance] for distance in sorted(per_distance)]
-        if json_output:
-            for distance, count in enumerate(counts):
-                out(json_line({"distance": distance, "pairs": count}))
-        else:
+        if shown_as == "table":
             output.histogram("pairs", counts)
+        else:
+            records = ({"distance": distance, "pairs": count} for distance, count in enumerate(counts))
+            output.write_records(records, [output.Column("distance"), output.Column("pairs")], shown_as, header=header)
         return sum(counts)
     per_bucket = database.pair_histogram(
         k, threshold=threshold, by="similarity", include_featureless=include_featureless
     )
     buckets = similarity_buckets(threshold)
     counts = [per_bucket.get(bucket, 0) for bucket in buckets]
-    if json_output:
-        for bucket, count in zip(buckets, counts):
-            out(json_line({"similarity": bucket, "pairs": count}))
-    else:
+    if shown_as == "table":
         output.histogram("pairs", counts, first_column="similarity", labels=[f"{bucket:.2f}" for bucket in buckets])
+    else:
+        buckets_counted: Iterator[dict[str, Any]] = (
+            {"similarity": bucket, "pairs": count} for bucket, count in zip(buckets, counts)
+        )
+        columns = [output.Column("similarity"), output.Column("pairs")]
+        output.write_records(buckets_counted, columns, shown_as, header=header)
     return sum(per_bucket.values())
 
 
@@ -660,7 +774,8 @@ def run_distributed_pairs(
 
     logging.getLogger("distributed").setLevel(logging.ERROR)  # its shuffle notices are not ours to show
     try:
-        summary = run_pairs_job(parquet, out_dir, k=k, scheduler=scheduler, workers=workers)
+        with needs_dask_extra("pairs --parquet"):
+            summary = run_pairs_job(parquet, out_dir, k=k, scheduler=scheduler, workers=workers)
     except FileNotFoundError as error:
         if error.filename is not None:  # a named path, such as --out's: the usual message names it
             raise
@@ -701,16 +816,24 @@ def clusters(
     ] = False,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
+    file_format: FormatOption = None,
+    no_header: NoHeaderOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Print groups of near-duplicates: documents connected by chains of pairs.
 
     Pairs are as simdb pairs finds them: similarity >= the threshold (-t, default 0.9),
     or within k bits with -k alone; in memory, at any k.  Each cluster shows its
-    representative (the first-added member) and its other members; clusters come in order
-    of their representatives.  Exits 1 when there are none.
+    representative (the first-added member), its other members, and its spread: the
+    smallest similarity of the pairs inside it (its weakest link; min_similarity in
+    JSON, TSV and CSV, empty for a singleton).  Clusters come in order of their
+    representatives.  Exits 1 when there are none.
+
+    TSV and CSV print one row per member (cluster, size, min_similarity, key), the
+    representative first; JSON prints one line per cluster.
     """
     checked_threshold(threshold)
+    shown_as = output_format(file_format, json_output)
     limit = effective_threshold(threshold, k)
     with open_existing(db) as database:
 
@@ -736,31 +859,65 @@ def clusters(
                 groups.append(len(sizes))
                 documents.append(sum(sizes))
             total = groups[0] if limit is not None else groups[-1]
-            if json_output:
-                for name, group_count, document_count in zip(names, groups, documents):
-                    out(json_line({first_column: name, "clusters": group_count, "documents": document_count}))
-            else:
+            if shown_as == "table":
                 labels = [f"{name:.2f}" if limit is not None else str(name) for name in names]
                 output.histogram(
                     "documents", documents, [("clusters", groups)], first_column=first_column, labels=labels
                 )
+            else:
+                records = (
+                    {first_column: name, "clusters": group_count, "documents": document_count}
+                    for name, group_count, document_count in zip(names, groups, documents)
+                )
+                columns = [output.Column(first_column), output.Column("clusters"), output.Column("documents")]
+                output.write_records(records, columns, shown_as, header=not no_header)
         else:
-            total = 0
-            for number, members in enumerate(found(k, threshold), 1):
-                total = number
-                if json_output:
-                    out(
-                        json_line(
-                            {"cluster": number, "representative": members[0], "size": len(members), "members": members}
-                        )
-                    )
-                else:
-                    out(f"cluster {number}: {len(members)} documents, representative {members[0]}")
-                    for member in members[1:]:
-                        out(f"    {member}")
+            spread = database.clusters_with_spread(
+                k, threshold=threshold, singletons=singletons, include_featureless=include_featureless
+            )
+            total = print_clusters(spread, shown_as, not no_header)
     if not total:
         err(f"simdb: no clusters {nearness(limit, k)}")
         raise typer.Exit(EXIT_NOTHING_FOUND)
+
+
+#: The columns of clusters in TSV and CSV: one row per member.
+CLUSTER_MEMBER_COLUMNS = (
+    output.Column("cluster"),
+    output.Column("size"),
+    output.Column("min_similarity"),
+    output.Column("key"),
+)
+
+
+def print_clusters(found: Iterable[simdb.Cluster], shown_as: str, header: bool) -> int:
+    """Print clusters in ``shown_as``: a block per cluster (table), a JSON line per cluster,
+    or a TSV/CSV row per member; return how many clusters.  Streams: O(largest cluster)."""
+    numbered = enumerate(found, 1)
+    count = 0
+    if shown_as == "table":
+        for count, (keys, spread) in numbered:
+            weakest = f", min similarity {spread:.3f}" if spread is not None else ""
+            out(f"cluster {count}: {len(keys)} documents, representative {keys[0]}{weakest}")
+            for member in keys[1:]:
+                out(f"    {member}")
+        return count
+    if shown_as == "json":
+        records: Iterable[dict[str, Any]] = (
+            {"cluster": number, "representative": keys[0], "size": len(keys), "min_similarity": spread, "members": keys}
+            for number, (keys, spread) in numbered
+        )
+        return output.write_records(records, (), shown_as)
+    clusters_seen = [0]
+
+    def member_rows() -> Iterator[dict[str, Any]]:
+        for number, (keys, spread) in numbered:
+            clusters_seen[0] = number
+            for key in keys:
+                yield {"cluster": number, "size": len(keys), "min_similarity": spread, "key": key}
+
+    output.write_records(member_rows(), CLUSTER_MEMBER_COLUMNS, shown_as, header=header)
+    return clusters_seen[0]
 
 
 @app.command()
@@ -839,12 +996,28 @@ def _settings_summary(settings: dict[str, Any] | None) -> str:
 
 @app.command()
 @guarded
-def stats(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug: DebugOption = False) -> None:
-    """Show documents, tables, leading bits, expected candidates per probe, size and settings."""
+def stats(
+    db: DbOption = DEFAULT_DB_PATH,
+    json_output: JsonOption = False,
+    file_format: FormatOption = None,
+    no_header: NoHeaderOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Show documents, tables, leading bits, expected candidates per probe, size and settings.
+
+    JSON prints them as one object; TSV and CSV as rows of statistic and value, under the
+    names JSON uses, with lists and settings as JSON.
+    """
+    shown_as = output_format(file_format, json_output)
     with open_existing(db) as database:
         info = database.stats()
-    if json_output:
+    statistic = output.Column("statistic")
+    if shown_as == "json":
         out(json_line(info))
+        return
+    if shown_as != "table":
+        records = ({"statistic": name, "value": value} for name, value in info.items())
+        output.write_records(records, (statistic, output.Column("value")), shown_as, header=not no_header)
         return
     per_document = info.get("bytes_per_document")
     rows = [
@@ -869,7 +1042,112 @@ def stats(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug
         ),
         ("format version", info["format_version"]),
     ]
-    output.table(["statistic", "value"], rows)
+    records = ({"statistic": name, "value": value} for name, value in rows)
+    output.write_records(records, (statistic, output.Column("value")), shown_as, header=not no_header)
+
+
+#: The columns of get: a document's key, fingerprint and meta (as JSON).
+DOCUMENT_COLUMNS = (
+    output.Column("key"),
+    output.Column("fingerprint"),
+    output.Column("meta", value=meta_text),
+)
+
+
+@app.command()
+@guarded
+def get(
+    keys: Annotated[
+        list[str],
+        typer.Argument(
+            help="Keys of the documents to show; '-' reads keys from stdin, one per line.", show_default=False
+        ),
+    ],
+    db: DbOption = DEFAULT_DB_PATH,
+    json_output: JsonOption = False,
+    file_format: FormatOption = None,
+    no_header: NoHeaderOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Show stored documents by key: key, fingerprint (hex) and meta (JSON).
+
+    Prints the documents in the order of the keys given.  Exits 1 when a key is not
+    stored, naming it on stderr (the others are still printed).
+    """
+    shown_as = output_format(file_format, json_output)
+    intake = Intake(on_problem=problem_printer(shown_as == "json"), on_notice=print_notice)
+    wanted: list[str] = []
+    for key in keys:
+        wanted.extend(stdin_keys(intake) if key == "-" else [key])
+    missing: list[str] = []
+    with open_existing(db) as database:
+
+        def records() -> Iterator[dict[str, Any]]:
+            for key in wanted:
+                try:
+                    document = database.get(key)
+                except InvalidKeyError:  # empty, too long: no such key can be stored
+                    document = None
+                if document is None:
+                    missing.append(key)
+                    continue
+                yield {
+                    "key": document.key,
+                    "fingerprint": hex_fingerprint(document.fingerprint),
+                    **meta_fields(document.meta),
+                }
+
+        output.write_records(records(), DOCUMENT_COLUMNS, shown_as, header=not no_header)
+    for key in missing:
+        err(f"simdb: no document with key {key!r}")
+    if intake.failed:
+        raise typer.Exit(EXIT_USAGE)
+    if missing:
+        raise typer.Exit(EXIT_NOTHING_FOUND)
+
+
+@app.command("keys")
+@guarded
+def keys_command(
+    prefix: Annotated[
+        str | None, typer.Option("--prefix", help="Only the keys that start with this text.", show_default=False)
+    ] = None,
+    null: Annotated[
+        bool,
+        typer.Option(
+            "--null", "-0", help="End each key with a NUL byte instead of a line break (for xargs -0), as it is."
+        ),
+    ] = False,
+    db: DbOption = DEFAULT_DB_PATH,
+    json_output: JsonOption = False,
+    file_format: FormatOption = None,
+    no_header: NoHeaderOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Print every stored key, one per line, in the order they were added.
+
+    The table format prints the bare keys (no header line), so the output pipes into
+    other tools; -0 ends each with a NUL byte instead, for keys that hold line breaks.
+    A prefix costs a scan of every document.  Exits 1 when there are none.
+    """
+    shown_as = output_format(file_format, json_output)
+    if null and shown_as != "table":
+        raise usage_error(f"--null prints bare keys: it does not go with --format {shown_as}")
+    with open_existing(db) as database:
+        found = database.keys(prefix=prefix)
+        if null:
+            total = 0
+            for key in found:
+                output.write_raw(key + "\0")
+                total += 1  # noqa: SIM113 - found is an iterator: counted as written
+        else:
+            records = ({"key": key} for key in found)
+            total = output.write_records(
+                records, (output.Column("key"),), shown_as, header=not no_header and shown_as != "table"
+            )
+    if not total:
+        err("simdb: no keys" + (f" start with {prefix!r}" if prefix is not None else " stored"))
+        raise typer.Exit(EXIT_NOTHING_FOUND)
 
 
 @app.command()
@@ -988,9 +1266,9 @@ def export(
     if file_format == "parquet":
         if output_path == "-":
             raise usage_error("--format parquet needs --output FILE.parquet")
-        from simdb.distributed import export_parquet
+        with open_existing(db) as database, needs_dask_extra("export --format parquet"):
+            from simdb.distributed import export_parquet
 
-        with open_existing(db) as database:
             written = export_parquet(database, output_path)
         err(f"exported {written:,} documents (key, fingerprint) to {output_path}")
         return
@@ -1199,14 +1477,36 @@ def demo(
     out(f"\nTry next:  export SIMDB_PATH={db_path}   then   simdb stats;  simdb clusters;  simdb pairs --histogram")
 
 
+def installed_version() -> str:
+    """simdb's version: the installed distribution's, else the package's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("simdb")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return str(getattr(simdb, "__version__", "unknown"))
+
+
 @app.callback(invoke_without_command=True)
 def root(
     context: typer.Context,
-    version: Annotated[bool, typer.Option("--version", help="Print simdb's version and exit.", is_eager=True)] = False,
+    version: Annotated[
+        bool, typer.Option("--version", "-V", help="Print simdb's version and exit.", is_eager=True)
+    ] = False,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            metavar="PATH",
+            help="Database directory for the command that follows (its own --db wins over this one; "
+            "this one over $SIMDB_PATH).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """simdb: find near-duplicate documents with SimHash fingerprints stored on disk."""
     if version:
-        out(f"simdb {simdb.__version__}")
+        out(f"simdb {installed_version()}")
         raise typer.Exit(0)
     if context.invoked_subcommand is None:
         out(context.get_help())

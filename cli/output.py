@@ -1,5 +1,6 @@
-"""Printing for the command line: JSON lines, streamed tables, bar charts, sizes, and the
-progress bar of ``simdb add``.
+"""Printing for the command line: the one writer of records (:func:`write_records`: table,
+TSV, CSV or JSON lines), streamed tables, bar charts, sizes, and the progress bar of
+``simdb add``.
 
 Results go to stdout, diagnostics and progress to stderr.  ``sys.stdout`` and
 ``sys.stderr`` are looked up at each call, not at import, so test runners that swap them
@@ -9,13 +10,14 @@ see everything.
 from __future__ import annotations
 
 import base64
+import csv
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import chain, islice
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.console import Console
 from rich.progress import (
@@ -123,6 +125,11 @@ def out(line: str = "") -> None:
     _write(sys.stdout.write, line + "\n")
 
 
+def write_raw(text: str) -> None:
+    """Write ``text`` to stdout as it is (no line break added)."""
+    _write(sys.stdout.write, text)
+
+
 def flush() -> None:
     """Flush stdout, so a failing write (a full disk) is reported while the command still
     can, not ignored by Python at exit."""
@@ -149,10 +156,12 @@ def human_bytes(size: float | None) -> str:
     raise AssertionError("unreachable")
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence[Any]], right_aligned: Sequence[int] = ()) -> int:
-    """Print ``rows`` under ``header`` as aligned columns, streaming: widths come from the
-    first :data:`WIDTH_SAMPLE_ROWS` rows, so a million rows never sit in memory.  The last
-    column is never padded.  Returns the number of rows."""
+def table(
+    header: Sequence[str], rows: Iterable[Sequence[Any]], right_aligned: Sequence[int] = (), *, show_header: bool = True
+) -> int:
+    """Print ``rows`` under ``header`` (unless not ``show_header``) as aligned columns,
+    streaming: widths come from the first :data:`WIDTH_SAMPLE_ROWS` rows, so a million rows
+    never sit in memory.  The last column is never padded.  Returns the number of rows."""
     iterator: Iterator[Sequence[Any]] = iter(rows)
     sample = [[str(cell) for cell in row] for row in islice(iterator, WIDTH_SAMPLE_ROWS)]
     widths = [max([len(name)] + [len(row[column]) for row in sample]) for column, name in enumerate(header)]
@@ -169,10 +178,109 @@ def table(header: Sequence[str], rows: Iterable[Sequence[Any]], right_aligned: S
                 parts.append(cell.ljust(widths[column]))
         return "  ".join(parts)
 
-    out(render(list(header)))
+    if show_header:
+        out(render(list(header)))
     count = 0
     for row in chain(sample, ([str(cell) for cell in row] for row in iterator)):
         out(render(row))
+        count += 1
+    return count
+
+
+#: The output formats of the commands that print records (``--format``).
+FORMATS = ("table", "tsv", "csv", "json")
+#: What TSV cannot carry in a cell: its separators.
+_TSV_BREAKS = ("\t", "\n", "\r")
+
+
+class Column(NamedTuple):
+    """A column of :func:`write_records`: its header and the record field it shows (or
+    ``value``, which computes it from the whole record), how the table format shows a value
+    (``str`` by default; TSV and CSV write every value in full, see :func:`machine_cell`),
+    and whether the table right-aligns it."""
+
+    name: str
+    shown: Callable[[Any], str] = str
+    right: bool = False
+    value: Callable[[Mapping[str, Any]], Any] | None = None
+
+    def of(self, record: Mapping[str, Any]) -> Any:
+        """This column's value in ``record``."""
+        return self.value(record) if self.value is not None else record[self.name]
+
+
+def machine_cell(value: Any) -> str:
+    """``value`` as a TSV or CSV cell, exactly: floats in full (the shortest text that reads
+    back as the same float), None as an empty cell, booleans as true/false, lists and dicts
+    as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list, tuple)):
+        return json_line(value)
+    return str(value)
+
+
+def tsv_cell(column: str, value: Any) -> str:
+    """``value`` as a TSV cell; a value holding a tab or a line break (which TSV has no way to
+    write: it has no quoting) raises InvalidInputError naming it and the formats that can."""
+    cell = machine_cell(value)
+    if any(mark in cell for mark in _TSV_BREAKS):
+        raise InvalidInputError(
+            f"{column} {cell!r} holds a tab or line break, which TSV cannot carry", "use --format csv or --format json"
+        )
+    return cell
+
+
+class _Stdout:
+    """A file-like object for :mod:`csv` that writes through :func:`write_raw`."""
+
+    def write(self, text: str) -> int:
+        write_raw(text)
+        return len(text)
+
+
+def write_records(
+    records: Iterable[Mapping[str, Any]], columns: Sequence[Column], file_format: str, *, header: bool = True
+) -> int:
+    """Print ``records`` on stdout in ``file_format`` (one of :data:`FORMATS`), streaming;
+    return how many there were.  Every command that prints records goes through here.
+
+    - table: aligned columns (see :func:`table`), values shown by each column's ``shown``.
+    - tsv: tab-separated ``columns``, values in full; a value with a tab or line break is
+      refused (see :func:`tsv_cell`) rather than escaped, so every TSV line is one record.
+    - csv: RFC 4180 via :mod:`csv` (values with commas, quotes or line breaks are quoted).
+    - json: one JSON object per record, with every field of the record (also those no
+      column shows, such as a document's meta).
+
+    ``header`` (default on) prints the column names first, for table, tsv and csv.
+    Memory: O(1) per record, plus the table format's width sample."""
+    names = [column.name for column in columns]
+    count = 0
+    if file_format == "json":
+        for record in records:
+            out(json_line(record))
+            count += 1
+        return count
+    if file_format == "table":
+        rows = ([column.shown(column.of(record)) for column in columns] for record in records)
+        right = [index for index, column in enumerate(columns) if column.right]
+        return table(names, rows, right_aligned=right, show_header=header)
+    if file_format == "csv":
+        writer = csv.writer(_Stdout(), lineterminator="\n")
+        if header:
+            writer.writerow(names)
+        for record in records:
+            writer.writerow([machine_cell(column.of(record)) for column in columns])
+            count += 1
+        return count
+    if file_format != "tsv":
+        raise InvalidInputError(f"output format {file_format!r} is not one of {', '.join(FORMATS)}")
+    if header:
+        out("\t".join(names))
+    for record in records:
+        out("\t".join(tsv_cell(column.name, column.of(record)) for column in columns))
         count += 1
     return count
 

@@ -533,11 +533,23 @@ def test_clusters_show_representative_first(tmp_path: Path) -> None:
     run("add", "--fingerprints", source, "--db", db)
     result = run("clusters", "-k", "3", "--db", db, "--json")
     assert result.exit_code == 0, result.output
+    with simdb.open(db, readonly=True) as stored:  # the weakest link: first-third, 2 bits apart
+        weakest = min(pair.similarity for pair in stored.pairs(3))
     assert json_lines(result.stdout) == [
-        {"cluster": 1, "representative": "first", "size": 3, "members": ["first", "second", "third"]}
+        {
+            "cluster": 1,
+            "representative": "first",
+            "size": 3,
+            "min_similarity": weakest,
+            "members": ["first", "second", "third"],
+        }
     ]
     human = run("clusters", "-k", "3", "--db", db).stdout.splitlines()
-    assert human == ["cluster 1: 3 documents, representative first", "    second", "    third"]
+    assert human == [
+        f"cluster 1: 3 documents, representative first, min similarity {weakest:.3f}",
+        "    second",
+        "    third",
+    ]
     with_singletons = json_lines(run("clusters", "-k", "3", "--singletons", "--db", db, "--json").stdout)
     assert [cluster["members"] for cluster in with_singletons] == [["first", "second", "third"], ["far"], ["alone"]]
     histogram = json_lines(run("clusters", "--histogram", "-k", "3", "--db", db, "--json").stdout)

@@ -1,0 +1,91 @@
+"""The placeholders of ``--help`` (``--db PATH``, ``-k N``, ``[TEXT]``), in one place.
+
+typer shows a parameter's Python type where a CLI shows a placeholder (``<int range>``,
+``<list[str]>``).  :class:`SimdbGroup`, the group class of the ``simdb`` app, gives every
+parameter that names no ``metavar`` one as the commands are built: by its option name where
+one reads better (:data:`BY_OPTION`), else by its type (:data:`BY_TYPE`); an argument shows
+as its name in capitals, without its Python type.  Cost: one pass over the parameters per build of the command.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+from typer.core import TyperGroup
+
+#: Placeholders by option name, for the options whose value is more than its type.
+BY_OPTION = {
+    "--db": "PATH",
+    "--file": "FILE",
+    "--files-from": "FILE",
+    "--jsonl": "FILE",
+    "--fingerprints": "FILE",
+    "--output": "FILE",
+    "--fingerprint": "HEX",
+    "--dir": "DIR",
+    "--out": "DIR",
+    "--key-base": "DIR",
+    "--parquet": "PATH",
+    "--glob": "PATTERN",
+    "--exclude": "PATTERN",
+    "--scheduler": "ADDRESS",
+    "--encoding": "ENC",
+    "--features": "NAME",
+    "--kind": "KIND",
+    "--weights": "WEIGHTS",
+    "--stopwords": "LANG",
+    "--format": "FORMAT",
+    "--id-field": "FIELD",
+    "--text-field": "FIELD",
+    "--max-doc-bytes": "BYTES",
+    "--prefix": "PREFIX",
+    "--sort": "ORDER",
+    "--bits": "BITS",
+}
+#: Placeholders by the value's Python type, for everything else.
+BY_TYPE: dict[Any, str] = {int: "N", float: "FLOAT", str: "TEXT"}
+
+
+def _value_type(annotation: Any) -> Any:
+    """The type of one value of a parameter annotated ``annotation``: ``int`` for ``int``,
+    ``int | None`` or ``list[int]``."""
+    origin = typing.get_origin(annotation)
+    arguments = [part for part in typing.get_args(annotation) if part is not type(None)]
+    if origin in (typing.Union, types.UnionType, list) and len(arguments) == 1:
+        return _value_type(arguments[0])
+    return annotation
+
+
+def placeholder(param: Any) -> str | None:
+    """The placeholder of one typer parameter, or None for a flag (it takes no value)."""
+    descriptor = getattr(param, "type_descriptor", None)  # typer's record of the annotation
+    annotation = descriptor.annotation if descriptor is not None else str
+    if param.param_type_name == "argument":  # typer adds the brackets and the "..." itself
+        return str(param.name).upper()
+    if getattr(param, "is_flag", False) or _value_type(annotation) is bool:
+        return None
+    for option in param.opts:
+        if option in BY_OPTION:
+            return BY_OPTION[option]
+    return BY_TYPE.get(_value_type(annotation), "VALUE")
+
+
+class SimdbGroup(TyperGroup):
+    """typer's group, with CLI placeholders for its own and its commands' parameters."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for command in [self, *self.commands.values()]:
+            for param in command.params:
+                if param.metavar is None:
+                    param.metavar = placeholder(param)
+                if param.param_type_name == "argument":
+                    # typer lists an argument with its Python type ("TEXT <str>"); its
+                    # placeholder says enough.
+                    param.display_type_rich = _no_type  # type: ignore[attr-defined]
+
+
+def _no_type(ctx: Any) -> None:
+    return None
