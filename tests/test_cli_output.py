@@ -1,0 +1,329 @@
+"""Machine-readable output (--format table|tsv|csv|json, --no-header), pairs --sort,
+clusters' spread, and the get and keys commands: every output parsed back (CSV with the csv
+module) and compared with the library's answer for the same database, awkward keys included."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from simdb_cli.app import app
+from typer.testing import CliRunner
+
+import simdb
+
+runner = CliRunner()
+
+#: Keys that a naive CSV or TSV writer gets wrong: separators, quotes, line breaks, Unicode.
+AWKWARD_KEYS = [
+    "plain",
+    "with,comma",
+    'with "quotes"',
+    "with\nnewline",
+    "with\r\ncrlf",
+    "ünïcödé ключ",
+    " leading and trailing ",
+    "semi;colon",
+]
+#: A key TSV cannot carry.
+TAB_KEY = "with\ttab"
+
+
+def run(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> Any:
+    return runner.invoke(app, [str(arg) for arg in args], input=input, env=env, catch_exceptions=False)
+
+
+def stdout(result: Any) -> str:
+    """The command's stdout as written (the runner's ``.stdout`` turns CR LF into LF)."""
+    return str(result.stdout_bytes.decode("utf-8"))
+
+
+def csv_rows(text: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(text, newline="")))
+
+
+def tsv_rows(text: str) -> list[list[str]]:
+    return [line.split("\t") for line in text.splitlines()]
+
+
+def near(base: int, bits: list[int]) -> int:
+    for bit in bits:
+        base ^= 1 << bit
+    return base
+
+
+def fill(path: str, keys: list[str], seed: int = 7) -> None:
+    """Groups of three keys whose fingerprints lie 0-3 bits apart (pairs and clusters at
+    -k 4), each with a meta; groups far apart from each other."""
+    rng = random.Random(seed)
+    items = []
+    for start in range(0, len(keys), 3):
+        base = rng.getrandbits(64)
+        for offset, key in enumerate(keys[start : start + 3]):
+            fingerprint = near(base, rng.sample(range(64), offset))
+            items.append((key, fingerprint, {"n": len(items), "key": key}))
+    with simdb.open(path, k=4) as database:
+        database.add_many(items)
+
+
+@pytest.fixture
+def awkward_db(tmp_path: Path) -> str:
+    path = str(tmp_path / "awkward")
+    fill(path, [*AWKWARD_KEYS, "other-1", "other-2", "other-3", "other-4", "lonely"])  # lonely: alone in its group
+    return path
+
+
+@pytest.fixture
+def tab_db(tmp_path: Path) -> str:
+    path = str(tmp_path / "tab")
+    fill(path, ["a", TAB_KEY, "b"])
+    return path
+
+
+def pair_order(pair: simdb.Pair) -> tuple[float, int, str, str]:
+    return (-pair.similarity, pair.distance, pair.key_a, pair.key_b)
+
+
+def library_pairs(path: str, k: int = 4, **options: Any) -> list[simdb.Pair]:
+    with simdb.open(path, readonly=True) as database:
+        return sorted(database.pairs(k, **options), key=pair_order)
+
+
+# -- pairs -------------------------------------------------------------------------------------
+
+
+def test_pairs_csv_matches_the_library_with_awkward_keys(awkward_db: str) -> None:
+    result = run("pairs", "-k", "4", "--format", "csv", "--db", awkward_db)
+    assert result.exit_code == 0, result.output
+    header, *rows = csv_rows(stdout(result))
+    assert header == ["similarity", "distance", "key_a", "key_b"]
+    expected = library_pairs(awkward_db)
+    assert len(expected) >= 6
+    assert [(float(s), int(d), a, b) for s, d, a, b in rows] == [
+        (pair.similarity, pair.distance, pair.key_a, pair.key_b) for pair in expected
+    ]
+    assert any("\n" in pair.key_a + pair.key_b for pair in expected)  # the quoting was exercised
+
+
+def test_pairs_tsv_matches_the_library_and_no_header_drops_the_header(tmp_path: Path) -> None:
+    path = str(tmp_path / "plain")
+    fill(path, ["a,1", 'b"2', "c 3", "d", "e", "f"])
+    with_header = run("pairs", "-k", "4", "--format", "tsv", "--db", path)
+    without = run("pairs", "-k", "4", "--format", "tsv", "--no-header", "--db", path)
+    assert with_header.exit_code == without.exit_code == 0
+    header, *rows = tsv_rows(with_header.stdout)
+    assert header == ["similarity", "distance", "key_a", "key_b"]
+    assert tsv_rows(without.stdout) == rows
+    assert [(float(s), int(d), a, b) for s, d, a, b in rows] == [
+        (pair.similarity, pair.distance, pair.key_a, pair.key_b) for pair in library_pairs(path)
+    ]
+    assert csv_rows(stdout(run("pairs", "-k", "4", "--format", "csv", "--no-header", "--db", path)))[0] != header
+
+
+def test_tsv_refuses_a_key_with_a_tab_and_names_it(tab_db: str) -> None:
+    result = run("pairs", "-k", "4", "--format", "tsv", "--db", tab_db)
+    assert result.exit_code == 2
+    assert repr(TAB_KEY) in result.stderr and "--format csv" in result.stderr
+    assert TAB_KEY not in result.stdout  # no line of TSV was broken by it
+    as_csv = run("pairs", "-k", "4", "--format", "csv", "--db", tab_db)
+    assert as_csv.exit_code == 0
+    assert {key for row in csv_rows(stdout(as_csv))[1:] for key in row[2:]} >= {TAB_KEY}
+
+
+def test_json_and_format_json_agree_and_conflicts_are_usage_errors(awkward_db: str) -> None:
+    as_json = run("pairs", "-k", "4", "--json", "--db", awkward_db)
+    as_format = run("pairs", "-k", "4", "--format", "json", "--db", awkward_db)
+    assert as_json.exit_code == as_format.exit_code == 0
+    assert as_json.stdout == as_format.stdout
+    records = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert records == [
+        {"key_a": p.key_a, "key_b": p.key_b, "similarity": p.similarity, "distance": p.distance}
+        for p in library_pairs(awkward_db)
+    ]
+    conflict = run("pairs", "-k", "4", "--json", "--format", "csv", "--db", awkward_db)
+    assert conflict.exit_code == 2 and "--json" in conflict.stderr
+    unknown = run("pairs", "-k", "4", "--format", "xml", "--db", awkward_db)
+    assert unknown.exit_code == 2 and "xml" in unknown.stderr
+
+
+def test_pairs_sort_key_and_similarity_are_total_orders(awkward_db: str) -> None:
+    by_key = csv_rows(stdout(run("pairs", "-k", "4", "--sort", "key", "--format", "csv", "--db", awkward_db)))[1:]
+    with simdb.open(awkward_db, readonly=True) as database:
+        found = list(database.pairs(4))
+    assert [(a, b) for _, _, a, b in by_key] == sorted((pair.key_a, pair.key_b) for pair in found)
+    unsorted = stdout(run("pairs", "-k", "4", "--sort", "none", "--format", "csv", "--db", awkward_db))
+    assert sorted(csv_rows(unsorted)[1:]) == sorted(by_key)
+    assert run("pairs", "--sort", "random", "--db", awkward_db).exit_code == 2
+
+
+def test_pairs_output_is_the_same_on_every_run_and_with_one_worker(tmp_path: Path) -> None:
+    """Enough fingerprints for the search to run on threads (in no particular order): the
+    default order is still one order, that of the single-threaded library search sorted."""
+    path = str(tmp_path / "many")
+    rng = random.Random(3)
+    roots = [rng.getrandbits(64) for _ in range(40_000)]
+    items = [(f"doc-{i}", near(rng.choice(roots), rng.sample(range(64), rng.randint(0, 2)))) for i in range(60_000)]
+    with simdb.open(path, k=3) as database:
+        database.add_many(items)
+        single = sorted(database.pairs(2, workers=1), key=pair_order)
+    first = run("pairs", "-k", "2", "--format", "csv", "--db", path)
+    second = run("pairs", "-k", "2", "--format", "csv", "--db", path)
+    assert first.exit_code == 0
+    assert first.stdout == second.stdout
+    rows = csv_rows(stdout(first))[1:]
+    assert len(rows) == len(single) > 1000
+    assert [(float(s), int(d), a, b) for s, d, a, b in rows] == [
+        (pair.similarity, pair.distance, pair.key_a, pair.key_b) for pair in single
+    ]
+
+
+def test_pairs_histogram_in_csv_matches_the_library(awkward_db: str) -> None:
+    result = run("pairs", "--histogram", "-k", "4", "--format", "csv", "--db", awkward_db)
+    header, *rows = csv_rows(stdout(result))
+    assert header == ["distance", "pairs"]
+    with simdb.open(awkward_db, readonly=True) as database:
+        expected = database.pair_histogram(4, by="distance")
+    assert {int(distance): int(count) for distance, count in rows} == expected
+
+
+# -- clusters ----------------------------------------------------------------------------------
+
+
+def spread_oracle(path: str, k: int, singletons: bool = False) -> list[tuple[list[str], float | None]]:
+    """Each cluster's members (from the library) and the smallest similarity of the pairs
+    of db.pairs() with both keys in it, computed here."""
+    with simdb.open(path, readonly=True) as database:
+        groups = list(database.clusters(k, singletons=singletons))
+        found = list(database.pairs(k))
+    answer = []
+    for keys in groups:
+        members = set(keys)
+        inside = [pair.similarity for pair in found if pair.key_a in members and pair.key_b in members]
+        answer.append((keys, min(inside) if inside else None))
+    return answer
+
+
+def test_clusters_show_their_weakest_link_in_every_format(awkward_db: str) -> None:
+    expected = spread_oracle(awkward_db, 4, singletons=True)
+    assert any(spread is not None and spread < 1 for _, spread in expected)
+    assert any(spread is None for _, spread in expected)  # "lonely", a singleton
+    as_json = run("clusters", "-k", "4", "--singletons", "--json", "--db", awkward_db)
+    assert as_json.exit_code == 0
+    records = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [(record["members"], record["min_similarity"]) for record in records] == expected
+    as_csv = csv_rows(stdout(run("clusters", "-k", "4", "--singletons", "--format", "csv", "--db", awkward_db)))
+    assert as_csv[0] == ["cluster", "size", "min_similarity", "key"]
+    rebuilt: dict[int, list[str]] = {}
+    spreads: dict[int, float | None] = {}
+    for number, size, spread, key in as_csv[1:]:
+        rebuilt.setdefault(int(number), []).append(key)
+        spreads[int(number)] = float(spread) if spread else None
+        assert int(size) == len(expected[int(number) - 1][0])
+    assert [(rebuilt[n], spreads[n]) for n in sorted(rebuilt)] == expected
+    table = run("clusters", "-k", "4", "--db", awkward_db).stdout
+    for _, spread in expected:
+        if spread is not None:
+            assert f"min similarity {spread:.3f}" in table
+
+
+def test_clusters_with_spread_matches_the_pairs_in_threshold_mode(tmp_path: Path) -> None:
+    path = str(tmp_path / "texts")
+    rng = random.Random(5)
+    words = [f"w{i}" for i in range(3000)]
+    texts = []
+    for group in range(6):
+        base = rng.choices(words, k=120)
+        for copy in range(3):
+            text = list(base)
+            for _ in range(copy * 4):
+                text[rng.randrange(len(text))] = rng.choice(words)
+            texts.append((f"g{group}-c{copy}", " ".join(text)))
+    with simdb.open(path) as database:
+        database.add_texts(texts)
+        spread = list(database.clusters_with_spread(threshold=0.6))
+        found = list(database.pairs(threshold=0.6))
+        assert [cluster.keys for cluster in spread] == list(database.clusters(threshold=0.6))
+    assert spread
+    for cluster in spread:
+        inside = [p.similarity for p in found if p.key_a in cluster.keys and p.key_b in cluster.keys]
+        assert cluster.min_similarity == min(inside)
+
+
+# -- query, stats --------------------------------------------------------------------------------
+
+
+def test_query_csv_matches_the_library(awkward_db: str) -> None:
+    with simdb.open(awkward_db, readonly=True) as database:
+        target = database.get("with,comma")
+        assert target is not None
+        matches = database.query(target.fingerprint, 4)
+    result = run("query", "--fingerprint", hex(target.fingerprint), "-k", "4", "--format", "csv", "--db", awkward_db)
+    assert result.exit_code == 0, result.output
+    header, *rows = csv_rows(stdout(result))
+    assert header == ["similarity", "distance", "fingerprint", "key"]
+    assert [(float(s), int(d), int(f, 16), key) for s, d, f, key in rows] == [
+        (m.similarity, m.distance, m.fingerprint, m.key) for m in matches
+    ]
+
+
+def test_stats_as_tsv_names_what_json_names(awkward_db: str) -> None:
+    info = json.loads(run("stats", "--json", "--db", awkward_db).stdout)
+    header, *rows = tsv_rows(run("stats", "--format", "tsv", "--db", awkward_db).stdout)
+    assert header == ["statistic", "value"]
+    assert [name for name, _ in rows] == list(info)
+    assert dict(rows)["documents"] == str(info["documents"])
+
+
+# -- get and keys ----------------------------------------------------------------------------------
+
+
+def test_get_prints_key_fingerprint_and_meta(awkward_db: str) -> None:
+    wanted = ["with\nnewline", "with,comma"]
+    with simdb.open(awkward_db, readonly=True) as database:
+        documents = [database.get(key) for key in wanted]
+    result = run("get", *wanted, "--format", "csv", "--db", awkward_db)
+    assert result.exit_code == 0, result.output
+    header, *rows = csv_rows(stdout(result))
+    assert header == ["key", "fingerprint", "meta"]
+    assert [(key, int(fingerprint, 16), json.loads(meta)) for key, fingerprint, meta in rows] == [
+        (d.key, d.fingerprint, d.meta) for d in documents if d is not None
+    ]
+    as_json = [json.loads(line) for line in run("get", *wanted, "--json", "--db", awkward_db).stdout.splitlines()]
+    assert as_json == [
+        {"key": d.key, "fingerprint": f"0x{d.fingerprint:016x}", "meta": d.meta} for d in documents if d is not None
+    ]
+    table = run("get", "plain", "--db", awkward_db).stdout.splitlines()
+    assert table[0].split() == ["key", "fingerprint", "meta"] and table[1].startswith("plain  0x")
+
+
+def test_get_exits_1_naming_a_key_that_is_not_stored(awkward_db: str) -> None:
+    result = run("get", "plain", "missing-key", "--db", awkward_db)
+    assert result.exit_code == 1
+    assert "missing-key" in result.stderr
+    assert "plain" in result.stdout  # the stored one is still shown
+    from_stdin = run("get", "-", "--json", "--db", awkward_db, input="plain\nother-1\n")
+    assert [json.loads(line)["key"] for line in from_stdin.stdout.splitlines()] == ["plain", "other-1"]
+
+
+def test_keys_lists_every_key_in_every_form(awkward_db: str) -> None:
+    with simdb.open(awkward_db, readonly=True) as database:
+        every = list(database.keys())
+        prefixed = list(database.keys(prefix="with"))
+    nul = run("keys", "-0", "--db", awkward_db)
+    assert nul.exit_code == 0
+    assert stdout(nul).split("\0")[:-1] == every and stdout(nul).endswith("\0")
+    assert stdout(run("keys", "--null", "--prefix", "with", "--db", awkward_db)).split("\0")[:-1] == prefixed
+    assert [json.loads(line)["key"] for line in run("keys", "--json", "--db", awkward_db).stdout.splitlines()] == every
+    header, *rows = csv_rows(stdout(run("keys", "--format", "csv", "--db", awkward_db)))
+    assert header == ["key"] and [row[0] for row in rows] == every
+    simple = str(Path(awkward_db).parent / "simple")
+    fill(simple, ["a", "b/c", "d"])
+    assert run("keys", "--db", simple).stdout.splitlines() == ["a", "b/c", "d"]  # bare: no header line
+    none = run("keys", "--prefix", "zzz", "--db", simple)
+    assert none.exit_code == 1 and "zzz" in none.stderr
+    assert run("keys", "-0", "--format", "csv", "--db", simple).exit_code == 2
