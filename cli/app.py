@@ -1,9 +1,10 @@
-"""The ``simdb`` command: add, query, pairs, clusters, remove, compact, stats, check, hash,
-export, import and demo.
+"""The ``simdb`` command: add, query, pairs, clusters, get, keys, remove, compact, stats,
+check, hash, export, import and demo.
 
 A thin layer: each command parses its arguments, opens the database, calls the library and
-prints.  Results go to stdout (``--json`` makes them JSON lines); progress and diagnostics
-go to stderr.  Errors are turned into exit codes in one place, :func:`guarded`:
+prints.  Results go to stdout, through one writer (:func:`output.write_records`: ``--format``
+table, tsv, csv or json; ``--json`` is ``--format json``); progress and diagnostics go to
+stderr.  Errors are turned into exit codes in one place, :func:`guarded`:
 
 ====  =================================================================================
 0     success
@@ -1114,9 +1115,7 @@ def keys_command(
     ] = None,
     null: Annotated[
         bool,
-        typer.Option(
-            "--null", "-0", help="End each key with a NUL byte instead of a line break (for xargs -0), as it is."
-        ),
+        typer.Option("--null", "-0", help="End each key with a NUL byte instead of a line break, for xargs -0."),
     ] = False,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
