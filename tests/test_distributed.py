@@ -253,7 +253,7 @@ def test_bad_inputs_are_refused_before_running(client: Client) -> None:
 
 def test_missing_dask_gives_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "dask.dataframe", None)  # makes the import fail
-    with pytest.raises(SimdbError, match=r"pip install simdb\[dask\]"):
+    with pytest.raises(SimdbError, match=r"pip install 'simdb\[dask\]'"):
         distributed.find_all("anything.parquet")
 
 
