@@ -35,6 +35,7 @@ from simdb.errors import (
     ReadOnlyError,
     SimdbError,
     StorageError,
+    WriterClosedError,
 )
 from simdb.fingerprint import (
     Fingerprinter,
@@ -50,6 +51,7 @@ from simdb.fingerprint import (
 from simdb.keys import parse_fingerprint
 from simdb.plan import TablePlan, default_blocks
 from simdb.threshold import DEFAULT_THRESHOLD, candidate_distance
+from simdb.writer import BatchWriter
 
 __version__ = "0.2.0"
 
@@ -57,6 +59,7 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "FORMAT_VERSION",
     "AddResult",
+    "BatchWriter",
     "CheckReport",
     "CompactResult",
     "ConfigMismatchError",
@@ -81,6 +84,7 @@ __all__ = [
     "Skip",
     "StorageError",
     "TablePlan",
+    "WriterClosedError",
     "candidate_distance",
     "default_blocks",
     "find_all",
