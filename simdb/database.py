@@ -97,8 +97,9 @@ READABLE_FORMATS = (1, 2)
 DEFAULT_K = 5
 DEFAULT_BLOCKS = 6
 DEFAULT_BATCH_SIZE = 100_000
-#: Database.writer's defaults: see simdb/writer.py.
-DEFAULT_MAX_BATCH = 1_000
+#: Database.writer's defaults (see simdb/writer.py): flushes as large as add_texts' batches,
+#: as a commit into a large database rewrites about every leaf page its random keys touch.
+DEFAULT_MAX_BATCH = 10_000
 DEFAULT_MAX_DELAY = 1.0
 #: query_many reads whole tables instead of seeking once per query when the batch has at
 #: least 1/MERGE_COST_RATIO as many queries as there are documents (measured crossover, see
