@@ -36,6 +36,7 @@ from simdb.errors import (
     ReadOnlyError,
     SimdbError,
     StorageError,
+    WriterClosedError,
 )
 from simdb.fingerprint import (
     Fingerprinter,
@@ -51,6 +52,7 @@ from simdb.fingerprint import (
 from simdb.keys import parse_fingerprint
 from simdb.plan import TablePlan, default_blocks
 from simdb.threshold import DEFAULT_THRESHOLD, candidate_distance
+from simdb.writer import BatchWriter
 
 __version__ = "0.2.0"
 
@@ -58,6 +60,7 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "FORMAT_VERSION",
     "AddResult",
+    "BatchWriter",
     "CheckReport",
     "Cluster",
     "CompactResult",
@@ -83,6 +86,7 @@ __all__ = [
     "Skip",
     "StorageError",
     "TablePlan",
+    "WriterClosedError",
     "candidate_distance",
     "default_blocks",
     "find_all",

@@ -72,7 +72,7 @@ from simdb.keys import (
     table_entry_pairs,
     table_key,
 )
-from simdb.plan import BITS, TablePlan, block_widths
+from simdb.plan import BITS, Table, TablePlan, block_widths
 from simdb.storage import MAX_MAP_SIZE, Storage
 from simdb.threshold import (
     DEFAULT_THRESHOLD,
@@ -85,6 +85,7 @@ from simdb.threshold import (
 
 if TYPE_CHECKING:
     from simdb.fingerprint import Fingerprinter
+    from simdb.writer import BatchWriter
 
 #: Format 2 adds the ``sketches`` sub-database; format 1 databases (no sketches) are still
 #: read and written as format 1, with similarities estimated from the fingerprints.
@@ -96,10 +97,20 @@ READABLE_FORMATS = (1, 2)
 DEFAULT_K = 5
 DEFAULT_BLOCKS = 6
 DEFAULT_BATCH_SIZE = 100_000
+#: Database.writer's defaults (see simdb/writer.py): flushes as large as add_texts' batches,
+#: as a commit into a large database rewrites about every leaf page its random keys touch.
+DEFAULT_MAX_BATCH = 10_000
+DEFAULT_MAX_DELAY = 1.0
 #: query_many reads whole tables instead of seeking once per query when the batch has at
 #: least 1/MERGE_COST_RATIO as many queries as there are documents (measured crossover, see
 #: bench/bench_core.py --crossover).
 MERGE_COST_RATIO = 5
+#: _store sorts the tables' keys on a helper thread, beside the LMDB writes, from this many
+#: documents on; below it the thread costs more than it saves (bench/bench_writer.py).
+SORT_ON_THREAD_FROM = 2_000
+#: Up to this many documents a table's keys are made with int operations: numpy's fixed cost
+#: (about 25 us a table) is more than the work for a handful of documents.
+FEW_DOCUMENTS = 16
 
 META = b"meta"
 DOCS = b"docs"
@@ -299,6 +310,10 @@ class _Batch:
             [self.records[i] for i in positions],
             sketches=None if self.sketches is None else [self.sketches[i] for i in positions],
         )
+
+
+#: A batch of removals: ``(key, index key)`` pairs, as :meth:`Database._delete` takes them.
+_Removals = list[tuple[str, bytes]]
 
 
 def open(  # noqa: A001 - the public name is simdb.open, as in the spec
@@ -663,6 +678,25 @@ class Database:
             )
         return self.add_many([(key, self._resolve(fingerprint, None), meta)], if_new=if_new, threshold=threshold)
 
+    def writer(
+        self,
+        *,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        max_delay: float = DEFAULT_MAX_DELAY,
+        if_new: bool = False,
+        threshold: float | None = None,
+    ) -> BatchWriter:
+        """A :class:`~simdb.BatchWriter` that buffers single ``add`` and ``remove`` calls and
+        commits them ``max_batch`` at a time (or once the oldest is ``max_delay`` seconds old,
+        checked on each call), in one write transaction each, and on ``flush()`` and at the
+        end of its ``with`` block: ``with db.writer() as w: w.add(key, text=...)``.  An add is
+        durable once the flush that commits it returns; a crash loses at most the operations
+        since the last flush, never part of one.  See :class:`~simdb.BatchWriter`."""
+        from simdb.writer import BatchWriter
+
+        self._storage.check_writable()
+        return BatchWriter(self, max_batch=max_batch, max_delay=max_delay, if_new=if_new, threshold=threshold)
+
     def add_many(
         self,
         items: Iterable[Sequence[Any]],
@@ -733,6 +767,12 @@ class Database:
         _check_batch_size(batch_size)
         if threshold is not None:
             check_threshold(threshold)
+        return self._add_batches(self._text_batches(items, workers, batch_size), if_new, threshold, on_batch)
+
+    def _text_batches(self, items: Iterable[Sequence[Any]], workers: int | None, batch_size: int) -> Iterator[_Batch]:
+        """Validated batches of ``batch_size`` ``(key, text[, meta])`` items, fingerprinted
+        with their sketches (in a pool of ``workers`` processes when > 1).  The fingerprint
+        settings and ``workers`` are settled now, the texts are read as batches are asked for."""
         fingerprinter = self._text_fingerprinter()
         waiting: deque[tuple[Any, Any]] = deque()  # (key, meta) of texts sent, in order
 
@@ -769,22 +809,45 @@ class Database:
                 position += len(rows)
                 yield batch
 
-        return self._add_batches(batches(), if_new, threshold, on_batch)
+        return batches()
 
     def _commit(self, batch: _Batch, if_new: bool, threshold: float | None) -> AddResult:
+        return self._commit_steps([batch], if_new, threshold)[0]
+
+    def _commit_steps(
+        self, steps: Sequence[_Batch | _Removals], if_new: bool, threshold: float | None
+    ) -> tuple[AddResult, int]:
+        """Apply batches of adds and of removals (``(key, index key)`` lists), in order, in one
+        write transaction: all of them are stored or none.  Each step sees the ones before it,
+        so the result is that of applying them one after another (the batching writer's
+        flush).  Returns what the adds did and how many documents were removed."""
         # Room for every table entry (a 16-byte key and its node) and the records, with slack
         # for half-full pages; growing up front avoids redoing a whole batch.
-        reserve = (
-            sum(map(len, batch.records)) * 2
-            + len(batch.keys) * (len(self.plan.tables) + 2) * 64
-            + (len(batch.keys) * 2 * SKETCH_BYTES if batch.sketches is not None else 0)
+        reserve = sum(
+            sum(map(len, step.records)) * 2
+            + len(step.keys) * (len(self.plan.tables) + 2) * 64
+            + (len(step.keys) * 2 * SKETCH_BYTES if step.sketches is not None else 0)
+            for step in steps
+            if isinstance(step, _Batch)
         )
-        if if_new:
-            return self._storage.write(lambda txn: self._store_if_new(txn, batch, threshold), reserve)
-        unique, repeats = batch.once_per_key()
-        result = self._storage.write(lambda txn: self._store(txn, unique), reserve)
-        result.replaced += repeats  # a repeated key replaced its earlier value in this batch
-        return result
+        # Folded before the transaction: write() may run the work again, which must not redo it.
+        work = [step.once_per_key() if isinstance(step, _Batch) and not if_new else step for step in steps]
+
+        def apply(txn: lmdb.Transaction[bytes]) -> tuple[AddResult, int]:
+            result, removed = AddResult(), 0
+            for step in work:
+                if isinstance(step, tuple):
+                    unique, repeats = step
+                    stored = self._store(txn, unique)
+                    stored.replaced += repeats  # a repeated key replaced its earlier value in this batch
+                    result.merge(stored)
+                elif isinstance(step, _Batch):
+                    result.merge(self._store_if_new(txn, step, threshold))
+                else:
+                    removed += self._delete(txn, step)
+            return result, removed
+
+        return self._storage.write(apply, reserve)
 
     @property
     def _sketched(self) -> bool:
@@ -795,7 +858,7 @@ class Database:
         """Write a batch with unique keys: new keys get fresh ids, existing keys keep theirs
         and lose their old table entries (and their old sketch)."""
         storage = self._storage
-        docs, keys_db, meta = storage.db(DOCS), storage.db(KEYS), storage.db(META)
+        docs, keys_db = storage.db(DOCS), storage.db(KEYS)
         next_id = self._read_next_id(txn)
         result = AddResult()
         if batch.sketches is not None:
@@ -828,20 +891,33 @@ class Database:
         if changed_ids:  # replaced ids are older than the new ones: restore id order
             order = np.argsort(ids, kind="stable")
             ids, fingerprints = ids[order], fingerprints[order]
+        if not len(ids):
+            return self._stored(txn, result, next_id, 0)
+        if len(ids) < SORT_ON_THREAD_FROM:
+            # A small batch (one add): starting a helper thread and handing each table over
+            # to it cost more than the sorts themselves (about 0.5 ms a batch).
+            self._put_new_documents(txn, batch, new_positions, next_id)
+            self._put_tables(txn, (_table_keys(table, fingerprints, ids) for table in self.plan.tables))
+            return self._stored(txn, result, next_id, len(new_positions))
         # The tables' keys are permuted and sorted on a helper thread (numpy releases the GIL)
         # while LMDB writes the documents, the key index and then each table in turn.
         with ThreadPoolExecutor(max_workers=1) as sorter:
-            pending = (
-                [sorter.submit(sorted_table_keys, table.permute_array, fingerprints, ids) for table in self.plan.tables]
-                if len(ids)
-                else []
-            )
+            pending = [sorter.submit(_table_keys, table, fingerprints, ids) for table in self.plan.tables]
             self._put_new_documents(txn, batch, new_positions, next_id)
-            for name, future in zip(self._table_names, pending):
-                entries = future.result()
-                self._put_sorted(txn, storage.db(name), table_entry_pairs(entries), entries[0].tobytes(), len(entries))
-        txn.put(NEXT_ID_KEY, codec.pack(next_id + len(new_positions), "next id"), db=meta)
-        result.added = len(new_positions)
+            self._put_tables(txn, (future.result() for future in pending))
+        return self._stored(txn, result, next_id, len(new_positions))
+
+    def _put_tables(self, txn: lmdb.Transaction[bytes], entries_per_table: Iterable[np.ndarray]) -> None:
+        """Write each table's sorted entry keys (``V16`` arrays, in table order)."""
+        for name, entries in zip(self._table_names, entries_per_table):
+            self._put_sorted(
+                txn, self._storage.db(name), table_entry_pairs(entries), entries[0].tobytes(), len(entries)
+            )
+
+    def _stored(self, txn: lmdb.Transaction[bytes], result: AddResult, next_id: int, added: int) -> AddResult:
+        """Advance the stored next id past the ``added`` new documents and count them."""
+        txn.put(NEXT_ID_KEY, codec.pack(next_id + added, "next id"), db=self._storage.db(META))
+        result.added = added
         return result
 
     def _replace_sketch(self, txn: lmdb.Transaction[bytes], doc_id: int, sketch: bytes | None) -> None:
@@ -1841,6 +1917,16 @@ def _check_batch_size(batch_size: object) -> None:
 
 #: Sorts after every 16-byte table key: the bound for the last prefix of a table.
 _PAST_END = b"\xff" * 17
+
+
+def _table_keys(table: Table, fingerprints: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """:func:`sorted_table_keys` for ``table``: the ascending ``V16`` entry keys of the
+    documents ``ids`` (ascending) with ``fingerprints``.  A batch of a few documents (one
+    add) is permuted and sorted with int operations, the same order: (permuted, id)."""
+    if len(ids) > FEW_DOCUMENTS:
+        return sorted_table_keys(table.permute_array, fingerprints, ids)
+    keys = sorted(map(table_key, map(table.permute, fingerprints.tolist()), ids.tolist()))
+    return np.frombuffer(b"".join(keys), dtype="V16")
 
 
 def table_keys_as_pairs(permuted: np.ndarray, ids: np.ndarray) -> np.ndarray:

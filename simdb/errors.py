@@ -82,6 +82,11 @@ class DatabaseClosedError(DatabaseError):
     """The database was used after ``close()``."""
 
 
+class WriterClosedError(DatabaseClosedError):
+    """A batching writer (:meth:`Database.writer`) was used after ``close()`` or its ``with``
+    block."""
+
+
 class DiskFullError(DatabaseError):
     """The disk (or a file-size limit) ran out during a write; the batch was not stored."""
 

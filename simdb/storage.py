@@ -701,14 +701,20 @@ class Storage:
             else:
                 self._reopen(env)
 
+    def check_writable(self) -> None:
+        """Raise ReadOnlyError if this handle was opened read-only, DatabaseClosedError if
+        it is closed.  O(1)."""
+        if self.readonly:
+            raise ReadOnlyError(f"{self.path} was opened read-only", "open it without readonly=True")
+        self.env  # noqa: B018 - raises DatabaseClosedError once closed
+
     def write(self, work: Callable[[lmdb.Transaction[bytes]], T], reserve: int = 0) -> T:
         """Run ``work`` in one write transaction and commit it; retried whole if the map
         fills or the generation changes, so ``work`` must not mutate state outside ``txn``.
         An exception from ``work`` aborts the transaction: nothing of it is stored.
         ``reserve`` estimates the bytes the work adds, so the map can grow before it starts
         rather than after a failed attempt."""
-        if self.readonly:
-            raise ReadOnlyError(f"{self.path} was opened read-only", "open it without readonly=True")
+        self.check_writable()
         with self._write_mutex:
             if reserve:
                 self._ensure_room(reserve)

@@ -40,6 +40,24 @@ def writer(path: str, first: int, count: int, remove_every: int = 0, padding: in
                 print(f"REMOVED {victim}", flush=True)
 
 
+def writer_text(index: int) -> str:
+    """The text the batch writer stores under ``w{index}``: about 2 KB of words."""
+    rng = random.Random(index)
+    return " ".join(f"word{rng.randrange(5_000)}" for _ in range(300))
+
+
+def batch_writer(path: str, batch: int, count: int) -> None:
+    """Add ``w0`` .. ``w{count-1}`` from text through one batching writer, flushing after
+    every ``batch`` adds (``max_batch`` is larger, so no other flush happens) and printing
+    ``ACK <n>`` once the first n keys are durable."""
+    with simdb.open(path, map_size=1 << 16) as db, db.writer(max_batch=batch + 1, max_delay=3600) as writer:
+        for index in range(count):
+            writer.add(f"w{index}", text=writer_text(index), meta={"n": index})
+            if (index + 1) % batch == 0:
+                writer.flush()
+                print(f"ACK {index + 1}", flush=True)
+
+
 def remover(path: str, first: int, count: int) -> None:
     """Remove groups one transaction each, acknowledging each."""
     with simdb.open(path) as db:
@@ -78,6 +96,6 @@ def reader(path: str, groups: int, seconds: float) -> None:
 
 if __name__ == "__main__":
     role, *args = sys.argv[1:]
-    {"writer": writer, "reader": reader, "remover": remover, "compactor": compactor}[role](
-        args[0], *(int(a) if a.isdigit() else float(a) for a in args[1:])
-    )
+    {"writer": writer, "reader": reader, "remover": remover, "compactor": compactor, "batch_writer": batch_writer}[
+        role
+    ](args[0], *(int(a) if a.isdigit() else float(a) for a in args[1:]))

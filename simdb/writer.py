@@ -1,0 +1,243 @@
+"""The batching writer: single adds and removes, committed in batches.
+
+``db.add`` commits one write transaction per document, so an indexer adding documents one
+at a time pays a durable commit (LMDB's fsyncs) per document.  :class:`BatchWriter` buffers
+the calls and commits them together, through the same batch path as
+:meth:`~simdb.Database.add_texts` and :meth:`~simdb.Database.add_many` (one write
+transaction per flush)::
+
+    with db.writer() as writer:
+        for key, text in documents:
+            writer.add(key, text=text)
+    # every add is durable here
+
+Durability.  An add or remove is durable once the flush that commits it returns: an
+explicit :meth:`BatchWriter.flush`, the end of a ``with`` block, :meth:`BatchWriter.close`,
+or the automatic flush that a call makes when the buffer holds ``max_batch`` operations or
+its oldest one is ``max_delay`` seconds old.  A crash (even SIGKILL) loses at most the
+operations buffered since the last completed flush; a flush is one LMDB write transaction,
+so it is stored whole or not at all, never half a batch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from itertools import groupby
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from simdb import codec
+from simdb.database import DEFAULT_MAX_BATCH, DEFAULT_MAX_DELAY, AddResult
+from simdb.errors import InvalidInputError, WriterClosedError
+from simdb.fingerprint import _as_text
+from simdb.keys import check_key, describe, index_key
+from simdb.threshold import check_threshold
+
+if TYPE_CHECKING:
+    from simdb.database import Database, _Batch, _Removals
+
+_TEXT, _FINGERPRINT, _REMOVE = "text", "fingerprint", "remove"
+
+
+class _Operation(NamedTuple):
+    """One buffered call, validated: ``value`` is the text (str) or the fingerprint of an
+    add, ``index_key`` the key-index key of a remove."""
+
+    kind: str
+    key: str
+    value: Any = None
+    meta: Any = None
+    index_key: bytes = b""
+
+
+class BatchWriter:
+    """Buffers single :meth:`add` and :meth:`remove` calls and commits them in batches.  Make
+    one with :meth:`simdb.Database.writer`; use it as a context manager, or call
+    :meth:`close`.
+
+    **When it commits.**  A call that leaves ``max_batch`` operations in the buffer, or finds
+    the oldest buffered one at least ``max_delay`` seconds old, flushes before it returns;
+    so do :meth:`flush`, :meth:`close` and the end of the ``with`` block.  There is no timer
+    thread: ``max_delay`` is checked on each call, so a writer that receives no calls keeps
+    its buffer until the next call, :meth:`flush` or :meth:`close`.
+
+    **Durability.**  An operation is durable once the flush that commits it returns.  A
+    crash (SIGKILL, power loss) loses at most the operations buffered since the last
+    completed flush.  Each flush is one write transaction over documents, key index and
+    tables: readers and a reopened database see all of it or none of it, never half a batch.
+
+    **Same result as one by one.**  A flush applies its operations in call order: the
+    stored state afterwards (documents, ids, sketches, tables) is the one that ``db.add``
+    and ``db.remove`` called one by one would leave.  With ``if_new``, an add is skipped
+    when it is similar to a stored document or to an earlier add of this writer, buffered
+    or stored (as within one :meth:`~simdb.Database.add_texts` batch); ``threshold`` as
+    there.
+
+    **Reading your own writes.**  Queries, ``get`` and ``len`` see buffered operations only
+    after they are flushed.
+
+    **Validation.**  :meth:`add` and :meth:`remove` check their arguments at once and raise
+    the error ``db.add`` would (a bad key, fingerprint, text or meta), so a bad item never
+    enters the buffer and cannot fail a later flush.  ``meta`` is copied as it will be
+    stored, so changing the object afterwards changes nothing; texts are fingerprinted at
+    the flush, all of a batch together.
+
+    **Errors.**  If a flush fails (a full disk, say), the error is raised by the call that
+    flushed, nothing of that batch is stored, and the operations stay buffered: fix the
+    cause and call :meth:`flush` again, or drop them with :meth:`discard`.  When the
+    ``with`` block raises, the operations added before the exception are still flushed, as
+    ``db.add`` would have stored them, and the exception propagates (if that flush fails
+    too, its error is raised, chained to the block's).
+
+    **Threads.**  A writer may be shared by threads: a lock serialises the calls, and a
+    flush holds it while it commits, so other threads' calls wait for it.  It belongs to
+    the process that made it (like the :class:`~simdb.Database`).
+
+    Attributes: ``total`` sums the :class:`~simdb.AddResult` of every flush (its
+    ``skipped`` list grows with every skip); ``removed`` counts the documents removed.
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        max_delay: float = DEFAULT_MAX_DELAY,
+        if_new: bool = False,
+        threshold: float | None = None,
+    ) -> None:
+        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
+            raise InvalidInputError(f"max_batch={describe(max_batch)} is not an int >= 1")
+        if isinstance(max_delay, bool) or not isinstance(max_delay, (int, float)) or not max_delay >= 0:
+            raise InvalidInputError(f"max_delay={describe(max_delay)} is not a number of seconds >= 0")
+        if not isinstance(if_new, bool):
+            raise InvalidInputError(f"if_new={describe(if_new)} is not True or False")
+        self._database = database
+        self._max_batch = max_batch
+        self._max_delay = float(max_delay)
+        self._if_new = if_new
+        self._threshold = None if threshold is None else check_threshold(threshold)
+        self._lock = threading.Lock()
+        self._buffer: list[_Operation] = []
+        self._oldest = 0.0  # time.monotonic() of the first buffered operation
+        self._closed = False
+        self.total = AddResult()
+        self.removed = 0
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def add(self, key: str, fingerprint: int | None = None, meta: Any = None, *, text: str | None = None) -> None:
+        """Buffer the add of one document, as ``db.add(key, fingerprint, meta, text=...)``
+        would store it; flushes first when the buffer is full or old (see the class).
+        Cost: the checks and a copy of ``meta``, O(size); a flush when one is due."""
+        self._buffer_operation(self._validated_add(key, fingerprint, meta, text))
+
+    def remove(self, key: str) -> None:
+        """Buffer the removal of the document under ``key`` (nothing happens at the flush if
+        there is none then), as ``db.remove(key)``; flushes as :meth:`add` does."""
+        self._buffer_operation(_Operation(_REMOVE, key, index_key=index_key(check_key(key))))
+
+    def flush(self) -> AddResult:
+        """Commit every buffered operation in one write transaction and return what its
+        adds did.  Durable when it returns.  Nothing buffered: nothing is written.  Cost:
+        fingerprinting the buffered texts, one commit (its fsyncs)."""
+        with self._lock:
+            self._check_open()
+            return self._flush()
+
+    def close(self) -> None:
+        """Flush and close the writer; later calls raise :class:`~simdb.WriterClosedError`.
+        Idempotent.  If the flush fails the writer stays open (see the class)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._flush()
+            self._closed = True
+
+    def discard(self) -> int:
+        """Drop the buffered operations without storing them; returns how many there were."""
+        with self._lock:
+            dropped = len(self._buffer)
+            self._buffer = []
+            return dropped
+
+    @property
+    def pending(self) -> int:
+        """How many operations are buffered, not yet committed."""
+        return len(self._buffer)
+
+    def __enter__(self) -> BatchWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_buffer", None):
+            warnings.warn(
+                f"a simdb BatchWriter was dropped with {len(self._buffer)} operations never flushed",
+                ResourceWarning,
+                stacklevel=1,
+            )
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self._buffer)} pending"
+        return f"<simdb.BatchWriter {self._database.path!r} {state}>"
+
+    # -- inside --------------------------------------------------------------------------
+
+    def _validated_add(self, key: str, fingerprint: object, meta: Any, text: str | None) -> _Operation:
+        """The add checked as ``db.add`` checks it (the same errors), before any lock."""
+        check_key(key)
+        if meta is not None:
+            # Copied as it will be stored (and refused now if it cannot be), so a caller that
+            # reuses or changes the object after add() changes nothing buffered.
+            meta = codec.unpack(codec.pack_document(key, 0, meta), "meta")[2]
+        if text is None:
+            return _Operation(_FINGERPRINT, key, self._database._resolve(fingerprint, None), meta)
+        if fingerprint is not None:
+            self._database._resolve(fingerprint, text)  # raises db.add's "both were given" error
+        return _Operation(_TEXT, key, _as_text(text), meta)
+
+    def _buffer_operation(self, operation: _Operation) -> None:
+        with self._lock:
+            self._check_open()
+            now = time.monotonic()
+            if not self._buffer:
+                self._oldest = now
+            self._buffer.append(operation)
+            if len(self._buffer) >= self._max_batch or now - self._oldest >= self._max_delay:
+                self._flush()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise WriterClosedError(f"the writer of {self._database.path} is closed", "make a new one with db.writer()")
+
+    def _flush(self) -> AddResult:
+        """Commit the buffer (the lock held); it is emptied only once the commit returned."""
+        if not self._buffer:
+            return AddResult()
+        result, removed = self._database._commit_steps(list(self._steps()), self._if_new, self._threshold)
+        self._buffer = []
+        self.total.merge(result)
+        self.removed += removed
+        return result
+
+    def _steps(self) -> Iterator[_Batch | _Removals]:
+        """The buffer as the batches :meth:`Database._commit_steps` applies: each run of
+        consecutive adds from text, adds of fingerprints or removes is one batch, made by
+        the batch path of add_texts, add_many or remove_many."""
+        database = self._database
+        for kind, grouped in groupby(self._buffer, key=lambda operation: operation.kind):
+            run = list(grouped)
+            rows = [(operation.key, operation.value, operation.meta) for operation in run]
+            step: _Batch | _Removals
+            if kind == _TEXT:
+                step = next(database._text_batches(rows, None, len(rows)))
+            elif kind == _FINGERPRINT:
+                step = next(database._batches(iter(rows), len(rows), None))
+            else:
+                step = [(operation.key, operation.index_key) for operation in run]
+            yield step

@@ -1,0 +1,340 @@
+"""The batching writer (``db.writer()``) and the cost of one ``db.add``: batches equal the
+same operations applied one by one, flushes come when they should, errors and threads, and
+SIGKILL of a real process loses nothing acknowledged and never part of a batch."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import simdb
+from simdb.database import DOCS, KEYS, META, SKETCHES, _table_keys
+from simdb.keys import sorted_table_keys
+from tests.proc_worker import writer_text
+from tests.test_processes import WORKER, acknowledged
+
+# -- one add -----------------------------------------------------------------------------
+
+
+def test_a_single_add_starts_no_thread(db_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One add is one small transaction: sorting its table keys on a helper thread cost more
+    than the sort (a thread per add, about 0.5 ms)."""
+    started: list[str] = []
+    original = threading.Thread.start
+
+    def counting_start(self: threading.Thread) -> None:
+        started.append(self.name)
+        original(self)
+
+    with simdb.open(db_path) as db:
+        db.add("first", text="some words to store the settings")
+        monkeypatch.setattr(threading.Thread, "start", counting_start)
+        for n in range(20):
+            db.add(f"fp-{n}", n * 7919)
+            db.add(f"text-{n}", text=f"document number {n} with a few words")
+        db.add("fp-3", 12345)  # a replacement
+        assert started == []
+        assert len(db) == 41 and db.check()
+
+
+@given(
+    fingerprints=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=40),
+    table_index=st.integers(0, 5),
+)
+def test_the_table_keys_of_a_few_documents_equal_the_vectorised_ones(fingerprints: list[int], table_index: int) -> None:
+    """The int-operation path for a handful of documents writes exactly the keys, in the
+    order, of the numpy path (ties of equal fingerprints ordered by id)."""
+    table = simdb.TablePlan.create(5, 6).tables[table_index]
+    fps = np.array(fingerprints + fingerprints[:3], dtype=np.uint64)  # with repeats
+    ids = np.arange(100, 100 + len(fps), dtype=np.uint64)
+    assert _table_keys(table, fps, ids).tobytes() == sorted_table_keys(table.permute_array, fps, ids).tobytes()
+
+
+# -- the oracle: the same operations one by one ----------------------------------------------
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"]
+KEYS_USED = [f"k{n}" for n in range(6)]
+
+operation = st.one_of(
+    st.tuples(st.just("text"), st.sampled_from(KEYS_USED), st.lists(st.sampled_from(WORDS), max_size=12)),
+    st.tuples(st.just("fingerprint"), st.sampled_from(KEYS_USED), st.sampled_from([0, 1, 3, 2**63, 2**64 - 1, 7919])),
+    st.tuples(st.just("remove"), st.sampled_from(KEYS_USED), st.none()),
+    st.tuples(st.just("flush"), st.none(), st.none()),
+)
+
+
+def dump(db: simdb.Database) -> dict[bytes, list[tuple[bytes, bytes]]]:
+    """Every entry of every sub-database, raw: the whole stored state."""
+    storage = db._storage
+    names = [META, DOCS, KEYS, SKETCHES, *db._table_names]
+    with storage.read() as txn:
+        return {name: list(txn.cursor(db=storage.db(name))) for name in names}
+
+
+def apply_one_by_one(db: simdb.Database, operations: list, if_new: bool) -> tuple[simdb.AddResult, int]:
+    total, removed = simdb.AddResult(), 0
+    for n, (kind, key, value) in enumerate(operations):
+        if kind == "text":
+            total.merge(db.add(key, text=" ".join(value), meta={"n": n}, if_new=if_new))
+        elif kind == "fingerprint":
+            total.merge(db.add(key, value, if_new=if_new))
+        elif kind == "remove":
+            removed += db.remove(key)
+    return total, removed
+
+
+def apply_through_a_writer(
+    db: simdb.Database, operations: list, if_new: bool, max_batch: int
+) -> tuple[simdb.AddResult, int]:
+    with db.writer(max_batch=max_batch, max_delay=3600, if_new=if_new) as writer:
+        for n, (kind, key, value) in enumerate(operations):
+            if kind == "text":
+                writer.add(key, text=" ".join(value), meta={"n": n})
+            elif kind == "fingerprint":
+                writer.add(key, value)
+            elif kind == "remove":
+                writer.remove(key)
+            else:
+                writer.flush()
+    return writer.total, writer.removed
+
+
+@given(operations=st.lists(operation, max_size=25), if_new=st.booleans(), max_batch=st.integers(1, 30))
+def test_a_writer_stores_what_the_same_operations_one_by_one_store(
+    operations: list, if_new: bool, max_batch: int
+) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        with simdb.open(Path(directory) / "one-by-one") as oracle, simdb.open(Path(directory) / "writer") as db:
+            expected_total, expected_removed = apply_one_by_one(oracle, operations, if_new)
+            total, removed = apply_through_a_writer(db, operations, if_new, max_batch)
+            assert dump(db) == dump(oracle)
+            # (featureless counts documents stored per batch: a key repeated in one batch once)
+            assert (total.added, total.replaced, removed) == (
+                expected_total.added,
+                expected_total.replaced,
+                expected_removed,
+            )
+            assert total.skipped == expected_total.skipped
+            assert db.check()
+
+
+def test_if_new_counts_buffered_adds_against_later_ones(db_path) -> None:
+    text = " ".join(f"word{n}" for n in range(200))
+    with simdb.open(db_path) as db, db.writer(if_new=True) as writer:
+        writer.add("a", text=text)
+        writer.add("b", text=text + " and one more")  # buffered beside "a": still a duplicate of it
+        writer.add("c", text="something else entirely, with its own words")
+    assert [(skip.key, skip.duplicate_of) for skip in writer.total.skipped] == [("b", "a")]
+    with simdb.open(db_path) as db:
+        assert sorted(db) == ["a", "c"]
+
+
+# -- when it flushes -----------------------------------------------------------------------
+
+
+def test_a_full_buffer_flushes(db_path) -> None:
+    with simdb.open(db_path) as db, db.writer(max_batch=3, max_delay=3600) as writer:
+        writer.add("a", 1)
+        writer.add("b", 2)
+        assert (writer.pending, len(db)) == (2, 0)  # queries see buffered adds only after a flush
+        writer.add("c", 3)
+        assert (writer.pending, len(db)) == (0, 3)
+        writer.remove("a")
+        assert (writer.pending, len(db)) == (1, 3)
+        assert writer.flush().added == 0
+        assert (writer.pending, len(db)) == (0, 2)
+        assert writer.flush() == simdb.AddResult()  # nothing buffered: nothing written
+        writer.add("d", 4)
+    assert writer.pending == 0
+    with simdb.open(db_path) as db:
+        assert sorted(db) == ["b", "c", "d"]  # the end of the block flushed
+
+
+def test_an_old_buffer_flushes_on_the_next_call(db_path) -> None:
+    with simdb.open(db_path) as db, db.writer(max_batch=1_000, max_delay=0.3) as writer:
+        writer.add("a", 1)
+        time.sleep(0.1)
+        writer.add("b", 2)
+        assert len(db) == 0
+        time.sleep(0.3)
+        assert len(db) == 0  # no timer: only a call flushes
+        writer.add("c", 3)  # the oldest is 0.4 s old
+        assert (writer.pending, len(db)) == (0, 3)
+    with simdb.open(db_path) as db, db.writer(max_delay=0) as writer:
+        writer.add("d", 4)  # max_delay=0: every call commits, as db.add does
+        assert (writer.pending, len(db)) == (0, 4)
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+def test_adds_before_an_exception_in_the_block_are_flushed(db_path) -> None:
+    with simdb.open(db_path) as db:
+        with pytest.raises(KeyError), db.writer() as writer:
+            writer.add("a", 1)
+            writer.add("b", text="two words")
+            raise KeyError("the caller's own error")
+        assert sorted(db) == ["a", "b"]
+        with pytest.raises(simdb.WriterClosedError):
+            writer.add("c", 3)
+        with pytest.raises(simdb.WriterClosedError):
+            writer.flush()
+        writer.close()  # idempotent
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda w: w.add("", 1), simdb.InvalidKeyError),
+        (lambda w: w.add(5, 1), simdb.InvalidKeyError),
+        (lambda w: w.add("a", -1), simdb.InvalidFingerprintError),
+        (lambda w: w.add("a"), simdb.InvalidInputError),
+        (lambda w: w.add("a", 1, text="both"), simdb.InvalidInputError),
+        (lambda w: w.add("a", text=3), simdb.InvalidInputError),
+        (lambda w: w.add("a", 1, {"bad": object()}), simdb.InvalidInputError),
+        (lambda w: w.remove(""), simdb.InvalidKeyError),
+    ],
+)
+def test_a_bad_call_raises_what_db_add_raises_and_buffers_nothing(db_path, call, error) -> None:
+    with simdb.open(db_path) as db, db.writer() as writer:
+        writer.add("good", 1)
+        with pytest.raises(error):
+            call(writer)
+        assert writer.pending == 1
+    with simdb.open(db_path) as db:
+        assert list(db) == ["good"]
+
+
+def test_meta_is_copied_when_added(db_path) -> None:
+    meta = {"tags": ["x"]}
+    with simdb.open(db_path) as db:
+        with db.writer() as writer:
+            writer.add("a", 1, meta)
+            meta["tags"].append("changed later")
+        assert db.get("a").meta == {"tags": ["x"]}
+
+
+def test_a_writer_needs_a_writable_open_database(db_path) -> None:
+    simdb.open(db_path).close()
+    with simdb.open(db_path, readonly=True) as db, pytest.raises(simdb.ReadOnlyError):
+        db.writer()
+    db = simdb.open(db_path)
+    db.close()
+    with pytest.raises(simdb.DatabaseClosedError):
+        db.writer()
+    with simdb.open(db_path) as db, pytest.raises(simdb.InvalidInputError, match="max_batch"):
+        db.writer(max_batch=0)
+
+
+DISK_FULL_WRITER = """
+import resource, signal, sys, simdb
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # writes past the limit fail with EFBIG
+db = simdb.open(sys.argv[1])
+size = db.stats()["size_bytes"]
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 256 * 1024, size + 256 * 1024))
+writer = db.writer(max_batch=100_000)
+for i in range(20_000):
+    writer.add(f"big-{i}", i * 7919, {"pad": "x" * 200})
+try:
+    writer.flush()
+except simdb.DiskFullError:
+    print("DISKFULL", writer.pending, len(db), flush=True)
+try:
+    writer.close()                       # the flush is tried again, and fails again
+except simdb.DiskFullError:
+    print("STILL", writer.pending, flush=True)
+print("DISCARDED", writer.discard(), flush=True)
+writer.add("small", 1)
+writer.close()
+print("AFTER", len(db), flush=True)
+"""
+
+
+def test_a_failed_flush_stores_nothing_and_keeps_the_buffer(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_many((f"old-{i}", i) for i in range(100))
+    run = subprocess.run(
+        [sys.executable, "-c", DISK_FULL_WRITER, str(db_path)], capture_output=True, text=True, timeout=120
+    )
+    assert run.stdout.split("\n")[:4] == ["DISKFULL 20000 100", "STILL 20000", "DISCARDED 20000", "AFTER 101"], (
+        run.stdout + run.stderr
+    )
+    with simdb.open(db_path) as db:
+        assert db.check() and len(db) == 101 and "small" in db
+
+
+# -- threads -------------------------------------------------------------------------------
+
+
+def test_one_writer_serves_many_threads(db_path) -> None:
+    errors: list[BaseException] = []
+    with simdb.open(db_path) as db:
+        with db.writer(max_batch=37) as writer:
+
+            def add_some(thread: int) -> None:
+                try:
+                    for n in range(150):
+                        writer.add(f"t{thread}-{n}", thread * 1_000 + n, {"n": n})
+                        if n % 40 == 0:
+                            writer.remove(f"t{thread}-{n}")
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=add_some, args=(t,)) for t in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        assert errors == []
+        assert writer.total.added == 600 and writer.removed == 4 * 4
+        assert len(db) == 600 - 16 and db.check()
+        assert db.get("t2-7") == simdb.Document("t2-7", 2_007, {"n": 7})
+
+
+# -- crashes -------------------------------------------------------------------------------
+
+BATCH = 40
+CRASH_TRIALS = 6
+
+
+@pytest.mark.parametrize("trial", range(CRASH_TRIALS))
+def test_sigkill_loses_no_acknowledged_add_and_no_batch_partly(tmp_path, trial: int) -> None:
+    """A process adds from text through a writer, acknowledging each flush; it is killed at
+    a random moment: every acknowledged key is stored with its fingerprint and meta, the
+    stored keys are whole batches (the one in flight whole or absent), check() is clean."""
+    rng = random.Random(trial)
+    path = tmp_path / "db"
+    process = subprocess.Popen(
+        [sys.executable, WORKER, "batch_writer", str(path), str(BATCH), "1000000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    first = process.stdout.readline()  # running: the first batch is durable
+    assert first.startswith("ACK "), first + (process.stderr.read() if process.stderr else "")
+    time.sleep(rng.uniform(0.0, 1.5))
+    process.send_signal(signal.SIGKILL)
+    rest, _ = process.communicate(timeout=60)
+    done = max(acknowledged(first + rest))
+    with simdb.open(path) as db:
+        report = db.check()
+        assert report, report.problems
+        stored = len(db)
+        assert stored % BATCH == 0 and done <= stored <= done + BATCH, (done, stored)
+        assert sorted(db, key=lambda key: int(key[1:])) == [f"w{n}" for n in range(stored)]
+        for n in rng.sample(range(stored), min(stored, 30)):
+            assert db.get(f"w{n}") == simdb.Document(f"w{n}", db.fingerprint(writer_text(n)), {"n": n})
+        db.add("after", text="it stays writable")
+        assert db.check()
