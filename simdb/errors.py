@@ -64,6 +64,19 @@ class SimdbError(Exception):
         self.remedy = remedy
         self.path = None if path is None else str(path)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as class, text and fields (an error raised in a worker process crosses
+        # back this way): the default would call the class with the text alone.
+        return _restore, (type(self), self.args, self.__dict__)
+
+
+def _restore(cls: type[SimdbError], args: tuple[Any, ...], fields: dict[str, Any]) -> SimdbError:
+    """An unpickled error: its text as ``args`` and its fields, without calling ``__init__``."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(fields)
+    return error
+
 
 class InvalidInputError(SimdbError, ValueError):
     """An argument is malformed: a bad key, fingerprint, text, distance or setting.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import os
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -358,3 +359,20 @@ def test_a_stored_document_is_checked_by_the_codec_not_as_an_argument() -> None:
     with pytest.raises(simdb.CorruptDatabaseError) as caught:
         codec.unpack_document(codec.pack_document("a", 1, None)[:-1] + b"\xc1", encode_id(0))
     assert caught.value.remedy is Remedy.RUN_CHECK
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        simdb.InvalidKeyError("key '' is empty", reason=KeyProblem.EMPTY, value=""),
+        simdb.ConfigMismatchError("k=4 was given", "omit k", setting="k", given=4, stored=3, path="/db"),
+        simdb.DistanceTooLargeError("k=9 is above", value=9, largest=3),
+        simdb.CorruptDatabaseError("damaged", path="/db", record="document 5", field="key", remedy=Remedy.RUN_CHECK),
+        simdb.AlreadyOpenError("open twice", path="/db"),
+        simdb.errors.DaskNotInstalledError("no dask", "pip install simdb[dask]"),
+    ],
+)
+def test_an_error_survives_pickling_with_its_fields(error: simdb.SimdbError) -> None:
+    # An error raised in a worker process comes back pickled.
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error) and str(copy) == str(error) and copy.__dict__ == error.__dict__
