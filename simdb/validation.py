@@ -1,11 +1,11 @@
 """The checks of caller-given arguments, one per kind of value, shared by every public entry
-point: ints (:func:`check_int`), Hamming distances (:func:`check_distance`) and fingerprints
-(:func:`check_fingerprint` for one, :func:`fingerprint_array` for many,
-:func:`check_fingerprint_dtype` for a column).  Each refuses bools, floats, strings and
-out-of-range values with the same class wherever it is used, and its error names the
-argument and the value given (``argument``, ``value`` and ``expected`` fields, and the same
-in its message).  Stored data is checked elsewhere: damage is a CorruptDatabaseError, not a
-bad argument."""
+point: ints (:func:`check_int`), Hamming distances (:func:`check_distance`), similarity
+thresholds (:func:`check_threshold`) and fingerprints (:func:`check_fingerprint` for one,
+:func:`fingerprint_array` for many, :func:`check_fingerprint_dtype` for a column).  Each
+refuses bools, floats, strings and out-of-range values with the same class wherever it is
+used, and its error names the argument and the value given (``argument``, ``value`` and
+``expected`` fields, and the same in its message).  Stored data is checked elsewhere:
+damage is a CorruptDatabaseError, not a bad argument."""
 
 from __future__ import annotations
 
@@ -110,6 +110,28 @@ def check_fingerprint(value: object, name: str = "fingerprint", bits: int | None
             f"{name}={describe(number)} is {where}", argument=name, value=value, expected=expected
         )
     return number
+
+
+def check_threshold(threshold: object) -> float:
+    """``threshold`` as a float in (0, 1], else InvalidInputError naming it.  O(1)."""
+    expected = "a number in (0, 1]"
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating, np.integer)):
+        raise InvalidInputError(
+            f"threshold={describe(threshold)} is not {expected}",
+            argument="threshold",
+            value=threshold,
+            expected=expected,
+        )
+    value = float(threshold)
+    if not 0.0 < value <= 1.0:  # NaN fails too
+        raise InvalidInputError(
+            f"threshold={describe(threshold)} is not in (0, 1]",
+            "use a similarity such as 0.9",
+            argument="threshold",
+            value=threshold,
+            expected=expected,
+        )
+    return value
 
 
 #: Element types numpy converts to uint64 exactly or refuses with OverflowError (signed
