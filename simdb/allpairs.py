@@ -620,7 +620,7 @@ def resolve_workers(workers: Any, name: str = "workers") -> int:
     """``workers`` as a positive int: None means every core (``os.cpu_count()``)."""
     if workers is None:
         return max(1, os.cpu_count() or 1)
-    return check_int(name, workers, minimum=1, hint="or None for every core")
+    return check_int(name, workers, minimum=1, hint="pass None for one per core")
 
 
 def plan_search_jobs(

@@ -105,7 +105,7 @@ def check_fingerprint(value: object, name: str = "fingerprint", bits: int | None
         )
     number = int(value)  # type: ignore[call-overload]  # an Integral
     if number < 0 or (bits is not None and number >> bits):
-        where = "negative" if number < 0 else f"outside [0, 2**{bits})"
+        where = "negative" if bits is None else f"outside [0, 2**{bits})"
         raise InvalidFingerprintError(
             f"{name}={describe(number)} is {where}", argument=name, value=value, expected=expected
         )
