@@ -42,6 +42,7 @@ from .errors import (
     EXIT_INTERRUPTED,
     EXIT_NOTHING_FOUND,
     EXIT_USAGE,
+    error_message,
     guarded,
     usage_error,
 )
@@ -1359,7 +1360,11 @@ def import_command(
     except InvalidInputError as error:
         if not from_header:
             raise
-        raise InvalidInputError(f"{header.where}: the export header's settings: {error.message}", error.hint) from None
+        raise InvalidInputError(
+            f"{header.where}: the export header's settings: {error_message(error, hint=False)}",
+            error.hint,
+            remedy=error.remedy,
+        ) from None
     with database:
         code = run_ingest(
             database,

@@ -1,5 +1,6 @@
 """Errors, in one place: every command runs under :func:`guarded`, which turns any
-exception into one line on stderr and the command's exit code."""
+exception into one line on stderr and the command's exit code, and :func:`error_message`
+is the one formatter of a library error for the command line."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import typer
 from typer.exceptions import TyperException
 
 from simdb import DatabaseError, SimdbError
+from simdb.errors import ConfigMismatchError, DistanceTooLargeError, Remedy
 
 from . import output
 from .output import err
@@ -34,32 +36,73 @@ def exit_code_for(error: BaseException) -> int:
     return EXIT_DATABASE
 
 
-#: The library's hints speak its Python API; these say the same for the command line.
-CLI_WORDING = (
-    (
-        "omit fingerprinter= to use the stored settings",
-        "omit --features, --ngram, --stopwords, --kind and --weights to use the stored settings",
-    ),
-    ("omit k,", "omit -k,"),
-    ("omit blocks,", "omit --blocks,"),
-    ("create it by opening it writable", "create it with simdb add or simdb import"),
-    ("create it first by opening it writable", "create it with simdb add or simdb import"),
-    ("create it with create=True", "create it with simdb add or simdb import"),
-    ("open it writable to finish it", "simdb add or simdb import finishes it"),
-    (
-        "add text once with a writable database, or pass fingerprints",
-        "add text with simdb add first, or query with --fingerprint",
-    ),
-    ("run check()", "run simdb check"),
-)
+#: The library's remedies (:class:`simdb.errors.Remedy`) in command-line terms (but
+#: OMIT_SETTING, worded per setting by :func:`_mismatch_line`).
+CLI_HINTS: dict[Remedy, str] = {
+    Remedy.CREATE_DATABASE: "create it with simdb add or simdb import",
+    Remedy.FINISH_CREATION: "was its creation interrupted? simdb add or simdb import finishes it",
+    Remedy.RUN_CHECK: "run simdb check; restore from a backup or an export",
+    Remedy.ADD_TEXT_FIRST: "add text with simdb add first, or query with --fingerprint",
+    Remedy.OPEN_WRITABLE: "run a command that writes, such as simdb add",
+    Remedy.SHARE_DATABASE: "use the database from one command at a time",
+}
+
+#: The stored settings of a database (a ConfigMismatchError's ``setting``) by their options.
+CLI_OPTIONS = {"k": "-k", "blocks": "--blocks"}
+
+#: The fingerprint settings the command line sets, by option, in the order --help lists them.
+FINGERPRINTER_OPTIONS = ("features", "ngram", "stopwords", "kind", "weights")
+_OMIT_FINGERPRINTER = "omit " + ", ".join(f"--{name}" for name in FINGERPRINTER_OPTIONS[:-1])
+_OMIT_FINGERPRINTER += f" and --{FINGERPRINTER_OPTIONS[-1]} to use the stored settings"
 
 
-def cli_message(error: SimdbError) -> str:
-    """The one-line message of a library error, its hints put in command-line terms."""
-    message = str(error)
-    for python, command_line in CLI_WORDING:
-        message = message.replace(python, command_line)
-    return message
+def _settings_of(fingerprinter: object) -> dict[str, Any]:
+    """The settings of a Fingerprinter as a dict (empty for anything else)."""
+    to_dict = getattr(fingerprinter, "to_dict", None)
+    return to_dict() if callable(to_dict) else {}
+
+
+def _settings(fingerprinter: object, names: tuple[str, ...]) -> str:
+    """``--features char --ngram 5`` for the named settings of ``fingerprinter``."""
+    settings = _settings_of(fingerprinter)
+    return " ".join(f"--{name} {'none' if settings.get(name) is None else settings[name]}" for name in names)
+
+
+def _mismatch_line(error: ConfigMismatchError) -> tuple[str, str]:
+    """Message and hint of a setting given on the command line that the database does not
+    hold, in option terms."""
+    where = f"the database at {error.path}" if error.path else "the database"
+    if error.setting != "fingerprinter":
+        option = CLI_OPTIONS.get(error.setting, f"--{error.setting}")
+        return (
+            f"{option} {error.given} was given, but {where} was created with {option} {error.stored}",
+            f"omit {option}, or export and import into a new database to change it",
+        )
+    given, stored = _settings_of(error.given), _settings_of(error.stored)
+    differing = tuple(name for name in FINGERPRINTER_OPTIONS if given.get(name) != stored.get(name))
+    if not differing:  # settings without an option (bits, an IDF table) differ: name them all
+        differing = FINGERPRINTER_OPTIONS
+    return (
+        f"{_settings(error.given, differing)} was given, but {where} uses {_settings(error.stored, differing)}",
+        _OMIT_FINGERPRINTER,
+    )
+
+
+def error_message(error: SimdbError, *, hint: bool = True) -> str:
+    """The one line the command line shows for a library error, made from its class and
+    fields (never from its Python-API text): a mismatched setting and a distance are named
+    by their options, a remedy is said in command-line terms, and the hint (unless
+    ``hint=False``) follows in parentheses.  O(1)."""
+    advice: str | None
+    if isinstance(error, ConfigMismatchError):  # its remedy, OMIT_SETTING, is worded per setting
+        message, advice = _mismatch_line(error)
+    elif isinstance(error, DistanceTooLargeError):
+        message = f"-k {error.value} is above the database's k={error.largest}, which it cannot answer exactly"
+        advice = f"give -k {error.largest} or less, or rebuild the database with a larger -k"
+    else:
+        message = error.message
+        advice = CLI_HINTS[error.remedy] if error.remedy is not None else error.hint
+    return f"{message} (hint: {advice})" if hint and advice else message
 
 
 def guarded(command: F) -> F:
@@ -91,7 +134,7 @@ def guarded(command: F) -> F:
         except SimdbError as error:
             if debug:
                 traceback.print_exc()
-            err(f"simdb: {cli_message(error)}")
+            err(f"simdb: {error_message(error)}")
             raise typer.Exit(exit_code_for(error)) from None
         except OSError as error:  # a path the user named (the library wraps its own)
             if debug:

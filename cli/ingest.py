@@ -13,7 +13,7 @@ import simdb
 from simdb import AddResult, InvalidInputError
 
 from . import output
-from .errors import EXIT_INTERRUPTED, EXIT_USAGE, cli_message
+from .errors import EXIT_INTERRUPTED, EXIT_USAGE, error_message
 from .output import err, json_line, out
 from .signals import interrupts_in_this_process_only
 from .sources import Input, Intake, Item
@@ -187,7 +187,7 @@ class Ingest:
             self._call(lambda on_batch: add([item[:3] for item in items], on_batch, batch_size=len(items)))
         except InvalidInputError as error:
             if len(items) == 1:
-                self.intake.fail(items[0][3], cli_message(error))
+                self.intake.fail(items[0][3], error_message(error))
                 return
             middle = len(items) // 2
             self._store_in_halves(items[:middle], add)

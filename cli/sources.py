@@ -29,9 +29,12 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import IO, TYPE_CHECKING, Any
 
-from simdb import InvalidInputError, codec, parse_fingerprint
+from simdb import InvalidInputError, InvalidKeyError, SimdbError, codec, parse_fingerprint
+from simdb.errors import KeyProblem
 from simdb.keys import check_key, describe
+from simdb.validation import check_fingerprint, is_int
 
+from .errors import error_message
 from .output import unplain
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to an export header that needs it
@@ -325,10 +328,12 @@ def read_text_files(inputs: Iterable[Input], intake: Intake, max_bytes: int | No
             check_key(item.path)
         except InvalidInputError as exc:
             intake.bytes_done += item.size or 0
-            unicode = "Unicode" in exc.message
+            unicode = isinstance(exc, InvalidKeyError) and exc.reason is KeyProblem.NOT_UNICODE
             intake.fail(
                 item.path,
-                "the file name is not valid UTF-8, so it cannot be a key; rename the file" if unicode else exc.message,
+                "the file name is not valid UTF-8, so it cannot be a key; rename the file"
+                if unicode
+                else error_message(exc, hint=False),
             )
             continue
         try:
@@ -422,10 +427,10 @@ def _valid_key(key: str, where: str, intake: Intake, source: str) -> str | None:
     try:
         check_key(key)
     except InvalidInputError as exc:
-        if key and "Unicode" in exc.message:
+        if isinstance(exc, InvalidKeyError) and exc.reason is KeyProblem.NOT_UNICODE:
             intake.replaced(where, "key is not valid Unicode; decoded with replacement", source)
             return _scrub(key)
-        intake.fail(where, exc.message, source)
+        intake.fail(where, error_message(exc, hint=False), source)
         return None
     return key
 
@@ -568,7 +573,7 @@ def read_jsonl(
                     )
                     warned_missing_id = True
                 raw_key = where
-            elif isinstance(raw_key, bool) or not isinstance(raw_key, (str, int)):
+            elif not isinstance(raw_key, str) and not is_int(raw_key):
                 intake.fail(where, f"{id_field!r} is a JSON {type(raw_key).__name__}, not a string or integer", name)
                 continue
             key = _valid_key(str(raw_key), where, intake, name)
@@ -629,7 +634,7 @@ def _msgpack_meta(encoded: Any, where: str, intake: Intake, source: str) -> Any:
     except binascii.Error:
         intake.fail(where, "meta_msgpack is not valid base64", source)
     except InvalidInputError as exc:
-        intake.fail(where, exc.message, source)
+        intake.fail(where, error_message(exc, hint=False), source)
     return _REFUSED
 
 
@@ -653,7 +658,7 @@ def read_fingerprint_tsv(
             try:
                 fingerprint = parse_fingerprint(fields[1])
             except InvalidInputError as exc:
-                intake.fail(where, exc.message, name)
+                intake.fail(where, error_message(exc, hint=False), name)
                 continue
             meta = None
             if decode_bytes and len(fields) > 2 and fields[2].startswith(TSV_MSGPACK_PREFIX):
@@ -1058,13 +1063,13 @@ def _read_header(record: dict[str, Any], where: str, header: ExportHeader) -> st
     """Check an export header line; fill ``header`` from it if it is the first.  Returns
     what is wrong with it, or None."""
     version = record.get("format_version", 1)
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+    if not is_int(version) or version < 1:
         return f"export format_version {describe(version)} is not a format version"
     if version > EXPORT_FORMAT_VERSION:
         return f"export format_version {version} is newer than this simdb reads (up to {EXPORT_FORMAT_VERSION}); import it with a newer simdb"
     k, blocks, settings = record.get("k"), record.get("blocks"), record.get("fingerprinter")
     for field_name, value in (("k", k), ("blocks", blocks)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        if value is not None and not is_int(value):
             return f"header {field_name}={describe(value)} is not an integer"
     fingerprinter = None
     if settings is not None:
@@ -1073,7 +1078,8 @@ def _read_header(record: dict[str, Any], where: str, header: ExportHeader) -> st
         try:
             fingerprinter = Fingerprinter.from_dict(unplain(settings))
         except ValueError as exc:  # InvalidInputError, or bad base64 in an IDF table
-            return f"header fingerprinter settings cannot be used: {getattr(exc, 'message', None) or exc}"
+            reason = error_message(exc, hint=False) if isinstance(exc, SimdbError) else exc
+            return f"header fingerprinter settings cannot be used: {reason}"
     if header.where is None:
         header.where, header.k, header.blocks, header.fingerprinter = where, k, blocks, fingerprinter
     return None
@@ -1116,11 +1122,9 @@ def _read_export_jsonl(item: Input, intake: Intake, header: ExportHeader) -> Ite
             intake.fail(where, "no string 'key' field", name)
             continue
         try:
-            value = parse_fingerprint(fingerprint) if isinstance(fingerprint, str) else fingerprint
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
-                raise InvalidInputError(f"fingerprint {fingerprint!r} is not a 64-bit fingerprint")
+            value = check_fingerprint(parse_fingerprint(fingerprint) if isinstance(fingerprint, str) else fingerprint)
         except InvalidInputError as exc:
-            intake.fail(where, exc.message, name)
+            intake.fail(where, error_message(exc, hint=False), name)
             continue
         if "meta_msgpack" in record:
             meta = _msgpack_meta(record["meta_msgpack"], where, intake, name)

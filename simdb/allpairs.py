@@ -59,8 +59,9 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from simdb.errors import DistanceError, InvalidFingerprintError, InvalidInputError
+from simdb.errors import DistanceTooLargeError, InvalidInputError
 from simdb.plan import BITS, Table, TablePlan
+from simdb.validation import check_distance, check_int, fingerprint_array
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
@@ -98,94 +99,23 @@ _FULL64 = (1 << BITS) - 1
 # --------------------------------------------------------------------------------------
 
 
-def as_fingerprint_array(fingerprints: Any, name: str = "fingerprints") -> UInt64Array:
-    """Return ``fingerprints`` as a 1-D ``uint64`` array, or raise
-    :class:`InvalidFingerprintError` naming the first bad element.
-
-    Accepts a numpy integer array (unsigned, or signed without negatives) or a sequence of
-    ints in [0, 2**64).  Bools, floats and strings are refused rather than coerced, because
-    numpy would silently truncate 1.5 to 1 or parse "12".  O(n); a ``uint64`` array is
-    returned without a copy.
-    """
-    if isinstance(fingerprints, (str, bytes)):
-        raise InvalidFingerprintError(f"{name} must be a sequence of ints, not {type(fingerprints).__name__}")
-    if isinstance(fingerprints, np.ndarray):
-        array = fingerprints
-    else:
-        # numpy's own inference is unsafe here: it turns [1, 2**64 - 1] into float64 and
-        # [True, 3] into int64.  Check element types first (O(n) in C via set/map).
-        values = fingerprints if isinstance(fingerprints, Sequence) else list(fingerprints)
-        types = set(map(type, values))
-        if types <= _SAFE_ELEMENT_TYPES:
-            try:
-                return np.array(values, dtype=np.uint64).reshape(-1)
-            except OverflowError:
-                pass  # a negative or too large int: the slow path names it
-        array = np.empty(len(values), dtype=object)
-        array[:] = list(values)
-    if array.ndim != 1:
-        if array.size == 0:
-            return np.zeros(0, dtype=np.uint64)
-        raise InvalidFingerprintError(f"{name} must be one-dimensional, got shape {array.shape}")
-    kind = array.dtype.kind
-    if kind == "u":
-        return array if array.dtype == np.uint64 else array.astype(np.uint64)
-    if kind == "i":
-        negative = np.flatnonzero(array < 0)
-        if negative.size:
-            first = int(negative[0])
-            raise InvalidFingerprintError(
-                f"{name}[{first}] = {int(array[first])} is negative; a fingerprint is an int in [0, 2**64)",
-                "pass an unsigned (uint64) array, e.g. signed.view(np.uint64) if the values are bit patterns",
-            )
-        return array.astype(np.uint64)
-    if kind == "O":
-        return _object_to_uint64(array, name)
-    if array.size == 0:
-        return np.zeros(0, dtype=np.uint64)
-    raise InvalidFingerprintError(
-        f"{name} has dtype {array.dtype}; fingerprints must be ints in [0, 2**64)",
-        "convert to np.uint64 explicitly if the values really are fingerprints",
-    )
-
-
-#: Element types numpy converts to uint64 exactly or refuses with OverflowError (signed
-#: numpy scalars are left out: numpy would wrap a negative one silently).
-_SAFE_ELEMENT_TYPES = frozenset({int, np.uint64, np.uint32, np.uint16, np.uint8})
-
-
-def _object_to_uint64(array: npt.NDArray[Any], name: str) -> UInt64Array:
-    """Validate an object array element by element (the slow path).  O(n) Python."""
-    out = np.empty(len(array), dtype=np.uint64)
-    for position, value in enumerate(array):
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-            raise InvalidFingerprintError(
-                f"{name}[{position}] = {value!r} is a {type(value).__name__}, not an int fingerprint"
-            )
-        value = int(value)
-        if not 0 <= value <= _FULL64:
-            raise InvalidFingerprintError(f"{name}[{position}] = {value} is outside [0, 2**64)")
-        out[position] = value
-    return out
-
-
-def _plain_int(value: Any) -> Any:
-    """numpy integers as Python ints (the plan accepts only ``int``); anything else as is."""
-    return int(value) if isinstance(value, np.integer) else value
+#: The one fingerprint-array validator, kept under its historical name here.
+as_fingerprint_array = fingerprint_array
 
 
 def _check_distance(k: int | None, plan: TablePlan) -> int:
     """Return the search distance: ``plan.k`` when ``k`` is None, else ``k`` if 0 <= k <= plan.k."""
     if k is None:
         return plan.k
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
-        raise InvalidInputError(f"k={k!r} is not a distance (an int >= 0)")
+    k = check_distance(k)
     if k > plan.k:
-        raise DistanceError(
+        raise DistanceTooLargeError(
             f"k={k} exceeds the plan's largest distance {plan.k}",
             f"build a plan with TablePlan.create(k={k}) to search that far",
+            value=k,
+            largest=plan.k,
         )
-    return int(k)
+    return k
 
 
 # --------------------------------------------------------------------------------------
@@ -690,9 +620,7 @@ def resolve_workers(workers: Any, name: str = "workers") -> int:
     """``workers`` as a positive int: None means every core (``os.cpu_count()``)."""
     if workers is None:
         return max(1, os.cpu_count() or 1)
-    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
-        raise InvalidInputError(f"{name}={workers!r} must be a positive int (or None for every core)")
-    return int(workers)
+    return check_int(name, workers, minimum=1, hint="pass None for one per core")
 
 
 def plan_search_jobs(
@@ -1029,8 +957,7 @@ def iter_pair_blocks(
     if not isinstance(plan, TablePlan):
         raise InvalidInputError(f"plan must be a TablePlan, not {type(plan).__name__}", "use TablePlan.create(k)")
     distance_limit = _check_distance(k, plan)
-    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
-        raise InvalidInputError(f"block_size={block_size!r} must be a positive int")
+    block_size = check_int("block_size", block_size, minimum=1)
     threads = _threads_for(array.size, workers)
     if threads == 0:
         return _pair_blocks(array, plan, distance_limit, int(block_size))
@@ -1079,10 +1006,8 @@ def iter_table_pair_blocks(
     if not isinstance(plan, TablePlan):
         raise InvalidInputError(f"plan must be a TablePlan, not {type(plan).__name__}", "use TablePlan.create(k)")
     distance_limit = _check_distance(k, plan)
-    if isinstance(table, bool) or not isinstance(table, (int, np.integer)) or not 0 <= table < len(plan.tables):
-        raise InvalidInputError(f"table={table!r} is not a table number in [0, {len(plan.tables)})")
-    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
-        raise InvalidInputError(f"block_size={block_size!r} must be a positive int")
+    table = check_int("table", table, minimum=0, maximum=len(plan.tables) - 1)
+    block_size = check_int("block_size", block_size, minimum=1)
     if array.size < 2:
         return iter(())
     passes = _table_passes(array, plan, distance_limit, values_sorted=False, tables=(int(table),))
@@ -1121,7 +1046,7 @@ def find_all(
     Cost: see :func:`iter_pair_blocks`; the result is O(output) memory on top.
     """
     array = as_fingerprint_array(fingerprints)
-    plan = TablePlan.create(_plain_int(k), _plain_int(blocks))
+    plan = TablePlan.create(k, blocks)
     lefts, rights, distances = [], [], []
     for left, right, distance in iter_pair_blocks(array, plan, k, workers=workers):
         lefts.append(left)
@@ -1153,8 +1078,7 @@ class ComponentLabeler:
     """
 
     def __init__(self, n: int) -> None:
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-            raise InvalidInputError(f"n={n!r} must be a node count (an int >= 0)")
+        n = check_int("n", n, minimum=0)
         self.n = int(n)
         self._parent = np.arange(self.n, dtype=np.int64)
 
@@ -1358,5 +1282,5 @@ def find_clusters(
     bits: ascending lists, ordered by smallest position.  See :func:`cluster_labels`
     (``workers`` as there)."""
     array = as_fingerprint_array(fingerprints)
-    plan = TablePlan.create(_plain_int(k), _plain_int(blocks))
+    plan = TablePlan.create(k, blocks)
     return clusters_from_labels(cluster_labels(array, plan, workers=workers), include_singletons)

@@ -12,11 +12,8 @@ from typing import Any
 
 import msgpack
 
-from simdb.errors import CorruptDatabaseError, InvalidInputError
+from simdb.errors import CorruptDatabaseError, InvalidInputError, Remedy
 from simdb.keys import FINGERPRINT_LIMIT, MAX_KEY_BYTES, decode_id, describe
-
-_DAMAGE_HINT = "run check(); restore from a backup or an export"
-
 
 # msgpack writes a tuple as an array, which reads back as a list, and a list cannot key a
 # dict: a record with a tuple as a map key would be written fine and then never read again.
@@ -95,12 +92,14 @@ def unpack(encoded: bytes | None, what: str, path: str | None = None) -> Any:
     CorruptDatabaseError naming ``what`` (the record) and ``path`` (the database), if given."""
     where = f"the {what} stored in {path}" if path else what
     if encoded is None:
-        raise CorruptDatabaseError(f"{where} is missing", _DAMAGE_HINT, path=path, record=what)
+        raise CorruptDatabaseError(f"{where} is missing", path=path, record=what, remedy=Remedy.RUN_CHECK)
     try:
         return msgpack.unpackb(encoded, raw=False, strict_map_key=False, use_list=True)
     except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
         detail = str(exc) or type(exc).__name__  # msgpack raises some errors with no message
-        raise CorruptDatabaseError(f"{where} is damaged: {detail}", _DAMAGE_HINT, path=path, record=what) from None
+        raise CorruptDatabaseError(
+            f"{where} is damaged: {detail}", path=path, record=what, remedy=Remedy.RUN_CHECK
+        ) from None
 
 
 def unpack_input(encoded: bytes, what: str) -> Any:
@@ -177,4 +176,6 @@ def _damaged_document(record: Any, doc_id: int) -> CorruptDatabaseError:
     else:
         field = "fingerprint"
         fault = f"has the fingerprint {describe(record[1])}, not an int in [0, 2**64)"
-    return CorruptDatabaseError(f"document {doc_id} {fault}", _DAMAGE_HINT, record=f"document {doc_id}", field=field)
+    return CorruptDatabaseError(
+        f"document {doc_id} {fault}", record=f"document {doc_id}", field=field, remedy=Remedy.RUN_CHECK
+    )

@@ -43,14 +43,17 @@ from simdb.allpairs import (
     resolve_workers,
 )
 from simdb.errors import (
+    PYTHON_HINTS,
     ConfigMismatchError,
     CorruptDatabaseError,
-    DistanceError,
-    FingerprinterError,
+    DatabaseMissingError,
+    DistanceTooLargeError,
     FormatVersionError,
     InvalidInputError,
     InvalidKeyError,
+    NoFingerprinterError,
     NotADatabaseError,
+    Remedy,
 )
 from simdb.fingerprint import SKETCH_BYTES, sketch_agreements
 from simdb.keys import (
@@ -82,6 +85,7 @@ from simdb.threshold import (
     fingerprint_similarities,
     kind_of,
 )
+from simdb.validation import check_distance, check_int
 
 if TYPE_CHECKING:
     from simdb.fingerprint import Fingerprinter
@@ -123,7 +127,7 @@ NEXT_ID_KEY = b"next_id"
 #: count of documents, so a valid one leaves room for any batch and anything higher is damage.
 ID_LIMIT = 1 << 63
 _RESTORE = "restore it from a backup or an export"
-_RUN_CHECK = "run check(); restore from a backup or an export"
+_RUN_CHECK = PYTHON_HINTS[Remedy.RUN_CHECK]
 
 
 class Match(NamedTuple):
@@ -345,10 +349,12 @@ def _check_open_arguments(path: object, k: object, blocks: object, fingerprinter
     """Refuse arguments of the wrong type or range before anything is opened.  O(1)."""
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidInputError(f"path {describe(path)} is a {type(path).__name__}, not a str or path")
-    for name, value, lowest in (("k", k, 0), ("blocks", blocks, 1), ("map_size", map_size, 1)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < lowest):
-            raise InvalidInputError(f"{name}={describe(value)} is not an int >= {lowest}")
-    if isinstance(map_size, int) and map_size > MAX_MAP_SIZE:
+    if k is not None:
+        check_distance(k)
+    for name, value in (("blocks", blocks), ("map_size", map_size)):
+        if value is not None:
+            check_int(name, value, minimum=1)
+    if map_size is not None and map_size > MAX_MAP_SIZE:  # type: ignore[operator]  # an int: checked above
         raise InvalidInputError(
             f"map_size={map_size} is over the largest map simdb can address, {MAX_MAP_SIZE} (2**44)"
         )
@@ -404,7 +410,7 @@ class Database:
         if stored is None:
             if storage.readonly or not create:
                 hint = "create it by opening it writable" if storage.readonly else "create it with create=True"
-                raise NotADatabaseError(f"{storage.path} holds no simdb database yet", hint)
+                raise DatabaseMissingError(f"{storage.path} holds no simdb database yet", hint, path=storage.path)
             self._use_plan(_new_plan(k, blocks))
             self._format = FORMAT_VERSION
             if not storage.write(lambda txn: self._initialise(txn, fingerprinter)):
@@ -482,6 +488,10 @@ class Database:
                 raise ConfigMismatchError(
                     f"{name}={given} was given, but the database at {path} was created with {name}={stored}",
                     f"omit {name}, or export and import into a new database to change it",
+                    setting=name,
+                    given=given,
+                    stored=stored,
+                    path=path,
                 )
         return plan
 
@@ -490,9 +500,9 @@ class Database:
     ) -> CorruptDatabaseError:
         """The error for a damaged record of this database (metadata or a table): one line
         naming the record, the database and what is wrong, with the same in its fields."""
-        return CorruptDatabaseError(
-            f"the {record} stored in {self.path} {fault}", hint, path=self.path, record=record, field=field
-        )
+        remedy = Remedy.RUN_CHECK if hint == _RUN_CHECK else None
+        message = f"the {record} stored in {self.path} {fault}"
+        return CorruptDatabaseError(message, hint, path=self.path, record=record, field=field, remedy=remedy)
 
     def _read_next_id(self, txn: lmdb.Transaction[bytes]) -> int:
         """The stored next document id, checked: an int in [0, 2**63) above every stored id
@@ -556,6 +566,10 @@ class Database:
             raise ConfigMismatchError(
                 f"fingerprinter {given!r} was given, but the database at {self._storage.path} uses {stored!r}",
                 "omit fingerprinter= to use the stored settings",
+                setting="fingerprinter",
+                given=given,
+                stored=stored,
+                path=self._storage.path,
             )
         return stored
 
@@ -564,9 +578,8 @@ class Database:
         another process stored some first, they stand: an error if ``fingerprinter`` was
         given explicitly, else they are returned."""
         if self._storage.readonly:
-            raise FingerprinterError(
-                f"{self._storage.path} has no fingerprint settings and is open read-only",
-                "add text once with a writable database, or pass fingerprints",
+            raise NoFingerprinterError(
+                f"{self._storage.path} has no fingerprint settings and is open read-only", path=self._storage.path
             )
 
         def store(txn: lmdb.Transaction[bytes]) -> Fingerprinter:
@@ -580,7 +593,12 @@ class Database:
         stored = self._storage.write(store)
         if given and stored != fingerprinter:
             raise ConfigMismatchError(
-                f"fingerprinter {fingerprinter!r} was given, but {self._storage.path} now uses {stored!r}"
+                f"fingerprinter {fingerprinter!r} was given, but {self._storage.path} now uses {stored!r}",
+                "omit fingerprinter= to use the stored settings",
+                setting="fingerprinter",
+                given=fingerprinter,
+                stored=stored,
+                path=self._storage.path,
             )
         return stored
 
@@ -629,12 +647,13 @@ class Database:
     def _check_k(self, k: int | None) -> int:
         if k is None:
             return self.plan.k
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise DistanceError(f"k={describe(k)} is not a distance (a non-negative int)")
+        k = check_distance(k)
         if k > self.plan.k:
-            raise DistanceError(
+            raise DistanceTooLargeError(
                 f"k={k} is above the index's k={self.plan.k}, which it cannot answer exactly",
                 f"query with k <= {self.plan.k}, or rebuild the database with a larger k",
+                value=k,
+                largest=self.plan.k,
             )
         return k
 
@@ -1079,7 +1098,7 @@ class Database:
         document = Document(*self._record(txn, raw_id))
         if document.key != key:
             raise CorruptDatabaseError(
-                f"the key index entry for {describe(key)} points at {describe(document.key)}", "run check()"
+                f"the key index entry for {describe(key)} points at {describe(document.key)}", remedy=Remedy.RUN_CHECK
             )
         return decode_id(raw_id), document
 
@@ -1092,7 +1111,9 @@ class Database:
             raise self._damaged("key index", f"holds a document id {describe(raw_id)} that is not 8 bytes long")
         raw = txn.get(raw_id, db=self._storage.db(DOCS))
         if raw is None:
-            raise CorruptDatabaseError(f"document id {decode_id(raw_id)} is indexed but missing", "run check()")
+            raise CorruptDatabaseError(
+                f"document id {decode_id(raw_id)} is indexed but missing", remedy=Remedy.RUN_CHECK
+            )
         return codec.unpack_document(raw, raw_id)
 
     def remove(self, key: str) -> bool:
@@ -1301,7 +1322,9 @@ class Database:
         for raw_id, distance, similarity in rows:
             raw = txn.get(raw_id, db=docs)
             if raw is None:
-                raise CorruptDatabaseError(f"document id {decode_id(raw_id)} is in a table but missing", "run check()")
+                raise CorruptDatabaseError(
+                    f"document id {decode_id(raw_id)} is in a table but missing", remedy=Remedy.RUN_CHECK
+                )
             key, fingerprint, meta = codec.unpack_document(raw, raw_id)
             matches.append(Match(key, fingerprint, distance, meta, similarity))
         return matches
@@ -1379,9 +1402,7 @@ class Database:
 
     @staticmethod
     def _check_limit(limit: int | None) -> int | None:
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise InvalidInputError(f"limit={describe(limit)} is not a non-negative int")
-        return limit
+        return None if limit is None else check_int("limit", limit, minimum=0)
 
     def get(self, key: str) -> Document | None:
         """The document stored under ``key``, or None."""
@@ -1599,9 +1620,7 @@ class Database:
         elif k is None:
             threshold = DEFAULT_THRESHOLD
         if k is not None:
-            if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= BITS:
-                raise DistanceError(f"k={describe(k)} is not a distance in [0, {BITS}]")
-            return k, threshold
+            return check_distance(k, maximum=BITS), threshold
         assert threshold is not None
         return candidate_distance(threshold, kind_of(self._fingerprinter), verified=verified), threshold
 
@@ -1911,8 +1930,7 @@ def _new_plan(k: int | None, blocks: int | None) -> TablePlan:
 
 
 def _check_batch_size(batch_size: object) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidInputError(f"batch_size={describe(batch_size)} is not a positive int")
+    check_int("batch_size", batch_size, minimum=1)
 
 
 #: Sorts after every 16-byte table key: the bound for the last prefix of a table.

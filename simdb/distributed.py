@@ -63,6 +63,7 @@ from simdb.errors import (
     InvalidInputError,
 )
 from simdb.plan import BITS, TablePlan
+from simdb.validation import check_fingerprint_dtype, check_int
 
 if TYPE_CHECKING:  # only for annotations: importing this module must not need Dask or pandas
     import dask.dataframe as dd
@@ -123,22 +124,12 @@ def _fingerprint_column(values: pd.Series) -> np.ndarray:
     """The column as uint64 (int64 reinterpreted bit for bit).  O(n), no copy for numpy dtypes."""
     dtype = values.dtype
     if isinstance(dtype, np.dtype):
-        return values.to_numpy().view(np.uint64)  # 64-bit ints: checked by _check_fingerprint_dtype
+        return values.to_numpy().view(np.uint64)  # 64-bit ints: checked by check_fingerprint_dtype
     # Nullable or Arrow-backed 64-bit ints: refuse nulls, then the same reinterpretation.
     if values.hasnans:
         raise InvalidFingerprintError("the fingerprint column has missing values")
     signed = "uint" not in str(dtype).lower()
     return values.to_numpy(dtype=np.int64 if signed else np.uint64).view(np.uint64)
-
-
-def _check_fingerprint_dtype(dtype: Any) -> None:
-    """Refuse a fingerprint column that is not a 64-bit integer, before any work runs."""
-    text = str(dtype).lower()
-    if not ("int64" in text and "float" not in text):
-        raise InvalidFingerprintError(
-            f"the fingerprint column has dtype {dtype}; it must be uint64 (or int64 holding the same bits)",
-            "write fingerprints as a uint64 column",
-        )
 
 
 def _normalise_rows(part: pd.DataFrame) -> pd.DataFrame:
@@ -168,16 +159,14 @@ def _as_rows(data: Any, name: str = "fingerprints") -> dd.DataFrame:
         raise InvalidInputError(
             f"{name} must be a Dask DataFrame or Series, or a Parquet path or glob, not {type(data).__name__}"
         )
-    _check_fingerprint_dtype(frame[FINGERPRINT].dtype)
+    check_fingerprint_dtype(frame[FINGERPRINT].dtype)
     meta = pd.DataFrame({KEY: frame._meta[KEY].reset_index(drop=True), FINGERPRINT: np.zeros(0, dtype=np.uint64)})
     return frame.map_partitions(_normalise_rows, meta=meta)
 
 
 def _plan(k: Any, blocks: Any) -> TablePlan:
     """The plan for ``k`` and ``blocks`` (numpy ints accepted), validated."""
-    return TablePlan.create(
-        int(k) if isinstance(k, np.integer) else k, int(blocks) if isinstance(blocks, np.integer) else blocks
-    )
+    return TablePlan.create(k, blocks)
 
 
 # --------------------------------------------------------------------------------------
@@ -288,9 +277,7 @@ def _flag_sides(part: pd.DataFrame) -> pd.DataFrame:
 def _partitions(rows: dd.DataFrame, npartitions: int | None) -> int:
     if npartitions is None:
         return max(1, rows.npartitions)
-    if isinstance(npartitions, bool) or not isinstance(npartitions, int) or npartitions < 1:
-        raise InvalidInputError(f"npartitions={npartitions!r} must be a positive int")
-    return npartitions
+    return check_int("npartitions", npartitions, minimum=1)
 
 
 def _per_table_pairs(
@@ -573,8 +560,7 @@ def clusters(
     plan = _plan(k, blocks)
     rows = _as_rows(fingerprints)
     _partitions(rows, npartitions)
-    if isinstance(fan_in, bool) or not isinstance(fan_in, int) or fan_in < 2:
-        raise InvalidInputError(f"fan_in={fan_in!r} must be an int >= 2")
+    fan_in = check_int("fan_in", fan_in, minimum=2)
     _, everything, jobs = _exchange(fingerprints, rows, plan, plan.k, workers)
     forests = [delayed(_job_forest, pure=True)(everything, plan, plan.k, job) for job in jobs]
     while len(forests) > 1:

@@ -1,29 +1,122 @@
-"""The exception hierarchy: one root, :class:`SimdbError`, with specific subclasses.
+"""The exception hierarchy: one root, :class:`SimdbError`, with one class per condition.
 
-Every message names the offending input or path and, where one helps, ends with a hint
-for what to do next.  The CLI maps the two families below to exit codes in one place:
-:class:`InvalidInputError` and :class:`ConfigMismatchError` are usage errors (exit 2),
+Every error carries what it is about as fields (``path``; ``argument`` and ``value`` of a
+bad argument; ``setting``, ``given`` and ``stored`` of a mismatched setting; ...) and, where
+there is one fixed next step, a machine-readable :class:`Remedy`.  ``str(error)`` is a
+one-line message with a hint in Python-API terms, for library users; another interface (the
+CLI, in ``cli/errors.py``) formats the same fields in its own terms and never parses the
+text.  Exit codes of the CLI follow the families: :class:`InvalidInputError`,
+:class:`ConfigMismatchError` and :class:`FingerprinterError` are usage errors (exit 2),
 :class:`DatabaseError` is a problem with the database itself (exit 3).
 """
 
 from __future__ import annotations
 
+import enum
+from typing import Any, ClassVar
+
+
+class Remedy(enum.Enum):
+    """The next step an error calls for, named in no interface's terms: the library's hint
+    says it for Python, the CLI says it for the command line."""
+
+    CREATE_DATABASE = "create the database"
+    FINISH_CREATION = "finish the interrupted creation by opening the database writable"
+    OMIT_SETTING = "omit this setting to use the stored one"
+    RUN_CHECK = "run check"
+    ADD_TEXT_FIRST = "store fingerprint settings by adding text once, or give fingerprints"
+    OPEN_WRITABLE = "open the database writable"
+    SHARE_DATABASE = "open the database once and share it"
+
+
+#: The Python-API wording of the remedies whose wording needs no field of the error.
+PYTHON_HINTS = {
+    Remedy.RUN_CHECK: "run check(); restore from a backup or an export",
+    Remedy.OPEN_WRITABLE: "open it without readonly=True",
+    Remedy.ADD_TEXT_FIRST: "add text once with a writable database, or pass fingerprints",
+    Remedy.FINISH_CREATION: "was its creation interrupted? open it writable to finish it",
+    Remedy.SHARE_DATABASE: "open it once and share the Database: it is thread-safe",
+}
+
 
 class SimdbError(Exception):
-    """Root of every error simdb raises on purpose."""
+    """Root of every error simdb raises on purpose.  ``message`` is the one-line fault,
+    ``hint`` what to do about it in Python terms (the class's fixed ``default_hint`` when
+    none is given, else the remedy's :data:`PYTHON_HINTS` wording), ``remedy`` the next step
+    as a :class:`Remedy` where one applies, ``path`` the file or database concerned, where
+    known."""
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    #: The hint of every error of this class, unless one is given.
+    default_hint: ClassVar[str | None] = None
+    #: The remedy of every error of this class, unless one is given.
+    default_remedy: ClassVar[Remedy | None] = None
+
+    def __init__(
+        self, message: str, hint: str | None = None, *, remedy: Remedy | None = None, path: object = None
+    ) -> None:
+        remedy = remedy if remedy is not None else self.default_remedy
+        if hint is None:
+            hint = self.default_hint or (PYTHON_HINTS.get(remedy) if remedy is not None else None)
+        super().__init__(f"{message} (hint: {hint})" if hint else message)
+        # Set after Exception.__init__: ImportError's (DaskNotInstalledError) resets ``path``.
         self.message = message
         self.hint = hint
-        super().__init__(f"{message} (hint: {hint})" if hint else message)
+        self.remedy = remedy
+        self.path = None if path is None else str(path)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as class, text and fields (an error raised in a worker process crosses
+        # back this way): the default would call the class with the text alone.
+        return _restore, (type(self), self.args, self.__dict__)
+
+
+def _restore(cls: type[SimdbError], args: tuple[Any, ...], fields: dict[str, Any]) -> SimdbError:
+    """An unpickled error: its text as ``args`` and its fields, without calling ``__init__``."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(fields)
+    return error
 
 
 class InvalidInputError(SimdbError, ValueError):
-    """An argument is malformed: a bad key, fingerprint, text, distance or setting."""
+    """An argument is malformed: a bad key, fingerprint, text, distance or setting.
+    ``argument`` names it (``"k"``, ``"fingerprints[3]"``, ...) and ``value`` is what was
+    given, where the error is about one argument; ``expected`` says what it should be
+    (``"an int >= 1"``)."""
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        argument: str | None = None,
+        value: Any = None,
+        expected: str | None = None,
+        remedy: Remedy | None = None,
+        path: object = None,
+    ) -> None:
+        super().__init__(message, hint, remedy=remedy, path=path)
+        self.argument = argument
+        self.value = value
+        self.expected = expected
+
+
+class KeyProblem(enum.Enum):
+    """Why a document key was refused (:attr:`InvalidKeyError.reason`)."""
+
+    NOT_STR = "not a str"
+    EMPTY = "empty"
+    TOO_LONG = "too long"
+    NOT_UNICODE = "not valid Unicode"  # lone surrogates, which UTF-8 cannot encode
 
 
 class InvalidKeyError(InvalidInputError):
-    """A document key is empty, too long, not a string or not valid Unicode."""
+    """A document key is empty, too long, not a string or not valid Unicode: ``reason``
+    says which (a :class:`KeyProblem`), ``value`` is the key."""
+
+    def __init__(self, message: str, hint: str | None = None, *, reason: KeyProblem, value: Any = None) -> None:
+        super().__init__(message, hint, argument="key", value=value)
+        self.reason = reason
 
 
 class InvalidFingerprintError(InvalidInputError):
@@ -31,15 +124,43 @@ class InvalidFingerprintError(InvalidInputError):
 
 
 class DistanceError(InvalidInputError):
-    """A query asked for a Hamming distance the index cannot answer exactly."""
+    """A query asked for a Hamming distance the index cannot answer exactly, or a distance
+    that is not an int >= 0."""
+
+
+class DistanceTooLargeError(DistanceError):
+    """A query asked for a distance ``value`` above ``largest``, the largest the index (or
+    plan) can answer exactly."""
+
+    def __init__(self, message: str, hint: str | None = None, *, value: int, largest: int) -> None:
+        super().__init__(message, hint, argument="k", value=value, expected=f"a distance in [0, {largest}]")
+        self.largest = largest
 
 
 class ConfigMismatchError(SimdbError):
-    """``open()`` was given settings that differ from those stored in the database."""
+    """``open()`` was given settings that differ from those stored in the database:
+    ``setting`` (``"k"``, ``"blocks"`` or ``"fingerprinter"``) was given as ``given`` but the
+    database at ``path`` holds ``stored``."""
+
+    default_remedy = Remedy.OMIT_SETTING
+
+    def __init__(
+        self, message: str, hint: str | None = None, *, setting: str, given: Any, stored: Any, path: object = None
+    ) -> None:
+        super().__init__(message, hint, path=path)
+        self.setting = setting
+        self.given = given
+        self.stored = stored
 
 
 class FingerprinterError(SimdbError):
     """Text was given where no fingerprint settings are known, or settings would be mixed."""
+
+
+class NoFingerprinterError(FingerprinterError):
+    """Text was given to a read-only database that has no fingerprint settings stored."""
+
+    default_remedy = Remedy.ADD_TEXT_FIRST
 
 
 class DatabaseError(SimdbError):
@@ -50,8 +171,24 @@ class NotADatabaseError(DatabaseError):
     """The path exists but is not a simdb database."""
 
 
+class DatabaseMissingError(NotADatabaseError):
+    """No database is at ``path`` yet, and the open may not create one (``readonly=True``
+    or ``create=False``)."""
+
+    default_remedy = Remedy.CREATE_DATABASE
+
+
+class UnfinishedDatabaseError(NotADatabaseError):
+    """The creation of the database at ``path`` was interrupted before its first data file
+    was made, and a read-only open cannot finish it."""
+
+    default_remedy = Remedy.FINISH_CREATION
+
+
 class FormatVersionError(DatabaseError):
     """The database was written by a newer simdb with a format this one cannot read."""
+
+    default_hint = "upgrade simdb"
 
 
 class CorruptDatabaseError(DatabaseError):
@@ -64,18 +201,20 @@ class CorruptDatabaseError(DatabaseError):
         message: str,
         hint: str | None = None,
         *,
-        path: str | None = None,
+        path: object = None,
         record: str | None = None,
         field: str | None = None,
+        remedy: Remedy | None = None,
     ) -> None:
-        super().__init__(message, hint)
-        self.path = path
+        super().__init__(message, hint, remedy=remedy, path=path)
         self.record = record
         self.field = field
 
 
 class ReadOnlyError(DatabaseError):
     """A write was attempted on a database opened with ``readonly=True``."""
+
+    default_remedy = Remedy.OPEN_WRITABLE
 
 
 class DatabaseClosedError(DatabaseError):
@@ -93,6 +232,13 @@ class DiskFullError(DatabaseError):
 
 class StorageError(DatabaseError):
     """Any other failure reported by LMDB or the operating system."""
+
+
+class AlreadyOpenError(StorageError):
+    """The database at ``path`` is already open in this process: LMDB allows one
+    environment per file per process."""
+
+    default_remedy = Remedy.SHARE_DATABASE
 
 
 #: How to install the dask extra; quoted, as shells such as zsh expand brackets.

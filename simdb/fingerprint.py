@@ -76,10 +76,11 @@ import numpy as np
 import numpy.typing as npt
 
 from simdb import features as _features_module
-from simdb.errors import FingerprinterError, InvalidFingerprintError, InvalidInputError
+from simdb.errors import FingerprinterError, InvalidInputError
 from simdb.features import iter_chunks, tokenize
 from simdb.keys import iterate
 from simdb.stopwords import STOPWORD_LISTS, stopword_list
+from simdb.validation import check_fingerprint, check_int
 
 #: Version of the fingerprint definition above.  Bump it whenever a change to this module
 #: could change any fingerprint, so stored settings from another version are refused.
@@ -330,8 +331,7 @@ class _IdfTable:
         if set(data) != expected:
             raise InvalidInputError(f"idf has fields {sorted(map(str, data))}, expected {sorted(expected)}")
         for name in ("documents", "scale", "default_weight"):
-            if isinstance(data[name], bool) or not isinstance(data[name], int) or data[name] < 0:
-                raise InvalidInputError(f"idf.{name}={data[name]!r} is not a non-negative int")
+            check_int(f"idf.{name}", data[name], minimum=0)
         if data["scale"] != IDF_SCALE:
             raise InvalidInputError(f"idf.scale={data['scale']!r} is not {IDF_SCALE}")
         if data["default_weight"] < 1:
@@ -554,11 +554,13 @@ class Fingerprinter:
         _check_choice("features", features, FEATURE_KINDS)
         if ngram is None:
             ngram = DEFAULT_NGRAM[features]
-        if isinstance(ngram, bool) or not isinstance(ngram, int) or not 1 <= ngram <= MAX_NGRAM[features]:
-            raise InvalidInputError(
-                f"ngram={ngram!r} is invalid for features={features!r}",
-                f"use an int from 1 to {MAX_NGRAM[features]}",
-            )
+        ngram = check_int(
+            "ngram",
+            ngram,
+            minimum=1,
+            maximum=MAX_NGRAM[features],
+            hint=f"{MAX_NGRAM[features]} is the largest for features={features!r}",
+        )
         if features == "word-shingle" and ngram == 1:
             features = "word"
         _check_choice("bits", bits, FINGERPRINT_BITS)
@@ -692,8 +694,7 @@ class Fingerprinter:
         if not isinstance(data, dict):
             raise InvalidInputError(f"fingerprinter settings={type(data).__name__} is not a dict")
         version = data.get("version")
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise InvalidInputError(f"version={version!r} is not a fingerprinter settings version")
+        check_int("version", version, minimum=1)
         if version != SETTINGS_VERSION:
             raise InvalidInputError(
                 f"version={version} of the fingerprinter settings is not supported",
@@ -1033,8 +1034,8 @@ class Fingerprinter:
     def _iter_pairs(self, texts: Iterable[Text], workers: int | None, sketch: bool) -> Iterator[tuple[int, bytes]]:
         """(fingerprint, sketch or b"") pairs of ``texts``, here or in a pool of ``workers``;
         the arguments are checked now, before the first pair is asked for."""
-        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-            raise InvalidInputError(f"workers={workers!r} is not a positive int or None")
+        if workers is not None:
+            workers = check_int("workers", workers, minimum=1, hint="pass None to work in this process")
         iterate(texts, "texts")  # refuses one text passed alone, before any work starts
         if workers is None or workers == 1:
             return _pairs(self._iter_blocks(texts, sketch))
@@ -1077,8 +1078,7 @@ class Fingerprinter:
         texts are left out of the table and weigh as if seen once, which keeps the table to
         the features that repeat.  The table is frozen: fingerprints never drift as a
         collection grows.  O(total features · log); memory O(distinct features)."""
-        if isinstance(min_df, bool) or not isinstance(min_df, int) or min_df < 1:
-            raise InvalidInputError(f"min_df={min_df!r} is not a positive int")
+        min_df = check_int("min_df", min_df, minimum=1)
         base = Fingerprinter(*self.settings_key())
         documents = 0
         pending: list[UInt64Array] = []
@@ -1342,9 +1342,7 @@ def simhash_features(features: Iterable[Feature], bits: int = 64) -> int:
         if isinstance(feature, bool):
             raise InvalidInputError(f"features[{position}]={feature!r} is not a str, bytes or int feature")
         if isinstance(feature, int):
-            if not 0 <= feature < 1 << bits:
-                raise InvalidFingerprintError(f"features[{position}] hash {feature} is not in [0, 2**{bits})")
-            rows.append(_int_to_row(feature, bits))
+            rows.append(_int_to_row(check_fingerprint(feature, f"features[{position}]", bits), bits))
         elif isinstance(feature, (str, bytes)):
             if isinstance(feature, str):
                 feature = feature.encode("utf-8", errors="surrogatepass")
@@ -1369,14 +1367,6 @@ def _int_to_row(value: int, bits: int) -> list[int]:
     return [value & _MASK64, value >> 64]
 
 
-def _check_fingerprint(name: str, value: Any, bits: int | None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidFingerprintError(f"{name}={value!r} is not a non-negative int fingerprint")
-    if bits is not None and value >> bits:
-        raise InvalidFingerprintError(f"{name}={value!r} does not fit in {bits} bits")
-    return value
-
-
 def jaccard(a: Text, b: Text, **settings: Any) -> float:
     """The exact Jaccard similarity of the feature sets of two texts with the given
     :class:`Fingerprinter` settings (see :meth:`Fingerprinter.jaccard`).  O(n log n)."""
@@ -1385,15 +1375,14 @@ def jaccard(a: Text, b: Text, **settings: Any) -> float:
 
 def hamming(a: int, b: int) -> int:
     """The Hamming distance between two fingerprints (non-negative ints).  O(1) for 64 bits."""
-    return (_check_fingerprint("a", a, None) ^ _check_fingerprint("b", b, None)).bit_count()
+    return (check_fingerprint(a, "a", bits=None) ^ check_fingerprint(b, "b", bits=None)).bit_count()
 
 
 def similarity(a: int, b: int, bits: int = 64) -> float:
     """``1 - hamming(a, b) / bits``: 1.0 for equal fingerprints, 0.0 for complements.  Both
     must fit in ``bits`` bits (a positive int)."""
-    if isinstance(bits, bool) or not isinstance(bits, int) or bits < 1:
-        raise InvalidInputError(f"bits={bits!r} is not a positive int")
-    distance = (_check_fingerprint("a", a, bits) ^ _check_fingerprint("b", b, bits)).bit_count()
+    bits = check_int("bits", bits, minimum=1)
+    distance = (check_fingerprint(a, "a", bits) ^ check_fingerprint(b, "b", bits)).bit_count()
     return 1.0 - distance / bits
 
 

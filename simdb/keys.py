@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import hashlib
-import numbers
 import re
 import struct
 from collections.abc import Callable, Iterable, Iterator
@@ -21,31 +20,21 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 
-from simdb.errors import InvalidFingerprintError, InvalidInputError, InvalidKeyError
+from simdb.errors import InvalidFingerprintError, InvalidInputError, InvalidKeyError, KeyProblem
+from simdb.validation import FINGERPRINT_LIMIT, check_fingerprint, describe
+
+__all__ = ["FINGERPRINT_LIMIT", "check_fingerprint", "describe"]  # re-exported: many modules take them from here
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
 T = TypeVar("T")
 
-FINGERPRINT_LIMIT = 1 << 64
 #: Length of a table entry's LMDB key: the permuted fingerprint and the document id.
 TABLE_KEY_BYTES = 16
 #: Longest key accepted, in UTF-8 bytes.  Far beyond any URL; bounded so one key cannot
 #: exhaust memory or the map.
 MAX_KEY_BYTES = 1 << 20
-
-
-def describe(value: object, limit: int = 60) -> str:
-    """A short repr of a user value for error messages (a huge string is cut before its
-    repr is built, not after)."""
-    if isinstance(value, (str, bytes, bytearray)) and len(value) > limit:
-        value = value[:limit]
-    try:
-        text = repr(value)
-    except RecursionError:
-        return f"a deeply nested {type(value).__name__}"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def iterate(items: Iterable[T], what: str) -> Iterator[T]:
@@ -71,20 +60,34 @@ def check_key(key: object) -> bytes:
         except UnicodeEncodeError:
             pass  # reported below
     if not isinstance(key, str):
-        raise InvalidKeyError(f"key {describe(key)} is a {type(key).__name__}, not a str")
+        raise InvalidKeyError(
+            f"key {describe(key)} is a {type(key).__name__}, not a str", reason=KeyProblem.NOT_STR, value=key
+        )
     if not key:
-        raise InvalidKeyError("key '' is empty", "every document needs a non-empty key")
+        raise InvalidKeyError(
+            "key '' is empty", "every document needs a non-empty key", reason=KeyProblem.EMPTY, value=key
+        )
     if len(key) > MAX_KEY_BYTES:  # every character takes at least one byte: skip encoding it
-        raise InvalidKeyError(f"key {describe(key)} is {len(key)} characters long, over the {MAX_KEY_BYTES}-byte limit")
+        raise InvalidKeyError(
+            f"key {describe(key)} is {len(key)} characters long, over the {MAX_KEY_BYTES}-byte limit",
+            reason=KeyProblem.TOO_LONG,
+            value=key,
+        )
     try:
         encoded = key.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidKeyError(
             f"key {describe(key)} is not valid Unicode ({exc.reason} at position {exc.start})",
             "lone surrogates cannot be stored; decode the source with errors='replace'",
+            reason=KeyProblem.NOT_UNICODE,
+            value=key,
         ) from None
     if len(encoded) > MAX_KEY_BYTES:
-        raise InvalidKeyError(f"key {describe(key)} is {len(encoded)} bytes long, over the {MAX_KEY_BYTES}-byte limit")
+        raise InvalidKeyError(
+            f"key {describe(key)} is {len(encoded)} bytes long, over the {MAX_KEY_BYTES}-byte limit",
+            reason=KeyProblem.TOO_LONG,
+            value=key,
+        )
     return encoded
 
 
@@ -111,21 +114,6 @@ def index_key_order(index_keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return order, halves[order]
 
 
-def check_fingerprint(fingerprint: object) -> int:
-    """Validate a fingerprint: an int (or numpy integer) in [0, 2**64).  O(1)."""
-    if type(fingerprint) is int and 0 <= fingerprint < FINGERPRINT_LIMIT:  # the common case, fast
-        return fingerprint
-    if isinstance(fingerprint, bool) or not isinstance(fingerprint, numbers.Integral):
-        raise InvalidFingerprintError(
-            f"fingerprint {describe(fingerprint)} is a {type(fingerprint).__name__}, not an int",
-            "parse hex text with simdb.parse_fingerprint()",
-        )
-    value = int(fingerprint)
-    if not 0 <= value < FINGERPRINT_LIMIT:
-        raise InvalidFingerprintError(f"fingerprint {describe(value)} is outside [0, 2**64)")
-    return value
-
-
 _HEX_FINGERPRINT = re.compile(r"(?:0[xX][0-9a-fA-F]{1,16}|[0-9a-fA-F]{16})")
 _DECIMAL_FINGERPRINT = re.compile(r"[0-9]{1,20}")
 _HEX_DIGITS = re.compile(r"0[xX][0-9a-fA-F]+")
@@ -136,7 +124,9 @@ def parse_fingerprint(text: str) -> int:
     digits, which are hex even when all are 0-9, as ``%016x`` writes them) or as decimal
     (up to 20 ASCII digits).  Underscores and surrounding whitespace are ignored."""
     if not isinstance(text, str):
-        raise InvalidFingerprintError(f"fingerprint {describe(text)} is a {type(text).__name__}, not a str")
+        raise InvalidFingerprintError(
+            f"fingerprint {describe(text)} is a {type(text).__name__}, not a str", argument="fingerprint", value=text
+        )
     cleaned = text.strip().replace("_", "")
     if _HEX_FINGERPRINT.fullmatch(cleaned):
         value = int(cleaned.removeprefix("0x").removeprefix("0X"), 16)
@@ -146,11 +136,15 @@ def parse_fingerprint(text: str) -> int:
         raise InvalidFingerprintError(
             f"fingerprint {describe(text)} has {len(cleaned.removeprefix('0x').removeprefix('0X'))} digits, too large for 64 bits",
             "a fingerprint has at most 16 hex digits or 20 decimal digits, below 2**64",
+            argument="fingerprint",
+            value=text,
         )
     else:
         raise InvalidFingerprintError(
             f"fingerprint {describe(text)} is neither hex nor decimal",
             "write it as 0x followed by up to 16 hex digits, as exactly 16 hex digits, or as a decimal number",
+            argument="fingerprint",
+            value=text,
         )
     return check_fingerprint(value)
 

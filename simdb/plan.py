@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from simdb.errors import InvalidInputError
+from simdb.validation import check_distance, check_int
 
 BITS = 64
 #: The default plan makes every table's prefix at least this long, so that a random table
@@ -157,15 +158,10 @@ class TablePlan:
             raise InvalidInputError(
                 f"bits={bits!r} is not supported by the index", "the index stores 64-bit fingerprints"
             )
-        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < bits:
-            raise InvalidInputError(f"k={k!r} is not a distance in [0, {bits})")
+        k = check_distance(k, maximum=bits - 1)
         if blocks is None:
             blocks = default_blocks(k, bits)
-        if isinstance(blocks, bool) or not isinstance(blocks, int) or not k < blocks <= bits:
-            raise InvalidInputError(
-                f"blocks={blocks!r} is invalid for k={k}",
-                f"the block count must be an int with k < blocks <= {bits}",
-            )
+        blocks = check_int("blocks", blocks, minimum=k + 1, maximum=bits, hint=f"k={k} needs more than {k} blocks")
         if math.comb(blocks, k) > MAX_TABLES:
             raise InvalidInputError(
                 f"blocks={blocks}, k={k} needs {math.comb(blocks, k)} tables",

@@ -45,6 +45,7 @@ import re
 import stat
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -53,13 +54,16 @@ from typing import TypeVar
 import lmdb
 
 from simdb.errors import (
+    AlreadyOpenError,
     CorruptDatabaseError,
     DatabaseClosedError,
     DatabaseError,
+    DatabaseMissingError,
     DiskFullError,
     NotADatabaseError,
     ReadOnlyError,
     StorageError,
+    UnfinishedDatabaseError,
 )
 
 T = TypeVar("T")
@@ -105,26 +109,70 @@ def _disk_full(where: object, reason: str, hint: str = _BATCH_NOT_STORED) -> Dis
 def translate(
     exc: lmdb.Error, where: object, directory: Path | None = None, full_hint: str = _BATCH_NOT_STORED
 ) -> DatabaseError:
-    """Map an LMDB error to the matching simdb error, naming ``where``.  py-lmdb gives the
-    errno of an operating-system failure as ``exc.code``.  LMDB reports a write cut short by
-    a full disk as EIO, so an EIO with (almost) no space left in ``directory`` is a full
-    disk too; that costs one statvfs call, on the error path only."""
+    """Map an LMDB error to the matching simdb error, naming ``where``, by its class and
+    errno alone (``exc.code``, which py-lmdb sets for an operating-system failure); LMDB's
+    text is only quoted.  LMDB reports a write cut short by a full disk as EIO, so an EIO
+    with (almost) no space left in ``directory`` is a full disk too; that costs one statvfs
+    call, on the error path only.  A second environment on a file this process already has
+    open (which py-lmdb refuses with neither class nor code) is caught before LMDB is asked:
+    see :func:`_open_environment`."""
     text = str(exc)
     code = getattr(exc, "code", 0)
     if isinstance(exc, lmdb.ReadonlyError):
-        return ReadOnlyError(f"{where} is read-only: {text}", "open it without readonly=True")
+        return ReadOnlyError(f"{where} is read-only: {text}", path=where)
     if isinstance(exc, lmdb.MapFullError) or code in _NO_SPACE:
         return _disk_full(where, text, full_hint)
     if code == errno.EIO and directory is not None and _nearly_full(directory):
         return _disk_full(where, f"{text} (the filesystem is full)", full_hint)
-    if isinstance(exc, (lmdb.CorruptedError, lmdb.InvalidError, lmdb.PageNotFoundError, lmdb.VersionMismatchError)):
-        return CorruptDatabaseError(f"{where} is damaged: {text}", "restore it from a backup or an export")
-    if not code and "already open" in text:
-        # py-lmdb refuses a second environment per file per process with no code or class.
-        return StorageError(
-            f"{where} is already open in this process", "open it once and share the Database: it is thread-safe"
-        )
-    return StorageError(f"LMDB failed on {where}: {text}")
+    if isinstance(exc, _DAMAGE):
+        return CorruptDatabaseError(f"{where} is damaged: {text}", "restore it from a backup or an export", path=where)
+    return StorageError(f"LMDB failed on {where}: {text}", path=where)
+
+
+#: LMDB's errors that mean the file is damaged (or not an LMDB file of this version).
+_DAMAGE = (
+    lmdb.CorruptedError,
+    lmdb.InvalidError,
+    lmdb.PageNotFoundError,
+    lmdb.VersionMismatchError,
+    lmdb.BadChecksumError,
+)
+
+#: The environment this process has open on each data file, by the file's (st_dev, st_ino).
+#: LMDB allows one per file per process; weak references, so that an environment dropped
+#: without close() frees its file too.
+_open_environments: dict[tuple[int, int], weakref.ref[lmdb.Environment]] = {}
+_open_environments_lock = threading.Lock()
+
+
+def _is_open(env: lmdb.Environment | None) -> bool:
+    """Whether ``env`` is a live, unclosed environment: one cheap LMDB call."""
+    if env is None:
+        return False
+    try:
+        env.flags()
+    except lmdb.Error:  # closed
+        return False
+    return True
+
+
+def _open_environment(
+    data_file: Path, identity: tuple[int, int] | None, database: Path, **options: object
+) -> lmdb.Environment:
+    """``lmdb.open(data_file, **options)``, refused with AlreadyOpenError naming ``database``
+    if this process already has an environment open on the file whose identity is
+    ``identity`` (LMDB would refuse it too, but with neither class nor code); the new one is
+    recorded.  Costs a dictionary scan of this process's open files."""
+    with _open_environments_lock:
+        for held, reference in list(_open_environments.items()):
+            if not _is_open(reference()):
+                del _open_environments[held]
+        if identity is not None and identity in _open_environments:
+            raise AlreadyOpenError(f"the database at {database} is already open in this process", path=database)
+        env = lmdb.open(str(data_file), **options)  # type: ignore[arg-type]
+        if identity is not None:
+            _open_environments[identity] = weakref.ref(env)
+        return env
 
 
 def _os_error(exc: OSError, what: str, hint: str = _BATCH_NOT_STORED) -> DatabaseError:
@@ -372,7 +420,9 @@ class Storage:
                         "point at a simdb database or at an empty or missing directory",
                     )
                 if readonly or not create:
-                    raise NotADatabaseError(f"{directory} does not exist", "create it first by opening it writable")
+                    raise DatabaseMissingError(
+                        f"{directory} does not exist", "create it first by opening it writable", path=directory
+                    )
                 cls._create_directory(directory)
         return cls(directory, readonly, names, map_size or MIN_MAP_SIZE)
 
@@ -441,15 +491,15 @@ class Storage:
                         f"{data_file} is {state}", "restore the database from a backup or an export"
                     )
                 if self.readonly:
-                    raise NotADatabaseError(
-                        f"{data_file} is {state}", "was its creation interrupted? open it writable to finish it"
-                    )
+                    raise UnfinishedDatabaseError(f"{data_file} is {state}", path=self.path)
                 _create_data_file(data_file)
             _allocate_lock_file(lock_file)
             held = _identity(data_file)
             try:
-                env = lmdb.open(
-                    str(data_file),
+                env = _open_environment(
+                    data_file,
+                    held,
+                    self.path,
                     subdir=False,
                     readonly=self.readonly,
                     create=not self.readonly,
@@ -705,7 +755,7 @@ class Storage:
         """Raise ReadOnlyError if this handle was opened read-only, DatabaseClosedError if
         it is closed.  O(1)."""
         if self.readonly:
-            raise ReadOnlyError(f"{self.path} was opened read-only", "open it without readonly=True")
+            raise ReadOnlyError(f"{self.path} was opened read-only", path=self.path)
         self.env  # noqa: B018 - raises DatabaseClosedError once closed
 
     def write(self, work: Callable[[lmdb.Transaction[bytes]], T], reserve: int = 0) -> T:

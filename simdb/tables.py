@@ -48,7 +48,7 @@ from typing import Protocol
 import lmdb
 import numpy as np
 
-from simdb.errors import CorruptDatabaseError
+from simdb.errors import CorruptDatabaseError, Remedy
 from simdb.plan import BITS, Table, TablePlan, expand_ranges
 
 STATE = b"tables.state"
@@ -249,11 +249,11 @@ def decode_blocks(pairs: list[tuple[bytes, bytes]], with_ids: bool, where: str) 
 def _header(key: bytes, value: bytes, with_ids: bool, where: str) -> tuple[int, int, int, int]:
     """A block's header, checked against the block's length.  O(1)."""
     if len(key) != 8 or len(value) < _HEADER.size:
-        raise CorruptDatabaseError(f"{where} holds a block {key.hex()} with a damaged header", "run check()")
+        raise CorruptDatabaseError(f"{where} holds a block {key.hex()} with a damaged header", remedy=Remedy.RUN_CHECK)
     count, fp_width, id_width, crc = _HEADER.unpack_from(value)
     expected = _HEADER.size + (_ID_BASE.size if with_ids else 0) + count * (fp_width + id_width)
     if count == 0 or fp_width > 8 or id_width > 8 or len(value) != expected or (id_width and not with_ids):
-        raise CorruptDatabaseError(f"{where} holds a damaged block at key {key.hex()}", "run check()")
+        raise CorruptDatabaseError(f"{where} holds a damaged block at key {key.hex()}", remedy=Remedy.RUN_CHECK)
     return count, fp_width, id_width, crc
 
 
@@ -297,7 +297,7 @@ class Tables:
         if raw is None:
             return 0, 0
         if len(raw) != _COUNT.size:
-            raise CorruptDatabaseError(f"the state of table {table} level {level} is damaged", "run check()")
+            raise CorruptDatabaseError(f"the state of table {table} level {level} is damaged", remedy=Remedy.RUN_CHECK)
         entries, cursor = _COUNT.unpack(raw)
         return int(entries), int(cursor)
 
@@ -465,7 +465,7 @@ class Tables:
         pairs = np.frombuffer(b"".join(keys), dtype=">u8").reshape(-1, 2)
         if len(b"".join(keys)) != 16 * len(keys):
             raise CorruptDatabaseError(
-                f"{self._recent[table.index].decode()} holds a key that is not 16 bytes", "run check()"
+                f"{self._recent[table.index].decode()} holds a key that is not 16 bytes", remedy=Remedy.RUN_CHECK
             )
         # The taken keys are one contiguous range: delete it with one cursor walk.
         cursor.set_key(keys[0])
@@ -672,7 +672,7 @@ class Tables:
                 self._probe_table(parts, table, permuted, permuted, permuted + 1, 0, exact, {})
                 if not exact:
                     raise CorruptDatabaseError(
-                        f"fingerprint {fingerprint:#018x} is in a table but not in table 0", "run check()"
+                        f"fingerprint {fingerprint:#018x} is in a table but not in table 0", remedy=Remedy.RUN_CHECK
                     )
                 for doc_id in exact:
                     one_found[doc_id] = distance

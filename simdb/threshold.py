@@ -20,22 +20,15 @@ from simdb.errors import InvalidInputError
 from simdb.fingerprint import SKETCH_BYTES, sketch_estimates
 from simdb.keys import describe
 from simdb.plan import BITS
+from simdb.validation import check_threshold
+
+__all__ = ["check_threshold"]  # re-exported: it lived here
 
 #: The similarity threshold used when none is given.
 DEFAULT_THRESHOLD = 0.9
 #: Share of the pairs at or above a threshold that the candidate radius must find.
 CANDIDATE_RECALL = 0.97
 KINDS = ("simhash", "minhash")
-
-
-def check_threshold(threshold: object) -> float:
-    """``threshold`` as a float in (0, 1], else InvalidInputError naming it.  O(1)."""
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating, np.integer)):
-        raise InvalidInputError(f"threshold={describe(threshold)} is not a number in (0, 1]")
-    value = float(threshold)
-    if not 0.0 < value <= 1.0:  # NaN fails too
-        raise InvalidInputError(f"threshold={describe(threshold)} is not in (0, 1]", "use a similarity such as 0.9")
-    return value
 
 
 def _bit_flip_probability(threshold: float, kind: str) -> float:
