@@ -156,7 +156,9 @@ class Skip(NamedTuple):
 class AddResult:
     """What an add did: counts of new and replaced keys, the skipped near-duplicates, and how
     many of the stored documents came from texts with no features (``featureless``).
-    ``unchanged`` is reserved (always 0 for now)."""
+    ``unchanged`` counts documents whose key was already stored with the same fingerprint,
+    meta and sketch: nothing stored would change, so they were not rewritten (nor counted
+    as replaced)."""
 
     added: int = 0
     replaced: int = 0
@@ -785,7 +787,10 @@ class Database:
 
     def _store(self, txn: lmdb.Transaction[bytes], batch: _Batch) -> AddResult:
         """Write a batch with unique keys: new keys get fresh ids, existing keys keep theirs
-        and lose their old table entries (and their old sketch)."""
+        and lose their old table entries (and their old sketch).  An existing key whose
+        stored record (key, fingerprint, meta) and sketch are byte-for-byte the new ones is
+        left alone and counted as unchanged: re-adding an unchanged folder writes nothing
+        but its new and changed documents.  Cost: one record (and sketch) read per existing key."""
         storage = self._storage
         docs, keys_db, meta = storage.db(DOCS), storage.db(KEYS), storage.db(META)
         next_id = self._read_next_id(txn)
@@ -804,6 +809,9 @@ class Database:
                     new_positions.append(position)
                     continue
                 doc_id, old = found
+                if self._unchanged(txn, doc_id, record, None if batch.sketches is None else batch.sketches[position]):
+                    result.unchanged += 1
+                    continue
                 txn.put(encode_id(doc_id), record, db=docs)
                 self._replace_sketch(txn, doc_id, None if batch.sketches is None else batch.sketches[position])
                 result.replaced += 1
@@ -835,6 +843,17 @@ class Database:
         txn.put(NEXT_ID_KEY, codec.pack(next_id + len(new_positions), "next id"), db=meta)
         result.added = len(new_positions)
         return result
+
+    def _unchanged(self, txn: lmdb.Transaction[bytes], doc_id: int, record: bytes, sketch: bytes | None) -> bool:
+        """Whether document ``doc_id`` is stored as ``record`` with ``sketch`` (None: a
+        fingerprint, which keeps no sketch), so that storing them again would change nothing.
+        A database without sketches (format 1) compares the record alone.  O(1) LMDB reads."""
+        raw_id = encode_id(doc_id)
+        if txn.get(raw_id, db=self._storage.db(DOCS)) != record:
+            return False
+        if not self._sketched:
+            return True
+        return txn.get(raw_id, db=self._storage.db(SKETCHES)) == sketch
 
     def _replace_sketch(self, txn: lmdb.Transaction[bytes], doc_id: int, sketch: bytes | None) -> None:
         """Store the new sketch of a replaced document, or drop its old one when the new
