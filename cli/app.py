@@ -42,8 +42,33 @@ from .errors import (
     guarded,
     usage_error,
 )
-from .ingest import Ingest, print_notice, print_problem, print_summary, problem_printer, run_ingest, total_bytes
-from .output import err, hex_fingerprint, json_line, out
+from .filekeys import canonical_key
+from .ingest import (
+    FirstReady,
+    Ingest,
+    is_new_database,
+    print_notice,
+    print_problem,
+    print_summary,
+    problem_printer,
+    quiet_or,
+    run_ingest,
+    total_bytes,
+)
+from .input_options import (
+    KEY_HELP,
+    EncodingOption,
+    ExcludeOption,
+    FilesFromOption,
+    GlobOption,
+    KeyBaseOption,
+    NullOption,
+    QuietOption,
+    RecursiveOption,
+    encoding_of,
+    path_rules,
+)
+from .output import counted, err, hex_fingerprint, json_line, named_some, out
 from .sources import (
     BINARY_SNIFF_BYTES,
     DEFAULT_MAX_DOC_BYTES,
@@ -53,6 +78,7 @@ from .sources import (
     TSV_MSGPACK_PREFIX,
     ExportHeader,
     Intake,
+    JsonlFields,
     decode,
     expand_paths,
     export_meta,
@@ -287,7 +313,7 @@ def read_text_file(path: str) -> str:
 # -- commands ------------------------------------------------------------------------------------
 
 
-@app.command()
+@app.command(epilog=f"Keys: {KEY_HELP}")
 @guarded
 @output.keep_going_if_stdout_closes()  # storing the documents is the point, not the output
 def add(
@@ -295,21 +321,27 @@ def add(
         list[str] | None,
         typer.Argument(
             help="Text files or directories to add; '-' reads more paths from stdin, one per line. "
-            "WARC/WET archives (.warc, .wet, .warc.wet.gz, ...) add one document per text record, keyed by WARC-Target-URI.",
+            "WARC/WET archives (.warc, .wet, .warc.wet.gz, ...) add one document per text record, keyed by "
+            "WARC-Target-URI; JSONL files (.jsonl, .jsonl.gz, .ndjson) one per line, as --jsonl does.",
             show_default=False,
         ),
     ] = None,
-    recursive: Annotated[
-        bool, typer.Option("--recursive", "-r", help="Also add the files in subdirectories of the directories given.")
-    ] = False,
-    glob: Annotated[
-        str | None,
+    recursive: RecursiveOption = False,
+    glob: GlobOption = None,
+    exclude: ExcludeOption = None,
+    files_from: FilesFromOption = None,
+    null: NullOption = False,
+    key_base: KeyBaseOption = None,
+    prune: Annotated[
+        bool,
         typer.Option(
-            "--glob",
-            help="In directories, add only files whose name matches this pattern, e.g. '*.txt'.",
-            show_default=False,
+            "--prune",
+            help="After adding, remove the stored documents under the PATH arguments whose files are gone "
+            "(keys equal to a PATH's key or below it, as a directory; URLs never).",
         ),
-    ] = None,
+    ] = False,
+    encoding: EncodingOption = None,
+    quiet: QuietOption = False,
     jsonl: Annotated[
         list[str] | None,
         typer.Option(
@@ -369,42 +401,62 @@ def add(
 ) -> None:
     """Add documents: files, directories, JSONL, WARC/WET archives or precomputed fingerprints.
 
-    A document's key is its file path (as given or found), its JSONL id, or its
-    WARC-Target-URI; adding an existing key replaces it.  Inputs are read in this order:
-    --fingerprints files, PATH arguments, --jsonl files.  An unreadable or binary file is
-    reported once and counted as failed (exit code 2 at the end); text that is not valid
-    UTF-8 is decoded with replacement and counted, and so is a document over
-    --max-doc-bytes.  Ctrl-C stops cleanly: every committed batch stays.  Ends with a
-    summary line: added, replaced, skipped, failed, and how many documents had no words
-    (featureless: stored, but never anyone's near-duplicate).
+    Adding an existing key replaces it; a document stored already exactly so (same text
+    settings, fingerprint, sketch and meta) is left alone and counted as unchanged.  Inputs
+    are read in this order: --fingerprints files, PATH arguments (and --files-from lists),
+    --jsonl files.  An unreadable or binary file is reported once and counted as failed
+    (exit code 2 at the end); text that is not valid UTF-8 (or --encoding) is decoded with
+    replacement and counted, and so is a document over --max-doc-bytes.  A run that stores
+    nothing creates no database.  Ctrl-C stops cleanly: every committed batch stays.  Ends
+    with a summary line: added, replaced, skipped, failed, unchanged, and how many documents
+    had no words (featureless: stored, but never anyone's near-duplicate).
     """
-    if not (paths or jsonl or fingerprints):
+    if not (paths or jsonl or fingerprints or files_from):
         raise usage_error(
             "nothing to add: give files or directories, --jsonl FILE or --fingerprints FILE (see simdb add --help)"
         )
     if checked_threshold(threshold) is not None and not if_new:
         raise usage_error("--threshold goes with --if-new (add stores every document otherwise)")
-    intake = Intake(on_problem=problem_printer(json_output), on_notice=print_notice)
+    rules = path_rules(recursive, glob, exclude, key_base)
+    text_encoding = encoding_of(encoding)
+    intake = Intake(on_problem=problem_printer(json_output), on_notice=quiet_or(print_notice, quiet))
     fingerprint_inputs = stream_inputs(fingerprints or [], FINGERPRINTS, intake)
-    path_inputs = expand_paths(paths or [], intake, recursive=recursive, pattern=glob, skip_directory=db)
+    path_inputs = expand_paths(
+        paths or [], intake, rules=rules, skip_directory=db, files_from=files_from or [], null=null
+    )
     jsonl_inputs = stream_inputs(jsonl or [], JSONL, intake)
     inputs = fingerprint_inputs + path_inputs + jsonl_inputs
-    if not inputs:  # nothing to read: don't create a database for a typo
+    if not inputs and not prune:  # nothing to read: don't create a database for a typo
         if not intake.failed:  # else the missing inputs were reported
-            matching = f" matching --glob {glob!r}" if glob else ""
+            matching = f" matching --glob {' or '.join(map(repr, glob))}" if glob else ""
             deeper = "" if recursive else " (-r also reads subdirectories)"
             err(f"simdb: nothing to add: no files{matching} in {', '.join(paths or [])}{deeper}")
         print_summary(intake, json_output)
         raise typer.Exit(EXIT_USAGE)
     fingerprinter = make_fingerprinter(features, ngram, stopwords, kind=kind, weights=weights)
+    # Read up to the first document before opening the database, so a run whose inputs all
+    # fail (or hold nothing) creates no database whose settings a corrected retry would meet.
+    fingerprint_items = FirstReady(read_fingerprint_tsv(fingerprint_inputs, intake, max_bytes=max_doc_bytes))
+    fields = JsonlFields(id_field, text_field)
+    text_items = FirstReady(
+        chain(
+            read_documents(path_inputs, intake, max_doc_bytes, encoding=text_encoding, fields=fields),
+            read_jsonl(jsonl_inputs, intake, id_field=id_field, text_field=text_field, max_bytes=max_doc_bytes),
+        )
+    )
+    if not fingerprint_items.ready() and not text_items.ready() and is_new_database(db):
+        err(f"simdb: nothing to add; no database was created at {db}")
+        print_summary(intake, json_output)
+        raise typer.Exit(EXIT_USAGE if intake.failed else 0)
+    path_arguments = [path for path in paths or [] if path != "-"]
 
     def feed(ingest: Ingest) -> None:
         if fingerprint_inputs:
-            ingest.fingerprints(read_fingerprint_tsv(fingerprint_inputs, intake, max_bytes=max_doc_bytes))
-        if path_inputs or jsonl_inputs:
-            documents = read_documents(path_inputs, intake, max_doc_bytes)
-            lines = read_jsonl(jsonl_inputs, intake, id_field=id_field, text_field=text_field, max_bytes=max_doc_bytes)
-            ingest.texts(chain(documents, lines))
+            ingest.fingerprints(fingerprint_items)
+        if path_inputs or jsonl_inputs:  # texts fix the text settings of a new database
+            ingest.texts(text_items)
+        if prune:
+            ingest.prune(path_arguments, key_base)
 
     with simdb.open(db, k=k, blocks=blocks, fingerprinter=fingerprinter) as database:
         code = run_ingest(
@@ -417,7 +469,7 @@ def add(
             workers=workers or available_cores(),
             batch_size=batch_size,
             json_output=json_output,
-            show_progress=progress,
+            show_progress=progress and not quiet,
         )
     if code:
         raise typer.Exit(code)
@@ -763,37 +815,72 @@ def clusters(
         raise typer.Exit(EXIT_NOTHING_FOUND)
 
 
+#: How many keys that were not stored ``remove`` names; the rest are counted.
+NOT_FOUND_NAMED = 10
+
+
 @app.command()
 @guarded
 def remove(
     keys: Annotated[
         list[str],
         typer.Argument(
-            help="Keys of the documents to remove; '-' reads keys from stdin, one per line.", show_default=False
+            help="Keys of the documents to remove; '-' reads keys from stdin, one per line. "
+            "With --paths, file paths, made keys as add makes them.",
+            show_default=False,
         ),
     ],
+    paths: Annotated[
+        bool,
+        typer.Option(
+            "--paths",
+            help="The arguments (and stdin lines) are file paths: each is made its canonical key as add makes it "
+            "(relative to --key-base), so ./docs/a.txt and $PWD/docs/a.txt remove the key docs/a.txt.",
+        ),
+    ] = False,
+    key_base: KeyBaseOption = None,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Remove documents by key.
 
-    Keys that are not stored are counted, not errors; exits 1 if none of them was found.
-    A line of stdin that is not UTF-8 is reported with its number and skipped (exit 2).
+    Keys are taken as given (a key may be a URL or a JSONL id), unless --paths says they
+    are file paths.  Keys that are not stored are counted and named (the first ten), not
+    errors; exits 1 if none of them was found.  A line of stdin that is not UTF-8 is
+    reported with its number and skipped (exit 2).
     """
+    if key_base is not None and not paths:
+        raise usage_error("--key-base goes with --paths (keys are otherwise taken as given)")
+    path_rules(False, None, None, key_base)  # checks --key-base
     intake = Intake(on_problem=problem_printer(json_output), on_notice=print_notice)
     wanted: list[str] = []
     for key in keys:
         wanted.extend(stdin_keys(intake) if key == "-" else [key])
+    if paths:
+        wanted = [canonical_key(path, key_base) for path in wanted]
+    unique = list(dict.fromkeys(wanted))
     with open_existing(db, readonly=False) as database:
-        removed = database.remove_many(wanted)
-    not_found = len(set(wanted)) - removed
+        missing: list[str] = []
+        for key in unique:  # the first few keys not stored, to name them; one lookup each
+            if len(missing) == NOT_FOUND_NAMED:
+                break
+            if database.get(key) is None:
+                missing.append(key)
+        removed = database.remove_many(unique)
+    not_found = len(unique) - removed
+    missing = missing[:not_found]
     if json_output:
         failures = {"failed": intake.failed} if intake.failed else {}
-        out(json_line({"removed": removed, "not_found": not_found, **failures}))
+        out(json_line({"removed": removed, "not_found": not_found, "not_found_keys": missing, **failures}))
     else:
-        failed = f"; {intake.failed:,} lines of stdin were not UTF-8" if intake.failed else ""
-        out(f"removed {removed:,} documents" + (f"; {not_found:,} keys were not stored" if not_found else "") + failed)
+        line = f"removed {counted(removed, 'document')}"
+        if not_found:
+            verb = "was" if not_found == 1 else "were"
+            line += f"; {counted(not_found, 'key')} {verb} not stored: {named_some(missing, not_found)}"
+        if intake.failed:
+            line += f"; {counted(intake.failed, 'line')} of stdin {'was' if intake.failed == 1 else 'were'} not UTF-8"
+        out(line)
     if intake.failed:
         raise typer.Exit(EXIT_USAGE)
     if wanted and not removed:
@@ -1128,7 +1215,7 @@ def demo(
     db_path = str(Path(directory) / "db")
     made = generator.previous_output(Path(directory))  # refuses a directory holding other things
     collection = generator.generate(documents, copies=max(1, documents * 2 // 15))
-    keys = {name: str(docs_dir / name) for name in collection.documents}
+    keys = {name: canonical_key(str(docs_dir / name)) for name in collection.documents}
     # Recorded before anything is written, so that a run interrupted halfway leaves a record
     # of everything it may have written, for the next run to replace.
     generator.record_output(Path(directory), generator.Output(made.files | set(keys), made.keys | set(keys.values())))
@@ -1143,7 +1230,7 @@ def demo(
     for stale in made.files - set(keys):
         (docs_dir / stale).unlink(missing_ok=True)
     intake = Intake(on_problem=print_problem, on_notice=print_notice)
-    inputs = expand_paths([str(path) for path in paths], intake, recursive=False, pattern=None)
+    inputs = expand_paths([str(path) for path in paths], intake)
     with simdb.open(db_path) as database:
         # A rerun with another --documents leaves no stale documents behind.
         database.remove_many(sorted(made.keys - set(keys.values())))

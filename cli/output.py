@@ -231,3 +231,16 @@ def progress_bar(enabled: bool) -> Progress:
         disable=not (enabled and console.is_terminal),
         transient=False,
     )
+
+
+def counted(count: int, singular: str, plural: str | None = None) -> str:
+    """``count`` and the noun that goes with it: "1 document", "2 documents", "1,000 keys"."""
+    return f"{count:,} {singular if count == 1 else plural or singular + 's'}"
+
+
+def named_some(names: list[str], total: int) -> str:
+    """Up to ``len(names)`` names of ``total`` things, quoted, then "and N more"."""
+    from simdb.keys import describe
+
+    shown = ", ".join(describe(name) for name in names)
+    return shown + (f" and {total - len(names):,} more" if total > len(names) else "")
