@@ -17,7 +17,6 @@ go to stderr.  Errors are turned into exit codes in one place, :func:`guarded`:
 
 from __future__ import annotations
 
-import base64
 import math
 import os
 import signal
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 import simdb
-from simdb import InvalidInputError, NotADatabaseError, codec
+from simdb import InvalidInputError, NotADatabaseError
 from simdb.database import DEFAULT_K
 
 from . import _exit_quietly, output
@@ -69,6 +68,7 @@ from .input_options import (
     path_rules,
 )
 from .output import counted, err, hex_fingerprint, json_line, named_some, out
+from .query_inputs import QuerySettings, match_fields, print_file_matches, query_inputs, query_intake
 from .sources import (
     BINARY_SNIFF_BYTES,
     DEFAULT_MAX_DOC_BYTES,
@@ -475,16 +475,38 @@ def add(
         raise typer.Exit(code)
 
 
-@app.command()
+@app.command(epilog=f"Keys: {KEY_HELP}")
 @guarded
 def query(
     text: Annotated[
         str | None, typer.Argument(help="The text to look for; '-' reads it from stdin.", show_default=False)
     ] = None,
     file: Annotated[
-        str | None,
-        typer.Option("--file", "-f", help="Look for the text of this file ('-' for stdin).", show_default=False),
+        list[str] | None,
+        typer.Option(
+            "--file",
+            "-f",
+            help="Look for the text of this file ('-' for stdin), or of each file of this directory; repeatable. "
+            "Files are read as add reads them (JSONL and WARC files hold one query per document).",
+            show_default=False,
+        ),
     ] = None,
+    files_from: FilesFromOption = None,
+    recursive: RecursiveOption = False,
+    glob: GlobOption = None,
+    exclude: ExcludeOption = None,
+    null: NullOption = False,
+    key_base: KeyBaseOption = None,
+    exclude_self: Annotated[
+        bool,
+        typer.Option(
+            "--exclude-self",
+            help="Leave out each file's match with its own stored key (by default it is reported: "
+            "the query and key columns then name the same file).",
+        ),
+    ] = False,
+    encoding: EncodingOption = None,
+    quiet: QuietOption = False,
     fingerprint: Annotated[
         str | None,
         typer.Option(
@@ -504,45 +526,54 @@ def query(
     ] = None,
     limit: Annotated[
         int | None,
-        typer.Option("--limit", min=0, help="Show at most this many matches (the nearest).", show_default=False),
+        typer.Option(
+            "--limit", min=0, help="Show at most this many matches (the nearest) per query.", show_default=False
+        ),
     ] = None,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Find the stored documents near a text, a file or a fingerprint, using the index.
+    """Find the stored documents near a text, files or a fingerprint, using the index.
 
     Prints similarity, distance, fingerprint and key, nearest first.  The similarity is the
     sketch estimate of the two texts' Jaccard similarity where both have sketches, else the
-    fingerprints' estimate from their distance.  Exits 1 when nothing matches, like grep.
+    fingerprints' estimate from their distance.  With --file or --files-from, many files are
+    checked in one process, a batch at a time, and each match also names its query: the
+    file's key (as add would key it) or the JSONL/WARC document's key.  Nothing is added.
+    Exits 1 when nothing matches, like grep; 2 when an input could not be read.
     """
-    given = [value for value in (text, file, fingerprint) if value is not None]
-    if len(given) != 1:
-        raise usage_error("give exactly one of TEXT, --file FILE or --fingerprint HEX")
+    file_mode = bool(file or files_from)
+    if sum((text is not None, file_mode, fingerprint is not None)) != 1:
+        raise usage_error("give exactly one of TEXT, --file FILE (or --files-from LIST) or --fingerprint HEX")
+    if not file_mode and (recursive or glob or exclude or null or key_base or exclude_self or encoding):
+        raise usage_error("-r, --glob, --exclude, -0, --key-base, --exclude-self and --encoding go with --file")
+    if (file or []).count("-") + (files_from or []).count("-") > 1:
+        raise usage_error("stdin can be read once: give '-' to one of --file and --files-from")
     checked_threshold(threshold)
     with open_existing(db) as database:
+        if file_mode:
+            intake = query_intake(json_output, quiet)
+            rules = path_rules(recursive, glob, exclude, key_base)
+            inputs = query_inputs(file or [], intake, rules=rules, files_from=files_from or [], null=null)
+            settings = QuerySettings(k, limit, threshold, exclude_self)
+            found = print_file_matches(
+                database, inputs, intake, settings, encoding=encoding_of(encoding), json_output=json_output
+            )
+            if intake.failed:  # each was reported as it was met
+                raise typer.Exit(EXIT_USAGE)
+            if not found:
+                err(f"simdb: no document {nearness(threshold, k if threshold is not None else database.k)}")
+                raise typer.Exit(EXIT_NOTHING_FOUND)
+            return
         if fingerprint is not None:
             matches = database.query(simdb.parse_fingerprint(fingerprint), k, limit=limit, threshold=threshold)
         else:
-            query_text = read_text_file(file) if file is not None else read_argument_text(text or "")
-            matches = database.query(k=k, text=query_text, limit=limit, threshold=threshold)
+            matches = database.query(k=k, text=read_argument_text(text or ""), limit=limit, threshold=threshold)
         distance_limit = database.k if k is None else k
     if json_output:
         for match in matches:
-            fields = {
-                "key": match.key,
-                "fingerprint": hex_fingerprint(match.fingerprint),
-                "similarity": match.similarity,
-                "distance": match.distance,
-            }
-            try:
-                line = json_line({**fields, "meta": match.meta})
-            except TypeError:
-                # A stored meta JSON cannot carry (a msgpack Timestamp written before such
-                # meta was refused): printed as an export does, base64 msgpack.
-                encoded = base64.b64encode(codec.pack_stored(match.meta)).decode("ascii")
-                line = json_line({**fields, "meta_msgpack": encoded})
-            out(line)
+            out(json_line(match_fields(match)))
     elif matches:
         rows = (
             [f"{match.similarity:.3f}", match.distance, hex_fingerprint(match.fingerprint), match.key]

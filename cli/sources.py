@@ -463,7 +463,12 @@ def read_text_files(
             )
             continue
         try:
-            with open(item.path, "rb") as handle:
+            # "-" is stdin's text (query --file -); getattr: a test's text stream has no bytes beneath.
+            with (
+                contextlib.nullcontext(getattr(sys.stdin, "buffer", None) or io.BytesIO(sys.stdin.read().encode()))
+                if item.path == "-"
+                else open(item.path, "rb")
+            ) as handle:
                 data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
         except OSError as exc:
             intake.bytes_done += item.size or 0

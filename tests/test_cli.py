@@ -374,7 +374,8 @@ def test_query_text_file_and_fingerprint_find_nearest_first(filled: str, corpus:
     assert matches[0]["fingerprint"] == f"0x{simhash(prose(1)):016x}"
     by_file = run("query", "--file", corpus / "beta.txt", "--db", filled)
     assert by_file.exit_code == 0
-    assert by_file.stdout.splitlines()[0].split() == ["similarity", "distance", "fingerprint", "key"]
+    # A file's matches name the query they belong to: the file's key, as add keys it.
+    assert by_file.stdout.splitlines()[0].split() == ["query", "similarity", "distance", "fingerprint", "key"]
     assert str(corpus / "beta.txt") in by_file.stdout
     near = simhash(prose(2)) ^ 0b101  # two bits away
     by_fingerprint = json_lines(run("query", "--fingerprint", hex(near), "--db", filled, "--json").stdout)
@@ -409,7 +410,7 @@ def test_query_that_finds_nothing_exits_1(filled: str) -> None:
         (["text", "--fingerprint", "0x1"], "exactly one"),
         (["--fingerprint", "0xZZ"], "neither hex nor decimal"),
         (["--fingerprint", "0x1", "-k", "9"], "k=9"),
-        (["--file", "/no/such/file"], "cannot read /no/such/file"),
+        (["--file", "/no/such/file"], "/no/such/file: No such file"),
     ],
 )
 def test_query_bad_usage_exits_2_with_one_line(filled: str, arguments: list[str], message: str) -> None:

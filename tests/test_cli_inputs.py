@@ -251,3 +251,78 @@ def test_a_byte_order_mark_names_the_encoding(tmp_path: Path, codec: str) -> Non
     result = add(path, "--db", db)
     assert result.exit_code == 0 and "binary" not in result.stderr, result.output
     assert stored(db)[str(path)] == Fingerprinter().fingerprint(text)
+
+
+# -- query over many files -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def stored_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, str]]:
+    """A database of six texts in corpus/ (keys relative to tmp_path, the working directory)."""
+    monkeypatch.chdir(tmp_path)
+    texts = write_tree(tmp_path / "corpus", [f"doc{i}.txt" for i in range(6)])
+    assert add("corpus", "--db", tmp_path / "db").exit_code == 0
+    return tmp_path / "db", {f"corpus/{name}": text for name, text in texts.items()}
+
+
+def expected_matches(db: Path, queries: dict[str, str], exclude_self: bool = False) -> set[tuple[str, str, int]]:
+    """(query, key, distance) of every match, from the library, one query at a time."""
+    with simdb.open(db, readonly=True) as database:
+        return {
+            (name, match.key, match.distance)
+            for name, text in queries.items()
+            for match in database.query(text=text)
+            if not (exclude_self and match.key == name)
+        }
+
+
+def test_query_checks_directories_files_and_lists_in_one_run(
+    tmp_path: Path, stored_corpus: tuple[Path, dict[str, str]]
+) -> None:
+    db, texts = stored_corpus
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    near = {
+        "probes/near0.txt": texts["corpus/doc0.txt"].replace(".", " extra."),
+        "probes/near3.txt": texts["corpus/doc3.txt"],
+        "probes/skip.md": texts["corpus/doc4.txt"],
+        "probes/unrelated.txt": prose(1000),
+    }
+    for name, text in near.items():
+        (tmp_path / name).write_text(text)
+    listing = tmp_path / "list"
+    listing.write_bytes(b"corpus/doc1.txt\0")
+    result = run(
+        "query", "--file", "probes", "--glob", "*.txt", "--file", "corpus/doc5.txt",
+        "--files-from", listing, "-0", "--db", db, "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    got = {(line["query"], line["key"], line["distance"]) for line in json_lines(result.stdout)}
+    queries = {name: text for name, text in near.items() if name.endswith(".txt")}
+    queries |= {"corpus/doc5.txt": texts["corpus/doc5.txt"], "corpus/doc1.txt": texts["corpus/doc1.txt"]}
+    assert got == expected_matches(db, queries)
+    assert {"corpus/doc5.txt", "corpus/doc1.txt", "probes/near3.txt"} <= {query for query, _, _ in got}
+    # A file matching itself is reported unless --exclude-self; the table names the query first.
+    alone = run("query", "--file", "corpus", "--exclude-self", "--db", db)
+    assert alone.exit_code == 1 and "no document" in alone.stderr
+    table = run("query", "--file", "corpus/doc2.txt", "--file", "probes/near3.txt", "--db", db).stdout.splitlines()
+    assert table[0].split() == ["query", "similarity", "distance", "fingerprint", "key"]
+    assert [row.split()[0] for row in table[1:]] == ["corpus/doc2.txt", "probes/near3.txt"]
+    assert len(stored(db)) == 6  # nothing was added
+
+
+def test_query_over_files_reports_an_unreadable_one_and_goes_on(
+    tmp_path: Path, stored_corpus: tuple[Path, dict[str, str]]
+) -> None:
+    db, _ = stored_corpus
+    (tmp_path / "blob.bin").write_bytes(b"\0\1\2")
+    result = run("query", "--file", "blob.bin", "--file", "missing.txt", "--file", "corpus/doc2.txt", "--db", db)
+    assert result.exit_code == 2
+    assert "blob.bin" in result.stderr and "missing.txt" in result.stderr
+    assert "corpus/doc2.txt" in result.stdout
+
+
+def test_query_options_for_files_need_files(stored_corpus: tuple[Path, dict[str, str]]) -> None:
+    db, _ = stored_corpus
+    result = run("query", "some text", "--glob", "*.txt", "--db", db)
+    assert result.exit_code == 2 and "--file" in result.stderr
