@@ -45,6 +45,7 @@ from .filekeys import canonical_key
 from .ingest import (
     FirstReady,
     Ingest,
+    dry_run_target,
     is_new_database,
     print_notice,
     print_problem,
@@ -342,6 +343,14 @@ def add(
     ] = False,
     encoding: EncodingOption = None,
     quiet: QuietOption = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Report what would be added, replaced, left unchanged, pruned and (with --if-new) skipped, "
+            "and store nothing: the run works on a temporary copy of the database (which costs a copy).",
+        ),
+    ] = False,
     jsonl: Annotated[
         list[str] | None,
         typer.Option(
@@ -458,7 +467,10 @@ def add(
         if prune:
             ingest.prune(path_arguments, key_base)
 
-    with simdb.open(db, k=k, blocks=blocks, fingerprinter=fingerprinter) as database:
+    with (
+        dry_run_target(db, dry_run) as target,
+        simdb.open(target, k=k, blocks=blocks, fingerprinter=fingerprinter) as database,
+    ):
         code = run_ingest(
             database,
             intake,
@@ -470,6 +482,7 @@ def add(
             batch_size=batch_size,
             json_output=json_output,
             show_progress=progress and not quiet,
+            dry_run=dry_run,
         )
     if code:
         raise typer.Exit(code)

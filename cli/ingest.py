@@ -4,10 +4,12 @@ batch, with a progress bar, per-input reports, Ctrl-C handling and the summary l
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import simdb
@@ -43,6 +45,23 @@ def is_new_database(path: str) -> bool:
     """Whether ``path`` holds no database yet: missing, or an empty directory (a creation
     that was refused may leave one).  One stat and at most one listing."""
     return not os.path.exists(path) or (os.path.isdir(path) and not os.listdir(path))
+
+
+@contextmanager
+def dry_run_target(path: str, dry_run: bool) -> Iterator[str]:
+    """Where ``add`` writes: ``path``, or with ``dry_run`` a scratch copy of it (see
+    :meth:`simdb.Database.copy_to`; nothing when there is no database yet) in a temporary
+    directory, removed afterwards, so that the run reports exactly what it would do and
+    ``path`` stays byte for byte as it was.  A dry run costs a copy of the database."""
+    if not dry_run:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="simdb-dry-run-") as scratch:
+        target = os.path.join(scratch, "db")
+        if not is_new_database(path):
+            with simdb.open(path, readonly=True, create=False) as source:
+                source.copy_to(target)
+        yield target
 
 
 class FirstReady(Iterable[Item]):
@@ -319,6 +338,7 @@ def run_ingest(
     json_output: bool,
     show_progress: bool,
     threshold: float | None = None,
+    dry_run: bool = False,
 ) -> int:
     """Run ``feed`` against the database with a progress bar, print the summary line, and
     return the exit code: 130 after Ctrl-C (the committed batches stay and the message says
@@ -358,14 +378,20 @@ def run_ingest(
             f"simdb: interrupted; {counts.added:,} documents were added before Ctrl-C "
             "(every committed batch is kept; the batch in progress was not stored)"
         )
-    print_summary(intake, json_output, counts, interrupted, time.monotonic() - started)
+    print_summary(intake, json_output, counts, interrupted, time.monotonic() - started, dry_run=dry_run)
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_USAGE if intake.failed else 0
 
 
 def print_summary(
-    intake: Intake, json_output: bool, counts: Counts | None = None, interrupted: bool = False, seconds: float = 0.0
+    intake: Intake,
+    json_output: bool,
+    counts: Counts | None = None,
+    interrupted: bool = False,
+    seconds: float = 0.0,
+    *,
+    dry_run: bool = False,
 ) -> None:
     """The last line of ``add`` and ``import``: what was added, replaced, skipped and failed,
     how many were unchanged (stored already exactly so: not rewritten), and how many
@@ -384,6 +410,8 @@ def print_summary(
         "interrupted": interrupted,
         "seconds": round(seconds, 3),
     }
+    if dry_run:
+        summary["dry_run"] = True
     if json_output:
         out(json_line({"event": "summary", **summary}))
     else:
@@ -396,7 +424,7 @@ def print_summary(
             line += f"; {counts.featureless:,} featureless (no words)"
         if intake.decoded_with_replacement:
             line += f"; {intake.decoded_with_replacement:,} decoded with replacement"
-        out(f"{line} ({seconds:.1f} s)")
+        out(f"{line} ({seconds:.1f} s)" + ("; dry run: nothing was stored" if dry_run else ""))
 
 
 def total_bytes(inputs: Iterable[Input]) -> int | None:

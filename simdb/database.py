@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import pathlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -1506,6 +1507,12 @@ class Database:
         except (CorruptDatabaseError, FormatVersionError) as exc:
             problems.append(exc.message)
         return problems
+
+    def copy_to(self, path: str | os.PathLike[str]) -> None:
+        """Write a consistent copy of this database (one read snapshot, compacted) to the
+        new directory ``path``, e.g. to try writes on it (``simdb add --dry-run``); this
+        database is left as it is, and may be read-only.  O(size)."""
+        self._storage.copy_to(pathlib.Path(path))
 
     def compact(self) -> CompactResult:
         """Rewrite the database into a fresh file, every sub-database in key order with full

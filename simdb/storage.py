@@ -817,6 +817,19 @@ class Storage:
         _remove_generation(self.path, source)
         return before
 
+    def copy_to(self, target: Path) -> None:
+        """Write a consistent copy of the live data (one read snapshot, compacted) as a new
+        database directory ``target``, which must not exist yet; this database is not
+        changed.  O(size).  Raises OSError, or a translated LMDB error."""
+        target.mkdir()
+        data_file = target / FIRST_GENERATION
+        try:
+            with self._lock.shared():
+                self.env.copy(str(data_file), compact=True)
+        except lmdb.Error as exc:
+            raise translate(exc, data_file, target) from None
+        _point_current_at(target, FIRST_GENERATION, initialised=True, create=True)
+
     def size_on_disk(self) -> int:
         """Bytes of the live data file, following a compaction made by another process
         first.  A stat, and a read of ``CURRENT`` when the file has gone."""

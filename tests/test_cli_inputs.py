@@ -326,3 +326,50 @@ def test_query_options_for_files_need_files(stored_corpus: tuple[Path, dict[str,
     db, _ = stored_corpus
     result = run("query", "some text", "--glob", "*.txt", "--db", db)
     assert result.exit_code == 2 and "--file" in result.stderr
+
+
+# -- add --dry-run ---------------------------------------------------------------------------------
+
+
+def database_files(db: Path) -> dict[str, bytes]:
+    """The database's files but its lock files (which readers write their slots into)."""
+    return {path.name: path.read_bytes() for path in db.iterdir() if not path.name.endswith("-lock")}
+
+
+def test_dry_run_reports_what_a_real_run_would_do_and_stores_nothing(tmp_path: Path) -> None:
+    import shutil
+
+    stored_dir = tmp_path / "stored"
+    write_tree(stored_dir, ["a.txt", "b.txt"])
+    db = tmp_path / "db"
+    assert add(stored_dir, "--db", db).exit_code == 0
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    (incoming / "1-copy-of-a.txt").write_text((stored_dir / "a.txt").read_text())
+    (incoming / "2-new.txt").write_text(prose(77))
+    (incoming / "3-copy-of-new.txt").write_text(prose(77))  # a duplicate of one added earlier in the run
+    (incoming / "4-other.txt").write_text(prose(78))
+    before = database_files(db)
+    twin = tmp_path / "twin"
+    shutil.copytree(db, twin)
+
+    def events(result) -> list[dict]:
+        lines = json_lines(result.stdout)
+        for line in lines:
+            line.pop("seconds", None)
+            line.pop("dry_run", None)
+        return lines
+
+    dry = add(incoming, "--if-new", "--dry-run", "--db", db, "--json")
+    assert dry.exit_code == 0, dry.output
+    assert summary(dry)["dry_run"] is True
+    assert database_files(db) == before
+    real = add(incoming, "--if-new", "--db", twin, "--json")
+    assert events(dry) == events(real)
+    assert [line["key"] for line in events(real) if line.get("event") == "skipped"] == [
+        str(incoming / "1-copy-of-a.txt"),
+        str(incoming / "3-copy-of-new.txt"),
+    ]
+    assert "dry run: nothing was stored" in add(incoming, "--dry-run", "--db", db).stdout
+    fresh = tmp_path / "fresh"
+    assert add(incoming, "--if-new", "--dry-run", "--db", fresh).exit_code == 0 and not fresh.exists()
