@@ -1199,11 +1199,12 @@ def import_command(
     # Read up to the first document, so a JSONL header is known, and checked, before the
     # database opens.
     first = next(items, None)
-    if first is None and intake.failed:  # nothing usable: don't create a database for it
+    is_new = is_new_database(db)
+    if first is None and (intake.failed or is_new):  # nothing usable: don't create a database for it
+        if is_new:
+            err(f"simdb: nothing to import; no database was created at {db}")
         print_summary(intake, json_output)
-        raise typer.Exit(EXIT_USAGE)
-    # An empty directory is no database yet either (a creation that was refused may leave one).
-    is_new = not os.path.exists(db) or (os.path.isdir(db) and not os.listdir(db))
+        raise typer.Exit(EXIT_USAGE if intake.failed else 0)
     from_header = is_new and k is None and blocks is None and header.where is not None
     if from_header:
         k, blocks = header.k, header.blocks

@@ -16,6 +16,7 @@ import base64
 import binascii
 import codecs
 import contextlib
+import dataclasses
 import fnmatch
 import gzip
 import io
@@ -33,7 +34,7 @@ from typing import IO, TYPE_CHECKING, Any
 from simdb import InvalidInputError, codec, parse_fingerprint
 from simdb.keys import check_key, describe
 
-from .filekeys import canonical_key
+from .filekeys import canonical_key, key_base_path
 from .output import unplain
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to an export header that needs it
@@ -253,7 +254,8 @@ def expand_paths(
     would otherwise be followed without end).  Cost: one stat per path, one listing per
     directory.
     """
-    rules = rules or PathRules()
+    # The key base made absolute once, so keying a file costs no getcwd.
+    rules = dataclasses.replace(rules or PathRules(), key_base=key_base_path((rules or PathRules()).key_base))
     skipped = os.path.realpath(skip_directory) if skip_directory else None
     visited: set[tuple[int, int]] = set()
     found: list[Input] = []

@@ -373,3 +373,12 @@ def test_dry_run_reports_what_a_real_run_would_do_and_stores_nothing(tmp_path: P
     assert "dry run: nothing was stored" in add(incoming, "--dry-run", "--db", db).stdout
     fresh = tmp_path / "fresh"
     assert add(incoming, "--if-new", "--dry-run", "--db", fresh).exit_code == 0 and not fresh.exists()
+
+
+def test_an_import_that_adds_nothing_creates_no_database(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    db = tmp_path / "db"
+    result = run("import", empty, "--db", db, "--no-progress")
+    assert result.exit_code == 0 and not db.exists(), result.output
+    assert "no database was created" in result.stderr
