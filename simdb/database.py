@@ -206,6 +206,9 @@ class _Batch:
     #: The sketch of each item added from text (b"" for a featureless text); None when the
     #: batch came as fingerprints.
     sketches: list[bytes] | None = None
+    #: After :meth:`once_per_key` folded repeats: each key's first (record, sketch) in the
+    #: batch, which one-by-one adding compares with the stored version (None: the values held).
+    first_versions: list[tuple[bytes, bytes | None]] | None = None
 
     @classmethod
     def prepare(cls, items: Iterable[Sequence[Any]], first_position: int) -> _Batch:
@@ -260,15 +263,21 @@ class _Batch:
             batch.records.append(codec.pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
         return batch
 
-    def once_per_key(self) -> tuple[_Batch, int]:
+    def once_per_key(self) -> tuple[_Batch, int, int]:
         """The batch with each key once, where it first occurs, holding its last occurrence's
-        value; and how many repeats were folded in.  That is what adding the items one by one
-        would leave, whatever the batch size.  O(n log n) in numpy."""
+        value (and its first, for counting); and how many repeats were folded in that
+        replaced, and that repeated unchanged, the occurrence before them.  That is what
+        adding the items one by one would leave and count, whatever the batch size.
+        O(n log n) in numpy."""
         order, ordered = index_key_order(self.index_keys)  # equal keys adjacent, in batch order
         repeats = (ordered[:-1] == ordered[1:]).all(axis=1)  # sorted item i + 1 repeats item i
         if not repeats.any():
             self.key_order = (order, ordered)
-            return self, 0
+            return self, 0, 0
+        positions = order.tolist()
+        unchanged = sum(
+            self._version(positions[i]) == self._version(positions[i + 1]) for i in np.flatnonzero(repeats).tolist()
+        )
         starts = np.flatnonzero(np.concatenate([[True], ~repeats]))
         ends = np.append(starts[1:], len(order)) - 1
         last_of = dict(zip(order[starts].tolist(), order[ends].tolist()))
@@ -279,8 +288,14 @@ class _Batch:
             [self.fingerprints[last_of[i]] for i in firsts],
             [self.records[last_of[i]] for i in firsts],
             sketches=None if self.sketches is None else [self.sketches[last_of[i]] for i in firsts],
+            first_versions=[self._version(i) for i in firsts],
         )
-        return folded, len(self.keys) - len(firsts)
+        folds = len(self.keys) - len(firsts)
+        return folded, folds - unchanged, unchanged
+
+    def _version(self, position: int) -> tuple[bytes, bytes | None]:
+        """What is stored for the item at ``position``: its record and its sketch."""
+        return self.records[position], None if self.sketches is None else self.sketches[position]
 
     def single(self, position: int) -> _Batch:
         return self.take([position])
@@ -776,9 +791,10 @@ class Database:
         )
         if if_new:
             return self._storage.write(lambda txn: self._store_if_new(txn, batch, threshold), reserve)
-        unique, repeats = batch.once_per_key()
+        unique, repeats, unchanged_repeats = batch.once_per_key()
         result = self._storage.write(lambda txn: self._store(txn, unique), reserve)
         result.replaced += repeats  # a repeated key replaced its earlier value in this batch
+        result.unchanged += unchanged_repeats  # or repeated it as it was
         return result
 
     @property
@@ -810,12 +826,21 @@ class Database:
                     new_positions.append(position)
                     continue
                 doc_id, old = found
-                if self._unchanged(txn, doc_id, record, None if batch.sketches is None else batch.sketches[position]):
+                sketch = None if batch.sketches is None else batch.sketches[position]
+                same = self._unchanged(txn, doc_id, record, sketch)
+                # Counted as its first version in the batch would be, added on its own.
+                first = batch.first_versions[position] if batch.first_versions is not None else None
+                counted_same = (
+                    same if first is None or first == (record, sketch) else self._unchanged(txn, doc_id, *first)
+                )
+                if counted_same:
                     result.unchanged += 1
+                else:
+                    result.replaced += 1
+                if same:
                     continue
                 txn.put(encode_id(doc_id), record, db=docs)
-                self._replace_sketch(txn, doc_id, None if batch.sketches is None else batch.sketches[position])
-                result.replaced += 1
+                self._replace_sketch(txn, doc_id, sketch)
                 if old.fingerprint != fingerprint:
                     self._delete_table_entries(txn, doc_id, old.fingerprint)
                     changed_ids.append(doc_id)
@@ -949,9 +974,10 @@ class Database:
             if own_id is not None:
                 replaced_ids.add(own_id)
         if kept:
-            unique, repeats = batch.take(kept).once_per_key()
+            unique, repeats, unchanged_repeats = batch.take(kept).once_per_key()
             stored_result = self._store(txn, unique)
             stored_result.replaced += repeats
+            stored_result.unchanged += unchanged_repeats
             result.merge(stored_result)
         return result
 

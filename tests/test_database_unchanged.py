@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import lmdb
+import pytest
 
 import simdb
 
@@ -86,3 +87,23 @@ def test_a_text_is_unchanged_only_with_the_same_sketch(tmp_path: Path) -> None:
         assert (edited.replaced, edited.unchanged) == (1, 0)
         assert db.get("a").meta == {"m": 2}
         assert db.check()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_batches_count_as_adding_one_by_one_does(tmp_path: Path, seed: int) -> None:
+    """Keys repeated within a batch, with values that change and change back: the counts
+    (added, replaced, unchanged) and what is stored match adding the items one at a time."""
+    rng = random.Random(seed)
+    items = [(rng.choice("abcd"), rng.choice([1, 2]), rng.choice([None, {"m": 1}])) for _ in range(40)]
+    with simdb.open(tmp_path / "single") as single:
+        expected = [0, 0, 0]
+        for item in items:
+            result = single.add_many([item])
+            expected = [expected[0] + result.added, expected[1] + result.replaced, expected[2] + result.unchanged]
+        want = [(doc.key, doc.fingerprint, doc.meta) for doc in single.items()]
+    for batch_size in (1, 3, 7, 40):
+        with simdb.open(tmp_path / f"batched-{batch_size}") as batched:
+            result = batched.add_many(items, batch_size=batch_size)
+            assert [result.added, result.replaced, result.unchanged] == expected, batch_size
+            assert [(doc.key, doc.fingerprint, doc.meta) for doc in batched.items()] == want
+            assert not batched.check().problems
