@@ -18,12 +18,11 @@ stderr.  Errors are turned into exit codes in one place, :func:`guarded`:
 
 from __future__ import annotations
 
-import base64
 import math
 import os
 import signal
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 import simdb
-from simdb import InvalidInputError, InvalidKeyError, NotADatabaseError, codec
+from simdb import InvalidInputError, InvalidKeyError, NotADatabaseError
 from simdb.database import DEFAULT_K
 from simdb.errors import DASK_INSTALL_HINT, DaskNotInstalledError
 
@@ -46,9 +45,43 @@ from .errors import (
     guarded,
     usage_error,
 )
-from .ingest import Ingest, print_notice, print_problem, print_summary, problem_printer, run_ingest, total_bytes
+from .filekeys import canonical_key
+from .ingest import (
+    FirstReady,
+    Ingest,
+    dry_run_target,
+    is_new_database,
+    print_notice,
+    print_problem,
+    print_summary,
+    problem_printer,
+    quiet_or,
+    run_ingest,
+    total_bytes,
+)
+from .input_options import (
+    KEY_HELP,
+    EncodingOption,
+    ExcludeOption,
+    FilesFromOption,
+    GlobOption,
+    KeyBaseOption,
+    NullOption,
+    QuietOption,
+    RecursiveOption,
+    encoding_of,
+    path_rules,
+)
 from .metavars import SimdbGroup
-from .output import err, hex_fingerprint, json_line, out
+from .output import counted, err, hex_fingerprint, json_line, named_some, out
+from .query_inputs import QuerySettings, print_file_matches, query_inputs, query_intake
+from .records import (
+    MATCH_COLUMNS,
+    PAIR_COLUMNS,
+    match_record,
+    meta_fields,
+    meta_text,
+)
 from .sources import (
     BINARY_SNIFF_BYTES,
     DEFAULT_MAX_DOC_BYTES,
@@ -58,6 +91,7 @@ from .sources import (
     TSV_MSGPACK_PREFIX,
     ExportHeader,
     Intake,
+    JsonlFields,
     decode,
     expand_paths,
     export_meta,
@@ -347,41 +381,10 @@ def output_format(file_format: str | None, json_output: bool) -> str:
     return chosen
 
 
-def meta_fields(meta: Any) -> dict[str, Any]:
-    """A document's meta as JSON output carries it: ``{"meta": meta}``, or, for a stored meta
-    JSON cannot carry (a msgpack Timestamp written before such meta was refused),
-    ``{"meta_msgpack": base64 of its msgpack}``, as an export writes it."""
-    try:
-        json_line(meta)
-    except TypeError:
-        return {"meta_msgpack": base64.b64encode(codec.pack_stored(meta)).decode("ascii")}
-    return {"meta": meta}
-
-
-def meta_text(record: Mapping[str, Any]) -> str:
-    """The meta of a record made with :func:`meta_fields` as one cell: its JSON, or the
-    msgpack form with the prefix a TSV export uses."""
-    if "meta" in record:
-        return json_line(record["meta"])
-    return TSV_MSGPACK_PREFIX + record["meta_msgpack"]
-
-
-def three_places(value: float | None) -> str:
-    """A similarity as the table format shows it."""
-    return "" if value is None else f"{value:.3f}"
-
-
-#: The columns of the commands that print matches, pairs and documents.
-SIMILARITY = output.Column("similarity", three_places, right=True)
-DISTANCE = output.Column("distance", right=True)
-MATCH_COLUMNS = (SIMILARITY, DISTANCE, output.Column("fingerprint"), output.Column("key"))
-PAIR_COLUMNS = (SIMILARITY, DISTANCE, output.Column("key_a"), output.Column("key_b"))
-
-
 # -- commands ------------------------------------------------------------------------------------
 
 
-@app.command()
+@app.command(epilog=f"Keys: {KEY_HELP}")
 @guarded
 @output.keep_going_if_stdout_closes()  # storing the documents is the point, not the output
 def add(
@@ -389,21 +392,35 @@ def add(
         list[str] | None,
         typer.Argument(
             help="Text files or directories to add; '-' reads more paths from stdin, one per line. "
-            "WARC/WET archives (.warc, .wet, .warc.wet.gz, ...) add one document per text record, keyed by WARC-Target-URI.",
+            "WARC/WET archives (.warc, .wet, .warc.wet.gz, ...) add one document per text record, keyed by "
+            "WARC-Target-URI; JSONL files (.jsonl, .jsonl.gz, .ndjson) one per line, as --jsonl does.",
             show_default=False,
         ),
     ] = None,
-    recursive: Annotated[
-        bool, typer.Option("--recursive", "-r", help="Also add the files in subdirectories of the directories given.")
-    ] = False,
-    glob: Annotated[
-        str | None,
+    recursive: RecursiveOption = False,
+    glob: GlobOption = None,
+    exclude: ExcludeOption = None,
+    files_from: FilesFromOption = None,
+    null: NullOption = False,
+    key_base: KeyBaseOption = None,
+    prune: Annotated[
+        bool,
         typer.Option(
-            "--glob",
-            help="In directories, add only files whose name matches this pattern, e.g. '*.txt'.",
-            show_default=False,
+            "--prune",
+            help="After adding, remove the stored documents under the PATH arguments whose files are gone "
+            "(keys equal to a PATH's key or below it, as a directory; URLs never).",
         ),
-    ] = None,
+    ] = False,
+    encoding: EncodingOption = None,
+    quiet: QuietOption = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Report what would be added, replaced, left unchanged, pruned and (with --if-new) skipped, "
+            "and store nothing: the run works on a temporary copy of the database (which costs a copy).",
+        ),
+    ] = False,
     jsonl: Annotated[
         list[str] | None,
         typer.Option(
@@ -463,44 +480,67 @@ def add(
 ) -> None:
     """Add documents: files, directories, JSONL, WARC/WET archives or precomputed fingerprints.
 
-    A document's key is its file path (as given or found), its JSONL id, or its
-    WARC-Target-URI; adding an existing key replaces it.  Inputs are read in this order:
-    --fingerprints files, PATH arguments, --jsonl files.  An unreadable or binary file is
-    reported once and counted as failed (exit code 2 at the end); text that is not valid
-    UTF-8 is decoded with replacement and counted, and so is a document over
-    --max-doc-bytes.  Ctrl-C stops cleanly: every committed batch stays.  Ends with a
-    summary line: added, replaced, skipped, failed, and how many documents had no words
-    (featureless: stored, but never anyone's near-duplicate).
+    Adding an existing key replaces it; a document stored already exactly so (same text
+    settings, fingerprint, sketch and meta) is left alone and counted as unchanged.  Inputs
+    are read in this order: --fingerprints files, PATH arguments (and --files-from lists),
+    --jsonl files.  An unreadable or binary file is reported once and counted as failed
+    (exit code 2 at the end); text that is not valid UTF-8 (or --encoding) is decoded with
+    replacement and counted, and so is a document over --max-doc-bytes.  A run that stores
+    nothing creates no database.  Ctrl-C stops cleanly: every committed batch stays.  Ends
+    with a summary line: added, replaced, skipped, failed, unchanged, and how many documents
+    had no words (featureless: stored, but never anyone's near-duplicate).
     """
-    if not (paths or jsonl or fingerprints):
+    if not (paths or jsonl or fingerprints or files_from):
         raise usage_error(
             "nothing to add: give files or directories, --jsonl FILE or --fingerprints FILE (see simdb add --help)"
         )
     if checked_threshold(threshold) is not None and not if_new:
         raise usage_error("--threshold goes with --if-new (add stores every document otherwise)")
-    intake = Intake(on_problem=problem_printer(json_output), on_notice=print_notice)
+    rules = path_rules(recursive, glob, exclude, key_base)
+    text_encoding = encoding_of(encoding)
+    intake = Intake(on_problem=problem_printer(json_output), on_notice=quiet_or(print_notice, quiet))
     fingerprint_inputs = stream_inputs(fingerprints or [], FINGERPRINTS, intake)
-    path_inputs = expand_paths(paths or [], intake, recursive=recursive, pattern=glob, skip_directory=db)
+    path_inputs = expand_paths(
+        paths or [], intake, rules=rules, skip_directory=db, files_from=files_from or [], null=null
+    )
     jsonl_inputs = stream_inputs(jsonl or [], JSONL, intake)
     inputs = fingerprint_inputs + path_inputs + jsonl_inputs
-    if not inputs:  # nothing to read: don't create a database for a typo
+    if not inputs and not prune:  # nothing to read: don't create a database for a typo
         if not intake.failed:  # else the missing inputs were reported
-            matching = f" matching --glob {glob!r}" if glob else ""
+            matching = f" matching --glob {' or '.join(map(repr, glob))}" if glob else ""
             deeper = "" if recursive else " (-r also reads subdirectories)"
             err(f"simdb: nothing to add: no files{matching} in {', '.join(paths or [])}{deeper}")
         print_summary(intake, json_output)
         raise typer.Exit(EXIT_USAGE)
     fingerprinter = make_fingerprinter(features, ngram, stopwords, kind=kind, weights=weights)
+    # Read up to the first document before opening the database, so a run whose inputs all
+    # fail (or hold nothing) creates no database whose settings a corrected retry would meet.
+    fingerprint_items = FirstReady(read_fingerprint_tsv(fingerprint_inputs, intake, max_bytes=max_doc_bytes))
+    fields = JsonlFields(id_field, text_field)
+    text_items = FirstReady(
+        chain(
+            read_documents(path_inputs, intake, max_doc_bytes, encoding=text_encoding, fields=fields),
+            read_jsonl(jsonl_inputs, intake, id_field=id_field, text_field=text_field, max_bytes=max_doc_bytes),
+        )
+    )
+    if not fingerprint_items.ready() and not text_items.ready() and is_new_database(db):
+        err(f"simdb: nothing to add; no database was created at {db}")
+        print_summary(intake, json_output)
+        raise typer.Exit(EXIT_USAGE if intake.failed else 0)
+    path_arguments = [path for path in paths or [] if path != "-"]
 
     def feed(ingest: Ingest) -> None:
         if fingerprint_inputs:
-            ingest.fingerprints(read_fingerprint_tsv(fingerprint_inputs, intake, max_bytes=max_doc_bytes))
-        if path_inputs or jsonl_inputs:
-            documents = read_documents(path_inputs, intake, max_doc_bytes)
-            lines = read_jsonl(jsonl_inputs, intake, id_field=id_field, text_field=text_field, max_bytes=max_doc_bytes)
-            ingest.texts(chain(documents, lines))
+            ingest.fingerprints(fingerprint_items)
+        if path_inputs or jsonl_inputs:  # texts fix the text settings of a new database
+            ingest.texts(text_items)
+        if prune:
+            ingest.prune(path_arguments, key_base)
 
-    with simdb.open(db, k=k, blocks=blocks, fingerprinter=fingerprinter) as database:
+    with (
+        dry_run_target(db, dry_run) as target,
+        simdb.open(target, k=k, blocks=blocks, fingerprinter=fingerprinter) as database,
+    ):
         code = run_ingest(
             database,
             intake,
@@ -511,22 +551,45 @@ def add(
             workers=workers or available_cores(),
             batch_size=batch_size,
             json_output=json_output,
-            show_progress=progress,
+            show_progress=progress and not quiet,
+            dry_run=dry_run,
         )
     if code:
         raise typer.Exit(code)
 
 
-@app.command()
+@app.command(epilog=f"Keys: {KEY_HELP}")
 @guarded
 def query(
     text: Annotated[
         str | None, typer.Argument(help="The text to look for; '-' reads it from stdin.", show_default=False)
     ] = None,
     file: Annotated[
-        str | None,
-        typer.Option("--file", "-f", help="Look for the text of this file ('-' for stdin).", show_default=False),
+        list[str] | None,
+        typer.Option(
+            "--file",
+            "-f",
+            help="Look for the text of this file ('-' for stdin), or of each file of this directory; repeatable. "
+            "Files are read as add reads them (JSONL and WARC files hold one query per document).",
+            show_default=False,
+        ),
     ] = None,
+    files_from: FilesFromOption = None,
+    recursive: RecursiveOption = False,
+    glob: GlobOption = None,
+    exclude: ExcludeOption = None,
+    null: NullOption = False,
+    key_base: KeyBaseOption = None,
+    exclude_self: Annotated[
+        bool,
+        typer.Option(
+            "--exclude-self",
+            help="Leave out each file's match with its own stored key (by default it is reported: "
+            "the query and key columns then name the same file).",
+        ),
+    ] = False,
+    encoding: EncodingOption = None,
+    quiet: QuietOption = False,
     fingerprint: Annotated[
         str | None,
         typer.Option(
@@ -546,7 +609,9 @@ def query(
     ] = None,
     limit: Annotated[
         int | None,
-        typer.Option("--limit", min=0, help="Show at most this many matches (the nearest).", show_default=False),
+        typer.Option(
+            "--limit", min=0, help="Show at most this many matches (the nearest) per query.", show_default=False
+        ),
     ] = None,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
@@ -554,39 +619,54 @@ def query(
     no_header: NoHeaderOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Find the stored documents near a text, a file or a fingerprint, using the index.
+    """Find the stored documents near a text, files or a fingerprint, using the index.
 
     Prints similarity, distance, fingerprint and key, nearest first.  The similarity is the
     sketch estimate of the two texts' Jaccard similarity where both have sketches, else the
-    fingerprints' estimate from their distance.  Exits 1 when nothing matches, like grep.
+    fingerprints' estimate from their distance.  With --file or --files-from, many files are
+    checked in one process, a batch at a time, and each match also names its query: the
+    file's key (as add would key it) or the JSONL/WARC document's key.  Nothing is added.
+    Exits 1 when nothing matches, like grep; 2 when an input could not be read.
     """
-    given = [value for value in (text, file, fingerprint) if value is not None]
-    if len(given) != 1:
-        raise usage_error("give exactly one of TEXT, --file FILE or --fingerprint HEX")
+    file_mode = bool(file or files_from)
+    if sum((text is not None, file_mode, fingerprint is not None)) != 1:
+        raise usage_error("give exactly one of TEXT, --file FILE (or --files-from LIST) or --fingerprint HEX")
+    if not file_mode and (recursive or glob or exclude or null or key_base or exclude_self or encoding):
+        raise usage_error("-r, --glob, --exclude, -0, --key-base, --exclude-self and --encoding go with --file")
+    if (file or []).count("-") + (files_from or []).count("-") > 1:
+        raise usage_error("stdin can be read once: give '-' to one of --file and --files-from")
     checked_threshold(threshold)
     shown_as = output_format(file_format, json_output)
     with open_existing(db) as database:
+        if file_mode:
+            intake = query_intake(json_output, quiet)
+            rules = path_rules(recursive, glob, exclude, key_base)
+            inputs = query_inputs(file or [], intake, rules=rules, files_from=files_from or [], null=null)
+            settings = QuerySettings(k, limit, threshold, exclude_self)
+            found = print_file_matches(
+                database,
+                inputs,
+                intake,
+                settings,
+                encoding=encoding_of(encoding),
+                shown_as=shown_as,
+                header=not no_header,
+            )
+            if intake.failed:  # each was reported as it was met
+                raise typer.Exit(EXIT_USAGE)
+            if not found:
+                err(f"simdb: no document {nearness(threshold, k if threshold is not None else database.k)}")
+                raise typer.Exit(EXIT_NOTHING_FOUND)
+            return
         if fingerprint is not None:
             matches = database.query(simdb.parse_fingerprint(fingerprint), k, limit=limit, threshold=threshold)
         else:
-            query_text = read_text_file(file) if file is not None else read_argument_text(text or "")
-            matches = database.query(k=k, text=query_text, limit=limit, threshold=threshold)
+            matches = database.query(k=k, text=read_argument_text(text or ""), limit=limit, threshold=threshold)
         distance_limit = database.k if k is None else k
-    if matches:
-        records = (
-            {
-                "key": match.key,
-                "fingerprint": hex_fingerprint(match.fingerprint),
-                "similarity": match.similarity,
-                "distance": match.distance,
-                **meta_fields(match.meta),
-            }
-            for match in matches
-        )
-        output.write_records(records, MATCH_COLUMNS, shown_as, header=not no_header)
     if not matches:
         err(f"simdb: no document {nearness(threshold, k if threshold is not None else distance_limit)}")
         raise typer.Exit(EXIT_NOTHING_FOUND)
+    output.write_records((match_record(match) for match in matches), MATCH_COLUMNS, shown_as, header=not no_header)
 
 
 def nearness(threshold: float | None, k: int | None) -> str:
@@ -922,37 +1002,72 @@ def print_clusters(found: Iterable[simdb.Cluster], shown_as: str, header: bool) 
     return clusters_seen[0]
 
 
+#: How many keys that were not stored ``remove`` names; the rest are counted.
+NOT_FOUND_NAMED = 10
+
+
 @app.command()
 @guarded
 def remove(
     keys: Annotated[
         list[str],
         typer.Argument(
-            help="Keys of the documents to remove; '-' reads keys from stdin, one per line.", show_default=False
+            help="Keys of the documents to remove; '-' reads keys from stdin, one per line. "
+            "With --paths, file paths, made keys as add makes them.",
+            show_default=False,
         ),
     ],
+    paths: Annotated[
+        bool,
+        typer.Option(
+            "--paths",
+            help="The arguments (and stdin lines) are file paths: each is made its canonical key as add makes it "
+            "(relative to --key-base), so ./docs/a.txt and $PWD/docs/a.txt remove the key docs/a.txt.",
+        ),
+    ] = False,
+    key_base: KeyBaseOption = None,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Remove documents by key.
 
-    Keys that are not stored are counted, not errors; exits 1 if none of them was found.
-    A line of stdin that is not UTF-8 is reported with its number and skipped (exit 2).
+    Keys are taken as given (a key may be a URL or a JSONL id), unless --paths says they
+    are file paths.  Keys that are not stored are counted and named (the first ten), not
+    errors; exits 1 if none of them was found.  A line of stdin that is not UTF-8 is
+    reported with its number and skipped (exit 2).
     """
+    if key_base is not None and not paths:
+        raise usage_error("--key-base goes with --paths (keys are otherwise taken as given)")
+    path_rules(False, None, None, key_base)  # checks --key-base
     intake = Intake(on_problem=problem_printer(json_output), on_notice=print_notice)
     wanted: list[str] = []
     for key in keys:
         wanted.extend(stdin_keys(intake) if key == "-" else [key])
+    if paths:
+        wanted = [canonical_key(path, key_base) for path in wanted]
+    unique = list(dict.fromkeys(wanted))
     with open_existing(db, readonly=False) as database:
-        removed = database.remove_many(wanted)
-    not_found = len(set(wanted)) - removed
+        missing: list[str] = []
+        for key in unique:  # the first few keys not stored, to name them; one lookup each
+            if len(missing) == NOT_FOUND_NAMED:
+                break
+            if database.get(key) is None:
+                missing.append(key)
+        removed = database.remove_many(unique)
+    not_found = len(unique) - removed
+    missing = missing[:not_found]
     if json_output:
         failures = {"failed": intake.failed} if intake.failed else {}
-        out(json_line({"removed": removed, "not_found": not_found, **failures}))
+        out(json_line({"removed": removed, "not_found": not_found, "not_found_keys": missing, **failures}))
     else:
-        failed = f"; {intake.failed:,} lines of stdin were not UTF-8" if intake.failed else ""
-        out(f"removed {removed:,} documents" + (f"; {not_found:,} keys were not stored" if not_found else "") + failed)
+        line = f"removed {counted(removed, 'document')}"
+        if not_found:
+            verb = "was" if not_found == 1 else "were"
+            line += f"; {counted(not_found, 'key')} {verb} not stored: {named_some(missing, not_found)}"
+        if intake.failed:
+            line += f"; {counted(intake.failed, 'line')} of stdin {'was' if intake.failed == 1 else 'were'} not UTF-8"
+        out(line)
     if intake.failed:
         raise typer.Exit(EXIT_USAGE)
     if wanted and not removed:
@@ -1346,11 +1461,12 @@ def import_command(
     # Read up to the first document, so a JSONL header is known, and checked, before the
     # database opens.
     first = next(items, None)
-    if first is None and intake.failed:  # nothing usable: don't create a database for it
+    is_new = is_new_database(db)
+    if first is None and (intake.failed or is_new):  # nothing usable: don't create a database for it
+        if is_new:
+            err(f"simdb: nothing to import; no database was created at {db}")
         print_summary(intake, json_output)
-        raise typer.Exit(EXIT_USAGE)
-    # An empty directory is no database yet either (a creation that was refused may leave one).
-    is_new = not os.path.exists(db) or (os.path.isdir(db) and not os.listdir(db))
+        raise typer.Exit(EXIT_USAGE if intake.failed else 0)
     from_header = is_new and k is None and blocks is None and header.where is not None
     if from_header:
         k, blocks = header.k, header.blocks
@@ -1410,7 +1526,7 @@ def demo(
     db_path = str(Path(directory) / "db")
     made = generator.previous_output(Path(directory))  # refuses a directory holding other things
     collection = generator.generate(documents, copies=max(1, documents * 2 // 15))
-    keys = {name: str(docs_dir / name) for name in collection.documents}
+    keys = {name: canonical_key(str(docs_dir / name)) for name in collection.documents}
     # Recorded before anything is written, so that a run interrupted halfway leaves a record
     # of everything it may have written, for the next run to replace.
     generator.record_output(Path(directory), generator.Output(made.files | set(keys), made.keys | set(keys.values())))
@@ -1425,7 +1541,7 @@ def demo(
     for stale in made.files - set(keys):
         (docs_dir / stale).unlink(missing_ok=True)
     intake = Intake(on_problem=print_problem, on_notice=print_notice)
-    inputs = expand_paths([str(path) for path in paths], intake, recursive=False, pattern=None)
+    inputs = expand_paths([str(path) for path in paths], intake)
     with simdb.open(db_path) as database:
         # A rerun with another --documents leaves no stale documents behind.
         database.remove_many(sorted(made.keys - set(keys.values())))

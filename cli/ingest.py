@@ -3,10 +3,13 @@ batch, with a progress bar, per-input reports, Ctrl-C handling and the summary l
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import simdb
@@ -14,6 +17,7 @@ from simdb import AddResult, InvalidInputError
 
 from . import output
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, error_message
+from .filekeys import prefix_of, stale_keys, under
 from .output import err, json_line, out
 from .signals import interrupts_in_this_process_only
 from .sources import Input, Intake, Item
@@ -32,6 +36,57 @@ def print_notice(where: str, message: str) -> None:
     err(f"simdb: {where}: {message}")
 
 
+def quiet_or(report: Callable[[str, str], None], quiet: bool) -> Callable[[str, str], None]:
+    """``report``, or (with ``--quiet``) a report that says nothing."""
+    return (lambda where, message: None) if quiet else report
+
+
+def is_new_database(path: str) -> bool:
+    """Whether ``path`` holds no database yet: missing, or an empty directory (a creation
+    that was refused may leave one).  One stat and at most one listing."""
+    return not os.path.exists(path) or (os.path.isdir(path) and not os.listdir(path))
+
+
+@contextmanager
+def dry_run_target(path: str, dry_run: bool) -> Iterator[str]:
+    """Where ``add`` writes: ``path``, or with ``dry_run`` a scratch copy of it (see
+    :meth:`simdb.Database.copy_to`; nothing when there is no database yet) in a temporary
+    directory, removed afterwards, so that the run reports exactly what it would do and
+    ``path`` stays byte for byte as it was.  A dry run costs a copy of the database."""
+    if not dry_run:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="simdb-dry-run-") as scratch:
+        target = os.path.join(scratch, "db")
+        if not is_new_database(path):
+            with simdb.open(path, readonly=True, create=False) as source:
+                source.copy_to(target)
+        yield target
+
+
+class FirstReady(Iterable[Item]):
+    """An iterator of items that can read ahead to its first item (:meth:`ready`) before
+    anything else is done, e.g. before a database is created for it; iterating gives that
+    item and then the rest.  Reading ahead costs the reading of one item."""
+
+    def __init__(self, items: Iterable[Item]) -> None:
+        self._items = iter(items)
+        self._first: list[Item] | None = None
+
+    def ready(self) -> bool:
+        """Whether there is at least one item (reads up to it, once)."""
+        if self._first is None:
+            self._first = [item for item in (next(self._items, None),) if item is not None]
+        return bool(self._first)
+
+    def __iter__(self) -> Iterator[Item]:
+        self.ready()
+        assert self._first is not None
+        first, self._first = self._first, []
+        yield from first
+        yield from self._items
+
+
 #: How the database is fed: ``add(items, on_batch)`` stores ``(key, value, meta)`` items.
 Adder = Callable[[Iterable[tuple[str, Any, Any]], Callable[[AddResult], None]], AddResult]
 
@@ -43,6 +98,8 @@ class Counts(NamedTuple):
     replaced: int = 0
     skipped: int = 0
     featureless: int = 0
+    unchanged: int = 0
+    pruned: int = 0
 
 
 #: What one list, dict or scalar of a meta counts toward BATCH_TEXT_CHARS: about the bytes of
@@ -116,6 +173,7 @@ class Ingest:
         self.text_budget = BATCH_TEXT_CHARS  # read here, so that a test can lower it
         self._uncommitted_chars = 0  # characters of the texts in _uncommitted
         self._paused = False  # _watched stopped at text_budget, not at the end of its items
+        self.pruned = 0  # documents removed by prune()
 
     def _watched(self, items: Iterator[Item]) -> Iterator[tuple[str, Any, Any]]:
         """``items`` as the database takes them, each kept in ``_uncommitted`` until its
@@ -149,6 +207,24 @@ class Ingest:
             on_batch=on_batch,
             **self._if_new_options,
         )
+
+    def prune(self, paths: Iterable[str], key_base: str | None) -> None:
+        """Remove the stored documents under ``paths`` (see :func:`.filekeys.prefix_of`)
+        whose files are gone (``add --prune``), reporting each with --json.  Cost: one scan
+        of the stored keys per path, one stat per key under it, one removal batch."""
+        stale: dict[str, None] = {}
+        for path in paths:
+            exact, prefix = prefix_of(path, key_base)
+            candidates = self.database.keys(prefix=exact if prefix is None else prefix)
+            stale.update((key, None) for key in stale_keys(candidates, key_base) if under(key, exact, prefix))
+        if not stale:
+            return
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+        self.pruned += self.database.remove_many(stale)
+        if self.json_output:
+            for key in stale:
+                out(json_line({"event": "pruned", "key": key}))
 
     def fingerprints(self, items: Iterable[Item]) -> None:
         """Store ``(key, fingerprint, meta, where)`` items."""
@@ -228,18 +304,18 @@ class Ingest:
         self._skips_shown = len(totals.skipped)
         self._running = totals
         counts = self.counts()
-        self.progress.update(
-            self.task, completed=self.intake.bytes_done, documents=counts.added + counts.replaced + counts.skipped
-        )
+        self.progress.update(self.task, completed=self.intake.bytes_done, documents=sum(counts[:3]) + counts.unchanged)
 
     def counts(self) -> Counts:
-        """What every committed batch added, replaced, skipped and found featureless."""
+        """What every committed batch added, replaced, skipped, left unchanged and found featureless."""
         done, running = self.finished, self._running
         return Counts(
             done.added + running.added,
             done.replaced + running.replaced,
             len(done.skipped) + len(running.skipped),
             done.featureless + running.featureless,
+            done.unchanged + running.unchanged,
+            self.pruned,
         )
 
 
@@ -262,6 +338,7 @@ def run_ingest(
     json_output: bool,
     show_progress: bool,
     threshold: float | None = None,
+    dry_run: bool = False,
 ) -> int:
     """Run ``feed`` against the database with a progress bar, print the summary line, and
     return the exit code: 130 after Ctrl-C (the committed batches stay and the message says
@@ -301,23 +378,31 @@ def run_ingest(
             f"simdb: interrupted; {counts.added:,} documents were added before Ctrl-C "
             "(every committed batch is kept; the batch in progress was not stored)"
         )
-    print_summary(intake, json_output, counts, interrupted, time.monotonic() - started)
+    print_summary(intake, json_output, counts, interrupted, time.monotonic() - started, dry_run=dry_run)
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_USAGE if intake.failed else 0
 
 
 def print_summary(
-    intake: Intake, json_output: bool, counts: Counts | None = None, interrupted: bool = False, seconds: float = 0.0
+    intake: Intake,
+    json_output: bool,
+    counts: Counts | None = None,
+    interrupted: bool = False,
+    seconds: float = 0.0,
+    *,
+    dry_run: bool = False,
 ) -> None:
     """The last line of ``add`` and ``import``: what was added, replaced, skipped and failed,
-    and how many documents had no features (empty, or no words: stored, but nobody's
-    near-duplicate)."""
+    how many were unchanged (stored already exactly so: not rewritten), and how many
+    documents had no features (empty, or no words: stored, but nobody's near-duplicate)."""
     counts = counts or Counts()
     added, replaced, skipped = counts.added, counts.replaced, counts.skipped
     summary = {
         "added": added,
         "replaced": replaced,
+        "unchanged": counts.unchanged,
+        "pruned": counts.pruned,
         "skipped": skipped,
         "featureless": counts.featureless,
         "failed": intake.failed,
@@ -325,15 +410,21 @@ def print_summary(
         "interrupted": interrupted,
         "seconds": round(seconds, 3),
     }
+    if dry_run:
+        summary["dry_run"] = True
     if json_output:
         out(json_line({"event": "summary", **summary}))
     else:
         line = f"added {added:,}, replaced {replaced:,}, skipped {skipped:,}, failed {intake.failed:,}"
+        if counts.unchanged:
+            line += f"; {counts.unchanged:,} unchanged (already stored as they are)"
+        if counts.pruned:
+            line += f"; pruned {counts.pruned:,} whose files are gone"
         if counts.featureless:
             line += f"; {counts.featureless:,} featureless (no words)"
         if intake.decoded_with_replacement:
             line += f"; {intake.decoded_with_replacement:,} decoded with replacement"
-        out(f"{line} ({seconds:.1f} s)")
+        out(f"{line} ({seconds:.1f} s)" + ("; dry run: nothing was stored" if dry_run else ""))
 
 
 def total_bytes(inputs: Iterable[Input]) -> int | None:

@@ -159,7 +159,7 @@ def human_bytes(size: float | None) -> str:
 def table(
     header: Sequence[str], rows: Iterable[Sequence[Any]], right_aligned: Sequence[int] = (), *, show_header: bool = True
 ) -> int:
-    """Print ``rows`` under ``header`` (unless not ``show_header``) as aligned columns,
+    """Print ``rows`` under ``header`` (unless not ``show_header``, or there are no rows) as aligned columns,
     streaming: widths come from the first :data:`WIDTH_SAMPLE_ROWS` rows, so a million rows
     never sit in memory.  The last column is never padded.  Returns the number of rows."""
     iterator: Iterator[Sequence[Any]] = iter(rows)
@@ -178,7 +178,7 @@ def table(
                 parts.append(cell.ljust(widths[column]))
         return "  ".join(parts)
 
-    if show_header:
+    if show_header and sample:  # a table of nothing is no table: the caller says what was not found
         out(render(list(header)))
     count = 0
     for row in chain(sample, ([str(cell) for cell in row] for row in iterator)):
@@ -339,3 +339,16 @@ def progress_bar(enabled: bool) -> Progress:
         disable=not (enabled and console.is_terminal),
         transient=False,
     )
+
+
+def counted(count: int, singular: str, plural: str | None = None) -> str:
+    """``count`` and the noun that goes with it: "1 document", "2 documents", "1,000 keys"."""
+    return f"{count:,} {singular if count == 1 else plural or singular + 's'}"
+
+
+def named_some(names: list[str], total: int) -> str:
+    """Up to ``len(names)`` names of ``total`` things, quoted, then "and N more"."""
+    from simdb.keys import describe
+
+    shown = ", ".join(describe(name) for name in names)
+    return shown + (f" and {total - len(names):,} more" if total > len(names) else "")

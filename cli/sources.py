@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import contextlib
+import dataclasses
 import fnmatch
 import gzip
 import io
@@ -30,11 +32,12 @@ from html.parser import HTMLParser
 from typing import IO, TYPE_CHECKING, Any
 
 from simdb import InvalidInputError, InvalidKeyError, SimdbError, codec, parse_fingerprint
-from simdb.errors import KeyProblem
+from simdb.errors import DASK_INSTALL_HINT, KeyProblem
 from simdb.keys import check_key, describe
 from simdb.validation import check_fingerprint, is_int
 
 from .errors import error_message
+from .filekeys import canonical_key, key_base_path
 from .output import unplain
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to an export header that needs it
@@ -47,6 +50,8 @@ FINGERPRINTS = "fingerprints"
 
 #: File name endings read as WARC or WET archives (Common Crawl's ``.warc.wet.gz`` included).
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz")
+#: File name endings read as JSON lines (one document per line) when given or found as paths.
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 #: How many bytes at the start of a file are searched for a NUL byte, the sign of a binary file.
 BINARY_SNIFF_BYTES = 8192
 #: Problems reported per input before the rest are only counted, so one broken JSONL file of
@@ -97,16 +102,23 @@ def printable(text: str) -> str:
 
 @dataclass(frozen=True)
 class Input:
-    """One input to read: ``path`` ("-" is stdin), how to read it, and its size if known."""
+    """One input to read: ``path`` ("-" is stdin), how to read it, its size if known, and
+    its canonical key (see :mod:`.filekeys`) when it was found as a path."""
 
     path: str
     kind: str
     size: int | None
+    key: str | None = None
 
     @property
     def name(self) -> str:
         """How messages name this input."""
         return "<stdin>" if self.path == "-" else self.path
+
+    @property
+    def document_key(self) -> str:
+        """The key of the file as one document: its canonical key, else its path."""
+        return self.key if self.key is not None else self.path
 
 
 @dataclass
@@ -154,6 +166,69 @@ def is_warc_name(path: str) -> bool:
     return path.lower().endswith(WARC_SUFFIXES)
 
 
+def kind_of_name(path: str) -> str:
+    """How a file found as a path is read, by its name: WARC/WET, JSONL or text."""
+    lowered = path.lower()
+    if lowered.endswith(WARC_SUFFIXES):
+        return WARC
+    return JSONL if lowered.endswith(JSONL_SUFFIXES) else TEXT
+
+
+@dataclass(frozen=True)
+class PathRules:
+    """Which files of a directory are read, and how the files read are keyed: ``patterns``
+    (a name must match one, when any are given), ``excludes`` (a file or subdirectory whose
+    name matches one is left out), ``recursive``, and the ``key_base`` keys are relative to
+    (None: the working directory)."""
+
+    recursive: bool = False
+    patterns: tuple[str, ...] = ()
+    excludes: tuple[str, ...] = ()
+    key_base: str | None = None
+
+    def wanted(self, name: str) -> bool:
+        """Whether a file named ``name`` found in a directory is read."""
+        if any(fnmatch.fnmatch(name, pattern) for pattern in self.excludes):
+            return False
+        return not self.patterns or any(fnmatch.fnmatch(name, pattern) for pattern in self.patterns)
+
+    def excluded(self, name: str) -> bool:
+        """Whether the subdirectory named ``name`` is left out."""
+        return any(fnmatch.fnmatch(name, pattern) for pattern in self.excludes)
+
+
+def read_path_list(source: str, intake: Intake, *, null: bool, stdin: IO[str] | None = None) -> list[str]:
+    """The paths listed in ``source`` ("-": stdin), one per line, or NUL-separated with
+    ``null`` (``find -print0``).  Read as bytes and decoded as the operating system decodes
+    file names, so a name that is not valid UTF-8 still names its file.  An unreadable list
+    is reported and counted.  O(list size)."""
+    if source == "-":
+        stream = stdin or sys.stdin
+        raw = getattr(stream, "buffer", None)
+        data = raw.read() if raw is not None else os.fsencode(stream.read())
+        name = "<stdin>"
+    else:
+        name = source
+        try:
+            with open(source, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            intake.fail(source, f"cannot read the list of paths: {exc.strerror or exc}")
+            return []
+    if null:
+        return [os.fsdecode(part) for part in data.split(b"\0") if part]
+    paths = []
+    for line in data.splitlines():
+        if b"\0" in line:
+            # find -print0 output: one "line" holding every path, NUL-separated.
+            intake.fail(
+                f"{name} path {describe(os.fsdecode(line))}", "holds a NUL byte; give -0/--null for find -print0"
+            )
+        elif line:
+            paths.append(os.fsdecode(line))
+    return paths
+
+
 def _file_size(info: os.stat_result) -> int | None:
     return info.st_size if stat.S_ISREG(info.st_mode) else None
 
@@ -162,49 +237,55 @@ def expand_paths(
     paths: Iterable[str],
     intake: Intake,
     *,
-    recursive: bool,
-    pattern: str | None,
+    rules: PathRules | None = None,
     skip_directory: str | None = None,
+    files_from: Iterable[str] = (),
+    null: bool = False,
     stdin: IO[str] | None = None,
 ) -> list[Input]:
-    """The files to read for the PATH arguments of ``simdb add``, in order.
+    """The files to read for the PATH arguments of ``simdb add`` and ``simdb query``, in
+    order, each with its canonical key (see :mod:`.filekeys`).
 
-    A file is taken as given (a WARC/WET archive if its name says so, else text).  A
-    directory contributes its regular files, sorted by name; with ``recursive`` also those
-    of its subdirectories; with ``pattern`` only files whose name matches the glob.  "-"
-    reads more paths from ``stdin``, one per line.  A missing path, or one that is not a
-    regular file or directory (a FIFO would block the run), is reported and counted.  The
-    directory ``skip_directory`` (the database's own, so ``simdb add . -r`` never reads the
-    database as a document) is never entered, nor is a directory already read (a symbolic
-    link loop would otherwise be followed without end).  Cost: one stat per path, one
-    listing per directory.
+    A file is taken as given (a WARC/WET archive or JSONL file if its name says so, else
+    text).  A directory contributes its regular files, sorted by name, as ``rules`` select
+    them (recursion, --glob and --exclude patterns).  "-" among ``paths`` reads more paths
+    from ``stdin``, and each of ``files_from`` is a list of paths ("-": stdin), one per line
+    or NUL-separated with ``null``.  A missing path, or one that is not a regular file or
+    directory (a FIFO would block the run), is reported and counted.  The directory
+    ``skip_directory`` (the database's own, so ``simdb add . -r`` never reads the database
+    as a document) is never entered, nor is a directory already read (a symbolic link loop
+    would otherwise be followed without end).  Cost: one stat per path, one listing per
+    directory.
     """
+    # The key base made absolute once, so keying a file costs no getcwd.
+    rules = dataclasses.replace(rules or PathRules(), key_base=key_base_path((rules or PathRules()).key_base))
     skipped = os.path.realpath(skip_directory) if skip_directory else None
     visited: set[tuple[int, int]] = set()
     found: list[Input] = []
     for path in paths:
         if path != "-":
-            found.extend(_expand_one(path, intake, recursive, pattern, skipped, visited))
+            found.extend(_expand_one(path, intake, rules, skipped, visited))
             continue
-        for line in _stdin_lines(stdin):
-            if "\0" in line:
-                # find -print0 output: one "line" holding every path, NUL-separated.
-                intake.fail(
-                    f"<stdin> path {describe(line)}",
-                    "holds a NUL byte; give one path per line (find -print, not -print0)",
-                )
-            elif line:
-                # A "-" inside the list is a file named "-", not stdin again.
-                found.extend(_expand_one("./-" if line == "-" else line, intake, recursive, pattern, skipped, visited))
+        found.extend(_expand_listed("-", intake, rules, skipped, visited, null, stdin))
+    for source in files_from:
+        found.extend(_expand_listed(source, intake, rules, skipped, visited, null, stdin))
     return found
 
 
-def _stdin_lines(stdin: IO[str] | None) -> list[str]:
-    """The lines of a list of paths on stdin.  Read as bytes and decoded as the operating
-    system decodes file names, so a name that is not valid UTF-8 still names its file."""
-    stream = stdin or sys.stdin
-    raw = getattr(stream, "buffer", None)
-    return os.fsdecode(raw.read()).splitlines() if raw is not None else stream.read().splitlines()
+def _expand_listed(
+    source: str,
+    intake: Intake,
+    rules: PathRules,
+    skipped: str | None,
+    visited: set[tuple[int, int]],
+    null: bool,
+    stdin: IO[str] | None,
+) -> list[Input]:
+    found = []
+    for line in read_path_list(source, intake, null=null, stdin=stdin):
+        # A "-" inside the list is a file named "-", not stdin again.
+        found.extend(_expand_one("./-" if line == "-" else line, intake, rules, skipped, visited))
+    return found
 
 
 def stdin_keys(intake: Intake, stdin: IO[str] | None = None) -> list[str]:
@@ -229,7 +310,7 @@ def stdin_keys(intake: Intake, stdin: IO[str] | None = None) -> list[str]:
 
 
 def _expand_one(
-    path: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None, visited: set[tuple[int, int]]
+    path: str, intake: Intake, rules: PathRules, skipped: str | None, visited: set[tuple[int, int]]
 ) -> list[Input]:
     try:
         info = os.stat(path)
@@ -237,15 +318,15 @@ def _expand_one(
         intake.fail(path, exc.strerror or str(exc))
         return []
     if stat.S_ISDIR(info.st_mode):
-        return list(_walk(path, intake, recursive, pattern, skipped, visited))
+        return list(_walk(path, intake, rules, skipped, visited))
     if not stat.S_ISREG(info.st_mode):
         intake.fail(path, _NOT_REGULAR)
         return []
-    return [Input(path, WARC if is_warc_name(path) else TEXT, _file_size(info))]
+    return [Input(path, kind_of_name(path), _file_size(info), canonical_key(path, rules.key_base))]
 
 
 def _walk(
-    top: str, intake: Intake, recursive: bool, pattern: str | None, skipped: str | None, visited: set[tuple[int, int]]
+    top: str, intake: Intake, rules: PathRules, skipped: str | None, visited: set[tuple[int, int]]
 ) -> Iterator[Input]:
     """The files of directory ``top`` in sorted order, then (with ``recursive``) those of
     each subdirectory in turn, depth first.  Iterative, with its own stack, so a tree of any
@@ -271,9 +352,10 @@ def _walk(
         for entry in entries:
             try:
                 if entry.is_dir():
-                    subdirectories.append(entry.path)
+                    if not rules.excluded(entry.name):
+                        subdirectories.append(entry.path)
                     continue
-                if pattern is not None and not fnmatch.fnmatch(entry.name, pattern):
+                if not rules.wanted(entry.name):
                     continue
                 if not entry.is_file():
                     if entry.is_symlink() and not os.path.exists(entry.path):
@@ -284,8 +366,8 @@ def _walk(
             except OSError as exc:
                 intake.fail(entry.path, exc.strerror or str(exc))
                 continue
-            yield Input(entry.path, WARC if is_warc_name(entry.name) else TEXT, size)
-        if recursive:
+            yield Input(entry.path, kind_of_name(entry.name), size, canonical_key(entry.path, rules.key_base))
+        if rules.recursive:
             pending.extend(reversed(subdirectories))
 
 
@@ -304,19 +386,70 @@ def stream_inputs(paths: Iterable[str], kind: str, intake: Intake) -> list[Input
     return inputs
 
 
-def decode(data: bytes, where: str, intake: Intake, source: str | None = None) -> str:
-    """UTF-8 text of ``data`` (a leading byte-order mark dropped); invalid bytes become
-    U+FFFD, and the document is reported and counted once."""
+#: Byte-order marks and the codecs they announce; UTF-32's first, as UTF-32 LE's mark
+#: starts with UTF-16 LE's.
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+def checked_encoding(encoding: str) -> str:
+    """The canonical name of ``encoding`` (``--encoding``), or InvalidInputError naming it
+    when Python knows no such text encoding."""
     try:
-        return data.decode("utf-8-sig")
+        info = codecs.lookup(encoding)
+    except LookupError:
+        raise InvalidInputError(
+            f"--encoding {describe(encoding)} is not a text encoding Python knows",
+            "give one such as utf-8, latin-1, cp1252 or utf-16",
+        ) from None
+    if not getattr(info, "_is_text_encoding", True):
+        raise InvalidInputError(f"--encoding {describe(encoding)} is not a text encoding", "give one such as latin-1")
+    return info.name
+
+
+def bom_encoding(data: bytes) -> tuple[str, int] | None:
+    """``(codec, length of the mark)`` when ``data`` starts with a byte-order mark."""
+    for mark, name in _BOMS:
+        if data.startswith(mark):
+            return name, len(mark)
+    return None
+
+
+def looks_binary(data: bytes, encoding: str | None = None) -> bool:
+    """Whether ``data`` is no text: a NUL byte in its first BINARY_SNIFF_BYTES, unless a
+    byte-order mark or ``encoding`` says it is UTF-16 or UTF-32 (whose text holds NULs)."""
+    wide = bom_encoding(data)
+    name = wide[0] if wide is not None else (codecs.lookup(encoding).name if encoding else "utf-8")
+    return not name.startswith(("utf-16", "utf-32")) and b"\0" in data[:BINARY_SNIFF_BYTES]
+
+
+def decode(data: bytes, where: str, intake: Intake, source: str | None = None, encoding: str | None = None) -> str:
+    """The text of ``data``: in the encoding a leading byte-order mark names (UTF-8, UTF-16
+    or UTF-32; the mark dropped), else in ``encoding``, else UTF-8.  Invalid bytes become
+    U+FFFD, and the document is reported and counted once.  O(len(data))."""
+    found = bom_encoding(data)
+    if found is not None:
+        encoding, data = found[0], data[found[1] :]
+    name = encoding or "utf-8"
+    try:
+        return data.decode(name)
     except UnicodeDecodeError as exc:
-        intake.replaced(where, f"not valid UTF-8 (byte {exc.start}); decoded with replacement", source)
-        return data.decode("utf-8-sig", errors="replace")
+        what = "UTF-8" if encoding is None else name
+        intake.replaced(where, f"not valid {what} (byte {exc.start}); decoded with replacement", source)
+        return data.decode(name, errors="replace")
 
 
-def read_text_files(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = None) -> Iterator[Item]:
-    """``(path, text, None, path)`` for every readable text file; binary files (a NUL byte
-    in the first 8 KiB), unreadable ones, ones over ``max_bytes`` and ones whose path
+def read_text_files(
+    inputs: Iterable[Input], intake: Intake, max_bytes: int | None = None, encoding: str | None = None
+) -> Iterator[Item]:
+    """``(key, text, None, path)`` for every readable text file, decoded as :func:`decode`
+    does (``encoding`` for files without a byte-order mark); binary files (see
+    :func:`looks_binary`), unreadable ones, ones over ``max_bytes`` and ones whose path
     cannot be a key (a name that is not valid UTF-8) are reported and counted.  Reads each
     file whole, but never more than ``max_bytes + 1`` bytes of it."""
     for item in inputs:
@@ -325,7 +458,7 @@ def read_text_files(inputs: Iterable[Input], intake: Intake, max_bytes: int | No
             intake.fail(item.path, too_large(item.size, max_bytes))
             continue
         try:
-            check_key(item.path)
+            check_key(item.document_key)
         except InvalidInputError as exc:
             intake.bytes_done += item.size or 0
             unicode = isinstance(exc, InvalidKeyError) and exc.reason is KeyProblem.NOT_UNICODE
@@ -337,7 +470,12 @@ def read_text_files(inputs: Iterable[Input], intake: Intake, max_bytes: int | No
             )
             continue
         try:
-            with open(item.path, "rb") as handle:
+            # "-" is stdin's text (query --file -); getattr: a test's text stream has no bytes beneath.
+            with (
+                contextlib.nullcontext(getattr(sys.stdin, "buffer", None) or io.BytesIO(sys.stdin.read().encode()))
+                if item.path == "-"
+                else open(item.path, "rb")
+            ) as handle:
                 data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
         except OSError as exc:
             intake.bytes_done += item.size or 0
@@ -347,10 +485,10 @@ def read_text_files(inputs: Iterable[Input], intake: Intake, max_bytes: int | No
         if max_bytes is not None and len(data) > max_bytes:  # it grew since it was listed
             intake.fail(item.path, too_large(None, max_bytes))
             continue
-        if b"\0" in data[:BINARY_SNIFF_BYTES]:
+        if looks_binary(data, encoding):
             intake.fail(item.path, "binary file (contains NUL bytes), skipped")
             continue
-        yield item.path, decode(data, item.path, intake), None, item.path
+        yield item.document_key, decode(data, item.path, intake, encoding=encoding), None, item.path
 
 
 def _open_binary(item: Input) -> tuple[IO[bytes], IO[bytes]]:
@@ -567,12 +705,14 @@ def read_jsonl(
                 continue
             raw_key = record.get(id_field)
             if raw_key is None:
+                # A file found as a path keys its lines by its canonical key, as it keys itself.
+                key_name = item.key if item.key is not None else name
                 if not warned_missing_id:
                     intake.notice(
-                        name, f"no {id_field!r} field on line {number}; such lines get the key {name}:LINE", name
+                        name, f"no {id_field!r} field on line {number}; such lines get the key {key_name}:LINE", name
                     )
                     warned_missing_id = True
-                raw_key = where
+                raw_key = f"{key_name}:{number}"
             elif not isinstance(raw_key, str) and not is_int(raw_key):
                 intake.fail(where, f"{id_field!r} is a JSON {type(raw_key).__name__}, not a string or integer", name)
                 continue
@@ -1024,7 +1164,7 @@ def _read_parquet_shard(item: Input, intake: Intake) -> Iterator[Item]:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        intake.fail(name, "reading Parquet needs pyarrow (pip install simdb[dask])", name)
+        intake.fail(name, f"reading Parquet needs pyarrow ({DASK_INSTALL_HINT})", name)
         return
     try:
         shard = pq.ParquetFile(item.path)
@@ -1137,10 +1277,34 @@ def _read_export_jsonl(item: Input, intake: Intake, header: ExportHeader) -> Ite
             yield checked, value, meta, where
 
 
-def read_documents(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = None) -> Iterator[Item]:
-    """Texts of the PATH inputs of ``simdb add``, in order: each file as one document, each
-    WARC/WET archive as one document per text record; documents over ``max_bytes`` are
-    reported and skipped."""
+@dataclass(frozen=True)
+class JsonlFields:
+    """The JSONL fields holding a line's key and text (``--id-field``, ``--text-field``)."""
+
+    id_field: str = "id"
+    text_field: str = "text"
+
+
+def read_documents(
+    inputs: Iterable[Input],
+    intake: Intake,
+    max_bytes: int | None = None,
+    *,
+    encoding: str | None = None,
+    fields: JsonlFields | None = None,
+) -> Iterator[Item]:
+    """Texts of the PATH inputs of ``simdb add`` and ``simdb query``, in order: each text
+    file as one document (decoded with ``encoding`` when it has no byte-order mark), each
+    WARC/WET archive as one document per text record, each JSONL file as one per line
+    (``fields`` name the key and text); documents over ``max_bytes`` are reported and
+    skipped."""
+    fields = fields or JsonlFields()
     for item in inputs:
-        reader = read_warc if item.kind == WARC else read_text_files
-        yield from reader([item], intake, max_bytes)
+        if item.kind == WARC:
+            yield from read_warc([item], intake, max_bytes)
+        elif item.kind == JSONL:
+            yield from read_jsonl(
+                [item], intake, id_field=fields.id_field, text_field=fields.text_field, max_bytes=max_bytes
+            )
+        else:
+            yield from read_text_files([item], intake, max_bytes, encoding)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import pathlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -179,7 +180,9 @@ class Skip(NamedTuple):
 class AddResult:
     """What an add did: counts of new and replaced keys, the skipped near-duplicates, and how
     many of the stored documents came from texts with no features (``featureless``).
-    ``unchanged`` is reserved (always 0 for now)."""
+    ``unchanged`` counts documents whose key was already stored with the same fingerprint,
+    meta and sketch: nothing stored would change, so they were not rewritten (nor counted
+    as replaced)."""
 
     added: int = 0
     replaced: int = 0
@@ -226,6 +229,9 @@ class _Batch:
     #: The sketch of each item added from text (b"" for a featureless text); None when the
     #: batch came as fingerprints.
     sketches: list[bytes] | None = None
+    #: After :meth:`once_per_key` folded repeats: each key's first (record, sketch) in the
+    #: batch, which one-by-one adding compares with the stored version (None: the values held).
+    first_versions: list[tuple[bytes, bytes | None]] | None = None
 
     @classmethod
     def prepare(cls, items: Iterable[Sequence[Any]], first_position: int) -> _Batch:
@@ -280,15 +286,21 @@ class _Batch:
             batch.records.append(codec.pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
         return batch
 
-    def once_per_key(self) -> tuple[_Batch, int]:
+    def once_per_key(self) -> tuple[_Batch, int, int]:
         """The batch with each key once, where it first occurs, holding its last occurrence's
-        value; and how many repeats were folded in.  That is what adding the items one by one
-        would leave, whatever the batch size.  O(n log n) in numpy."""
+        value (and its first, for counting); and how many repeats were folded in that
+        replaced, and that repeated unchanged, the occurrence before them.  That is what
+        adding the items one by one would leave and count, whatever the batch size.
+        O(n log n) in numpy."""
         order, ordered = index_key_order(self.index_keys)  # equal keys adjacent, in batch order
         repeats = (ordered[:-1] == ordered[1:]).all(axis=1)  # sorted item i + 1 repeats item i
         if not repeats.any():
             self.key_order = (order, ordered)
-            return self, 0
+            return self, 0, 0
+        positions = order.tolist()
+        unchanged = sum(
+            self._version(positions[i]) == self._version(positions[i + 1]) for i in np.flatnonzero(repeats).tolist()
+        )
         starts = np.flatnonzero(np.concatenate([[True], ~repeats]))
         ends = np.append(starts[1:], len(order)) - 1
         last_of = dict(zip(order[starts].tolist(), order[ends].tolist()))
@@ -299,8 +311,14 @@ class _Batch:
             [self.fingerprints[last_of[i]] for i in firsts],
             [self.records[last_of[i]] for i in firsts],
             sketches=None if self.sketches is None else [self.sketches[last_of[i]] for i in firsts],
+            first_versions=[self._version(i) for i in firsts],
         )
-        return folded, len(self.keys) - len(firsts)
+        folds = len(self.keys) - len(firsts)
+        return folded, folds - unchanged, unchanged
+
+    def _version(self, position: int) -> tuple[bytes, bytes | None]:
+        """What is stored for the item at ``position``: its record and its sketch."""
+        return self.records[position], None if self.sketches is None else self.sketches[position]
 
     def single(self, position: int) -> _Batch:
         return self.take([position])
@@ -856,9 +874,10 @@ class Database:
             result, removed = AddResult(), 0
             for step in work:
                 if isinstance(step, tuple):
-                    unique, repeats = step
+                    unique, repeats, unchanged_repeats = step
                     stored = self._store(txn, unique)
                     stored.replaced += repeats  # a repeated key replaced its earlier value in this batch
+                    stored.unchanged += unchanged_repeats  # or repeated it as it was
                     result.merge(stored)
                 elif isinstance(step, _Batch):
                     result.merge(self._store_if_new(txn, step, threshold))
@@ -875,7 +894,10 @@ class Database:
 
     def _store(self, txn: lmdb.Transaction[bytes], batch: _Batch) -> AddResult:
         """Write a batch with unique keys: new keys get fresh ids, existing keys keep theirs
-        and lose their old table entries (and their old sketch)."""
+        and lose their old table entries (and their old sketch).  An existing key whose
+        stored record (key, fingerprint, meta) and sketch are byte-for-byte the new ones is
+        left alone and counted as unchanged: re-adding an unchanged folder writes nothing
+        but its new and changed documents.  Cost: one record (and sketch) read per existing key."""
         storage = self._storage
         docs, keys_db = storage.db(DOCS), storage.db(KEYS)
         next_id = self._read_next_id(txn)
@@ -894,9 +916,21 @@ class Database:
                     new_positions.append(position)
                     continue
                 doc_id, old = found
+                sketch = None if batch.sketches is None else batch.sketches[position]
+                same = self._unchanged(txn, doc_id, record, sketch)
+                # Counted as its first version in the batch would be, added on its own.
+                first = batch.first_versions[position] if batch.first_versions is not None else None
+                counted_same = (
+                    same if first is None or first == (record, sketch) else self._unchanged(txn, doc_id, *first)
+                )
+                if counted_same:
+                    result.unchanged += 1
+                else:
+                    result.replaced += 1
+                if same:
+                    continue
                 txn.put(encode_id(doc_id), record, db=docs)
-                self._replace_sketch(txn, doc_id, None if batch.sketches is None else batch.sketches[position])
-                result.replaced += 1
+                self._replace_sketch(txn, doc_id, sketch)
                 if old.fingerprint != fingerprint:
                     self._delete_table_entries(txn, doc_id, old.fingerprint)
                     changed_ids.append(doc_id)
@@ -938,6 +972,17 @@ class Database:
         txn.put(NEXT_ID_KEY, codec.pack(next_id + added, "next id"), db=self._storage.db(META))
         result.added = added
         return result
+
+    def _unchanged(self, txn: lmdb.Transaction[bytes], doc_id: int, record: bytes, sketch: bytes | None) -> bool:
+        """Whether document ``doc_id`` is stored as ``record`` with ``sketch`` (None: a
+        fingerprint, which keeps no sketch), so that storing them again would change nothing.
+        A database without sketches (format 1) compares the record alone.  O(1) LMDB reads."""
+        raw_id = encode_id(doc_id)
+        if txn.get(raw_id, db=self._storage.db(DOCS)) != record:
+            return False
+        if not self._sketched:
+            return True
+        return txn.get(raw_id, db=self._storage.db(SKETCHES)) == sketch
 
     def _replace_sketch(self, txn: lmdb.Transaction[bytes], doc_id: int, sketch: bytes | None) -> None:
         """Store the new sketch of a replaced document, or drop its old one when the new
@@ -1032,9 +1077,10 @@ class Database:
             if own_id is not None:
                 replaced_ids.add(own_id)
         if kept:
-            unique, repeats = batch.take(kept).once_per_key()
+            unique, repeats, unchanged_repeats = batch.take(kept).once_per_key()
             stored_result = self._store(txn, unique)
             stored_result.replaced += repeats
+            stored_result.unchanged += unchanged_repeats
             result.merge(stored_result)
         return result
 
@@ -1592,6 +1638,12 @@ class Database:
         except (CorruptDatabaseError, FormatVersionError) as exc:
             problems.append(exc.message)
         return problems
+
+    def copy_to(self, path: str | os.PathLike[str]) -> None:
+        """Write a consistent copy of this database (one read snapshot, compacted) to the
+        new directory ``path``, e.g. to try writes on it (``simdb add --dry-run``); this
+        database is left as it is, and may be read-only.  O(size)."""
+        self._storage.copy_to(pathlib.Path(path))
 
     def compact(self) -> CompactResult:
         """Rewrite the database into a fresh file, every sub-database in key order with full

@@ -873,6 +873,26 @@ class Storage:
         _remove_generation(self.path, source)
         return before
 
+    def copy_to(self, target: Path) -> None:
+        """Write a consistent copy of the live data (one read snapshot, compacted) as a new
+        database directory ``target``, which must not exist yet; this database is not
+        changed.  O(size).  Raises StorageError (or DiskFullError) naming ``target``."""
+        try:
+            target.mkdir()
+        except OSError as exc:
+            raise _os_error(
+                exc, f"making the copy's directory {target}", "give a path that does not exist yet"
+            ) from None
+        data_file = target / FIRST_GENERATION
+        try:
+            with self._lock.shared():
+                self.env.copy(str(data_file), compact=True)
+            _point_current_at(target, FIRST_GENERATION, initialised=True, create=True)
+        except lmdb.Error as exc:
+            raise translate(exc, data_file, target) from None
+        except OSError as exc:
+            raise _os_error(exc, f"copying to {target}", "free some space; the copy is incomplete") from None
+
     def size_on_disk(self) -> int:
         """Bytes of the live data file, following a compaction made by another process
         first.  A stat, and a read of ``CURRENT`` when the file has gone."""

@@ -137,10 +137,14 @@ def test_add_recursive_with_glob_selects_matching_files_in_subdirectories(corpus
 
 
 def test_add_again_replaces_and_summary_counts_it(filled: str, corpus: Path) -> None:
+    unchanged = run("add", corpus / "beta.txt", "--db", filled, "--workers", "1", "--json")
+    summary = json_lines(unchanged.stdout)[-1]
+    assert summary["event"] == "summary"
+    assert (summary["added"], summary["replaced"], summary["unchanged"], summary["failed"]) == (0, 0, 1, 0)
+    (corpus / "beta.txt").write_text("beta, edited since it was added", encoding="utf-8")
     result = run("add", corpus / "beta.txt", "--db", filled, "--workers", "1", "--json")
     summary = json_lines(result.stdout)[-1]
-    assert summary["event"] == "summary"
-    assert (summary["added"], summary["replaced"], summary["failed"]) == (0, 1, 0)
+    assert (summary["added"], summary["replaced"], summary["unchanged"], summary["failed"]) == (0, 1, 0, 0)
 
 
 def test_add_reads_paths_from_stdin(corpus: Path, db: str) -> None:
@@ -370,7 +374,8 @@ def test_query_text_file_and_fingerprint_find_nearest_first(filled: str, corpus:
     assert matches[0]["fingerprint"] == f"0x{simhash(prose(1)):016x}"
     by_file = run("query", "--file", corpus / "beta.txt", "--db", filled)
     assert by_file.exit_code == 0
-    assert by_file.stdout.splitlines()[0].split() == ["similarity", "distance", "fingerprint", "key"]
+    # A file's matches name the query they belong to: the file's key, as add keys it.
+    assert by_file.stdout.splitlines()[0].split() == ["query", "similarity", "distance", "fingerprint", "key"]
     assert str(corpus / "beta.txt") in by_file.stdout
     near = simhash(prose(2)) ^ 0b101  # two bits away
     by_fingerprint = json_lines(run("query", "--fingerprint", hex(near), "--db", filled, "--json").stdout)
@@ -405,7 +410,7 @@ def test_query_that_finds_nothing_exits_1(filled: str) -> None:
         (["text", "--fingerprint", "0x1"], "exactly one"),
         (["--fingerprint", "0xZZ"], "neither hex nor decimal"),
         (["--fingerprint", "0x1", "-k", "9"], "-k 9 is above the database's k="),
-        (["--file", "/no/such/file"], "cannot read /no/such/file"),
+        (["--file", "/no/such/file"], "/no/such/file: No such file"),
     ],
 )
 def test_query_bad_usage_exits_2_with_one_line(filled: str, arguments: list[str], message: str) -> None:
@@ -472,8 +477,9 @@ def test_db_defaults_to_simdb_path_then_the_working_directory(
     run("add", corpus / "beta.txt", "--workers", "1")
     assert (tmp_path / DEFAULT_DB_PATH).is_dir()
     run("add", corpus / "alpha.txt", "--workers", "1", env={"SIMDB_PATH": str(tmp_path / "from-env")})
-    assert stored_keys(str(tmp_path / "from-env")) == {str(corpus / "alpha.txt")}
-    assert stored_keys(str(tmp_path / DEFAULT_DB_PATH)) == {str(corpus / "beta.txt")}
+    # The key is relative to the working directory (the default --key-base), as the file is inside it.
+    assert stored_keys(str(tmp_path / "from-env")) == {str((corpus / "alpha.txt").relative_to(tmp_path))}
+    assert stored_keys(str(tmp_path / DEFAULT_DB_PATH)) == {str((corpus / "beta.txt").relative_to(tmp_path))}
 
 
 # -- pairs and clusters ----------------------------------------------------------------------------
@@ -568,12 +574,12 @@ def test_clusters_show_representative_first(tmp_path: Path) -> None:
 def test_remove_keys_and_keys_from_stdin(filled: str, corpus: Path) -> None:
     result = run("remove", corpus / "beta.txt", "no-such-key", "--db", filled, "--json")
     assert result.exit_code == 0
-    assert json_lines(result.stdout) == [{"removed": 1, "not_found": 1}]
+    assert json_lines(result.stdout) == [{"removed": 1, "not_found": 1, "not_found_keys": ["no-such-key"]}]
     keys = f"{corpus / 'alpha.txt'}\n{corpus / 'alpha-upper.txt'}\n"
     assert "removed 2 documents" in run("remove", "-", "--db", filled, input=keys).stdout
     assert stored_keys(filled) == {str(corpus / "sub" / "gamma.txt")}
     nothing = run("remove", "no-such-key", "--db", filled)
-    assert nothing.exit_code == 1 and "1 keys were not stored" in nothing.stdout
+    assert nothing.exit_code == 1 and "removed 0 documents; 1 key was not stored: 'no-such-key'" in nothing.stdout
 
 
 def test_compact_reports_bytes_before_and_after(filled: str, corpus: Path) -> None:
@@ -756,7 +762,7 @@ def test_adding_a_tree_that_holds_the_database_skips_the_database(
     first = run("add", ".", "-r", "--workers", "1")
     again = run("add", ".", "-r", "--workers", "1")  # now ./simdb-data exists inside the tree
     assert first.exit_code == 0 and again.exit_code == 0, again.output
-    assert "replaced 5, skipped 0, failed 0" in again.stdout
+    assert "replaced 0, skipped 0, failed 0; 5 unchanged" in again.stdout
 
 
 def test_operating_system_errors_name_the_path(tmp_path: Path) -> None:

@@ -154,11 +154,14 @@ def test_remove_reads_undecodable_keys_on_stdin_line_by_line(tmp_path: Path, err
     assert as_json.returncode == 2 and json_lines(as_json.stdout.decode())[-1] == {
         "removed": 0,
         "not_found": 0,
+        "not_found_keys": [],
         "failed": 1,
     }
     assert set(stored(db)) == {"kept"}
     clean = _process("remove", "-", "--db", db, "--json", stdin=b"kept\r\nnothing\n", env=strict)
-    assert clean.returncode == 0 and json_lines(clean.stdout.decode()) == [{"removed": 1, "not_found": 1}]
+    assert clean.returncode == 0 and json_lines(clean.stdout.decode()) == [
+        {"removed": 1, "not_found": 1, "not_found_keys": ["nothing"]}
+    ]
 
 
 # -- demo --dir ----------------------------------------------------------------------------
@@ -581,7 +584,8 @@ def test_a_warc_record_with_a_wrong_numeric_content_length_is_reported_not_store
 
 def test_float_and_fingerprint_errors_are_short_and_say_what_is_wrong(tmp_path: Path) -> None:
     source = tmp_path / "docs.jsonl"
-    source.write_text(f'{{"id": "a", "text": "x", "v": 1{"0" * 5000}.5}}\n')
+    # The second line is fine, so the database is created (a run that adds nothing creates none).
+    source.write_text(f'{{"id": "a", "text": "x", "v": 1{"0" * 5000}.5}}\n{{"id": "b", "text": "y"}}\n')
     result = run("add", "--jsonl", source, "--db", tmp_path / "db", "--workers", "1")
     assert result.exit_code == 2 and "too large for a floating-point number" in result.stderr, result.output
     assert len(result.stderr) < 400

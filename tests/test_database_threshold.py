@@ -186,8 +186,10 @@ def test_if_new_with_a_threshold_checks_the_batch_and_the_stored_documents(db_pa
         assert result.added == 1 and sorted(db.keys()) == ["other", "stored"]
         # at threshold 1.0 the one-word edit is new
         assert db.add("edited", text=edited, if_new=True, threshold=1.0).added == 1
-        # a key never duplicates its own stored version
-        assert db.add("other", text=other, if_new=True).replaced == 1
+        # a key never duplicates its own stored version: the same text is unchanged, an edit replaces it
+        again = db.add("other", text=other, if_new=True)
+        assert (again.skipped, again.unchanged) == ([], 1)
+        assert db.add("other", text=other.replace("v7", "y7"), if_new=True).replaced == 1
 
 
 def test_if_new_probes_once_and_writes_once_per_batch(db_path, monkeypatch) -> None:

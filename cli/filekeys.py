@@ -1,0 +1,84 @@
+"""How a file becomes a key, and which stored keys name files that are gone.
+
+A file's key is its path made absolute and normalised (``os.path.abspath``: ``.`` and
+``..`` resolved by name, symbolic links kept, so a key says where the user put the file),
+then written relative to the *key base* (``--key-base``, by default the working directory)
+when the file is inside it, else left absolute.  So ``reuters/05``, ``./reuters/05`` and
+``$PWD/reuters/05`` add the same keys, and a cron job run from another directory with the
+same ``--key-base`` does too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+
+#: A JSONL line without an id is keyed ``FILE:LINE``: such a key names a file that exists
+#: when its FILE part does.
+_LINE_KEY = re.compile(r"(.+):[0-9]+")
+
+
+def key_base_path(key_base: str | None) -> str:
+    """The absolute, normalised key base (the working directory when None).  One getcwd."""
+    return os.path.abspath(key_base if key_base is not None else os.curdir)
+
+
+def canonical_key(path: str, key_base: str | None = None) -> str:
+    """The key of the file at ``path``: relative to ``key_base`` (default: the working
+    directory) when inside it, else absolute; never resolves symbolic links.  O(len(path))."""
+    absolute = os.path.abspath(path)
+    base = key_base_path(key_base)
+    if absolute != base and _inside(absolute, base):
+        return os.path.relpath(absolute, base)
+    return absolute
+
+
+def _inside(absolute: str, base: str) -> bool:
+    """Whether ``absolute`` is ``base`` or below it (a whole-component test: ``docs2`` is not
+    inside ``docs``)."""
+    return absolute == base or absolute.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def key_path(key: str, key_base: str | None = None) -> str:
+    """Where the file of a file key is: the key itself if absolute, else under the key base."""
+    return key if os.path.isabs(key) else os.path.join(key_base_path(key_base), key)
+
+
+def prefix_of(path: str, key_base: str | None = None) -> tuple[str, str | None]:
+    """``(exact key, key prefix)`` of what a PATH argument covers: a file is its own key
+    (prefix None); a directory covers its key and every key below it (prefix ``KEY/``).
+    The key base itself covers every relative key (prefix "")."""
+    key = canonical_key(path, key_base)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        return key, None
+    if os.path.abspath(path) == key_base_path(key_base):
+        return key, ""
+    return key, key.rstrip(os.sep) + os.sep
+
+
+def names_existing_file(key: str, key_base: str | None = None) -> bool:
+    """Whether the file ``key`` names still exists (a ``FILE:LINE`` key of a JSONL line
+    counts as existing while FILE does).  One or two stats."""
+    if os.path.lexists(key_path(key, key_base)):
+        return True
+    line_key = _LINE_KEY.fullmatch(key)
+    return line_key is not None and os.path.isfile(key_path(line_key.group(1), key_base))
+
+
+def stale_keys(stored: Iterable[str], key_base: str | None = None) -> Iterator[str]:
+    """The keys of ``stored`` that look like file keys (not URLs) whose files are gone."""
+    for key in stored:
+        if "://" in key:  # a WARC record's URI names no file
+            continue
+        if not names_existing_file(key, key_base):
+            yield key
+
+
+def under(key: str, exact: str, prefix: str | None) -> bool:
+    """Whether ``key`` is covered by a PATH argument's ``(exact, prefix)``; see :func:`prefix_of`."""
+    if key == exact:
+        return True
+    if prefix is None:
+        return False
+    return key.startswith(prefix) and (prefix != "" or not os.path.isabs(key))

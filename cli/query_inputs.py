@@ -1,0 +1,107 @@
+"""``simdb query`` over many files in one process: the files of --file arguments
+(directories too) and --files-from lists are read as ``add`` reads them (one path
+expansion, one decoding), fingerprinted and looked up a batch at a time with
+:meth:`simdb.Database.query_many`, and each match is printed with the input it belongs to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import simdb
+
+from . import output
+from .ingest import print_notice, problem_printer, quiet_or
+from .records import MATCH_COLUMNS, match_record
+from .sources import DEFAULT_MAX_DOC_BYTES, TEXT, Input, Intake, Item, PathRules, expand_paths, read_documents
+
+#: Query documents fingerprinted and looked up together, at most.
+QUERY_BATCH_DOCUMENTS = 1_000
+#: Characters of query text held at once, at most (plus one document).
+QUERY_BATCH_CHARS = 64 * 2**20
+#: The column naming the input a match belongs to.
+QUERY = output.Column("query")
+
+
+@dataclass(frozen=True)
+class QuerySettings:
+    """How near a match must be (as ``simdb query`` takes them), and whether a file's
+    match with its own stored key is left out."""
+
+    k: int | None = None
+    limit: int | None = None
+    threshold: float | None = None
+    exclude_self: bool = False
+
+
+def query_inputs(
+    paths: list[str],
+    intake: Intake,
+    *,
+    rules: PathRules,
+    files_from: list[str],
+    null: bool,
+) -> list[Input]:
+    """The inputs of ``query --file``/``--files-from``: "-" among ``paths`` is stdin's text
+    (one query, named "-"); other paths are expanded as ``add`` expands them."""
+    inputs = [Input("-", TEXT, None, "-")] if "-" in paths else []
+    named = [path for path in paths if path != "-"]
+    return inputs + expand_paths(named, intake, rules=rules, files_from=files_from, null=null)
+
+
+def _batches(items: Iterable[Item]) -> Iterator[list[Item]]:
+    """``items`` in lists of at most QUERY_BATCH_DOCUMENTS documents or QUERY_BATCH_CHARS
+    characters (plus one document)."""
+    batch: list[Item] = []
+    chars = 0
+    for item in items:
+        batch.append(item)
+        chars += len(item[1])
+        if len(batch) >= QUERY_BATCH_DOCUMENTS or chars >= QUERY_BATCH_CHARS:
+            yield batch
+            batch, chars = [], 0
+    if batch:
+        yield batch
+
+
+def file_matches(
+    database: simdb.Database, documents: Iterable[Item], settings: QuerySettings
+) -> Iterator[tuple[str, simdb.Match]]:
+    """``(query key, match)`` for every match of every document, in input order, nearest
+    first per document.  One :meth:`~simdb.Database.query_many` (one read transaction,
+    fingerprints computed in this process) per batch."""
+    # One more match is asked for when a document's own key may take one of the places.
+    limit = settings.limit
+    asked = limit + 1 if limit is not None and settings.exclude_self else limit
+    for batch in _batches(documents):
+        texts = [item[1] for item in batch]
+        results = database.query_many(texts=texts, k=settings.k, limit=asked, threshold=settings.threshold)
+        for item, matches in zip(batch, results):
+            kept = [match for match in matches if not (settings.exclude_self and match.key == item[0])]
+            for match in kept[:limit]:
+                yield item[0], match
+
+
+def print_file_matches(
+    database: simdb.Database,
+    inputs: list[Input],
+    intake: Intake,
+    settings: QuerySettings,
+    *,
+    encoding: str | None,
+    shown_as: str,
+    header: bool,
+) -> int:
+    """Print the matches of ``inputs`` in ``shown_as`` (a ``query`` column, or field, names
+    the input each belongs to: its key) and return how many were printed."""
+    documents = read_documents(inputs, intake, DEFAULT_MAX_DOC_BYTES, encoding=encoding)
+    records = (
+        {"query": query_key, **match_record(match)} for query_key, match in file_matches(database, documents, settings)
+    )
+    return output.write_records(records, (QUERY, *MATCH_COLUMNS), shown_as, header=header)
+
+
+def query_intake(json_output: bool, quiet: bool) -> Intake:
+    """How ``query`` reports inputs it cannot read (always) and notices (unless --quiet)."""
+    return Intake(on_problem=problem_printer(json_output), on_notice=quiet_or(print_notice, quiet))

@@ -1,0 +1,384 @@
+"""The input side of the command line: canonical file keys (--key-base), repeated and
+excluding patterns, JSONL given as a path, no database from a run that adds nothing,
+unchanged and pruned documents, remove's report, encodings and byte-order marks, --quiet
+and NUL-separated path lists.
+
+Every input is generated in ``tmp_path``; ``--workers 1`` keeps runs in process.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+from simdb_cli.app import app
+from typer.testing import CliRunner
+
+import simdb
+from simdb.fingerprint import Fingerprinter
+
+runner = CliRunner()
+
+
+def run(*args: object, input: str | bytes | None = None):
+    return runner.invoke(app, [str(arg) for arg in args], input=input, catch_exceptions=False)
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def prose(seed: int, words: int = 200) -> str:
+    rng = random.Random(seed)
+    vocabulary = [f"{rng.choice('bdfgklmnprstvz')}{rng.choice('aeiou')}{rng.choice('lmnrst')}{i}" for i in range(3000)]
+    return " ".join(rng.choices(vocabulary, k=words)) + "."
+
+
+def stored(db: Path) -> dict[str, int]:
+    with simdb.open(db, readonly=True) as database:
+        return {document.key: document.fingerprint for document in database.items()}
+
+
+def write_tree(root: Path, names: list[str]) -> dict[str, str]:
+    """Files under ``root`` (relative names), each a distinct text; name -> text."""
+    texts = {}
+    for seed, name in enumerate(names, 1):
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        texts[name] = prose(seed)
+        path.write_text(texts[name], encoding="utf-8")
+    return texts
+
+
+def add(*args: object, input: bytes | None = None):
+    return run("add", *args, "--workers", "1", "--no-progress", input=input)
+
+
+def summary(result) -> dict:
+    [line] = [line for line in json_lines(result.stdout) if line.get("event") == "summary"]
+    return line
+
+
+# -- keys ------------------------------------------------------------------------------------------
+
+
+def test_one_file_under_three_spellings_is_one_document(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_tree(tmp_path / "reuters" / "05", ["1.txt", "2.txt", "3.txt"])
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "db"
+    first = add("reuters/05", "--db", db, "--json")
+    assert summary(first)["added"] == 3
+    for spelling in ("./reuters/05", str(tmp_path / "reuters" / "05"), "reuters/../reuters/05/"):
+        again = add(spelling, "--db", db, "--json")
+        assert (summary(again)["added"], summary(again)["unchanged"]) == (0, 3), spelling
+    assert set(stored(db)) == {f"reuters/05/{n}.txt" for n in (1, 2, 3)}
+    # remove --paths makes the same key of any spelling; plain remove takes the key as given.
+    removed = run("remove", "--paths", str(tmp_path / "reuters/05/2.txt"), "./reuters/05/3.txt", "--db", db)
+    assert removed.exit_code == 0 and "removed 2 documents" in removed.stdout
+    assert set(stored(db)) == {"reuters/05/1.txt"}
+
+
+def test_key_base_makes_the_same_keys_from_another_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_tree(tmp_path / "data" / "docs", ["a.txt", "b.txt"])
+    (tmp_path / "elsewhere").mkdir()
+    db = tmp_path / "db"
+    monkeypatch.chdir(tmp_path / "data")
+    add("docs", "--db", db)
+    monkeypatch.chdir(tmp_path / "elsewhere")  # as a cron job would run
+    result = add(tmp_path / "data" / "docs", "--key-base", tmp_path / "data", "--db", db, "--json")
+    assert (summary(result)["added"], summary(result)["unchanged"]) == (0, 2)
+    assert set(stored(db)) == {"docs/a.txt", "docs/b.txt"}
+    # Without it, files outside the working directory get absolute keys.
+    outside = add(tmp_path / "data" / "docs" / "a.txt", "--db", db, "--json")
+    assert summary(outside)["added"] == 1 and str(tmp_path / "data" / "docs" / "a.txt") in stored(db)
+    assert add("x", "--key-base", tmp_path / "missing", "--db", db).exit_code == 2
+
+
+def test_add_help_says_what_a_key_is() -> None:
+    result = run("add", "--help")
+    assert "--key-base" in result.stdout and "WARC-Target-URI" in result.stdout and "relative" in result.stdout
+
+
+# -- which files -----------------------------------------------------------------------------------
+
+
+def test_repeated_glob_and_exclude_each_take_effect(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    write_tree(root, ["a.txt", "b.md", "c.rst", "skip-me.txt", "sub/d.txt", "build/e.txt"])
+    db = tmp_path / "db"
+    result = add(
+        root, "-r", "--glob", "*.txt", "--glob", "*.md", "--exclude", "skip-*", "--exclude", "build", "--db", db
+    )
+    assert result.exit_code == 0, result.output
+    expected = {"a.txt", "b.md", "sub/d.txt"}
+    assert set(stored(db)) == {str(root / name) for name in expected}
+
+
+def test_jsonl_files_given_as_paths_are_read_line_by_line(tmp_path: Path) -> None:
+    records = [{"id": f"page-{i}", "text": prose(i), "url": f"http://example.com/{i}"} for i in range(5)]
+    plain = tmp_path / "pages.jsonl"
+    plain.write_text("".join(json.dumps(record) + "\n" for record in records))
+    packed = tmp_path / "more.jsonl.gz"
+    with gzip.open(packed, "wt") as handle:
+        handle.write(json.dumps({"id": "packed", "text": prose(99)}) + "\n")
+    db = tmp_path / "db"
+    result = add(plain, packed, "--db", db)
+    assert result.exit_code == 0, result.output
+    assert set(stored(db)) == {f"page-{i}" for i in range(5)} | {"packed"}
+    with simdb.open(db, readonly=True) as database:
+        assert database.get("page-3").meta == {"url": "http://example.com/3"}
+
+
+def test_paths_from_a_nul_separated_list(tmp_path: Path) -> None:
+    write_tree(tmp_path, ["with\nnewline.txt", "plain.txt"])
+    listing = tmp_path / "list"
+    listing.write_bytes(b"\0".join(os.fsencode(tmp_path / name) for name in ("with\nnewline.txt", "plain.txt")) + b"\0")
+    db = tmp_path / "db"
+    assert add("--files-from", listing, "-0", "--db", db).exit_code == 0
+    assert set(stored(db)) == {str(tmp_path / "with\nnewline.txt"), str(tmp_path / "plain.txt")}
+    db2 = tmp_path / "db2"
+    assert add("-", "--null", "--db", db2, input=listing.read_bytes()).exit_code == 0
+    assert set(stored(db2)) == set(stored(db))
+    refused = add("-", "--db", tmp_path / "db3", input=listing.read_bytes())
+    assert refused.exit_code == 2 and "-0/--null" in refused.stderr
+
+
+# -- a run that adds nothing creates nothing -------------------------------------------------------
+
+
+def test_a_failed_first_run_leaves_no_database_and_the_retry_may_change_settings(tmp_path: Path) -> None:
+    binary = tmp_path / "image.bin"
+    binary.write_bytes(b"\x89PNG\0\0\0binary")
+    db = tmp_path / "db"
+    failed = add(binary, "-k", "3", "--features", "char", "--db", db)
+    assert failed.exit_code == 2 and "binary" in failed.stderr
+    assert not db.exists()
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert add(empty, "--db", db).exit_code == 0 and not db.exists()
+    good = tmp_path / "good.txt"
+    good.write_text(prose(1))
+    retry = add(good, "-k", "5", "--db", db)
+    assert retry.exit_code == 0, retry.output
+    with simdb.open(db, readonly=True) as database:
+        assert database.k == 5 and len(database) == 1
+
+
+# -- unchanged and pruned --------------------------------------------------------------------------
+
+
+def test_prune_removes_keys_whose_files_are_gone_under_the_paths_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_tree(tmp_path, ["docs/a.txt", "docs/b.txt", "docs/sub/c.txt", "docs2/a.txt"])
+    db = tmp_path / "db"
+    assert add("docs", "docs2", "-r", "--db", db).exit_code == 0
+    with simdb.open(db) as database:
+        database.add("http://example.com/docs/page", 1)  # a URL key: never a file
+    for name in ("docs/a.txt", "docs/sub/c.txt", "docs2/a.txt"):
+        (tmp_path / name).unlink()
+    (tmp_path / "docs" / "new.txt").write_text(prose(50))
+    result = add("./docs", "-r", "--prune", "--db", db, "--json")
+    assert result.exit_code == 0, result.output
+    counts = summary(result)
+    assert (counts["added"], counts["unchanged"], counts["pruned"]) == (1, 1, 2)
+    pruned = {line["key"] for line in json_lines(result.stdout) if line.get("event") == "pruned"}
+    assert pruned == {"docs/a.txt", "docs/sub/c.txt"}
+    # docs2/a.txt is gone too, but docs2 was not given: docs is no prefix of it.
+    assert set(stored(db)) == {"docs/b.txt", "docs/new.txt", "docs2/a.txt", "http://example.com/docs/page"}
+    text = add("docs", "--prune", "--db", db)
+    assert "; 1 unchanged" not in text.stdout and "2 unchanged" in text.stdout
+
+
+# -- remove's report -------------------------------------------------------------------------------
+
+
+def test_remove_gets_plurals_right_and_names_the_keys_not_found(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    with simdb.open(db) as database:
+        database.add_many([(f"k{i}", i) for i in range(3)])
+    one = run("remove", "k0", "--db", db)
+    assert one.stdout.strip() == "removed 1 document"
+    missing = [f"gone-{i}" for i in range(12)]
+    many = run("remove", "k1", *missing, "--db", db)
+    assert many.stdout.strip() == (
+        "removed 1 document; 12 keys were not stored: " + ", ".join(repr(key) for key in missing[:10]) + " and 2 more"
+    )
+    as_json = json_lines(run("remove", "k2", "gone", "--db", db, "--json").stdout)
+    assert as_json == [{"removed": 1, "not_found": 1, "not_found_keys": ["gone"]}]
+
+
+# -- decoding --------------------------------------------------------------------------------------
+
+
+def test_encoding_decodes_files_without_a_notice_per_file(tmp_path: Path) -> None:
+    text = "Grüße aus Köln, señor: " + prose(3)
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(text.encode("latin-1"))
+    db = tmp_path / "db"
+    decoded = add(latin, "--encoding", "latin-1", "--db", db)
+    assert decoded.exit_code == 0 and "replacement" not in decoded.stderr
+    assert stored(db)[str(latin)] == Fingerprinter().fingerprint(text)
+    unknown = add(latin, "--encoding", "no-such-codec", "--db", tmp_path / "db2")
+    assert unknown.exit_code == 2 and "no-such-codec" in unknown.stderr and not (tmp_path / "db2").exists()
+
+
+def test_quiet_hides_notices_but_not_failures(tmp_path: Path) -> None:
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(("café " + prose(4)).encode("latin-1"))
+    (tmp_path / "missing-dir").mkdir()
+    loud = add(latin, "--db", tmp_path / "db")
+    assert "replacement" in loud.stderr
+    quiet = add(latin, tmp_path / "nothing-here.txt", "-q", "--db", tmp_path / "db")
+    assert "replacement" not in quiet.stderr and "nothing-here.txt" in quiet.stderr
+    assert quiet.exit_code == 2
+
+
+@pytest.mark.parametrize("codec", ["utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+def test_a_byte_order_mark_names_the_encoding(tmp_path: Path, codec: str) -> None:
+    text = "Ünïcödé text: " + prose(5)
+    data = text.encode(codec)
+    if codec in ("utf-16-le", "utf-16-be"):  # these codecs write no mark of their own
+        data = "\ufeff".encode(codec) + data
+    path = tmp_path / "marked.txt"
+    path.write_bytes(data)
+    db = tmp_path / "db"
+    result = add(path, "--db", db)
+    assert result.exit_code == 0 and "binary" not in result.stderr, result.output
+    assert stored(db)[str(path)] == Fingerprinter().fingerprint(text)
+
+
+# -- query over many files -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def stored_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, str]]:
+    """A database of six texts in corpus/ (keys relative to tmp_path, the working directory)."""
+    monkeypatch.chdir(tmp_path)
+    texts = write_tree(tmp_path / "corpus", [f"doc{i}.txt" for i in range(6)])
+    assert add("corpus", "--db", tmp_path / "db").exit_code == 0
+    return tmp_path / "db", {f"corpus/{name}": text for name, text in texts.items()}
+
+
+def expected_matches(db: Path, queries: dict[str, str], exclude_self: bool = False) -> set[tuple[str, str, int]]:
+    """(query, key, distance) of every match, from the library, one query at a time."""
+    with simdb.open(db, readonly=True) as database:
+        return {
+            (name, match.key, match.distance)
+            for name, text in queries.items()
+            for match in database.query(text=text)
+            if not (exclude_self and match.key == name)
+        }
+
+
+def test_query_checks_directories_files_and_lists_in_one_run(
+    tmp_path: Path, stored_corpus: tuple[Path, dict[str, str]]
+) -> None:
+    db, texts = stored_corpus
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    near = {
+        "probes/near0.txt": texts["corpus/doc0.txt"].replace(".", " extra."),
+        "probes/near3.txt": texts["corpus/doc3.txt"],
+        "probes/skip.md": texts["corpus/doc4.txt"],
+        "probes/unrelated.txt": prose(1000),
+    }
+    for name, text in near.items():
+        (tmp_path / name).write_text(text)
+    listing = tmp_path / "list"
+    listing.write_bytes(b"corpus/doc1.txt\0")
+    result = run(
+        "query", "--file", "probes", "--glob", "*.txt", "--file", "corpus/doc5.txt",
+        "--files-from", listing, "-0", "--db", db, "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    got = {(line["query"], line["key"], line["distance"]) for line in json_lines(result.stdout)}
+    queries = {name: text for name, text in near.items() if name.endswith(".txt")}
+    queries |= {"corpus/doc5.txt": texts["corpus/doc5.txt"], "corpus/doc1.txt": texts["corpus/doc1.txt"]}
+    assert got == expected_matches(db, queries)
+    assert {"corpus/doc5.txt", "corpus/doc1.txt", "probes/near3.txt"} <= {query for query, _, _ in got}
+    # A file matching itself is reported unless --exclude-self; the table names the query first.
+    alone = run("query", "--file", "corpus", "--exclude-self", "--db", db)
+    assert alone.exit_code == 1 and "no document" in alone.stderr
+    table = run("query", "--file", "corpus/doc2.txt", "--file", "probes/near3.txt", "--db", db).stdout.splitlines()
+    assert table[0].split() == ["query", "similarity", "distance", "fingerprint", "key"]
+    assert [row.split()[0] for row in table[1:]] == ["corpus/doc2.txt", "probes/near3.txt"]
+    assert len(stored(db)) == 6  # nothing was added
+
+
+def test_query_over_files_reports_an_unreadable_one_and_goes_on(
+    tmp_path: Path, stored_corpus: tuple[Path, dict[str, str]]
+) -> None:
+    db, _ = stored_corpus
+    (tmp_path / "blob.bin").write_bytes(b"\0\1\2")
+    result = run("query", "--file", "blob.bin", "--file", "missing.txt", "--file", "corpus/doc2.txt", "--db", db)
+    assert result.exit_code == 2
+    assert "blob.bin" in result.stderr and "missing.txt" in result.stderr
+    assert "corpus/doc2.txt" in result.stdout
+
+
+def test_query_options_for_files_need_files(stored_corpus: tuple[Path, dict[str, str]]) -> None:
+    db, _ = stored_corpus
+    result = run("query", "some text", "--glob", "*.txt", "--db", db)
+    assert result.exit_code == 2 and "--file" in result.stderr
+
+
+# -- add --dry-run ---------------------------------------------------------------------------------
+
+
+def database_files(db: Path) -> dict[str, bytes]:
+    """The database's files but its lock files (which readers write their slots into)."""
+    return {path.name: path.read_bytes() for path in db.iterdir() if not path.name.endswith("-lock")}
+
+
+def test_dry_run_reports_what_a_real_run_would_do_and_stores_nothing(tmp_path: Path) -> None:
+    import shutil
+
+    stored_dir = tmp_path / "stored"
+    write_tree(stored_dir, ["a.txt", "b.txt"])
+    db = tmp_path / "db"
+    assert add(stored_dir, "--db", db).exit_code == 0
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    (incoming / "1-copy-of-a.txt").write_text((stored_dir / "a.txt").read_text())
+    (incoming / "2-new.txt").write_text(prose(77))
+    (incoming / "3-copy-of-new.txt").write_text(prose(77))  # a duplicate of one added earlier in the run
+    (incoming / "4-other.txt").write_text(prose(78))
+    before = database_files(db)
+    twin = tmp_path / "twin"
+    shutil.copytree(db, twin)
+
+    def events(result) -> list[dict]:
+        lines = json_lines(result.stdout)
+        for line in lines:
+            line.pop("seconds", None)
+            line.pop("dry_run", None)
+        return lines
+
+    dry = add(incoming, "--if-new", "--dry-run", "--db", db, "--json")
+    assert dry.exit_code == 0, dry.output
+    assert summary(dry)["dry_run"] is True
+    assert database_files(db) == before
+    real = add(incoming, "--if-new", "--db", twin, "--json")
+    assert events(dry) == events(real)
+    assert [line["key"] for line in events(real) if line.get("event") == "skipped"] == [
+        str(incoming / "1-copy-of-a.txt"),
+        str(incoming / "3-copy-of-new.txt"),
+    ]
+    assert "dry run: nothing was stored" in add(incoming, "--dry-run", "--db", db).stdout
+    fresh = tmp_path / "fresh"
+    assert add(incoming, "--if-new", "--dry-run", "--db", fresh).exit_code == 0 and not fresh.exists()
+
+
+def test_an_import_that_adds_nothing_creates_no_database(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    db = tmp_path / "db"
+    result = run("import", empty, "--db", db, "--no-progress")
+    assert result.exit_code == 0 and not db.exists(), result.output
+    assert "no database was created" in result.stderr

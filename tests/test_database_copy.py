@@ -1,0 +1,31 @@
+"""``Database.copy_to``: a consistent copy that can be written without touching the original."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import simdb
+
+
+def test_copy_to_gives_an_equal_database_and_leaves_the_source_alone(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    with simdb.open(source, k=3) as db:
+        db.add_texts([(f"doc-{i}", f"words {i} and more words {i * 7}", {"i": i}) for i in range(50)])
+        db.remove("doc-3")
+    before = {path.name: path.read_bytes() for path in source.iterdir() if not path.name.endswith("-lock")}
+    with simdb.open(source, readonly=True) as db:
+        db.copy_to(tmp_path / "copy")
+        expected = [(doc.key, doc.fingerprint, doc.meta) for doc in db.items()]
+        matches = db.query(text="words 7 and more words 49")
+    with simdb.open(tmp_path / "copy") as copy:
+        assert [(doc.key, doc.fingerprint, doc.meta) for doc in copy.items()] == expected
+        assert copy.k == 3 and copy.query(text="words 7 and more words 49") == matches
+        assert not copy.check().problems
+        copy.add("written-to-the-copy", 1)
+    after = {path.name: path.read_bytes() for path in source.iterdir() if not path.name.endswith("-lock")}
+    assert after == before
+    with pytest.raises(simdb.StorageError, match="copy"):
+        with simdb.open(source, readonly=True) as db:
+            db.copy_to(tmp_path / "copy")  # never over an existing directory
