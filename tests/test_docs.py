@@ -41,6 +41,7 @@ EXPECTED_SKIPS = {
     "design.md": 0,
     "benchmarks.md": 1,  # the benchmark commands need the bench extra and take minutes
     "cli.md": 0,
+    "cli-guide.md": 0,
 }
 LANGUAGES = {"python", "pycon", "sh", "console", "text"}
 _FENCE = re.compile(r"^```(\S*)\s*$")
