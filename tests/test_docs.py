@@ -44,7 +44,7 @@ EXPECTED_SKIPS = {
     "cli-guide.md": 0,
 }
 LANGUAGES = {"python", "pycon", "sh", "console", "text"}
-_FENCE = re.compile(r"^```(\S*)\s*$")
+_FENCE = re.compile(r"^(?P<indent>\s*)```(?P<language>\S*)\s*$")  # also inside list items
 _SKIP = re.compile(r"<!--\s*doc-test:\s*skip\s*\((?P<reason>[^)]+)\)\s*-->")
 COMMAND_TIMEOUT = 300
 
@@ -71,14 +71,16 @@ def parse_blocks(markdown: str) -> list[Block]:
             index += 1
             continue
         start = index
+        indent = len(opening["indent"])
         index += 1
         body: list[str] = []
         while index < len(lines) and lines[index].strip() != "```":
-            body.append(lines[index])
+            line = lines[index]
+            body.append(line[indent:] if line[:indent].strip() == "" else line.lstrip())
             index += 1
         previous = next((lines[i] for i in range(start - 1, -1, -1) if lines[i].strip()), "")
         skip = _SKIP.search(previous)
-        blocks.append(Block(opening.group(1), "\n".join(body) + "\n", start + 1, skip["reason"] if skip else None))
+        blocks.append(Block(opening["language"], "\n".join(body) + "\n", start + 1, skip["reason"] if skip else None))
         index += 1
     return blocks
 
@@ -217,6 +219,7 @@ def test_the_cli_reference_is_current() -> None:
         ("```console\n$ simdb --version\nsimdb 0.0.0\n```\n", "but the document shows"),
         ("```console\n$ false\n```\n", "exited 1"),
         ("```\nno language\n```\n", "needs one of the languages"),
+        ("- a list item:\n\n  ```console\n  $ simdb --version\n  simdb 0.0.0\n  ```\n", "but the document shows"),
     ],
 )
 def test_a_broken_example_fails(tmp_path: Path, markdown: str, complaint: str) -> None:
