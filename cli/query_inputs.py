@@ -93,13 +93,17 @@ def print_file_matches(
     shown_as: str,
     header: bool,
 ) -> int:
-    """Print the matches of ``inputs`` in ``shown_as`` (a ``query`` column, or field, names
-    the input each belongs to: its key) and return how many were printed."""
+    """Print the matches of ``inputs`` in ``shown_as`` and return how many were printed.
+    As grep names the file of each line only when it searches several, a ``query`` column
+    names the input each match belongs to (its key) unless the input is one text file;
+    JSON lines always carry it as a field."""
     documents = read_documents(inputs, intake, DEFAULT_MAX_DOC_BYTES, encoding=encoding)
     records = (
         {"query": query_key, **match_record(match)} for query_key, match in file_matches(database, documents, settings)
     )
-    return output.write_records(records, (QUERY, *MATCH_COLUMNS), shown_as, header=header)
+    one_query = len(inputs) == 1 and inputs[0].kind == TEXT
+    columns = MATCH_COLUMNS if one_query else (QUERY, *MATCH_COLUMNS)
+    return output.write_records(records, columns, shown_as, header=header)
 
 
 def query_intake(json_output: bool, quiet: bool) -> Intake:
