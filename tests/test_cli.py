@@ -374,9 +374,14 @@ def test_query_text_file_and_fingerprint_find_nearest_first(filled: str, corpus:
     assert matches[0]["fingerprint"] == f"0x{simhash(prose(1)):016x}"
     by_file = run("query", "--file", corpus / "beta.txt", "--db", filled)
     assert by_file.exit_code == 0
-    # A file's matches name the query they belong to: the file's key, as add keys it.
-    assert by_file.stdout.splitlines()[0].split() == ["query", "similarity", "distance", "fingerprint", "key"]
+    # One file's matches print as a text query's do; with two files, each match names its
+    # query (the file's key, as add keys it), as grep names files only when given several.
+    assert by_file.stdout.splitlines()[0].split() == ["similarity", "distance", "fingerprint", "key"]
     assert str(corpus / "beta.txt") in by_file.stdout
+    by_files = run("query", "--file", corpus / "beta.txt", "--file", corpus / "alpha.txt", "--db", filled)
+    assert by_files.stdout.splitlines()[0].split() == ["query", "similarity", "distance", "fingerprint", "key"]
+    rows = [line.split() for line in by_files.stdout.splitlines()[1:]]
+    assert {row[0] for row in rows} == {str(corpus / "beta.txt"), str(corpus / "alpha.txt")}
     near = simhash(prose(2)) ^ 0b101  # two bits away
     by_fingerprint = json_lines(run("query", "--fingerprint", hex(near), "--db", filled, "--json").stdout)
     # A fingerprint query has no sketch: the similarity is minhash's estimate from the distance.
