@@ -122,7 +122,8 @@ def main() -> None:
     args = parser.parse_args()
 
     print(
-        f"machine: {os.cpu_count()} cores (shared), {platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}"
+        f"machine: {os.cpu_count()} cores (shared), {platform.machine()}, "
+        f"Python {platform.python_version()}, numpy {np.__version__}"
     )
     print(f"command: python bench/bench_allpairs.py {' '.join(sys.argv[1:])}".rstrip())
     rows = []

@@ -168,7 +168,8 @@ def main() -> None:
 
     print(f"# {args.n:,} random 64-bit fingerprints, k={K}, default plan (5 blocks, 10 tables)")
     print(
-        f"# machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, {platform.platform()}, Python {platform.python_version()}"
+        f"# machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, "
+        f"{platform.platform()}, Python {platform.python_version()}"
     )
     columns = [
         ("load_per_s", "load/s", "{:,.0f}"),

@@ -56,7 +56,8 @@ def main() -> None:
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     print(
-        f"# {args.n:,} {args.kind} fingerprints in a database, k=3, default plan; {os.cpu_count()} cores, Python {platform.python_version()}"
+        f"# {args.n:,} {args.kind} fingerprints in a database, k=3, default plan; "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}"
     )
     print("| step | seconds |")
     print("|---|---|")

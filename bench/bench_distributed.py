@@ -229,7 +229,8 @@ def main() -> None:
     files = -(-args.n // args.rows_per_file)
     print(
         f"machine: {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"{args.n:,} {args.kind} fingerprints ({distinct:,} distinct), k={args.k}, {args.blocks} blocks, {tables} tables; "
+        f"{args.n:,} {args.kind} fingerprints ({distinct:,} distinct), "
+        f"k={args.k}, {args.blocks} blocks, {tables} tables; "
         f"{files} Parquet files ({gib(input_bytes)}); Dask: worker processes x 1 thread; "
         f"1-minute load average during the runs: {min(loads):.1f}-{max(loads):.1f}"
     )

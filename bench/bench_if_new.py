@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> None:
         best = min((timed_load(texts, if_new) for _ in range(args.repeats)), key=lambda row: row[1])
         wall, cpu, result = best
         print(
-            f"if_new={if_new!s:5}  wall {wall:6.2f} s  cpu {cpu:6.2f} s  added {result.added:,}  skipped {len(result.skipped):,}  "
+            f"if_new={if_new!s:5}  wall {wall:6.2f} s  cpu {cpu:6.2f} s  "
+            f"added {result.added:,}  skipped {len(result.skipped):,}  "
             f"featureless {result.featureless:,}",
             flush=True,
         )

@@ -26,7 +26,8 @@ _FOOTERS = [
     ),
     (
         '--\nYou received this message because you are subscribed to the Google Groups "dev" group.\n'
-        "To unsubscribe from this group and stop receiving emails from it, send an email to dev+unsubscribe@example.com."
+        "To unsubscribe from this group and stop receiving emails from it, "
+        "send an email to dev+unsubscribe@example.com."
     ),
 ]
 _DISCLAIMER = (

@@ -791,7 +791,8 @@ def print_plagiarism(
         keys = np.concatenate([r[3] for r in chosen])
         reported = [f"{np.isin(keys, answers[t]).sum()}/{keys.size}" for t in LABEL_THRESHOLDS]
         print(
-            f"| {category} | {len(chosen)} | {j.mean():.3f} | {j.min():.3f} | {j.max():.3f} | {c.mean():.3f} | {' | '.join(reported)} |"
+            f"| {category} | {len(chosen)} | {j.mean():.3f} | {j.min():.3f} | {j.max():.3f} | "
+            f"{c.mean():.3f} | {' | '.join(reported)} |"
         )
     print()
     print(
@@ -838,7 +839,8 @@ def database_report(
     answers, info = database_pairs(documents, thresholds)
     print(
         f"simdb: {info['fingerprinter']}, index k={info['k']} ({info['tables']} tables), DEFAULT_THRESHOLD"
-        f" {simdb.DEFAULT_THRESHOLD}; add_texts {info['add_s']:.1f} s; pairs(threshold=0.9) {info['pairs_s_0.9']:.1f} s,"
+        f" {simdb.DEFAULT_THRESHOLD}; add_texts {info['add_s']:.1f} s;"
+        f" pairs(threshold=0.9) {info['pairs_s_0.9']:.1f} s,"
         f" 0.8 {info['pairs_s_0.8']:.1f} s; {info['bytes_per_doc']:.0f} bytes/doc after compact()"
     )
     started = time.perf_counter()
@@ -910,7 +912,10 @@ def database_report(
 
     rows: list[tuple[str, dict[float, Scores]]] = []
     for extra in EXTRA_RADII:
-        label = f"radius candidate_distance{f' + {extra}' if extra else ''}, joint ML(64 bits + {SKETCH_BYTES} bytes) >= tau"
+        label = (
+            f"radius candidate_distance{f' + {extra}' if extra else ''}, "
+            f"joint ML(64 bits + {SKETCH_BYTES} bytes) >= tau"
+        )
         rows.append(
             (
                 label + (" (= defaults)" if not extra else ""),

@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> None:
             row = measure(texts, int(k), blocks, args.threshold)
             name = Path(corpus).name if not corpus.startswith("messy:") else corpus
             print(
-                f"| {name} | {len(texts):,} | {k} | {blocks} | {row['tables']} | {row['pairs']:,} | {row['recall']:.3f} | "
+                f"| {name} | {len(texts):,} | {k} | {blocks} | {row['tables']} | "
+                f"{row['pairs']:,} | {row['recall']:.3f} | "
                 f"{row['bytes_per_doc']:.0f} |  ({time.perf_counter() - started:.0f} s)",
                 flush=True,
             )

@@ -696,14 +696,20 @@ def pairs(
         str | None,
         typer.Option(
             "--parquet",
-            help="Run the batch job on Dask over these (key, fingerprint) Parquet files (a path or glob, e.g. from export --format parquet) instead of a database; needs --out.",
+            help=(
+                "Run the batch job on Dask over these (key, fingerprint) Parquet files (a path or glob, "
+                "e.g. from export --format parquet) instead of a database; needs --out."
+            ),
         ),
     ] = None,
     scheduler: Annotated[
         str | None,
         typer.Option(
             "--scheduler",
-            help="With --parquet: a Dask scheduler ADDRESS, or 'local' (the default) to start a local multi-process cluster for the job.",
+            help=(
+                "With --parquet: a Dask scheduler ADDRESS, or 'local' (the default) "
+                "to start a local multi-process cluster for the job."
+            ),
         ),
     ] = None,
     workers: Annotated[
@@ -1090,7 +1096,8 @@ def compact(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, deb
         saved = result.bytes_before - result.bytes_after
         share = f" ({saved / result.bytes_before:.0%} smaller)" if result.bytes_before and saved > 0 else ""
         out(
-            f"compacted {db}: {output.human_bytes(result.bytes_before)} -> {output.human_bytes(result.bytes_after)}{share}"
+            f"compacted {db}: {output.human_bytes(result.bytes_before)} -> "
+            f"{output.human_bytes(result.bytes_after)}{share}"
         )
 
 
@@ -1292,7 +1299,8 @@ def check(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug
         for problem in report.problems:
             out(f"problem: {problem}")
         out(
-            f"{len(report.problems)} problems in {report.documents:,} documents and {report.table_entries:,} table entries"
+            f"{len(report.problems)} problems in {report.documents:,} documents "
+            f"and {report.table_entries:,} table entries"
         )
     if not report:
         raise typer.Exit(EXIT_NOTHING_FOUND)
@@ -1366,7 +1374,10 @@ def export(
         str,
         typer.Option(
             "--format",
-            help="jsonl (a settings header line, then one object per document), tsv (KEY, FINGERPRINT, META-JSON), or parquet (key, fingerprint: the input of pairs --parquet; needs the dask extra).",
+            help=(
+                "jsonl (a settings header line, then one object per document), tsv (KEY, FINGERPRINT, META-JSON), "
+                "or parquet (key, fingerprint: the input of pairs --parquet; needs the dask extra)."
+            ),
         ),
     ] = "jsonl",
     output_path: Annotated[str, typer.Option("--output", "-o", help="Write here instead of stdout.")] = "-",
@@ -1533,7 +1544,8 @@ def demo(
     paths = generator.write(collection, docs_dir)
     out(f"1. Wrote {len(paths)} documents to {docs_dir}/, with {len(collection.planted)} planted near-duplicate copies")
     out(
-        "   (files named like article-007-replaced.txt: one word replaced, one inserted, or case and punctuation changed).\n"
+        "   (files named like article-007-replaced.txt: one word replaced, one inserted, "
+        "or case and punctuation changed).\n"
     )
 
     out(f"2. simdb add {docs_dir} --db {db_path}")

@@ -493,7 +493,10 @@ def read_text_files(
 
 def _open_binary(item: Input) -> tuple[IO[bytes], IO[bytes]]:
     """(stream to read, raw file whose position measures progress); gunzips ``.gz``."""
-    raw: IO[bytes] = sys.stdin.buffer if item.path == "-" else open(item.path, "rb")  # noqa: SIM115 - closed by the caller
+    # The file is closed by the caller.
+    raw: IO[bytes] = (
+        sys.stdin.buffer if item.path == "-" else open(item.path, "rb")  # noqa: SIM115
+    )
     if item.path.lower().endswith(".gz"):
         # GzipFile is a binary file object, but typeshed derives it from BufferedIOBase, not IO[bytes].
         return gzip.GzipFile(fileobj=raw, mode="rb"), raw  # type: ignore[return-value]
@@ -1061,7 +1064,10 @@ def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = N
                 intake.bytes_done = start + _position(raw)
                 record_start = records.offset
                 uri = record.rec_headers.get_header("WARC-Target-URI")
-                where = f"{item.path}: record {uri or record.rec_headers.get_header('WARC-Record-ID') or f'at byte {records.offset}'}"
+                where = (
+                    f"{item.path}: record "
+                    f"{uri or record.rec_headers.get_header('WARC-Record-ID') or f'at byte {records.offset}'}"
+                )
                 problem = _undelimited(record)
                 if problem is not None:
                     record_where = f"{item.path}: record {number} at byte {records.offset} ({uri or 'no URI'})"
@@ -1106,7 +1112,8 @@ def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = N
                 # warcio stops without a word at a record it cannot read whole.
                 intake.fail(
                     item.path,
-                    f"bytes {records.offset:,} to {item.size:,} are no whole record: the archive is truncated or damaged",
+                    f"bytes {records.offset:,} to {item.size:,} are no whole record: "
+                    "the archive is truncated or damaged",
                 )
         finally:
             raw.close()
@@ -1206,7 +1213,10 @@ def _read_header(record: dict[str, Any], where: str, header: ExportHeader) -> st
     if not is_int(version) or version < 1:
         return f"export format_version {describe(version)} is not a format version"
     if version > EXPORT_FORMAT_VERSION:
-        return f"export format_version {version} is newer than this simdb reads (up to {EXPORT_FORMAT_VERSION}); import it with a newer simdb"
+        return (
+            f"export format_version {version} is newer than this simdb reads "
+            f"(up to {EXPORT_FORMAT_VERSION}); import it with a newer simdb"
+        )
     k, blocks, settings = record.get("k"), record.get("blocks"), record.get("fingerprinter")
     for field_name, value in (("k", k), ("blocks", blocks)):
         if value is not None and not is_int(value):

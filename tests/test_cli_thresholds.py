@@ -4,8 +4,8 @@ clusters and add --if-new, pairs at any k, the similarity histogram, featureless
 
 Every expected answer is computed here by brute force from the texts, with the database's
 own fingerprint settings: fingerprints and sketches from ``Fingerprinter``, similarity from
-the one-pair reference ``test_minhash.ref_similarity`` (the joint estimate), candidates within ``candidate_distance`` (the contract's
-radius), never hard-coded.
+the one-pair reference ``test_minhash.ref_similarity`` (the joint estimate), candidates
+within ``candidate_distance`` (the contract's radius), never hard-coded.
 """
 
 from __future__ import annotations

@@ -211,7 +211,12 @@ def test_pinned_vectors(text: str, settings_: dict[str, Any], expected: int) -> 
 
 ASCII_TEXT = st.text(alphabet="abcXYZ019 '.,!?-_\n\t", max_size=120)
 UNICODE_TEXT = st.text(
-    alphabet=st.sampled_from(list("abcÄöß ﬁ'’.,!东京都はタイภาษ\u0301\u0915\u093f\ufb01\u00a0 \ud800\U0001d400_-")),
+    alphabet=st.sampled_from(
+        list(
+            "abcÄöß ﬁ'’.,!东京都はタイภาษ"  # letters, a ligature, quotes, CJK, kana, Thai
+            "\u0301\u0915\u093f\ufb01\u00a0 \ud800\U0001d400_-"  # combining marks, NBSP, a lone surrogate
+        )
+    ),
     max_size=60,
 )
 SETTINGS = st.fixed_dictionaries(
@@ -282,7 +287,8 @@ def test_chunks_reassemble_the_text(text: str, chunk_chars: int) -> None:
 def test_tokenize_normalises() -> None:
     assert tokenize("Hello, WORLD!! don't  stop_me 3.14") == ["hello", "world", "dont", "stop", "me", "3", "14"]
     assert tokenize("Straße ﬁne ＦＵＬＬ don’t") == ["strasse", "fine", "full", "dont"]
-    assert tokenize("नमस्ते दुनिया") == ["नमस्ते", "दुनिया"]  # combining marks stay inside words
+    # Combining marks stay inside words.
+    assert tokenize("नमस्ते दुनिया") == ["नमस्ते", "दुनिया"]
     assert tokenize("東京都 abc") == ["東", "京", "都", "abc"]
     assert tokenize("東京都 abc", split_unspaced=False) == ["東京都", "abc"]
     assert tokenize("a\ud800b") == ["a", "b"]  # a lone surrogate separates like punctuation
