@@ -1,22 +1,16 @@
-"""The database API: :func:`open` and :class:`Database`.
+"""The database API: :func:`open` and :class:`Database`, a thin facade over the layers.
 
-Sub-databases of the one LMDB environment:
+- :mod:`simdb.config`: the settings (format version, k, blocks and plan, fingerprint
+  settings) in the ``meta`` sub-database, merged once at open;
+- :mod:`simdb.records`: the documents (``docs``), their sketches (``sketches``), the key
+  index (``keys``) and the next document id;
+- :mod:`simdb.btree_tables`: the permutation tables, one B-tree ``table.NN`` each;
+- :mod:`simdb.queries`: the query engines over the tables and the records.
 
-- ``meta``: the configuration (format version, bits, k, block plan), the fingerprint
-  settings, and the next document id;
-- ``docs``: document id (8 bytes big-endian) -> msgpack ``[key, fingerprint, meta]``;
-- ``sketches`` (format 2): document id -> the 192-byte verification sketch of a document added
-  from text (b"" when the text had no features); documents added as fingerprints have none;
-- ``keys``: the key index, the 16-byte digest of the UTF-8 key (see :mod:`simdb.keys`) ->
-  document id;
-- ``table.NN``: one per permutation table; key = permuted fingerprint and document id, 16
-  bytes big-endian, value empty.  Putting the id in the key (instead of LMDB duplicate
-  values) keeps every entry a plain, unique, fixed-size key: identical fingerprints under
-  different keys stay separate entries, deletion names one exact key, and a prefix scan is one
-  contiguous key range.
-
-Every change to a document touches ``docs``, ``keys`` and all tables in one write
-transaction, so no reader ever sees a document without its table entries, or the reverse.
+The facade checks arguments, holds the transactions (:class:`simdb.storage.Storage`),
+batches writes and wires the layers.  Every change to a document touches ``docs``, ``keys``
+and all tables in one write transaction, so no reader ever sees a document without its table
+entries, or the reverse.
 """
 
 from __future__ import annotations
@@ -26,7 +20,6 @@ import os
 import pathlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
@@ -43,40 +36,45 @@ from simdb.allpairs import (
     iter_pair_blocks,
     resolve_workers,
 )
-from simdb.errors import (
-    PYTHON_HINTS,
-    ConfigMismatchError,
-    CorruptDatabaseError,
-    DatabaseMissingError,
-    DistanceTooLargeError,
-    FormatVersionError,
-    InvalidInputError,
-    InvalidKeyError,
-    NoFingerprinterError,
-    NotADatabaseError,
-    Remedy,
+from simdb.btree_tables import BTreeTables
+from simdb.config import (
+    CONFIG_KEY,
+    DEFAULT_BLOCKS,
+    DEFAULT_K,
+    FINGERPRINTER_KEY,
+    FORMAT_VERSION,
+    META,
+    READABLE_FORMATS,
+    Config,
+    new_plan,
 )
+from simdb.errors import DistanceTooLargeError, InvalidInputError, InvalidKeyError
 from simdb.fingerprint import SKETCH_BYTES, sketch_agreements
 from simdb.keys import (
     FINGERPRINT_LIMIT,
     MAX_KEY_BYTES,
-    TABLE_KEY_BYTES,
     check_fingerprint,
     check_key,
-    decode_id,
-    decode_table_keys,
     describe,
     encode_id,
-    encode_id_range,
     index_key,
     index_key_order,
     index_keys,
     iterate,
-    sorted_table_keys,
-    table_entry_pairs,
-    table_key,
 )
-from simdb.plan import BITS, Table, TablePlan, block_widths
+from simdb.plan import BITS, TablePlan, block_widths
+from simdb.queries import Match, Queries
+from simdb.records import (
+    DOCS,
+    FEATURELESS,
+    ID_LIMIT,
+    KEYS,
+    NEXT_ID_KEY,
+    SKETCHED,
+    SKETCHES,
+    Document,
+    Records,
+)
 from simdb.storage import MAX_MAP_SIZE, Storage
 from simdb.threshold import (
     DEFAULT_THRESHOLD,
@@ -92,54 +90,37 @@ if TYPE_CHECKING:
     from simdb.fingerprint import Fingerprinter
     from simdb.writer import BatchWriter
 
-#: Format 2 adds the ``sketches`` sub-database; format 1 databases (no sketches) are still
-#: read and written as format 1, with similarities estimated from the fingerprints.
-FORMAT_VERSION = 2
-READABLE_FORMATS = (1, 2)
-#: The default index: k=5 in 6 blocks (6 tables).  A query at the default threshold then
-#: finds 98-99.8% of what pairs() finds at it, at about 380 bytes per document after
-#: compact(); k=3 finds 90-96%, k=4 96-98.5% (bench/threshold_recall.py, bench/RESULTS.md).
-DEFAULT_K = 5
-DEFAULT_BLOCKS = 6
+#: Re-exported: the settings and sub-database names, where callers have found them so far.
+__all__ = [
+    "CONFIG_KEY",
+    "DEFAULT_BLOCKS",
+    "DEFAULT_K",
+    "DOCS",
+    "FINGERPRINTER_KEY",
+    "FORMAT_VERSION",
+    "ID_LIMIT",
+    "KEYS",
+    "META",
+    "NEXT_ID_KEY",
+    "READABLE_FORMATS",
+    "SKETCHES",
+    "AddResult",
+    "CheckReport",
+    "Cluster",
+    "CompactResult",
+    "Database",
+    "Document",
+    "Match",
+    "Pair",
+    "Skip",
+    "open",
+]
+
 DEFAULT_BATCH_SIZE = 100_000
 #: Database.writer's defaults (see simdb/writer.py): flushes as large as add_texts' batches,
 #: as a commit into a large database rewrites about every leaf page its random keys touch.
 DEFAULT_MAX_BATCH = 10_000
 DEFAULT_MAX_DELAY = 1.0
-#: query_many reads whole tables instead of seeking once per query when the batch has at
-#: least 1/MERGE_COST_RATIO as many queries as there are documents (measured crossover, see
-#: bench/bench_core.py --crossover).
-MERGE_COST_RATIO = 5
-#: _store sorts the tables' keys on a helper thread, beside the LMDB writes, from this many
-#: documents on; below it the thread costs more than it saves (bench/bench_writer.py).
-SORT_ON_THREAD_FROM = 2_000
-#: Up to this many documents a table's keys are made with int operations: numpy's fixed cost
-#: (about 25 us a table) is more than the work for a handful of documents.
-FEW_DOCUMENTS = 16
-
-META = b"meta"
-DOCS = b"docs"
-KEYS = b"keys"
-SKETCHES = b"sketches"
-CONFIG_KEY = b"config"
-FINGERPRINTER_KEY = b"fingerprinter"
-NEXT_ID_KEY = b"next_id"
-#: Document ids are 8 bytes big-endian; the stored next id stays below 2**63, beyond any real
-#: count of documents, so a valid one leaves room for any batch and anything higher is damage.
-ID_LIMIT = 1 << 63
-_RESTORE = "restore it from a backup or an export"
-_RUN_CHECK = PYTHON_HINTS[Remedy.RUN_CHECK]
-
-
-class Match(NamedTuple):
-    """One query result: ``similarity`` is the sketch estimate when both sides have sketches,
-    else the fingerprint's estimate from ``distance``."""
-
-    key: str
-    fingerprint: int
-    distance: int
-    meta: Any
-    similarity: float
 
 
 class Pair(NamedTuple):
@@ -157,14 +138,6 @@ class Cluster(NamedTuple):
 
     keys: list[str]
     min_similarity: float | None
-
-
-class Document(NamedTuple):
-    """One stored document."""
-
-    key: str
-    fingerprint: int
-    meta: Any
 
 
 class Skip(NamedTuple):
@@ -410,215 +383,43 @@ class Database:
         if create and not readonly and not Storage.exists(path):
             # A new database's plan is checked before its directory is made, so that a
             # refused open leaves nothing behind for a later open to pick up.
-            _new_plan(k, blocks)
-        self._storage = Storage.open(path, readonly=readonly, create=create, names=[META], map_size=map_size)
+            new_plan(k, blocks)
+        storage = self._storage = Storage.open(path, readonly=readonly, create=create, names=[META], map_size=map_size)
+
+        def layer_names(plan: TablePlan) -> list[bytes]:
+            return [*Records.names, *BTreeTables(plan, storage).names]
+
+        def create_layers(txn: lmdb.Transaction[bytes], plan: TablePlan) -> None:
+            Records(storage, self.path, sketched=True).create(txn)
+            BTreeTables(plan, storage).create(txn)
+
         try:
-            self._setup(k, blocks, fingerprinter, create)
+            self._config = Config.open(storage, k, blocks, fingerprinter, create, layer_names, create_layers)
         except BaseException:
-            self._storage.close()
+            storage.close()
             raise
+        self._tables = BTreeTables(self.plan, storage, self.path)
+        self._records = Records(storage, self.path, sketched=self._sketched)
+        self._queries = Queries(self._tables, self._records, storage.read)
 
     # -- configuration -------------------------------------------------------------------
 
-    def _setup(self, k: int | None, blocks: int | None, fingerprinter: Fingerprinter | None, create: bool) -> None:
-        storage = self._storage
-        self._format: int = FORMAT_VERSION  # the stored format, set from the configuration
-        self._requested: Fingerprinter | None = None  # given to a read-only handle before any were stored
-        stored = self._read_config()
-        if stored is None:
-            if storage.readonly or not create:
-                hint = "create it by opening it writable" if storage.readonly else "create it with create=True"
-                raise DatabaseMissingError(f"{storage.path} holds no simdb database yet", hint, path=storage.path)
-            self._use_plan(_new_plan(k, blocks))
-            self._format = FORMAT_VERSION
-            if not storage.write(lambda txn: self._initialise(txn, fingerprinter)):
-                stored = self._read_config()  # another process created it first: theirs stands
-        if stored is not None:
-            self._use_plan(self._plan_from_config(stored, k, blocks))
-        self._fingerprinter = self._settle_fingerprinter(fingerprinter)
+    @property
+    def plan(self) -> TablePlan:
+        """The block plan: k, the blocks and the permutation tables."""
+        return self._config.plan
 
-    def _use_plan(self, plan: TablePlan) -> None:
-        self.plan = plan
-        self._table_names = [t.name.encode() for t in plan.tables]
-        self._storage.reopen_with([META, DOCS, KEYS, SKETCHES, *self._table_names])
+    @property
+    def _fingerprinter(self) -> Fingerprinter | None:
+        return self._config.fingerprinter
 
-    def _read_config(self) -> dict[str, Any] | None:
-        with self._storage.read() as txn:
-            try:
-                meta = self._storage.db(META)
-            except NotADatabaseError:
-                if txn.stat(self._storage.env.open_db(None))["entries"]:
-                    raise NotADatabaseError(
-                        f"{self._storage.path} holds an LMDB file that simdb did not write"
-                    ) from None
-                return None
-            raw = txn.get(CONFIG_KEY, db=meta)
-        if raw is None:
-            raise NotADatabaseError(f"{self._storage.path} has no simdb configuration", "is it a simdb database?")
-        return self._parse_config(raw)
+    @property
+    def _format(self) -> int:
+        return self._config.format
 
-    def _parse_config(self, raw: bytes | None) -> dict[str, Any]:
-        """Decode the stored configuration: a dict with a format_version, else
-        CorruptDatabaseError.  O(size)."""
-        config = codec.unpack(raw, "configuration", self.path)
-        if not isinstance(config, dict):
-            raise self._damaged("configuration", f"is {describe(config)}, not a dict", hint=_RESTORE)
-        if "format_version" not in config:
-            raise self._damaged("configuration", "has no format_version", field="format_version", hint=_RESTORE)
-        return config
-
-    def _plan_from_config(self, config: dict[str, Any], k: int | None, blocks: int | None) -> TablePlan:
-        """The plan stored in ``config``, checked, then compared with the ``k`` and ``blocks``
-        the caller gave.  Damage is a CorruptDatabaseError naming the field (the caller's
-        arguments were checked before anything was opened); a newer format version is a
-        FormatVersionError.  O(tables)."""
-        path = self._storage.path
-        version = config["format_version"]
-        if type(version) is int and version > FORMAT_VERSION:
-            raise FormatVersionError(
-                f"{path} has format version {version}; this simdb reads up to {FORMAT_VERSION}",
-                "upgrade simdb",
-            )
-        if type(version) is not int or version not in READABLE_FORMATS:
-            raise self._damaged(
-                "configuration",
-                f"has an invalid format_version {describe(version)} (this simdb writes {FORMAT_VERSION})",
-                field="format_version",
-                hint=_RESTORE,
-            )
-        self._format = version
-        for name in ("k", "blocks", "bits"):
-            if name not in config and name != "bits":
-                raise self._damaged("configuration", f"has no {name}", field=name, hint=_RESTORE)
-            if name in config and type(config[name]) is not int:
-                fault = f"has {name}={describe(config[name])}, not an int"
-                raise self._damaged("configuration", fault, field=name, hint=_RESTORE)
-        try:
-            plan = TablePlan.create(config["k"], config["blocks"], config.get("bits", BITS))
-        except InvalidInputError as exc:
-            raise self._damaged("configuration", f"is invalid: {exc.message}", hint=_RESTORE) from None
-        described = plan.describe()
-        differing = [key for key, value in described.items() if config.get(key) != value]
-        if differing:
-            raise self._damaged("block plan", "does not match its k and blocks", field=differing[0], hint=_RESTORE)
-        for name, given, stored in (("k", k, plan.k), ("blocks", blocks, plan.blocks)):
-            if given is not None and given != stored:
-                raise ConfigMismatchError(
-                    f"{name}={given} was given, but the database at {path} was created with {name}={stored}",
-                    f"omit {name}, or export and import into a new database to change it",
-                    setting=name,
-                    given=given,
-                    stored=stored,
-                    path=path,
-                )
-        return plan
-
-    def _damaged(
-        self, record: str, fault: str, *, field: str | None = None, hint: str = _RUN_CHECK
-    ) -> CorruptDatabaseError:
-        """The error for a damaged record of this database (metadata or a table): one line
-        naming the record, the database and what is wrong, with the same in its fields."""
-        remedy = Remedy.RUN_CHECK if hint == _RUN_CHECK else None
-        message = f"the {record} stored in {self.path} {fault}"
-        return CorruptDatabaseError(message, hint, path=self.path, record=record, field=field, remedy=remedy)
-
-    def _read_next_id(self, txn: lmdb.Transaction[bytes]) -> int:
-        """The stored next document id, checked: an int in [0, 2**63) above every stored id
-        (a lower one would hand out ids in use).  Damage raises CorruptDatabaseError naming
-        it.  Cost: one get and one cursor seek."""
-        next_id = codec.unpack(txn.get(NEXT_ID_KEY, db=self._storage.db(META)), "next document id", self.path)
-        if type(next_id) is not int or not 0 <= next_id < ID_LIMIT:
-            raise self._damaged("next document id", f"is {describe(next_id)}, not an int in [0, 2**63)")
-        cursor = txn.cursor(self._storage.db(DOCS))
-        if cursor.last() and decode_id(cursor.key()) >= next_id:
-            last = decode_id(cursor.key())
-            raise self._damaged("next document id", f"is {next_id}, not above the last document id {last}")
-        return next_id
-
-    def _stored_fingerprinter(self, raw: bytes) -> Fingerprinter:
-        """The fingerprint settings stored as ``raw``; damage is a CorruptDatabaseError (a
-        database problem), not the InvalidInputError that the same settings given as an
-        argument would raise.  O(size of the IDF table)."""
-        from simdb.fingerprint import SETTINGS_VERSION, Fingerprinter
-
-        settings = codec.unpack(raw, "fingerprint settings", self.path)
-        version = settings.get("version") if isinstance(settings, dict) else None
-        if type(version) is int and version > SETTINGS_VERSION:
-            raise FormatVersionError(
-                f"{self.path} has fingerprint settings version {version}; this simdb reads up to {SETTINGS_VERSION}",
-                "upgrade simdb",
-            )
-        try:
-            return Fingerprinter.from_dict(settings)
-        except InvalidInputError as exc:
-            raise self._damaged("fingerprint settings", f"are invalid: {exc.message}", hint=_RESTORE) from None
-
-    def _initialise(self, txn: lmdb.Transaction[bytes], fingerprinter: Fingerprinter | None) -> bool:
-        """Write the configuration and create the sub-databases, unless another process has
-        done so since we looked (then return False and change nothing)."""
-        storage = self._storage
-        storage.create(txn, META)
-        meta = storage.db(META)
-        if txn.get(CONFIG_KEY, db=meta) is not None:
-            return False
-        for name in (DOCS, KEYS, SKETCHES, *self._table_names):
-            storage.create(txn, name)
-        config = {"format_version": FORMAT_VERSION, **self.plan.describe()}
-        txn.put(CONFIG_KEY, codec.pack(config, "configuration"), db=meta)
-        txn.put(NEXT_ID_KEY, codec.pack(0, "next id"), db=meta)
-        if fingerprinter is not None:
-            txn.put(FINGERPRINTER_KEY, codec.pack(fingerprinter.to_dict(), "fingerprint settings"), db=meta)
-        return True
-
-    def _settle_fingerprinter(self, given: Fingerprinter | None) -> Fingerprinter | None:
-        with self._storage.read() as txn:
-            raw = txn.get(FINGERPRINTER_KEY, db=self._storage.db(META))
-        if raw is None:
-            if given is not None and not self._storage.readonly:
-                return self._store_fingerprinter(given)
-            # A read-only handle cannot store them: they are checked when text is first used.
-            self._requested = given
-            return None
-        stored = self._stored_fingerprinter(raw)
-        if given is not None and given != stored:
-            raise ConfigMismatchError(
-                f"fingerprinter {given!r} was given, but the database at {self._storage.path} uses {stored!r}",
-                "omit fingerprinter= to use the stored settings",
-                setting="fingerprinter",
-                given=given,
-                stored=stored,
-                path=self._storage.path,
-            )
-        return stored
-
-    def _store_fingerprinter(self, fingerprinter: Fingerprinter, *, given: bool = True) -> Fingerprinter:
-        """Store settings the first time text is used; never overwrite other settings.  If
-        another process stored some first, they stand: an error if ``fingerprinter`` was
-        given explicitly, else they are returned."""
-        if self._storage.readonly:
-            raise NoFingerprinterError(
-                f"{self._storage.path} has no fingerprint settings and is open read-only", path=self._storage.path
-            )
-
-        def store(txn: lmdb.Transaction[bytes]) -> Fingerprinter:
-            meta = self._storage.db(META)
-            raw = txn.get(FINGERPRINTER_KEY, db=meta)
-            if raw is not None:  # another process got there first: theirs stand
-                return self._stored_fingerprinter(raw)
-            txn.put(FINGERPRINTER_KEY, codec.pack(fingerprinter.to_dict(), "fingerprint settings"), db=meta)
-            return fingerprinter
-
-        stored = self._storage.write(store)
-        if given and stored != fingerprinter:
-            raise ConfigMismatchError(
-                f"fingerprinter {fingerprinter!r} was given, but {self._storage.path} now uses {stored!r}",
-                "omit fingerprinter= to use the stored settings",
-                setting="fingerprinter",
-                given=fingerprinter,
-                stored=stored,
-                path=self._storage.path,
-            )
-        return stored
+    @property
+    def _table_names(self) -> list[bytes]:
+        return self._tables.names
 
     @property
     def path(self) -> str:
@@ -643,15 +444,7 @@ class Database:
         return self._text_fingerprinter().fingerprint(text)
 
     def _text_fingerprinter(self) -> Fingerprinter:
-        if self._fingerprinter is None:
-            from simdb.fingerprint import Fingerprinter
-
-            # Another process may have stored settings since this handle opened: they stand.
-            requested = self._requested
-            self._fingerprinter = self._settle_fingerprinter(requested) or self._store_fingerprinter(
-                requested or Fingerprinter(), given=requested is not None
-            )
-        return self._fingerprinter
+        return self._config.text_fingerprinter()
 
     def _resolve(self, fingerprint: object, text: str | None) -> int:
         if text is not None:
@@ -898,30 +691,29 @@ class Database:
         stored record (key, fingerprint, meta) and sketch are byte-for-byte the new ones is
         left alone and counted as unchanged: re-adding an unchanged folder writes nothing
         but its new and changed documents.  Cost: one record (and sketch) read per existing key."""
-        storage = self._storage
-        docs, keys_db = storage.db(DOCS), storage.db(KEYS)
-        next_id = self._read_next_id(txn)
+        records = self._records
+        next_id = records.read_next_id(txn)
         result = AddResult()
         if batch.sketches is not None:
             result.featureless = batch.sketches.count(b"")
         new_positions: list[int] = []
         changed_ids: list[int] = []
         changed_fps: list[int] = []
-        if txn.stat(keys_db)["entries"]:
+        if records.key_count(txn):
             for position, (key, key_index, fingerprint, record) in enumerate(
                 zip(batch.keys, batch.index_keys, batch.fingerprints, batch.records)
             ):
-                found = self._lookup(txn, key, key_index)
+                found = records.lookup(txn, key, key_index)
                 if found is None:
                     new_positions.append(position)
                     continue
                 doc_id, old = found
                 sketch = None if batch.sketches is None else batch.sketches[position]
-                same = self._unchanged(txn, doc_id, record, sketch)
+                same = records.unchanged(txn, doc_id, record, sketch)
                 # Counted as its first version in the batch would be, added on its own.
                 first = batch.first_versions[position] if batch.first_versions is not None else None
                 counted_same = (
-                    same if first is None or first == (record, sketch) else self._unchanged(txn, doc_id, *first)
+                    same if first is None or first == (record, sketch) else records.unchanged(txn, doc_id, *first)
                 )
                 if counted_same:
                     result.unchanged += 1
@@ -929,10 +721,9 @@ class Database:
                     result.replaced += 1
                 if same:
                     continue
-                txn.put(encode_id(doc_id), record, db=docs)
-                self._replace_sketch(txn, doc_id, sketch)
+                records.replace(txn, doc_id, record, sketch)
                 if old.fingerprint != fingerprint:
-                    self._delete_table_entries(txn, doc_id, old.fingerprint)
+                    self._tables.delete_many(txn, [doc_id], [old.fingerprint])
                     changed_ids.append(doc_id)
                     changed_fps.append(fingerprint)
         else:  # nothing stored yet: every key is new, no lookups needed
@@ -944,55 +735,14 @@ class Database:
         if changed_ids:  # replaced ids are older than the new ones: restore id order
             order = np.argsort(ids, kind="stable")
             ids, fingerprints = ids[order], fingerprints[order]
-        if not len(ids):
-            return self._stored(txn, result, next_id, 0)
-        if len(ids) < SORT_ON_THREAD_FROM:
-            # A small batch (one add): starting a helper thread and handing each table over
-            # to it cost more than the sorts themselves (about 0.5 ms a batch).
-            self._put_new_documents(txn, batch, new_positions, next_id)
-            self._put_tables(txn, (_table_keys(table, fingerprints, ids) for table in self.plan.tables))
-            return self._stored(txn, result, next_id, len(new_positions))
-        # The tables' keys are permuted and sorted on a helper thread (numpy releases the GIL)
-        # while LMDB writes the documents, the key index and then each table in turn.
-        with ThreadPoolExecutor(max_workers=1) as sorter:
-            pending = [sorter.submit(_table_keys, table, fingerprints, ids) for table in self.plan.tables]
-            self._put_new_documents(txn, batch, new_positions, next_id)
-            self._put_tables(txn, (future.result() for future in pending))
-        return self._stored(txn, result, next_id, len(new_positions))
-
-    def _put_tables(self, txn: lmdb.Transaction[bytes], entries_per_table: Iterable[np.ndarray]) -> None:
-        """Write each table's sorted entry keys (``V16`` arrays, in table order)."""
-        for name, entries in zip(self._table_names, entries_per_table):
-            self._put_sorted(
-                txn, self._storage.db(name), table_entry_pairs(entries), entries[0].tobytes(), len(entries)
-            )
-
-    def _stored(self, txn: lmdb.Transaction[bytes], result: AddResult, next_id: int, added: int) -> AddResult:
-        """Advance the stored next id past the ``added`` new documents and count them."""
-        txn.put(NEXT_ID_KEY, codec.pack(next_id + added, "next id"), db=self._storage.db(META))
-        result.added = added
+        if len(ids):
+            # The tables' keys are sorted (on a helper thread for a large batch) while the
+            # records and the key index are written.
+            put_documents = partial(self._put_new_documents, txn, batch, new_positions, next_id)
+            self._tables.put_many(txn, ids, fingerprints, alongside=put_documents)
+        records.set_next_id(txn, next_id + len(new_positions))
+        result.added = len(new_positions)
         return result
-
-    def _unchanged(self, txn: lmdb.Transaction[bytes], doc_id: int, record: bytes, sketch: bytes | None) -> bool:
-        """Whether document ``doc_id`` is stored as ``record`` with ``sketch`` (None: a
-        fingerprint, which keeps no sketch), so that storing them again would change nothing.
-        A database without sketches (format 1) compares the record alone.  O(1) LMDB reads."""
-        raw_id = encode_id(doc_id)
-        if txn.get(raw_id, db=self._storage.db(DOCS)) != record:
-            return False
-        if not self._sketched:
-            return True
-        return txn.get(raw_id, db=self._storage.db(SKETCHES)) == sketch
-
-    def _replace_sketch(self, txn: lmdb.Transaction[bytes], doc_id: int, sketch: bytes | None) -> None:
-        """Store the new sketch of a replaced document, or drop its old one when the new
-        version came as a fingerprint.  O(1) LMDB operations."""
-        if not self._sketched:
-            return
-        if sketch is None:
-            txn.delete(encode_id(doc_id), db=self._storage.db(SKETCHES))
-        else:
-            txn.put(encode_id(doc_id), sketch, db=self._storage.db(SKETCHES))
 
     def _put_new_documents(
         self, txn: lmdb.Transaction[bytes], batch: _Batch, new_positions: list[int], next_id: int
@@ -1002,50 +752,45 @@ class Database:
         if not new_positions:
             return
         all_new = len(new_positions) == len(batch.keys)
-        new_ids = encode_id_range(next_id, len(new_positions))
         records = batch.records if all_new else [batch.records[i] for i in new_positions]
-        self._put_sorted(txn, self._storage.db(DOCS), zip(new_ids, records), new_ids[0], len(new_ids))
-        if batch.sketches is not None and self._sketched:
-            sketches = batch.sketches if all_new else [batch.sketches[i] for i in new_positions]
-            self._put_sorted(txn, self._storage.db(SKETCHES), zip(new_ids, sketches), new_ids[0], len(new_ids))
+        sketches = batch.sketches
+        if sketches is not None and not all_new:
+            sketches = [sketches[i] for i in new_positions]
         if all_new and batch.key_order is not None:
-            order, ordered = batch.key_order
+            key_order = batch.key_order
         else:
-            order, ordered = index_key_order([batch.index_keys[i] for i in new_positions])
-        # The i-th new document gets id next_id + i; list its keys and ids in key order.
-        sorted_ids = (order.astype(np.uint64) + np.uint64(next_id)).astype(">u8").view("V8").tolist()
-        sorted_keys = np.ascontiguousarray(ordered).view("V16").ravel().tolist()
-        self._put_sorted(txn, self._storage.db(KEYS), zip(sorted_keys, sorted_ids), sorted_keys[0], len(sorted_keys))
+            key_order = index_key_order([batch.index_keys[i] for i in new_positions])
+        self._records.put_new(txn, next_id, records, sketches, key_order)
 
     def _store_if_new(self, txn: lmdb.Transaction[bytes], batch: _Batch, threshold: float | None) -> AddResult:
         """Store each item unless it duplicates a stored document or a kept item earlier in
         this batch, then write the kept ones with one :meth:`_store`.  The stored documents
-        are probed once for the whole batch (:meth:`_find_many`), the batch's own pairs come
+        are probed once for the whole batch (:meth:`Queries.find_many`), the batch's own pairs come
         from an in-memory all-pairs search, and the checks and inserts share the one
         transaction, so two writers cannot both store near-duplicates of each other.
         Cost: one batched probe, O(b log b) in numpy, one Python step per candidate."""
         rule = self._duplicate_rule(threshold, verified=batch.sketches is not None and self._sketched)
         kind = kind_of(self._fingerprinter)
         queries = np.array(batch.fingerprints, dtype=np.uint64)
-        found = self._find_many(txn, queries, rule.radius)
-        stored_matches: list[list[tuple[float, int, bytes]]] = []  # (-similarity, distance, id), best first
-        own_ids: list[bytes | None] = []
+        found = self._queries.find_many(txn, queries, rule.radius)
+        stored_matches: list[list[tuple[float, int, int]]] = []  # (-similarity, distance, id), best first
+        own_ids: list[int | None] = []
         for position, (key_index, candidates) in enumerate(zip(batch.index_keys, found)):
-            own = txn.get(key_index, db=self._storage.db(KEYS))
+            own = self._records.id_of(txn, key_index)
             own_ids.append(own)
             if own is not None:
                 candidates.pop(own, None)  # a key never duplicates its own earlier version
-            raw_ids = list(candidates)
-            distances = np.array([candidates[raw_id] for raw_id in raw_ids], dtype=np.int64)
+            ids = list(candidates)
+            distances = np.array([candidates[doc_id] for doc_id in ids], dtype=np.int64)
             query_sketch = None if batch.sketches is None else batch.sketches[position]
             similarities = (
-                self._similarities_to(txn, query_sketch, raw_ids, distances, kind) if raw_ids else np.zeros(0)
+                self._queries.similarities_to(txn, query_sketch, ids, distances, kind) if ids else np.zeros(0)
             )
-            rows = zip(raw_ids, distances.tolist(), similarities.tolist())
+            rows = zip(ids, distances.tolist(), similarities.tolist())
             stored_matches.append(
                 sorted(
-                    (-similarity, distance, raw_id)
-                    for raw_id, distance, similarity in rows
+                    (-similarity, distance, doc_id)
+                    for doc_id, distance, similarity in rows
                     if rule.keeps(distance, similarity)
                 )
             )
@@ -1053,14 +798,15 @@ class Database:
         result = AddResult()
         kept: list[int] = []
         live: dict[bytes, int] = {}  # index key -> position of its latest kept version in this batch
-        replaced_ids: set[bytes] = set()  # stored documents that a kept item replaced
+        replaced_ids: set[int] = set()  # stored documents that a kept item replaced
         for position, key in enumerate(batch.keys):
             # As if added one by one: a stored document or kept item replaced earlier in this
             # batch counts in its new version only.
             stored = next((row for row in stored_matches[position] if row[2] not in replaced_ids), None)
             if stored is not None:
-                negative, distance, raw_id = stored
-                result.skipped.append(Skip(key, self._record(txn, raw_id)[0], distance, -negative))
+                negative, distance, doc_id = stored
+                duplicate_of = self._records.indexed(txn, encode_id(doc_id))[0]
+                result.skipped.append(Skip(key, duplicate_of, distance, -negative))
                 continue
             inside = [
                 (similarity, distance, other)
@@ -1116,52 +862,6 @@ class Database:
                 duplicates.setdefault(b, []).append((a, distance, similarity))
         return duplicates
 
-    @staticmethod
-    def _put_sorted(
-        txn: lmdb.Transaction[bytes],
-        db: lmdb._Database,
-        pairs: Iterable[tuple[bytes, bytes]],
-        first_key: bytes,
-        count: int,
-    ) -> None:
-        """Put ``count`` (key, value) pairs with ascending unique keys, starting at
-        ``first_key``, in LMDB's append mode when they all follow the last stored key (always
-        so for a bulk load into an empty sub-database)."""
-        if not count:
-            return
-        cursor = txn.cursor(db)
-        append = not cursor.last() or cursor.key() < first_key
-        _consumed, added = cursor.putmulti(pairs, append=append, overwrite=not append)
-        if added != count:
-            raise CorruptDatabaseError(f"only {added} of {count} entries could be written; the batch was not stored")
-
-    def _lookup(self, txn: lmdb.Transaction[bytes], key: str, key_index: bytes) -> tuple[int, Document] | None:
-        """The id and document stored under ``key``, if any; the full key is compared, so a
-        key index that disagrees with the documents is reported, never trusted."""
-        raw_id = txn.get(key_index, db=self._storage.db(KEYS))
-        if raw_id is None:
-            return None
-        document = Document(*self._record(txn, raw_id))
-        if document.key != key:
-            raise CorruptDatabaseError(
-                f"the key index entry for {describe(key)} points at {describe(document.key)}", remedy=Remedy.RUN_CHECK
-            )
-        return decode_id(raw_id), document
-
-    def _delete_table_entries(self, txn: lmdb.Transaction[bytes], doc_id: int, fingerprint: int) -> None:
-        for table, name in zip(self.plan.tables, self._table_names):
-            txn.delete(table_key(table.permute(fingerprint), doc_id), db=self._storage.db(name))
-
-    def _record(self, txn: lmdb.Transaction[bytes], raw_id: bytes) -> tuple[str, int, Any]:
-        if len(raw_id) != 8:  # LMDB would refuse an empty key with an error of its own
-            raise self._damaged("key index", f"holds a document id {describe(raw_id)} that is not 8 bytes long")
-        raw = txn.get(raw_id, db=self._storage.db(DOCS))
-        if raw is None:
-            raise CorruptDatabaseError(
-                f"document id {decode_id(raw_id)} is indexed but missing", remedy=Remedy.RUN_CHECK
-            )
-        return codec.unpack_document(raw, raw_id)
-
     def remove(self, key: str) -> bool:
         """Remove the document under ``key``; returns whether there was one."""
         return self.remove_many([key]) == 1
@@ -1177,203 +877,18 @@ class Database:
         return removed
 
     def _delete(self, txn: lmdb.Transaction[bytes], batch: list[tuple[str, bytes]]) -> int:
-        storage = self._storage
         removed = 0
         for key, key_index in batch:
-            found = self._lookup(txn, key, key_index)
+            found = self._records.lookup(txn, key, key_index)
             if found is None:
                 continue
             doc_id, document = found
-            txn.delete(encode_id(doc_id), db=storage.db(DOCS))
-            txn.delete(key_index, db=storage.db(KEYS))
-            self._replace_sketch(txn, doc_id, None)
-            self._delete_table_entries(txn, doc_id, document.fingerprint)
+            self._records.delete(txn, doc_id, key_index)
+            self._tables.delete_many(txn, [doc_id], [document.fingerprint])
             removed += 1
         return removed
 
     # -- reading -------------------------------------------------------------------------
-
-    def _scan(
-        self,
-        cursor: lmdb.Cursor[bytes],
-        name: bytes,
-        low: bytes,
-        bound: bytes,
-        query: int,
-        k: int,
-        found: dict[bytes, int],
-    ) -> bool:
-        """Add to ``found`` the ids of entries in [low, bound) of table ``name`` within ``k``
-        bits of ``query`` (all permuted alike: permutations preserve Hamming distance).
-        Returns False when the table holds nothing at or after ``low``.  A matching entry
-        that is not 16 bytes long raises CorruptDatabaseError.  Cost: one seek plus one step
-        per candidate."""
-        if not cursor.set_range(low):
-            return False
-        entry = cursor.key()
-        while entry < bound:
-            distance = (int.from_bytes(entry[:8], "big") ^ query).bit_count()
-            if distance <= k:
-                if len(entry) != TABLE_KEY_BYTES:
-                    fault = f"holds a key {describe(entry)} of {len(entry)} bytes, not {TABLE_KEY_BYTES}"
-                    raise self._damaged(name.decode(), fault)
-                found[entry[8:]] = distance
-            if not cursor.next():
-                break
-            entry = cursor.key()
-        return True
-
-    def _read_table(
-        self, txn: lmdb.Transaction[bytes], name: bytes, *, every_key: bool = False
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(permuted, id) uint64 arrays of every entry of table ``name``, in key order, read in
-        one scan.  Keys of the wrong length raise CorruptDatabaseError naming the table: all
-        those that change the total length, which is one comparison, or with ``every_key``
-        (for :meth:`check`) any, at one more C-level pass.  O(n)."""
-        db = self._storage.db(name)
-        keys: Iterable[bytes] = txn.cursor(db).iternext(values=False)
-        if every_key:
-            keys = list(keys)
-            if keys and set(map(len, keys)) != {TABLE_KEY_BYTES}:
-                raise self._damaged(name.decode(), f"holds keys that are not {TABLE_KEY_BYTES} bytes long")
-        joined = b"".join(keys)
-        if len(joined) != TABLE_KEY_BYTES * txn.stat(db)["entries"]:
-            raise self._damaged(name.decode(), f"holds keys that are not {TABLE_KEY_BYTES} bytes long")
-        return decode_table_keys(joined)
-
-    def _probe(self, txn: lmdb.Transaction[bytes], fingerprint: int, k: int) -> dict[bytes, int]:
-        """Ids (8-byte) of stored fingerprints within ``k`` bits of one query, with their
-        distances: one range scan per table over the query's leading bits."""
-        found: dict[bytes, int] = {}
-        for table, name in zip(self.plan.tables, self._table_names):
-            query = table.permute(fingerprint)
-            low = query & table.prefix_mask
-            bound = low + table.prefix_span
-            cursor = txn.cursor(self._storage.db(name))
-            bound_bytes = bound.to_bytes(8, "big") if bound >> BITS == 0 else _PAST_END
-            self._scan(cursor, name, low.to_bytes(8, "big"), bound_bytes, query, k, found)
-        return found
-
-    def _probe_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[bytes, int]]:
-        """:meth:`_probe` for many queries: bounds are computed vectorised per table and the
-        queries visit each table in key order, so successive seeks touch nearby pages."""
-        found: list[dict[bytes, int]] = [{} for _ in range(len(queries))]
-        for table, name in zip(self.plan.tables, self._table_names):
-            permuted = table.permute_array(queries)
-            lows = permuted & np.uint64(table.prefix_mask)
-            order = np.argsort(lows, kind="stable")
-            lows = lows[order]
-            bounds = lows + np.uint64(table.prefix_span)  # wraps to 0 past the last prefix
-            bound_bytes = bounds.astype(">u8").view("V8").tolist()
-            for position in np.flatnonzero(bounds == 0).tolist():
-                bound_bytes[position] = _PAST_END
-            cursor = txn.cursor(self._storage.db(name))
-            for index, low, bound, query in zip(
-                order.tolist(), lows.astype(">u8").view("V8").tolist(), bound_bytes, permuted[order].tolist()
-            ):
-                if not self._scan(cursor, name, low, bound, query, k, found[index]):
-                    break  # no entries at or after this low, nor after the larger ones to come
-        return found
-
-    def _merge_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[bytes, int]]:
-        """The batch form of :meth:`_probe_many` (Manku's batch queries): each table is read
-        once in key order and merged with the sorted queries in numpy, instead of one seek
-        per query.  Cost: O(n + q log q) per table for n stored and q queries."""
-        query_ids: list[np.ndarray] = []
-        doc_ids: list[np.ndarray] = []
-        distances: list[np.ndarray] = []
-        for table, name in zip(self.plan.tables, self._table_names):
-            stored, ids = self._read_table(txn, name)
-            owners, positions, distance = table.prefix_matches(stored, table.permute_array(queries), k)
-            query_ids.append(owners)
-            doc_ids.append(ids[positions])
-            distances.append(distance)
-        found: list[dict[bytes, int]] = [{} for _ in range(len(queries))]
-        encoded = np.concatenate(doc_ids).astype(">u8").view("V8").tolist()
-        for owner, doc_id, distance in zip(
-            np.concatenate(query_ids).tolist(), encoded, np.concatenate(distances).tolist()
-        ):
-            found[owner][doc_id] = distance  # a match found by several tables is kept once
-        return found
-
-    def _find_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[bytes, int]]:
-        """Candidates of many queries within ``k`` bits: whole tables merged when the batch is
-        large against the stored count (:data:`MERGE_COST_RATIO`), else one seek per query
-        and table."""
-        stored = txn.stat(self._storage.db(DOCS))["entries"]
-        if len(queries) * MERGE_COST_RATIO >= stored:
-            return self._merge_many(txn, queries, k)
-        return self._probe_many(txn, queries, k)
-
-    def _stored_sketch(self, txn: lmdb.Transaction[bytes], raw_id: bytes) -> bytes | None:
-        """The stored sketch of one document (b"" if featureless), None if it has none."""
-        if not self._sketched:
-            return None
-        sketch = txn.get(raw_id, db=self._storage.db(SKETCHES))
-        if sketch is not None and len(sketch) not in (0, SKETCH_BYTES):
-            raise self._damaged("sketches", f"hold a sketch of {len(sketch)} bytes for document {decode_id(raw_id)}")
-        return sketch
-
-    def _similarities_to(
-        self, txn: lmdb.Transaction[bytes], sketch: bytes | None, raw_ids: list[bytes], distances: np.ndarray, kind: str
-    ) -> np.ndarray:
-        """Similarity of one query (its ``sketch``, None if it has none) to stored documents:
-        :func:`candidate_similarities` where both sides have a sketch (0 when either is
-        featureless, and for a featureless query throughout), else the fingerprint estimate
-        from ``distances``.  One get per document."""
-        similarities = fingerprint_similarities(distances, kind)
-        if sketch == b"":
-            return np.zeros(len(raw_ids))  # a featureless text is similar to nothing
-        if sketch is None or not self._sketched:
-            return similarities
-        query = np.frombuffer(sketch, dtype=np.uint8)
-        positions: list[int] = []
-        agreeing: list[int] = []
-        for position, raw_id in enumerate(raw_ids):
-            stored = self._stored_sketch(txn, raw_id)
-            if stored is None:
-                continue
-            if not stored:
-                similarities[position] = 0.0  # a featureless document is similar to nothing
-                continue
-            positions.append(position)
-            agreeing.append(int(np.count_nonzero(query == np.frombuffer(stored, dtype=np.uint8))))
-        if positions:
-            chosen = np.array(positions, dtype=np.int64)
-            similarities[chosen] = candidate_similarities(np.asarray(distances)[chosen], agreeing, kind)
-        return similarities
-
-    def _matches(
-        self,
-        txn: lmdb.Transaction[bytes],
-        found: dict[bytes, int],
-        limit: int | None,
-        sketch: bytes | None,
-        threshold: float | None,
-    ) -> list[Match]:
-        """The matches of one query: nearest first (ties in id order) without a threshold;
-        with one, those at similarity >= threshold, most similar first, then nearest."""
-        raw_ids = list(found)
-        distances = np.array([found[raw_id] for raw_id in raw_ids], dtype=np.int64)
-        similarities = self._similarities_to(txn, sketch, raw_ids, distances, kind_of(self._fingerprinter)).tolist()
-        rows = list(zip(raw_ids, distances.tolist(), similarities))
-        if threshold is None:
-            rows.sort(key=lambda row: (row[1], row[0]))
-        else:
-            rows = sorted((row for row in rows if row[2] >= threshold), key=lambda row: (-row[2], row[1], row[0]))
-        if limit is not None:
-            rows = rows[:limit]
-        docs = self._storage.db(DOCS)
-        matches = []
-        for raw_id, distance, similarity in rows:
-            raw = txn.get(raw_id, db=docs)
-            if raw is None:
-                raise CorruptDatabaseError(
-                    f"document id {decode_id(raw_id)} is in a table but missing", remedy=Remedy.RUN_CHECK
-                )
-            key, fingerprint, meta = codec.unpack_document(raw, raw_id)
-            matches.append(Match(key, fingerprint, distance, meta, similarity))
-        return matches
 
     def _query_radius(self, k: int | None, threshold: float | None, verified: bool) -> tuple[int, float | None]:
         """The probe radius and checked threshold of a query: ``k`` (at most the index k) if
@@ -1411,8 +926,7 @@ class Database:
             query = self._resolve(fingerprint, None)
         radius, threshold = self._query_radius(k, threshold, verified=bool(sketch) and self._sketched)
         limit = self._check_limit(limit)
-        with self._storage.read() as txn:
-            return self._matches(txn, self._probe(txn, query, radius), limit, sketch, threshold)
+        return self._queries.query(query, radius, limit, sketch, threshold, kind_of(self._fingerprinter))
 
     def query_many(
         self,
@@ -1422,9 +936,14 @@ class Database:
         texts: Iterable[str] | None = None,
         limit: int | None = None,
         threshold: float | None = None,
+        workers: int | None = None,
     ) -> list[list[Match]]:
-        """:meth:`query` for many fingerprints (or ``texts``) in one read transaction, with
-        the permutations computed vectorised; one result list per query, in order."""
+        """:meth:`query` for many fingerprints (or ``texts``), one result list per query, in
+        order, with the permutations computed vectorised.  The queries are split into
+        contiguous chunks searched on ``workers`` threads (default every core; a few hundred
+        queries at least per thread), each chunk in one read transaction: results are those
+        of one thread, though with a writer beside, chunks may see different commits."""
+        resolve_workers(workers)
         sketches: list[bytes] | None = None
         if texts is not None:
             if fingerprints is not None:
@@ -1439,12 +958,8 @@ class Database:
         if not queries:
             return []
         query_array = np.array(queries, dtype=np.uint64)
-        with self._storage.read() as txn:
-            found = self._find_many(txn, query_array, radius)
-            return [
-                self._matches(txn, one, limit, None if sketches is None else sketches[i], threshold)
-                for i, one in enumerate(found)
-            ]
+        kind = kind_of(self._fingerprinter)
+        return self._queries.query_many(query_array, radius, limit, sketches, threshold, kind, workers)
 
     @staticmethod
     def _check_limit(limit: int | None) -> int | None:
@@ -1454,7 +969,7 @@ class Database:
         """The document stored under ``key``, or None."""
         key_index = index_key(check_key(key))
         with self._storage.read() as txn:
-            found = self._lookup(txn, key, key_index)
+            found = self._records.lookup(txn, key, key_index)
         return None if found is None else found[1]
 
     def __contains__(self, key: object) -> bool:
@@ -1467,7 +982,7 @@ class Database:
 
     def __len__(self) -> int:
         with self._storage.read() as txn:
-            return int(txn.stat(self._storage.db(DOCS))["entries"])
+            return self._records.count(txn)
 
     def items(self, *, chunk: int = 10_000) -> Iterator[Document]:
         """Every document, in insertion order.  Reads ``chunk`` documents per transaction,
@@ -1476,18 +991,10 @@ class Database:
         after = b""
         while True:
             with self._storage.read() as txn:
-                cursor = txn.cursor(self._storage.db(DOCS))
-                if not cursor.set_range(after):
-                    return
-                if cursor.key() == after and not cursor.next():
-                    return
-                rows = []
-                for raw_id, raw in cursor:
-                    rows.append(codec.unpack_document(raw, raw_id))
-                    after = raw_id
-                    if len(rows) >= chunk:
-                        break
-            yield from (Document(*row) for row in rows)
+                rows = self._records.chunk_after(txn, after, chunk)
+            if rows:
+                after = rows[-1][0]
+            yield from (Document(*record) for _, record in rows)
             if len(rows) < chunk:
                 return
 
@@ -1505,11 +1012,8 @@ class Database:
     def fingerprint_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """All (ids, fingerprints) as uint64 arrays in insertion order, read from the first
         table in one scan (no per-document decoding).  O(n log n)."""
-        table = self.plan.tables[0]
         with self._storage.read() as txn:
-            permuted, ids = self._read_table(txn, self._table_names[0])
-        order = np.argsort(ids, kind="stable")
-        return ids[order], table.unpermute_array(permuted[order])
+            return self._tables.scan(txn)
 
     # -- maintenance ---------------------------------------------------------------------
 
@@ -1517,14 +1021,11 @@ class Database:
         """Counts, plan, sizes and settings.  O(tables)."""
         storage = self._storage
         with storage.read() as txn:
-            documents = int(txn.stat(storage.db(DOCS))["entries"])
-            page_size = int(txn.stat(storage.db(DOCS))["psize"])
-            table_pages = [
-                sum(int(s[kind]) for kind in ("branch_pages", "leaf_pages", "overflow_pages"))
-                for s in (txn.stat(storage.db(name)) for name in self._table_names)
-            ]
+            documents = self._records.count(txn)
+            page_size = int(txn.stat(storage.db(META))["psize"])
+            table_pages = self._tables.page_counts(txn)
             info = storage.env.info()
-            sketch_count = int(txn.stat(storage.db(SKETCHES))["entries"]) if self._sketched else 0
+            sketch_count = self._records.sketch_count(txn)
         leading = [table.leading_bits for table in self.plan.tables]
         size = storage.size_on_disk()
         return {
@@ -1556,88 +1057,13 @@ class Database:
         in the tables, and that the key index and documents agree.  Damage is reported in the
         result, never raised.  One read transaction; O(n log n) with n documents, vectorised
         per table."""
-        storage = self._storage
-        problems: list[str] = []
-        entries_seen = 0
-        with storage.read() as txn:
-            ids: list[int] = []
-            fingerprints: list[int] = []
-            id_by_index_key: dict[bytes, int] = {}
-            problems.extend(self._metadata_problems(txn))
-            try:
-                next_id: int | None = self._read_next_id(txn)
-            except CorruptDatabaseError as exc:
-                problems.append(exc.message)
-                next_id = None
-            for raw_id, raw in txn.cursor(storage.db(DOCS)):
-                doc_id = decode_id(raw_id)
-                try:
-                    key, fingerprint, _ = codec.unpack_document(raw, raw_id)
-                    id_by_index_key[index_key(check_key(key))] = doc_id
-                except CorruptDatabaseError as exc:
-                    problems.append(exc.message)
-                    continue
-                except InvalidKeyError as exc:  # a str key that is not valid Unicode, or too long in bytes
-                    problems.append(f"document {doc_id}: {exc.message}")
-                    continue
-                if next_id is not None and doc_id >= next_id:
-                    problems.append(f"document {doc_id} is at or above the next id {next_id}")
-                ids.append(doc_id)
-                fingerprints.append(fingerprint)
-            if self._sketched:
-                known = set(ids)
-                for raw_id, sketch in txn.cursor(storage.db(SKETCHES)):
-                    if len(raw_id) != 8 or decode_id(raw_id) not in known:
-                        problems.append(f"sketch entry {describe(raw_id)} has no matching document")
-                    elif len(sketch) not in (0, SKETCH_BYTES):
-                        problems.append(
-                            f"the sketch of document {decode_id(raw_id)} is {len(sketch)} bytes, not {SKETCH_BYTES} or 0"
-                        )
-            for key_index, raw_id in txn.cursor(storage.db(KEYS)):
-                if id_by_index_key.pop(key_index, None) != decode_id(raw_id):
-                    problems.append(
-                        f"key index entry {describe(key_index)} -> {decode_id(raw_id)} has no matching document"
-                    )
-            for key_index, doc_id in id_by_index_key.items():
-                problems.append(f"document {doc_id} ({describe(key_index)}) is missing from the key index")
-            id_array = np.array(ids, dtype=np.uint64)
-            fp_array = np.array(fingerprints, dtype=np.uint64)
-            for table, name in zip(self.plan.tables, self._table_names):
-                try:
-                    permuted, entry_ids = self._read_table(txn, name, every_key=True)
-                except CorruptDatabaseError as exc:
-                    problems.append(exc.message)
-                    continue
-                entries_seen += len(entry_ids)
-                expected = np.sort(table_keys_as_pairs(table.permute_array(fp_array), id_array))
-                actual = np.sort(table_keys_as_pairs(permuted, entry_ids))
-                missing = np.setdiff1d(expected, actual)
-                extra = np.setdiff1d(actual, expected)
-                for label, wrong in (("missing from", missing), ("unexpected in", extra)):
-                    if len(wrong):
-                        shown = ", ".join(f"id {int(pair['id'])}" for pair in wrong[:5])
-                        problems.append(
-                            f"{len(wrong)} entries {label} {name.decode()} ({shown}{', ...' if len(wrong) > 5 else ''})"
-                        )
-        return CheckReport(documents=len(ids), table_entries=entries_seen, problems=problems)
-
-    def _metadata_problems(self, txn: lmdb.Transaction[bytes]) -> list[str]:
-        """What is wrong with the stored configuration and fingerprint settings, each checked
-        as open() checks them, for :meth:`check`.  O(size of the settings)."""
-        meta = self._storage.db(META)
-        problems = []
-        try:
-            if self._plan_from_config(self._parse_config(txn.get(CONFIG_KEY, db=meta)), None, None) != self.plan:
-                problems.append(f"the configuration stored in {self.path} changed since it was opened")
-        except (CorruptDatabaseError, FormatVersionError) as exc:
-            problems.append(exc.message)
-        settings = txn.get(FINGERPRINTER_KEY, db=meta)
-        try:
-            if settings is not None:
-                self._stored_fingerprinter(settings)
-        except (CorruptDatabaseError, FormatVersionError) as exc:
-            problems.append(exc.message)
-        return problems
+        with self._storage.read() as txn:
+            problems = self._config.problems(txn)
+            record_problems, ids, fingerprints = self._records.verify(txn)
+            problems.extend(record_problems)
+            table_problems, entries = self._tables.verify_counted(txn, (ids, fingerprints))
+            problems.extend(table_problems)
+        return CheckReport(documents=len(ids), table_entries=entries, problems=problems)
 
     def copy_to(self, path: str | os.PathLike[str]) -> None:
         """Write a consistent copy of this database (one read snapshot, compacted) to the
@@ -1649,7 +1075,7 @@ class Database:
         """Rewrite the database into a fresh file, every sub-database in key order with full
         pages, and swap it in atomically.  Writers in other processes wait, then continue
         in the new file; readers move over at their next transaction.  O(size)."""
-        names = [META, DOCS, KEYS, *([SKETCHES] if self._sketched else []), *self._table_names]
+        names = [META, DOCS, KEYS, *([SKETCHES] if self._sketched else []), *self._tables.names]
 
         def rewrite(source: lmdb.Transaction[bytes], target: lmdb.Environment) -> None:
             for name in names:
@@ -1680,30 +1106,9 @@ class Database:
         """Ids and fingerprints of every document in insertion order (from the first table),
         and their sketches as an (n, 192) uint8 matrix with a state per row (no sketch,
         featureless, sketch), read in one transaction.  O(n log n)."""
-        table = self.plan.tables[0]
         with self._storage.read() as txn:
-            permuted, ids = self._read_table(txn, self._table_names[0])
-            order = np.argsort(ids, kind="stable")
-            ids = ids[order]
-            fingerprints = table.unpermute_array(permuted[order])
-            rows = np.zeros((len(ids), SKETCH_BYTES), dtype=np.uint8)
-            state = np.full(len(ids), _NO_SKETCH, dtype=np.int8)
-            if self._sketched:
-                raw_ids, values = [], []
-                for raw_id, value in txn.cursor(self._storage.db(SKETCHES)):
-                    if len(raw_id) != 8 or len(value) not in (0, SKETCH_BYTES):
-                        raise self._damaged("sketches", f"hold an entry {describe(raw_id)} of {len(value)} bytes")
-                    raw_ids.append(raw_id)
-                    values.append(value)
-                if raw_ids and len(ids):
-                    sketch_ids = np.frombuffer(b"".join(raw_ids), dtype=">u8").astype(np.uint64)
-                    at = np.minimum(np.searchsorted(ids, sketch_ids), len(ids) - 1)
-                    known = ids[at] == sketch_ids  # a sketch without a document is left out
-                    full = np.fromiter(map(len, values), dtype=np.int64, count=len(values)) == SKETCH_BYTES
-                    state[at[known]] = _FEATURELESS
-                    state[at[known & full]] = _SKETCHED
-                    matrix = np.frombuffer(b"".join(v for v in values if v), dtype=np.uint8).reshape(-1, SKETCH_BYTES)
-                    rows[at[known & full]] = matrix[known[full]]
+            ids, fingerprints = self._tables.scan(txn)
+            rows, state = self._records.sketch_rows(txn, ids)
         return _Snapshot(ids, fingerprints, rows, state)
 
     def _pair_blocks(
@@ -1719,13 +1124,13 @@ class Database:
         state, rows = snapshot.state, snapshot.rows
         for left, right, distance in _iter_pairs_any_k(snapshot.fingerprints, k, workers):
             left_state, right_state = state[left], state[right]
-            featureless = (left_state == _FEATURELESS) | (right_state == _FEATURELESS)
+            featureless = (left_state == FEATURELESS) | (right_state == FEATURELESS)
             if not include_featureless and featureless.any():
                 keep = ~featureless
                 left, right, distance = left[keep], right[keep], distance[keep]
                 left_state, right_state, featureless = left_state[keep], right_state[keep], featureless[keep]
             similarity = fingerprint_similarities(distance, kind)
-            both = (left_state == _SKETCHED) & (right_state == _SKETCHED)
+            both = (left_state == SKETCHED) & (right_state == SKETCHED)
             if both.any():
                 agreeing = sketch_agreements(rows[left[both]], rows[right[both]])
                 similarity[both] = candidate_similarities(distance[both], agreeing, kind)
@@ -1822,7 +1227,7 @@ class Database:
         snapshot = self._snapshot()
         k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
         names = _KeyNames(self, snapshot.ids)
-        featureless = bool((snapshot.state == _FEATURELESS).any())
+        featureless = bool((snapshot.state == FEATURELESS).any())
         plan = _pairs_plan(k, len(snapshot.ids))
         weakest = np.full(len(snapshot.ids), np.inf) if spread else None
         if not spread and threshold is None and plan is not None and (include_featureless or not featureless):
@@ -1872,8 +1277,6 @@ class Database:
         return {round(slot / _SIMILARITY_BUCKETS, 2): count for slot, count in enumerate(counts.tolist())}
 
 
-#: Sketch state of a document in a :class:`_Snapshot`.
-_NO_SKETCH, _FEATURELESS, _SKETCHED = 0, 1, 2
 #: pair_histogram(by="similarity") buckets are 1/20 = 0.05 wide.
 _SIMILARITY_BUCKETS = 20
 
@@ -1889,7 +1292,7 @@ class _Snapshot(NamedTuple):
     @property
     def verifiable(self) -> bool:
         """Whether any pair can be checked by sketches: some document has one."""
-        return bool((self.state == _SKETCHED).any())
+        return bool((self.state == SKETCHED).any())
 
 
 class _Rule(NamedTuple):
@@ -1973,38 +1376,8 @@ def _sketch_matrix(sketches: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return rows, present
 
 
-def _new_plan(k: int | None, blocks: int | None) -> TablePlan:
-    """The plan of a new database: :data:`DEFAULT_K` in :data:`DEFAULT_BLOCKS` blocks when
-    neither is given, else the given k with the given or default block count."""
-    if k is None:
-        return TablePlan.create(DEFAULT_K, DEFAULT_BLOCKS if blocks is None else blocks)
-    return TablePlan.create(k, blocks)
-
-
 def _check_batch_size(batch_size: object) -> None:
     check_int("batch_size", batch_size, minimum=1)
-
-
-#: Sorts after every 16-byte table key: the bound for the last prefix of a table.
-_PAST_END = b"\xff" * 17
-
-
-def _table_keys(table: Table, fingerprints: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """:func:`sorted_table_keys` for ``table``: the ascending ``V16`` entry keys of the
-    documents ``ids`` (ascending) with ``fingerprints``.  A batch of a few documents (one
-    add) is permuted and sorted with int operations, the same order: (permuted, id)."""
-    if len(ids) > FEW_DOCUMENTS:
-        return sorted_table_keys(table.permute_array, fingerprints, ids)
-    keys = sorted(map(table_key, map(table.permute, fingerprints.tolist()), ids.tolist()))
-    return np.frombuffer(b"".join(keys), dtype="V16")
-
-
-def table_keys_as_pairs(permuted: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """(permuted, id) as a structured array, for set operations in :meth:`Database.check`."""
-    pairs = np.empty(len(ids), dtype=[("fp", np.uint64), ("id", np.uint64)])
-    pairs["fp"] = permuted
-    pairs["id"] = ids
-    return pairs
 
 
 class _KeyNames:
@@ -2031,23 +1404,16 @@ class _KeyNames:
         return self._names[positions].tolist()
 
     def _look_up(self, positions: np.ndarray) -> None:
-        storage = self._database._storage
-        with storage.read() as txn:
-            docs = storage.db(DOCS)
-            for position, raw_id in zip(positions.tolist(), self._ids[positions].astype(">u8").view("V8").tolist()):
-                raw = txn.get(raw_id, db=docs)
-                self._names[position] = None if raw is None else codec.unpack_document(raw, raw_id)[0]
+        database = self._database
+        with database._storage.read() as txn:
+            for position, doc_id in zip(positions.tolist(), self._ids[positions].tolist()):
+                self._names[position] = database._records.key_of(txn, doc_id)
         self._known[positions] = True
 
     def _scan_all(self) -> None:
-        storage = self._database._storage
-        ids: list[int] = []
-        keys: list[str] = []
-        with storage.read() as txn:
-            for raw_id, raw in txn.cursor(storage.db(DOCS)):
-                ids.append(decode_id(raw_id))
-                keys.append(codec.unpack_document(raw, raw_id)[0])
-        found = np.array(ids, dtype=np.uint64)
+        database = self._database
+        with database._storage.read() as txn:
+            found, keys = database._records.all_keys(txn)
         at = np.minimum(np.searchsorted(found, self._ids), max(len(found) - 1, 0))
         present = (found[at] == self._ids) if len(found) else np.zeros(len(self._ids), dtype=bool)
         key_array = np.array([*keys, None], dtype=object)
