@@ -28,14 +28,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import lmdb
 import numpy as np
 
-from simdb import codec
 from simdb.allpairs import (
     ComponentLabeler,
     cluster_labels,
     iter_clusters,
-    iter_pair_blocks,
     resolve_workers,
 )
+from simdb.batch import Batch, Removals
 from simdb.btree_tables import BTreeTables
 from simdb.config import (
     CONFIG_KEY,
@@ -51,18 +50,23 @@ from simdb.config import (
 from simdb.errors import DistanceTooLargeError, InvalidInputError, InvalidKeyError
 from simdb.fingerprint import SKETCH_BYTES, sketch_agreements
 from simdb.keys import (
-    FINGERPRINT_LIMIT,
-    MAX_KEY_BYTES,
     check_fingerprint,
     check_key,
     describe,
     encode_id,
     index_key,
     index_key_order,
-    index_keys,
     iterate,
 )
-from simdb.plan import BITS, TablePlan, block_widths
+from simdb.pairsearch import (
+    SIMILARITY_BUCKETS,
+    Snapshot,
+    all_pair_arrays,
+    pair_blocks,
+    pairs_plan,
+    sketch_matrix,
+)
+from simdb.plan import BITS, TablePlan
 from simdb.queries import Match, Queries
 from simdb.records import (
     DOCS,
@@ -70,7 +74,6 @@ from simdb.records import (
     ID_LIMIT,
     KEYS,
     NEXT_ID_KEY,
-    SKETCHED,
     SKETCHES,
     Document,
     Records,
@@ -187,128 +190,6 @@ class CheckReport:
 class CompactResult:
     bytes_before: int
     bytes_after: int
-
-
-@dataclass
-class _Batch:
-    """A validated batch in columns: keys, key-index keys, fingerprints, encoded records."""
-
-    keys: list[str]
-    index_keys: list[bytes]
-    fingerprints: list[int]
-    records: list[bytes]
-    #: Positions in index-key order and the index keys in that order, once computed.
-    key_order: tuple[np.ndarray, np.ndarray] | None = None
-    #: The sketch of each item added from text (b"" for a featureless text); None when the
-    #: batch came as fingerprints.
-    sketches: list[bytes] | None = None
-    #: After :meth:`once_per_key` folded repeats: each key's first (record, sketch) in the
-    #: batch, which one-by-one adding compares with the stored version (None: the values held).
-    first_versions: list[tuple[bytes, bytes | None]] | None = None
-
-    @classmethod
-    def prepare(cls, items: Iterable[Sequence[Any]], first_position: int) -> _Batch:
-        """Validate and encode items; raises on the first bad one, naming its position."""
-        rows = list(items)
-        return cls._prepare_plain(rows) or cls._prepare_each(rows, first_position)
-
-    @classmethod
-    def _prepare_plain(cls, rows: list[Any]) -> _Batch | None:
-        """The common case checked column-wise in C-level passes: tuples of a str key and an
-        int fingerprint.  None at the first doubt; :meth:`_prepare_each` then finds and names
-        the culprit."""
-        if not rows or set(map(type, rows)) != {tuple} or not set(map(len, rows)) <= {2, 3}:
-            return None
-        keys = [row[0] for row in rows]
-        fingerprints = [row[1] for row in rows]
-        if set(map(type, keys)) != {str} or set(map(type, fingerprints)) != {int}:
-            return None
-        # A key longer than the limit in characters is too long in bytes: refuse it before
-        # encoding, so a huge key is never copied.
-        if (
-            min(fingerprints) < 0
-            or max(fingerprints) >= FINGERPRINT_LIMIT
-            or not 0 < min(map(len, keys)) <= max(map(len, keys)) <= MAX_KEY_BYTES
-        ):
-            return None
-        try:
-            encoded = list(map(str.encode, keys))
-        except UnicodeEncodeError:
-            return None
-        if max(map(len, encoded)) > MAX_KEY_BYTES:
-            return None
-        metas = None if set(map(len, rows)) == {2} else [row[2] if len(row) == 3 else None for row in rows]
-        records = codec.pack_documents(keys, fingerprints, metas)
-        return None if records is None else cls(keys, index_keys(encoded), fingerprints, records)
-
-    @classmethod
-    def _prepare_each(cls, rows: list[Any], first_position: int) -> _Batch:
-        """Item by item: lists, numpy integers and other accepted forms, and the precise
-        error for a bad item."""
-        batch = cls([], [], [], [])
-        for position, item in enumerate(rows, first_position):
-            if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
-                raise InvalidInputError(
-                    f"item {position} ({describe(item)}) is not (key, fingerprint) or (key, fingerprint, meta)"
-                )
-            key = item[0]
-            fingerprint = check_fingerprint(item[1])
-            batch.index_keys.append(index_key(check_key(key)))
-            batch.keys.append(key)
-            batch.fingerprints.append(fingerprint)
-            batch.records.append(codec.pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
-        return batch
-
-    def once_per_key(self) -> tuple[_Batch, int, int]:
-        """The batch with each key once, where it first occurs, holding its last occurrence's
-        value (and its first, for counting); and how many repeats were folded in that
-        replaced, and that repeated unchanged, the occurrence before them.  That is what
-        adding the items one by one would leave and count, whatever the batch size.
-        O(n log n) in numpy."""
-        order, ordered = index_key_order(self.index_keys)  # equal keys adjacent, in batch order
-        repeats = (ordered[:-1] == ordered[1:]).all(axis=1)  # sorted item i + 1 repeats item i
-        if not repeats.any():
-            self.key_order = (order, ordered)
-            return self, 0, 0
-        positions = order.tolist()
-        unchanged = sum(
-            self._version(positions[i]) == self._version(positions[i + 1]) for i in np.flatnonzero(repeats).tolist()
-        )
-        starts = np.flatnonzero(np.concatenate([[True], ~repeats]))
-        ends = np.append(starts[1:], len(order)) - 1
-        last_of = dict(zip(order[starts].tolist(), order[ends].tolist()))
-        firsts = sorted(last_of)
-        folded = _Batch(
-            [self.keys[i] for i in firsts],
-            [self.index_keys[i] for i in firsts],
-            [self.fingerprints[last_of[i]] for i in firsts],
-            [self.records[last_of[i]] for i in firsts],
-            sketches=None if self.sketches is None else [self.sketches[last_of[i]] for i in firsts],
-            first_versions=[self._version(i) for i in firsts],
-        )
-        folds = len(self.keys) - len(firsts)
-        return folded, folds - unchanged, unchanged
-
-    def _version(self, position: int) -> tuple[bytes, bytes | None]:
-        """What is stored for the item at ``position``: its record and its sketch."""
-        return self.records[position], None if self.sketches is None else self.sketches[position]
-
-    def single(self, position: int) -> _Batch:
-        return self.take([position])
-
-    def take(self, positions: Sequence[int]) -> _Batch:
-        """The batch of the items at ``positions``, in that order.  O(len(positions))."""
-        return _Batch(
-            [self.keys[i] for i in positions],
-            [self.index_keys[i] for i in positions],
-            [self.fingerprints[i] for i in positions],
-            [self.records[i] for i in positions],
-            sketches=None if self.sketches is None else [self.sketches[i] for i in positions],
-        )
-
-
-#: A batch of removals: ``(key, index key)`` pairs, as :meth:`Database._delete` takes them.
-_Removals = list[tuple[str, bytes]]
 
 
 def open(  # noqa: A001 - the public name is simdb.open, as in the spec
@@ -551,12 +432,12 @@ class Database:
         return self._add_batches(self._batches(iterate(items, "items"), batch_size, None), if_new, threshold, on_batch)
 
     @staticmethod
-    def _batches(iterator: Iterator[Any], batch_size: int, sketches: list[bytes] | None) -> Iterator[_Batch]:
+    def _batches(iterator: Iterator[Any], batch_size: int, sketches: list[bytes] | None) -> Iterator[Batch]:
         """Validated batches of ``batch_size`` items; ``sketches`` (for a single batch from
         text) is attached to the batch."""
         position = 0
         while True:
-            batch = _Batch.prepare(islice(iterator, batch_size), position)
+            batch = Batch.prepare(islice(iterator, batch_size), position)
             if not batch.keys:
                 return
             position += len(batch.keys)
@@ -565,7 +446,7 @@ class Database:
 
     def _add_batches(
         self,
-        batches: Iterator[_Batch],
+        batches: Iterator[Batch],
         if_new: bool,
         threshold: float | None,
         on_batch: Callable[[AddResult], None] | None,
@@ -599,7 +480,7 @@ class Database:
             check_threshold(threshold)
         return self._add_batches(self._text_batches(items, workers, batch_size), if_new, threshold, on_batch)
 
-    def _text_batches(self, items: Iterable[Sequence[Any]], workers: int | None, batch_size: int) -> Iterator[_Batch]:
+    def _text_batches(self, items: Iterable[Sequence[Any]], workers: int | None, batch_size: int) -> Iterator[Batch]:
         """Validated batches of ``batch_size`` ``(key, text[, meta])`` items, fingerprinted
         with their sketches (in a pool of ``workers`` processes when > 1).  The fingerprint
         settings and ``workers`` are settled now, the texts are read as batches are asked for."""
@@ -623,7 +504,7 @@ class Database:
 
         pairs = fingerprinter.iter_fingerprints_and_sketches(texts(), workers)
 
-        def batches() -> Iterator[_Batch]:
+        def batches() -> Iterator[Batch]:
             position = 0
             while True:
                 rows: list[tuple[Any, int, Any]] = []
@@ -634,18 +515,18 @@ class Database:
                     sketches.append(sketch)
                 if not rows:
                     return
-                batch = _Batch.prepare(rows, position)
+                batch = Batch.prepare(rows, position)
                 batch.sketches = sketches
                 position += len(rows)
                 yield batch
 
         return batches()
 
-    def _commit(self, batch: _Batch, if_new: bool, threshold: float | None) -> AddResult:
+    def _commit(self, batch: Batch, if_new: bool, threshold: float | None) -> AddResult:
         return self._commit_steps([batch], if_new, threshold)[0]
 
     def _commit_steps(
-        self, steps: Sequence[_Batch | _Removals], if_new: bool, threshold: float | None
+        self, steps: Sequence[Batch | Removals], if_new: bool, threshold: float | None
     ) -> tuple[AddResult, int]:
         """Apply batches of adds and of removals (``(key, index key)`` lists), in order, in one
         write transaction: all of them are stored or none.  Each step sees the ones before it,
@@ -658,10 +539,10 @@ class Database:
             + len(step.keys) * (len(self.plan.tables) + 2) * 64
             + (len(step.keys) * 2 * SKETCH_BYTES if step.sketches is not None else 0)
             for step in steps
-            if isinstance(step, _Batch)
+            if isinstance(step, Batch)
         )
         # Folded before the transaction: write() may run the work again, which must not redo it.
-        work = [step.once_per_key() if isinstance(step, _Batch) and not if_new else step for step in steps]
+        work = [step.once_per_key() if isinstance(step, Batch) and not if_new else step for step in steps]
 
         def apply(txn: lmdb.Transaction[bytes]) -> tuple[AddResult, int]:
             result, removed = AddResult(), 0
@@ -672,7 +553,7 @@ class Database:
                     stored.replaced += repeats  # a repeated key replaced its earlier value in this batch
                     stored.unchanged += unchanged_repeats  # or repeated it as it was
                     result.merge(stored)
-                elif isinstance(step, _Batch):
+                elif isinstance(step, Batch):
                     result.merge(self._store_if_new(txn, step, threshold))
                 else:
                     removed += self._delete(txn, step)
@@ -685,7 +566,7 @@ class Database:
         """Whether this database stores sketches (format 2 and later)."""
         return self._format >= 2
 
-    def _store(self, txn: lmdb.Transaction[bytes], batch: _Batch) -> AddResult:
+    def _store(self, txn: lmdb.Transaction[bytes], batch: Batch) -> AddResult:
         """Write a batch with unique keys: new keys get fresh ids, existing keys keep theirs
         and lose their old table entries (and their old sketch).  An existing key whose
         stored record (key, fingerprint, meta) and sketch are byte-for-byte the new ones is
@@ -745,7 +626,7 @@ class Database:
         return result
 
     def _put_new_documents(
-        self, txn: lmdb.Transaction[bytes], batch: _Batch, new_positions: list[int], next_id: int
+        self, txn: lmdb.Transaction[bytes], batch: Batch, new_positions: list[int], next_id: int
     ) -> None:
         """Records, sketches and key index entries for the new documents, ids from
         ``next_id`` on."""
@@ -762,7 +643,7 @@ class Database:
             key_order = index_key_order([batch.index_keys[i] for i in new_positions])
         self._records.put_new(txn, next_id, records, sketches, key_order)
 
-    def _store_if_new(self, txn: lmdb.Transaction[bytes], batch: _Batch, threshold: float | None) -> AddResult:
+    def _store_if_new(self, txn: lmdb.Transaction[bytes], batch: Batch, threshold: float | None) -> AddResult:
         """Store each item unless it duplicates a stored document or a kept item earlier in
         this batch, then write the kept ones with one :meth:`_store`.  The stored documents
         are probed once for the whole batch (:meth:`Queries.find_many`), the batch's own pairs come
@@ -840,20 +721,20 @@ class Database:
         radius = candidate_distance(threshold, kind_of(self._fingerprinter), verified=verified)
         return _Rule(min(self.plan.k, radius), threshold)
 
-    def _batch_duplicates(self, batch: _Batch, rule: _Rule, kind: str) -> dict[int, list[tuple[int, int, float]]]:
+    def _batch_duplicates(self, batch: Batch, rule: _Rule, kind: str) -> dict[int, list[tuple[int, int, float]]]:
         """For each item, the earlier items of the same batch (other keys) it duplicates under
         ``rule``: position -> [(earlier position, distance, similarity)].  An in-memory
         all-pairs search over the batch's fingerprints.  O(b log b + pairs)."""
         if len(batch.keys) < 2:
             return {}
-        left, right, distances = _all_pair_arrays(np.array(batch.fingerprints, dtype=np.uint64), rule.radius)
+        left, right, distances = all_pair_arrays(np.array(batch.fingerprints, dtype=np.uint64), rule.radius)
         same_key = np.array([batch.keys[a] == batch.keys[b] for a, b in zip(left.tolist(), right.tolist())], dtype=bool)
         keep = ~same_key if len(same_key) else np.zeros(0, dtype=bool)
         left, right, distances = left[keep], right[keep], distances[keep]
         if batch.sketches is None:
             similarities = fingerprint_similarities(distances, kind)
         else:  # every item has a sketch; a featureless one (b"") is similar to nothing
-            rows, present = _sketch_matrix(batch.sketches)
+            rows, present = sketch_matrix(batch.sketches)
             similarities = candidate_similarities(distances, sketch_agreements(rows[left], rows[right]), kind)
             similarities[~(present[left] & present[right])] = 0.0
         duplicates: dict[int, list[tuple[int, int, float]]] = {}
@@ -1102,45 +983,14 @@ class Database:
         assert threshold is not None
         return candidate_distance(threshold, kind_of(self._fingerprinter), verified=verified), threshold
 
-    def _snapshot(self) -> _Snapshot:
+    def _snapshot(self) -> Snapshot:
         """Ids and fingerprints of every document in insertion order (from the first table),
         and their sketches as an (n, 192) uint8 matrix with a state per row (no sketch,
         featureless, sketch), read in one transaction.  O(n log n)."""
         with self._storage.read() as txn:
             ids, fingerprints = self._tables.scan(txn)
             rows, state = self._records.sketch_rows(txn, ids)
-        return _Snapshot(ids, fingerprints, rows, state)
-
-    def _pair_blocks(
-        self, snapshot: _Snapshot, k: int, threshold: float | None, include_featureless: bool, workers: int | None
-    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-        """Blocks ``(left, right, distance, similarity)`` of every pair of positions within
-        ``k`` bits (any k, 0..64), with similarity >= ``threshold`` when one is given; pairs
-        with a featureless document are left out unless ``include_featureless`` (two
-        featureless documents then have similarity 1, one has 0).  Similarities are
-        vectorised over each block.  Cost: the in-memory all-pairs search at radius k plus
-        O(192) per candidate."""
-        kind = kind_of(self._fingerprinter)
-        state, rows = snapshot.state, snapshot.rows
-        for left, right, distance in _iter_pairs_any_k(snapshot.fingerprints, k, workers):
-            left_state, right_state = state[left], state[right]
-            featureless = (left_state == FEATURELESS) | (right_state == FEATURELESS)
-            if not include_featureless and featureless.any():
-                keep = ~featureless
-                left, right, distance = left[keep], right[keep], distance[keep]
-                left_state, right_state, featureless = left_state[keep], right_state[keep], featureless[keep]
-            similarity = fingerprint_similarities(distance, kind)
-            both = (left_state == SKETCHED) & (right_state == SKETCHED)
-            if both.any():
-                agreeing = sketch_agreements(rows[left[both]], rows[right[both]])
-                similarity[both] = candidate_similarities(distance[both], agreeing, kind)
-            if featureless.any():
-                similarity[featureless] = np.where(left_state[featureless] == right_state[featureless], 1.0, 0.0)
-            if threshold is not None:
-                keep = similarity >= threshold
-                left, right, distance, similarity = left[keep], right[keep], distance[keep], similarity[keep]
-            if len(left):
-                yield left, right, distance, similarity
+        return Snapshot(ids, fingerprints, rows, state)
 
     def pairs(
         self,
@@ -1168,8 +1018,9 @@ class Database:
         snapshot = self._snapshot()
         k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
         names = _KeyNames(self, snapshot.ids)
-        for left, right, distances, similarities in self._pair_blocks(
-            snapshot, k, threshold, include_featureless, workers
+        kind = kind_of(self._fingerprinter)
+        for left, right, distances, similarities in pair_blocks(
+            snapshot, k, threshold, include_featureless, workers, kind
         ):
             # Positions follow insertion order and left < right, so key_a was added first.
             rows = zip(names.fetch(left), names.fetch(right), distances.tolist(), similarities.tolist())
@@ -1228,13 +1079,15 @@ class Database:
         k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
         names = _KeyNames(self, snapshot.ids)
         featureless = bool((snapshot.state == FEATURELESS).any())
-        plan = _pairs_plan(k, len(snapshot.ids))
+        plan = pairs_plan(k, len(snapshot.ids))
         weakest = np.full(len(snapshot.ids), np.inf) if spread else None
         if not spread and threshold is None and plan is not None and (include_featureless or not featureless):
             labels = cluster_labels(snapshot.fingerprints, plan, k, workers=workers)
         else:
             labeler = ComponentLabeler(len(snapshot.ids))
-            for left, right, _, similarity in self._pair_blocks(snapshot, k, threshold, include_featureless, workers):
+            for left, right, _, similarity in pair_blocks(
+                snapshot, k, threshold, include_featureless, workers, kind_of(self._fingerprinter)
+            ):
                 labeler.add(left, right)
                 if weakest is not None:
                     np.minimum.at(weakest, left, similarity)
@@ -1264,35 +1117,19 @@ class Database:
         resolve_workers(workers)
         snapshot = self._snapshot()
         k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
-        buckets = k + 1 if by == "distance" else _SIMILARITY_BUCKETS + 1
+        buckets = k + 1 if by == "distance" else SIMILARITY_BUCKETS + 1
         counts = np.zeros(buckets, dtype=np.int64)
-        for _, _, distances, similarities in self._pair_blocks(snapshot, k, threshold, include_featureless, workers):
+        for _, _, distances, similarities in pair_blocks(
+            snapshot, k, threshold, include_featureless, workers, kind_of(self._fingerprinter)
+        ):
             if by == "distance":
                 slots = distances.astype(np.int64)
             else:  # the epsilon keeps 0.95 in its own bucket despite float rounding
-                slots = np.floor(similarities * _SIMILARITY_BUCKETS + 1e-9).astype(np.int64)
+                slots = np.floor(similarities * SIMILARITY_BUCKETS + 1e-9).astype(np.int64)
             counts += np.bincount(slots, minlength=buckets)
         if by == "distance":
             return dict(enumerate(counts.tolist()))
-        return {round(slot / _SIMILARITY_BUCKETS, 2): count for slot, count in enumerate(counts.tolist())}
-
-
-#: pair_histogram(by="similarity") buckets are 1/20 = 0.05 wide.
-_SIMILARITY_BUCKETS = 20
-
-
-class _Snapshot(NamedTuple):
-    """Every document's id, fingerprint, sketch row and sketch state, by insertion order."""
-
-    ids: np.ndarray
-    fingerprints: np.ndarray
-    rows: np.ndarray
-    state: np.ndarray
-
-    @property
-    def verifiable(self) -> bool:
-        """Whether any pair can be checked by sketches: some document has one."""
-        return bool((self.state == SKETCHED).any())
+        return {round(slot / SIMILARITY_BUCKETS, 2): count for slot, count in enumerate(counts.tolist())}
 
 
 class _Rule(NamedTuple):
@@ -1304,76 +1141,6 @@ class _Rule(NamedTuple):
 
     def keeps(self, distance: int, similarity: float) -> bool:
         return distance <= self.radius if self.threshold is None else similarity >= self.threshold
-
-
-#: Measured costs (ns, one core) of the in-memory pair search, for choosing its plan: one row
-#: through one table's passes, one candidate pair of a table, one pair compared directly.
-_ROW_NS, _CANDIDATE_NS, _BRUTE_PAIR_NS = 17.0, 11.0, 9.0
-#: Plans with more tables are left out: per-table overheads grow beyond the model there.
-_PAIR_PLAN_TABLES = 1000
-#: Fingerprint comparisons per block of the every-pair search.
-_BRUTE_BLOCK = 1 << 22
-
-
-def _pairs_plan(k: int, n: int) -> TablePlan | None:
-    """The cheapest block plan for finding every pair within ``k`` bits among ``n``
-    fingerprints in memory, by a cost model measured on this code (a table costs a pass over
-    the rows plus the pairs sharing its shortest prefix), or None when comparing every pair
-    directly is cheaper (large k, or few fingerprints).  O(64)."""
-    best: tuple[float, TablePlan | None] = (n * (n - 1) / 2 * _BRUTE_PAIR_NS, None)
-    if k >= BITS:
-        return None
-    for blocks in range(k + 1, BITS + 1):
-        tables = math.comb(blocks, k)
-        if tables > _PAIR_PLAN_TABLES:
-            continue
-        leading = sum(block_widths(BITS, blocks)[-(blocks - k) :])  # the shortest prefix
-        cost = tables * (n * _ROW_NS + n * (n - 1) / 2 / 2.0**leading * _CANDIDATE_NS)
-        if cost < best[0]:
-            best = (cost, TablePlan.create(k, blocks))
-    return best[1]
-
-
-def _iter_pairs_any_k(
-    fingerprints: np.ndarray, k: int, workers: int | None = None
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Blocks ``(left, right, distance)`` of every pair of positions (left < right) within
-    ``k`` bits, for any k in 0..64: the permutation-table search
-    (:func:`simdb.allpairs.iter_pair_blocks`) of the plan :func:`_pairs_plan` picks for this k
-    and n, on ``workers`` threads (default every core), else every pair compared in blocks of
-    :data:`_BRUTE_BLOCK` (O(n^2 / 2), numpy)."""
-    n = len(fingerprints)
-    if n < 2:
-        return
-    plan = _pairs_plan(k, n)
-    if plan is not None:
-        yield from iter_pair_blocks(fingerprints, plan, k, workers=workers)
-        return
-    rows_per_block = max(1, _BRUTE_BLOCK // n)
-    for start in range(0, n - 1, rows_per_block):
-        stop = min(n - 1, start + rows_per_block)
-        distances = np.bitwise_count(fingerprints[start:stop, None] ^ fingerprints[None, :])
-        later = np.arange(n)[None, :] > np.arange(start, stop)[:, None]
-        left, right = np.nonzero(later & (distances <= k))
-        yield left.astype(np.int64) + start, right.astype(np.int64), distances[left, right].astype(np.uint8)
-
-
-def _all_pair_arrays(fingerprints: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_iter_pairs_any_k` gathered into three arrays."""
-    blocks = list(_iter_pairs_any_k(fingerprints, k))
-    if not blocks:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8)
-    return tuple(np.concatenate(parts) for parts in zip(*blocks))  # type: ignore[return-value]
-
-
-def _sketch_matrix(sketches: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """Sketches (b"" for featureless) as an (n, 192) uint8 matrix and the mask of the
-    non-empty ones.  O(n)."""
-    present = np.fromiter(map(len, sketches), dtype=np.int64, count=len(sketches)) > 0
-    rows = np.zeros((len(sketches), SKETCH_BYTES), dtype=np.uint8)
-    if present.any():
-        rows[present] = np.frombuffer(b"".join(s for s in sketches if s), dtype=np.uint8).reshape(-1, SKETCH_BYTES)
-    return rows, present
 
 
 def _check_batch_size(batch_size: object) -> None:
