@@ -193,16 +193,18 @@ def test_if_new_with_a_threshold_checks_the_batch_and_the_stored_documents(db_pa
 
 
 def test_if_new_probes_once_and_writes_once_per_batch(db_path, monkeypatch) -> None:
-    """The cause of `add --if-new` being 50x slower: one _store (a thread pool and an id
+    """The cause of `add --if-new` being 50x slower: one store (a thread pool and an id
     read) per document.  Now one per batch."""
+    from simdb.writes import Writes
+
     calls = []
-    original = simdb.Database._store
+    original = Writes.store
 
     def counting(self, txn, batch):  # type: ignore[no-untyped-def]
         calls.append(len(batch.keys))
         return original(self, txn, batch)
 
-    monkeypatch.setattr(simdb.Database, "_store", counting)
+    monkeypatch.setattr(Writes, "store", counting)
     rng = random.Random(1)
     with simdb.open(db_path) as db:
         db.add_many([(f"k{i}", rng.getrandbits(64)) for i in range(500)], if_new=True, batch_size=250)
