@@ -147,13 +147,21 @@ class Queries:
         workers: int | None = None,
     ) -> list[list[Match]]:
         """:meth:`query` for many queries (uint64 array; ``sketches`` one per query, or
-        None), one result list per query, in order.  The queries are cut into contiguous
-        chunks, one per worker thread (``workers``, default every core; each at least
-        :data:`MIN_QUERIES_PER_WORKER` queries), each chunk found in its own read
-        transaction (:meth:`find_many`): the same results as one thread, though with a
-        writer beside, chunks may see different commits."""
+        None), one result list per query, in order.  A batch that merges whole tables
+        (:meth:`find_many`) is one pass on this thread; otherwise the queries are cut into
+        contiguous chunks, one per worker thread (``workers``, default every core; each at
+        least :data:`MIN_QUERIES_PER_WORKER` queries), each chunk found in its own read
+        transaction: the same results as one thread, though with a writer beside, chunks
+        may see different commits."""
         workers = min(resolve_workers(workers), max(1, len(queries) // MIN_QUERIES_PER_WORKER))
-        if workers == 1 or len(queries) < 2:
+        if workers > 1:
+            with self.read() as txn:
+                stored = self.records.count(txn)
+            if len(queries) * MERGE_COST_RATIO >= stored:
+                # Whole tables merged: each chunk would read every table again, and the merge
+                # is numpy work already (measured 0.7x on two threads), so one pass it is.
+                workers = 1
+        if workers == 1:
             return self._chunk(queries, k, limit, sketches, threshold, kind, 0, len(queries))
         size = math.ceil(len(queries) / workers)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="simdb-query") as pool:

@@ -113,11 +113,21 @@ def test_candidate_engines_equal_brute_force(layer: str, plan_k: int, seed: int,
 
 @pytest.mark.parametrize("layer", LAYERS)
 @pytest.mark.parametrize("workers", [1, 3])
-def test_matches_are_the_brute_force_ones_nearest_first(layer: str, workers: int, monkeypatch) -> None:
+@pytest.mark.parametrize("ratio", [0, 10**9], ids=["seek-per-query", "merge-whole-tables"])
+def test_matches_are_the_brute_force_ones_nearest_first(layer: str, workers: int, ratio: int, monkeypatch) -> None:
     """query and query_many return the stored documents within k bits, nearest first and
-    ties in id order, with their keys and fingerprints; query_many cuts into chunks on
-    several threads and keeps the query order."""
+    ties in id order, with their keys and fingerprints; query_many cuts a seek-per-query
+    batch into chunks on several threads and keeps the query order."""
     monkeypatch.setattr(simdb.queries, "MIN_QUERIES_PER_WORKER", 7)
+    monkeypatch.setattr(simdb.queries, "MERGE_COST_RATIO", ratio)
+    chunks: list[tuple[int, int]] = []
+    original = Queries._chunk
+
+    def spy(self: Queries, *args: object) -> object:
+        chunks.append(args[-2:])  # type: ignore[arg-type]
+        return original(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Queries, "_chunk", spy)
     rng = random.Random(5)
     plan = TablePlan.create(3)
     bases = [rng.getrandbits(64) for _ in range(20)]
@@ -134,6 +144,9 @@ def test_matches_are_the_brute_force_ones_nearest_first(layer: str, workers: int
                 np.array(queries, dtype=np.uint64), k, None, None, None, "minhash", workers
             )
             assert many == single
+            # A merge reads whole tables, so it is one pass; seeks are cut into chunks.
+            assert len(chunks) == (3 if workers == 3 and not ratio else 1)
+            chunks.clear()
             for found, want in zip(single, expected):
                 assert [(m.key, m.distance) for m in found] == [(f"doc-{i}", d) for i, d in want]
                 assert [m.fingerprint for m in found] == [fingerprints[i] for i, _ in want]
