@@ -126,8 +126,8 @@ def crossover(n: int, directory: str) -> None:
         for fraction in (0.001, 0.01, 0.03, 0.1, 0.2, 0.5):
             queries = np.array(near_duplicates(stored, max(1, int(n * fraction)), rng), dtype=np.uint64)
             with db._storage.read() as txn:
-                seek, _ = timed(lambda: db._probe_many(txn, queries, K))
-                merge, _ = timed(lambda: db._merge_many(txn, queries, K))
+                seek, _ = timed(lambda: db._tables.probe_many(txn, queries, K))
+                merge, _ = timed(lambda: db._tables.merge_many(txn, queries, K))
             print(f"| {fraction:g} | {len(queries):,} | {len(queries) / seek:,.0f} | {len(queries) / merge:,.0f} |")
 
 

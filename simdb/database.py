@@ -1,22 +1,16 @@
-"""The database API: :func:`open` and :class:`Database`.
+"""The database API: :func:`open` and :class:`Database`, a thin facade over the layers.
 
-Sub-databases of the one LMDB environment:
+- :mod:`simdb.config`: the settings (format version, k, blocks and plan, fingerprint
+  settings) in the ``meta`` sub-database, merged once at open;
+- :mod:`simdb.records`: the documents (``docs``), their sketches (``sketches``), the key
+  index (``keys``) and the next document id;
+- :mod:`simdb.btree_tables`: the permutation tables, one B-tree ``table.NN`` each;
+- :mod:`simdb.queries`: the query engines over the tables and the records.
 
-- ``meta``: the configuration (format version, bits, k, block plan), the fingerprint
-  settings, and the next document id;
-- ``docs``: document id (8 bytes big-endian) -> msgpack ``[key, fingerprint, meta]``;
-- ``sketches`` (format 2): document id -> the 192-byte verification sketch of a document added
-  from text (b"" when the text had no features); documents added as fingerprints have none;
-- ``keys``: the key index, the 16-byte digest of the UTF-8 key (see :mod:`simdb.keys`) ->
-  document id;
-- ``table.NN``: one per permutation table; key = permuted fingerprint and document id, 16
-  bytes big-endian, value empty.  Putting the id in the key (instead of LMDB duplicate
-  values) keeps every entry a plain, unique, fixed-size key: identical fingerprints under
-  different keys stay separate entries, deletion names one exact key, and a prefix scan is one
-  contiguous key range.
-
-Every change to a document touches ``docs``, ``keys`` and all tables in one write
-transaction, so no reader ever sees a document without its table entries, or the reverse.
+The facade checks arguments, holds the transactions (:class:`simdb.storage.Storage`),
+batches writes and wires the layers.  Every change to a document touches ``docs``, ``keys``
+and all tables in one write transaction, so no reader ever sees a document without its table
+entries, or the reverse.
 """
 
 from __future__ import annotations
@@ -26,8 +20,7 @@ import os
 import pathlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -35,111 +28,97 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import lmdb
 import numpy as np
 
-from simdb import codec
 from simdb.allpairs import (
     ComponentLabeler,
     cluster_labels,
     iter_clusters,
-    iter_pair_blocks,
     resolve_workers,
 )
-from simdb.errors import (
-    PYTHON_HINTS,
-    ConfigMismatchError,
-    CorruptDatabaseError,
-    DatabaseMissingError,
-    DistanceTooLargeError,
-    FormatVersionError,
-    InvalidInputError,
-    InvalidKeyError,
-    NoFingerprinterError,
-    NotADatabaseError,
-    Remedy,
+from simdb.batch import Batch, Removals
+from simdb.btree_tables import BTreeTables
+from simdb.config import (
+    CONFIG_KEY,
+    DEFAULT_BLOCKS,
+    DEFAULT_K,
+    FINGERPRINTER_KEY,
+    FORMAT_VERSION,
+    META,
+    READABLE_FORMATS,
+    Config,
+    new_plan,
 )
-from simdb.fingerprint import SKETCH_BYTES, sketch_agreements
+from simdb.errors import DistanceTooLargeError, InvalidInputError, InvalidKeyError
+from simdb.fingerprint import SKETCH_BYTES
 from simdb.keys import (
-    FINGERPRINT_LIMIT,
-    MAX_KEY_BYTES,
-    TABLE_KEY_BYTES,
     check_fingerprint,
     check_key,
-    decode_id,
-    decode_table_keys,
     describe,
-    encode_id,
-    encode_id_range,
     index_key,
-    index_key_order,
-    index_keys,
     iterate,
-    sorted_table_keys,
-    table_entry_pairs,
-    table_key,
 )
-from simdb.plan import BITS, Table, TablePlan, block_widths
+from simdb.pairsearch import (
+    SIMILARITY_BUCKETS,
+    Snapshot,
+    pair_blocks,
+    pairs_plan,
+)
+from simdb.plan import BITS, TablePlan
+from simdb.queries import Match, Queries
+from simdb.records import (
+    DOCS,
+    FEATURELESS,
+    ID_LIMIT,
+    KEYS,
+    NEXT_ID_KEY,
+    SKETCHES,
+    Document,
+    Records,
+)
 from simdb.storage import MAX_MAP_SIZE, Storage
 from simdb.threshold import (
     DEFAULT_THRESHOLD,
     candidate_distance,
-    candidate_similarities,
     check_threshold,
-    fingerprint_similarities,
     kind_of,
 )
 from simdb.validation import check_distance, check_int
+from simdb.writes import AddResult, Skip, Writes
 
 if TYPE_CHECKING:
     from simdb.fingerprint import Fingerprinter
     from simdb.writer import BatchWriter
 
-#: Format 2 adds the ``sketches`` sub-database; format 1 databases (no sketches) are still
-#: read and written as format 1, with similarities estimated from the fingerprints.
-FORMAT_VERSION = 2
-READABLE_FORMATS = (1, 2)
-#: The default index: k=5 in 6 blocks (6 tables).  A query at the default threshold then
-#: finds 98-99.8% of what pairs() finds at it, at about 380 bytes per document after
-#: compact(); k=3 finds 90-96%, k=4 96-98.5% (bench/threshold_recall.py, bench/RESULTS.md).
-DEFAULT_K = 5
-DEFAULT_BLOCKS = 6
+#: Re-exported: the settings and sub-database names, where callers have found them so far.
+__all__ = [
+    "CONFIG_KEY",
+    "DEFAULT_BLOCKS",
+    "DEFAULT_K",
+    "DOCS",
+    "FINGERPRINTER_KEY",
+    "FORMAT_VERSION",
+    "ID_LIMIT",
+    "KEYS",
+    "META",
+    "NEXT_ID_KEY",
+    "READABLE_FORMATS",
+    "SKETCHES",
+    "AddResult",
+    "CheckReport",
+    "Cluster",
+    "CompactResult",
+    "Database",
+    "Document",
+    "Match",
+    "Pair",
+    "Skip",
+    "open",
+]
+
 DEFAULT_BATCH_SIZE = 100_000
 #: Database.writer's defaults (see simdb/writer.py): flushes as large as add_texts' batches,
 #: as a commit into a large database rewrites about every leaf page its random keys touch.
 DEFAULT_MAX_BATCH = 10_000
 DEFAULT_MAX_DELAY = 1.0
-#: query_many reads whole tables instead of seeking once per query when the batch has at
-#: least 1/MERGE_COST_RATIO as many queries as there are documents (measured crossover, see
-#: bench/bench_core.py --crossover).
-MERGE_COST_RATIO = 5
-#: _store sorts the tables' keys on a helper thread, beside the LMDB writes, from this many
-#: documents on; below it the thread costs more than it saves (bench/bench_writer.py).
-SORT_ON_THREAD_FROM = 2_000
-#: Up to this many documents a table's keys are made with int operations: numpy's fixed cost
-#: (about 25 us a table) is more than the work for a handful of documents.
-FEW_DOCUMENTS = 16
-
-META = b"meta"
-DOCS = b"docs"
-KEYS = b"keys"
-SKETCHES = b"sketches"
-CONFIG_KEY = b"config"
-FINGERPRINTER_KEY = b"fingerprinter"
-NEXT_ID_KEY = b"next_id"
-#: Document ids are 8 bytes big-endian; the stored next id stays below 2**63, beyond any real
-#: count of documents, so a valid one leaves room for any batch and anything higher is damage.
-ID_LIMIT = 1 << 63
-_RESTORE = "restore it from a backup or an export"
-_RUN_CHECK = PYTHON_HINTS[Remedy.RUN_CHECK]
-
-
-class Match(NamedTuple):
-    """One query result: ``similarity`` is the sketch estimate when both sides have sketches,
-    else the fingerprint's estimate from ``distance``."""
-
-    key: str
-    fingerprint: int
-    distance: int
-    meta: Any
-    similarity: float
 
 
 class Pair(NamedTuple):
@@ -159,45 +138,6 @@ class Cluster(NamedTuple):
     min_similarity: float | None
 
 
-class Document(NamedTuple):
-    """One stored document."""
-
-    key: str
-    fingerprint: int
-    meta: Any
-
-
-class Skip(NamedTuple):
-    """A document that ``if_new=True`` left out, and the stored key it duplicates."""
-
-    key: str
-    duplicate_of: str
-    distance: int
-    similarity: float
-
-
-@dataclass
-class AddResult:
-    """What an add did: counts of new and replaced keys, the skipped near-duplicates, and how
-    many of the stored documents came from texts with no features (``featureless``).
-    ``unchanged`` counts documents whose key was already stored with the same fingerprint,
-    meta and sketch: nothing stored would change, so they were not rewritten (nor counted
-    as replaced)."""
-
-    added: int = 0
-    replaced: int = 0
-    skipped: list[Skip] = field(default_factory=list)
-    featureless: int = 0
-    unchanged: int = 0
-
-    def merge(self, other: AddResult) -> None:
-        self.added += other.added
-        self.replaced += other.replaced
-        self.skipped.extend(other.skipped)
-        self.featureless += other.featureless
-        self.unchanged += other.unchanged
-
-
 @dataclass
 class CheckReport:
     """The result of :meth:`Database.check`; true when the database is consistent."""
@@ -214,128 +154,6 @@ class CheckReport:
 class CompactResult:
     bytes_before: int
     bytes_after: int
-
-
-@dataclass
-class _Batch:
-    """A validated batch in columns: keys, key-index keys, fingerprints, encoded records."""
-
-    keys: list[str]
-    index_keys: list[bytes]
-    fingerprints: list[int]
-    records: list[bytes]
-    #: Positions in index-key order and the index keys in that order, once computed.
-    key_order: tuple[np.ndarray, np.ndarray] | None = None
-    #: The sketch of each item added from text (b"" for a featureless text); None when the
-    #: batch came as fingerprints.
-    sketches: list[bytes] | None = None
-    #: After :meth:`once_per_key` folded repeats: each key's first (record, sketch) in the
-    #: batch, which one-by-one adding compares with the stored version (None: the values held).
-    first_versions: list[tuple[bytes, bytes | None]] | None = None
-
-    @classmethod
-    def prepare(cls, items: Iterable[Sequence[Any]], first_position: int) -> _Batch:
-        """Validate and encode items; raises on the first bad one, naming its position."""
-        rows = list(items)
-        return cls._prepare_plain(rows) or cls._prepare_each(rows, first_position)
-
-    @classmethod
-    def _prepare_plain(cls, rows: list[Any]) -> _Batch | None:
-        """The common case checked column-wise in C-level passes: tuples of a str key and an
-        int fingerprint.  None at the first doubt; :meth:`_prepare_each` then finds and names
-        the culprit."""
-        if not rows or set(map(type, rows)) != {tuple} or not set(map(len, rows)) <= {2, 3}:
-            return None
-        keys = [row[0] for row in rows]
-        fingerprints = [row[1] for row in rows]
-        if set(map(type, keys)) != {str} or set(map(type, fingerprints)) != {int}:
-            return None
-        # A key longer than the limit in characters is too long in bytes: refuse it before
-        # encoding, so a huge key is never copied.
-        if (
-            min(fingerprints) < 0
-            or max(fingerprints) >= FINGERPRINT_LIMIT
-            or not 0 < min(map(len, keys)) <= max(map(len, keys)) <= MAX_KEY_BYTES
-        ):
-            return None
-        try:
-            encoded = list(map(str.encode, keys))
-        except UnicodeEncodeError:
-            return None
-        if max(map(len, encoded)) > MAX_KEY_BYTES:
-            return None
-        metas = None if set(map(len, rows)) == {2} else [row[2] if len(row) == 3 else None for row in rows]
-        records = codec.pack_documents(keys, fingerprints, metas)
-        return None if records is None else cls(keys, index_keys(encoded), fingerprints, records)
-
-    @classmethod
-    def _prepare_each(cls, rows: list[Any], first_position: int) -> _Batch:
-        """Item by item: lists, numpy integers and other accepted forms, and the precise
-        error for a bad item."""
-        batch = cls([], [], [], [])
-        for position, item in enumerate(rows, first_position):
-            if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
-                raise InvalidInputError(
-                    f"item {position} ({describe(item)}) is not (key, fingerprint) or (key, fingerprint, meta)"
-                )
-            key = item[0]
-            fingerprint = check_fingerprint(item[1])
-            batch.index_keys.append(index_key(check_key(key)))
-            batch.keys.append(key)
-            batch.fingerprints.append(fingerprint)
-            batch.records.append(codec.pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
-        return batch
-
-    def once_per_key(self) -> tuple[_Batch, int, int]:
-        """The batch with each key once, where it first occurs, holding its last occurrence's
-        value (and its first, for counting); and how many repeats were folded in that
-        replaced, and that repeated unchanged, the occurrence before them.  That is what
-        adding the items one by one would leave and count, whatever the batch size.
-        O(n log n) in numpy."""
-        order, ordered = index_key_order(self.index_keys)  # equal keys adjacent, in batch order
-        repeats = (ordered[:-1] == ordered[1:]).all(axis=1)  # sorted item i + 1 repeats item i
-        if not repeats.any():
-            self.key_order = (order, ordered)
-            return self, 0, 0
-        positions = order.tolist()
-        unchanged = sum(
-            self._version(positions[i]) == self._version(positions[i + 1]) for i in np.flatnonzero(repeats).tolist()
-        )
-        starts = np.flatnonzero(np.concatenate([[True], ~repeats]))
-        ends = np.append(starts[1:], len(order)) - 1
-        last_of = dict(zip(order[starts].tolist(), order[ends].tolist()))
-        firsts = sorted(last_of)
-        folded = _Batch(
-            [self.keys[i] for i in firsts],
-            [self.index_keys[i] for i in firsts],
-            [self.fingerprints[last_of[i]] for i in firsts],
-            [self.records[last_of[i]] for i in firsts],
-            sketches=None if self.sketches is None else [self.sketches[last_of[i]] for i in firsts],
-            first_versions=[self._version(i) for i in firsts],
-        )
-        folds = len(self.keys) - len(firsts)
-        return folded, folds - unchanged, unchanged
-
-    def _version(self, position: int) -> tuple[bytes, bytes | None]:
-        """What is stored for the item at ``position``: its record and its sketch."""
-        return self.records[position], None if self.sketches is None else self.sketches[position]
-
-    def single(self, position: int) -> _Batch:
-        return self.take([position])
-
-    def take(self, positions: Sequence[int]) -> _Batch:
-        """The batch of the items at ``positions``, in that order.  O(len(positions))."""
-        return _Batch(
-            [self.keys[i] for i in positions],
-            [self.index_keys[i] for i in positions],
-            [self.fingerprints[i] for i in positions],
-            [self.records[i] for i in positions],
-            sketches=None if self.sketches is None else [self.sketches[i] for i in positions],
-        )
-
-
-#: A batch of removals: ``(key, index key)`` pairs, as :meth:`Database._delete` takes them.
-_Removals = list[tuple[str, bytes]]
 
 
 def open(  # noqa: A001 - the public name is simdb.open, as in the spec
@@ -410,215 +228,44 @@ class Database:
         if create and not readonly and not Storage.exists(path):
             # A new database's plan is checked before its directory is made, so that a
             # refused open leaves nothing behind for a later open to pick up.
-            _new_plan(k, blocks)
-        self._storage = Storage.open(path, readonly=readonly, create=create, names=[META], map_size=map_size)
+            new_plan(k, blocks)
+        storage = self._storage = Storage.open(path, readonly=readonly, create=create, names=[META], map_size=map_size)
+
+        def layer_names(plan: TablePlan) -> list[bytes]:
+            return [*Records.names, *BTreeTables(plan, storage).names]
+
+        def create_layers(txn: lmdb.Transaction[bytes], plan: TablePlan) -> None:
+            Records(storage, self.path, sketched=True).create(txn)
+            BTreeTables(plan, storage).create(txn)
+
         try:
-            self._setup(k, blocks, fingerprinter, create)
+            self._config = Config.open(storage, k, blocks, fingerprinter, create, layer_names, create_layers)
         except BaseException:
-            self._storage.close()
+            storage.close()
             raise
+        self._tables = BTreeTables(self.plan, storage, self.path)
+        self._records = Records(storage, self.path, sketched=self._sketched)
+        self._queries = Queries(self._tables, self._records, storage.read)
+        self._writes = Writes(self._config, self._records, self._tables, self._queries)
 
     # -- configuration -------------------------------------------------------------------
 
-    def _setup(self, k: int | None, blocks: int | None, fingerprinter: Fingerprinter | None, create: bool) -> None:
-        storage = self._storage
-        self._format: int = FORMAT_VERSION  # the stored format, set from the configuration
-        self._requested: Fingerprinter | None = None  # given to a read-only handle before any were stored
-        stored = self._read_config()
-        if stored is None:
-            if storage.readonly or not create:
-                hint = "create it by opening it writable" if storage.readonly else "create it with create=True"
-                raise DatabaseMissingError(f"{storage.path} holds no simdb database yet", hint, path=storage.path)
-            self._use_plan(_new_plan(k, blocks))
-            self._format = FORMAT_VERSION
-            if not storage.write(lambda txn: self._initialise(txn, fingerprinter)):
-                stored = self._read_config()  # another process created it first: theirs stands
-        if stored is not None:
-            self._use_plan(self._plan_from_config(stored, k, blocks))
-        self._fingerprinter = self._settle_fingerprinter(fingerprinter)
+    @property
+    def plan(self) -> TablePlan:
+        """The block plan: k, the blocks and the permutation tables."""
+        return self._config.plan
 
-    def _use_plan(self, plan: TablePlan) -> None:
-        self.plan = plan
-        self._table_names = [t.name.encode() for t in plan.tables]
-        self._storage.reopen_with([META, DOCS, KEYS, SKETCHES, *self._table_names])
+    @property
+    def _fingerprinter(self) -> Fingerprinter | None:
+        return self._config.fingerprinter
 
-    def _read_config(self) -> dict[str, Any] | None:
-        with self._storage.read() as txn:
-            try:
-                meta = self._storage.db(META)
-            except NotADatabaseError:
-                if txn.stat(self._storage.env.open_db(None))["entries"]:
-                    raise NotADatabaseError(
-                        f"{self._storage.path} holds an LMDB file that simdb did not write"
-                    ) from None
-                return None
-            raw = txn.get(CONFIG_KEY, db=meta)
-        if raw is None:
-            raise NotADatabaseError(f"{self._storage.path} has no simdb configuration", "is it a simdb database?")
-        return self._parse_config(raw)
+    @property
+    def _format(self) -> int:
+        return self._config.format
 
-    def _parse_config(self, raw: bytes | None) -> dict[str, Any]:
-        """Decode the stored configuration: a dict with a format_version, else
-        CorruptDatabaseError.  O(size)."""
-        config = codec.unpack(raw, "configuration", self.path)
-        if not isinstance(config, dict):
-            raise self._damaged("configuration", f"is {describe(config)}, not a dict", hint=_RESTORE)
-        if "format_version" not in config:
-            raise self._damaged("configuration", "has no format_version", field="format_version", hint=_RESTORE)
-        return config
-
-    def _plan_from_config(self, config: dict[str, Any], k: int | None, blocks: int | None) -> TablePlan:
-        """The plan stored in ``config``, checked, then compared with the ``k`` and ``blocks``
-        the caller gave.  Damage is a CorruptDatabaseError naming the field (the caller's
-        arguments were checked before anything was opened); a newer format version is a
-        FormatVersionError.  O(tables)."""
-        path = self._storage.path
-        version = config["format_version"]
-        if type(version) is int and version > FORMAT_VERSION:
-            raise FormatVersionError(
-                f"{path} has format version {version}; this simdb reads up to {FORMAT_VERSION}",
-                "upgrade simdb",
-            )
-        if type(version) is not int or version not in READABLE_FORMATS:
-            raise self._damaged(
-                "configuration",
-                f"has an invalid format_version {describe(version)} (this simdb writes {FORMAT_VERSION})",
-                field="format_version",
-                hint=_RESTORE,
-            )
-        self._format = version
-        for name in ("k", "blocks", "bits"):
-            if name not in config and name != "bits":
-                raise self._damaged("configuration", f"has no {name}", field=name, hint=_RESTORE)
-            if name in config and type(config[name]) is not int:
-                fault = f"has {name}={describe(config[name])}, not an int"
-                raise self._damaged("configuration", fault, field=name, hint=_RESTORE)
-        try:
-            plan = TablePlan.create(config["k"], config["blocks"], config.get("bits", BITS))
-        except InvalidInputError as exc:
-            raise self._damaged("configuration", f"is invalid: {exc.message}", hint=_RESTORE) from None
-        described = plan.describe()
-        differing = [key for key, value in described.items() if config.get(key) != value]
-        if differing:
-            raise self._damaged("block plan", "does not match its k and blocks", field=differing[0], hint=_RESTORE)
-        for name, given, stored in (("k", k, plan.k), ("blocks", blocks, plan.blocks)):
-            if given is not None and given != stored:
-                raise ConfigMismatchError(
-                    f"{name}={given} was given, but the database at {path} was created with {name}={stored}",
-                    f"omit {name}, or export and import into a new database to change it",
-                    setting=name,
-                    given=given,
-                    stored=stored,
-                    path=path,
-                )
-        return plan
-
-    def _damaged(
-        self, record: str, fault: str, *, field: str | None = None, hint: str = _RUN_CHECK
-    ) -> CorruptDatabaseError:
-        """The error for a damaged record of this database (metadata or a table): one line
-        naming the record, the database and what is wrong, with the same in its fields."""
-        remedy = Remedy.RUN_CHECK if hint == _RUN_CHECK else None
-        message = f"the {record} stored in {self.path} {fault}"
-        return CorruptDatabaseError(message, hint, path=self.path, record=record, field=field, remedy=remedy)
-
-    def _read_next_id(self, txn: lmdb.Transaction[bytes]) -> int:
-        """The stored next document id, checked: an int in [0, 2**63) above every stored id
-        (a lower one would hand out ids in use).  Damage raises CorruptDatabaseError naming
-        it.  Cost: one get and one cursor seek."""
-        next_id = codec.unpack(txn.get(NEXT_ID_KEY, db=self._storage.db(META)), "next document id", self.path)
-        if type(next_id) is not int or not 0 <= next_id < ID_LIMIT:
-            raise self._damaged("next document id", f"is {describe(next_id)}, not an int in [0, 2**63)")
-        cursor = txn.cursor(self._storage.db(DOCS))
-        if cursor.last() and decode_id(cursor.key()) >= next_id:
-            last = decode_id(cursor.key())
-            raise self._damaged("next document id", f"is {next_id}, not above the last document id {last}")
-        return next_id
-
-    def _stored_fingerprinter(self, raw: bytes) -> Fingerprinter:
-        """The fingerprint settings stored as ``raw``; damage is a CorruptDatabaseError (a
-        database problem), not the InvalidInputError that the same settings given as an
-        argument would raise.  O(size of the IDF table)."""
-        from simdb.fingerprint import SETTINGS_VERSION, Fingerprinter
-
-        settings = codec.unpack(raw, "fingerprint settings", self.path)
-        version = settings.get("version") if isinstance(settings, dict) else None
-        if type(version) is int and version > SETTINGS_VERSION:
-            raise FormatVersionError(
-                f"{self.path} has fingerprint settings version {version}; this simdb reads up to {SETTINGS_VERSION}",
-                "upgrade simdb",
-            )
-        try:
-            return Fingerprinter.from_dict(settings)
-        except InvalidInputError as exc:
-            raise self._damaged("fingerprint settings", f"are invalid: {exc.message}", hint=_RESTORE) from None
-
-    def _initialise(self, txn: lmdb.Transaction[bytes], fingerprinter: Fingerprinter | None) -> bool:
-        """Write the configuration and create the sub-databases, unless another process has
-        done so since we looked (then return False and change nothing)."""
-        storage = self._storage
-        storage.create(txn, META)
-        meta = storage.db(META)
-        if txn.get(CONFIG_KEY, db=meta) is not None:
-            return False
-        for name in (DOCS, KEYS, SKETCHES, *self._table_names):
-            storage.create(txn, name)
-        config = {"format_version": FORMAT_VERSION, **self.plan.describe()}
-        txn.put(CONFIG_KEY, codec.pack(config, "configuration"), db=meta)
-        txn.put(NEXT_ID_KEY, codec.pack(0, "next id"), db=meta)
-        if fingerprinter is not None:
-            txn.put(FINGERPRINTER_KEY, codec.pack(fingerprinter.to_dict(), "fingerprint settings"), db=meta)
-        return True
-
-    def _settle_fingerprinter(self, given: Fingerprinter | None) -> Fingerprinter | None:
-        with self._storage.read() as txn:
-            raw = txn.get(FINGERPRINTER_KEY, db=self._storage.db(META))
-        if raw is None:
-            if given is not None and not self._storage.readonly:
-                return self._store_fingerprinter(given)
-            # A read-only handle cannot store them: they are checked when text is first used.
-            self._requested = given
-            return None
-        stored = self._stored_fingerprinter(raw)
-        if given is not None and given != stored:
-            raise ConfigMismatchError(
-                f"fingerprinter {given!r} was given, but the database at {self._storage.path} uses {stored!r}",
-                "omit fingerprinter= to use the stored settings",
-                setting="fingerprinter",
-                given=given,
-                stored=stored,
-                path=self._storage.path,
-            )
-        return stored
-
-    def _store_fingerprinter(self, fingerprinter: Fingerprinter, *, given: bool = True) -> Fingerprinter:
-        """Store settings the first time text is used; never overwrite other settings.  If
-        another process stored some first, they stand: an error if ``fingerprinter`` was
-        given explicitly, else they are returned."""
-        if self._storage.readonly:
-            raise NoFingerprinterError(
-                f"{self._storage.path} has no fingerprint settings and is open read-only", path=self._storage.path
-            )
-
-        def store(txn: lmdb.Transaction[bytes]) -> Fingerprinter:
-            meta = self._storage.db(META)
-            raw = txn.get(FINGERPRINTER_KEY, db=meta)
-            if raw is not None:  # another process got there first: theirs stand
-                return self._stored_fingerprinter(raw)
-            txn.put(FINGERPRINTER_KEY, codec.pack(fingerprinter.to_dict(), "fingerprint settings"), db=meta)
-            return fingerprinter
-
-        stored = self._storage.write(store)
-        if given and stored != fingerprinter:
-            raise ConfigMismatchError(
-                f"fingerprinter {fingerprinter!r} was given, but {self._storage.path} now uses {stored!r}",
-                "omit fingerprinter= to use the stored settings",
-                setting="fingerprinter",
-                given=fingerprinter,
-                stored=stored,
-                path=self._storage.path,
-            )
-        return stored
+    @property
+    def _table_names(self) -> list[bytes]:
+        return self._tables.names
 
     @property
     def path(self) -> str:
@@ -643,15 +290,7 @@ class Database:
         return self._text_fingerprinter().fingerprint(text)
 
     def _text_fingerprinter(self) -> Fingerprinter:
-        if self._fingerprinter is None:
-            from simdb.fingerprint import Fingerprinter
-
-            # Another process may have stored settings since this handle opened: they stand.
-            requested = self._requested
-            self._fingerprinter = self._settle_fingerprinter(requested) or self._store_fingerprinter(
-                requested or Fingerprinter(), given=requested is not None
-            )
-        return self._fingerprinter
+        return self._config.text_fingerprinter()
 
     def _resolve(self, fingerprint: object, text: str | None) -> int:
         if text is not None:
@@ -758,12 +397,12 @@ class Database:
         return self._add_batches(self._batches(iterate(items, "items"), batch_size, None), if_new, threshold, on_batch)
 
     @staticmethod
-    def _batches(iterator: Iterator[Any], batch_size: int, sketches: list[bytes] | None) -> Iterator[_Batch]:
+    def _batches(iterator: Iterator[Any], batch_size: int, sketches: list[bytes] | None) -> Iterator[Batch]:
         """Validated batches of ``batch_size`` items; ``sketches`` (for a single batch from
         text) is attached to the batch."""
         position = 0
         while True:
-            batch = _Batch.prepare(islice(iterator, batch_size), position)
+            batch = Batch.prepare(islice(iterator, batch_size), position)
             if not batch.keys:
                 return
             position += len(batch.keys)
@@ -772,7 +411,7 @@ class Database:
 
     def _add_batches(
         self,
-        batches: Iterator[_Batch],
+        batches: Iterator[Batch],
         if_new: bool,
         threshold: float | None,
         on_batch: Callable[[AddResult], None] | None,
@@ -806,7 +445,7 @@ class Database:
             check_threshold(threshold)
         return self._add_batches(self._text_batches(items, workers, batch_size), if_new, threshold, on_batch)
 
-    def _text_batches(self, items: Iterable[Sequence[Any]], workers: int | None, batch_size: int) -> Iterator[_Batch]:
+    def _text_batches(self, items: Iterable[Sequence[Any]], workers: int | None, batch_size: int) -> Iterator[Batch]:
         """Validated batches of ``batch_size`` ``(key, text[, meta])`` items, fingerprinted
         with their sketches (in a pool of ``workers`` processes when > 1).  The fingerprint
         settings and ``workers`` are settled now, the texts are read as batches are asked for."""
@@ -830,7 +469,7 @@ class Database:
 
         pairs = fingerprinter.iter_fingerprints_and_sketches(texts(), workers)
 
-        def batches() -> Iterator[_Batch]:
+        def batches() -> Iterator[Batch]:
             position = 0
             while True:
                 rows: list[tuple[Any, int, Any]] = []
@@ -841,18 +480,18 @@ class Database:
                     sketches.append(sketch)
                 if not rows:
                     return
-                batch = _Batch.prepare(rows, position)
+                batch = Batch.prepare(rows, position)
                 batch.sketches = sketches
                 position += len(rows)
                 yield batch
 
         return batches()
 
-    def _commit(self, batch: _Batch, if_new: bool, threshold: float | None) -> AddResult:
+    def _commit(self, batch: Batch, if_new: bool, threshold: float | None) -> AddResult:
         return self._commit_steps([batch], if_new, threshold)[0]
 
     def _commit_steps(
-        self, steps: Sequence[_Batch | _Removals], if_new: bool, threshold: float | None
+        self, steps: Sequence[Batch | Removals], if_new: bool, threshold: float | None
     ) -> tuple[AddResult, int]:
         """Apply batches of adds and of removals (``(key, index key)`` lists), in order, in one
         write transaction: all of them are stored or none.  Each step sees the ones before it,
@@ -865,25 +504,13 @@ class Database:
             + len(step.keys) * (len(self.plan.tables) + 2) * 64
             + (len(step.keys) * 2 * SKETCH_BYTES if step.sketches is not None else 0)
             for step in steps
-            if isinstance(step, _Batch)
+            if isinstance(step, Batch)
         )
         # Folded before the transaction: write() may run the work again, which must not redo it.
-        work = [step.once_per_key() if isinstance(step, _Batch) and not if_new else step for step in steps]
+        work = [step.once_per_key() if isinstance(step, Batch) and not if_new else step for step in steps]
 
         def apply(txn: lmdb.Transaction[bytes]) -> tuple[AddResult, int]:
-            result, removed = AddResult(), 0
-            for step in work:
-                if isinstance(step, tuple):
-                    unique, repeats, unchanged_repeats = step
-                    stored = self._store(txn, unique)
-                    stored.replaced += repeats  # a repeated key replaced its earlier value in this batch
-                    stored.unchanged += unchanged_repeats  # or repeated it as it was
-                    result.merge(stored)
-                elif isinstance(step, _Batch):
-                    result.merge(self._store_if_new(txn, step, threshold))
-                else:
-                    removed += self._delete(txn, step)
-            return result, removed
+            return self._writes.apply(txn, work, threshold)
 
         return self._storage.write(apply, reserve)
 
@@ -891,276 +518,6 @@ class Database:
     def _sketched(self) -> bool:
         """Whether this database stores sketches (format 2 and later)."""
         return self._format >= 2
-
-    def _store(self, txn: lmdb.Transaction[bytes], batch: _Batch) -> AddResult:
-        """Write a batch with unique keys: new keys get fresh ids, existing keys keep theirs
-        and lose their old table entries (and their old sketch).  An existing key whose
-        stored record (key, fingerprint, meta) and sketch are byte-for-byte the new ones is
-        left alone and counted as unchanged: re-adding an unchanged folder writes nothing
-        but its new and changed documents.  Cost: one record (and sketch) read per existing key."""
-        storage = self._storage
-        docs, keys_db = storage.db(DOCS), storage.db(KEYS)
-        next_id = self._read_next_id(txn)
-        result = AddResult()
-        if batch.sketches is not None:
-            result.featureless = batch.sketches.count(b"")
-        new_positions: list[int] = []
-        changed_ids: list[int] = []
-        changed_fps: list[int] = []
-        if txn.stat(keys_db)["entries"]:
-            for position, (key, key_index, fingerprint, record) in enumerate(
-                zip(batch.keys, batch.index_keys, batch.fingerprints, batch.records)
-            ):
-                found = self._lookup(txn, key, key_index)
-                if found is None:
-                    new_positions.append(position)
-                    continue
-                doc_id, old = found
-                sketch = None if batch.sketches is None else batch.sketches[position]
-                same = self._unchanged(txn, doc_id, record, sketch)
-                # Counted as its first version in the batch would be, added on its own.
-                first = batch.first_versions[position] if batch.first_versions is not None else None
-                counted_same = (
-                    same if first is None or first == (record, sketch) else self._unchanged(txn, doc_id, *first)
-                )
-                if counted_same:
-                    result.unchanged += 1
-                else:
-                    result.replaced += 1
-                if same:
-                    continue
-                txn.put(encode_id(doc_id), record, db=docs)
-                self._replace_sketch(txn, doc_id, sketch)
-                if old.fingerprint != fingerprint:
-                    self._delete_table_entries(txn, doc_id, old.fingerprint)
-                    changed_ids.append(doc_id)
-                    changed_fps.append(fingerprint)
-        else:  # nothing stored yet: every key is new, no lookups needed
-            new_positions = list(range(len(batch.keys)))
-        ids = np.concatenate(
-            [np.arange(next_id, next_id + len(new_positions), dtype=np.uint64), np.array(changed_ids, dtype=np.uint64)]
-        )
-        fingerprints = np.array([batch.fingerprints[i] for i in new_positions] + changed_fps, dtype=np.uint64)
-        if changed_ids:  # replaced ids are older than the new ones: restore id order
-            order = np.argsort(ids, kind="stable")
-            ids, fingerprints = ids[order], fingerprints[order]
-        if not len(ids):
-            return self._stored(txn, result, next_id, 0)
-        if len(ids) < SORT_ON_THREAD_FROM:
-            # A small batch (one add): starting a helper thread and handing each table over
-            # to it cost more than the sorts themselves (about 0.5 ms a batch).
-            self._put_new_documents(txn, batch, new_positions, next_id)
-            self._put_tables(txn, (_table_keys(table, fingerprints, ids) for table in self.plan.tables))
-            return self._stored(txn, result, next_id, len(new_positions))
-        # The tables' keys are permuted and sorted on a helper thread (numpy releases the GIL)
-        # while LMDB writes the documents, the key index and then each table in turn.
-        with ThreadPoolExecutor(max_workers=1) as sorter:
-            pending = [sorter.submit(_table_keys, table, fingerprints, ids) for table in self.plan.tables]
-            self._put_new_documents(txn, batch, new_positions, next_id)
-            self._put_tables(txn, (future.result() for future in pending))
-        return self._stored(txn, result, next_id, len(new_positions))
-
-    def _put_tables(self, txn: lmdb.Transaction[bytes], entries_per_table: Iterable[np.ndarray]) -> None:
-        """Write each table's sorted entry keys (``V16`` arrays, in table order)."""
-        for name, entries in zip(self._table_names, entries_per_table):
-            self._put_sorted(
-                txn, self._storage.db(name), table_entry_pairs(entries), entries[0].tobytes(), len(entries)
-            )
-
-    def _stored(self, txn: lmdb.Transaction[bytes], result: AddResult, next_id: int, added: int) -> AddResult:
-        """Advance the stored next id past the ``added`` new documents and count them."""
-        txn.put(NEXT_ID_KEY, codec.pack(next_id + added, "next id"), db=self._storage.db(META))
-        result.added = added
-        return result
-
-    def _unchanged(self, txn: lmdb.Transaction[bytes], doc_id: int, record: bytes, sketch: bytes | None) -> bool:
-        """Whether document ``doc_id`` is stored as ``record`` with ``sketch`` (None: a
-        fingerprint, which keeps no sketch), so that storing them again would change nothing.
-        A database without sketches (format 1) compares the record alone.  O(1) LMDB reads."""
-        raw_id = encode_id(doc_id)
-        if txn.get(raw_id, db=self._storage.db(DOCS)) != record:
-            return False
-        if not self._sketched:
-            return True
-        return txn.get(raw_id, db=self._storage.db(SKETCHES)) == sketch
-
-    def _replace_sketch(self, txn: lmdb.Transaction[bytes], doc_id: int, sketch: bytes | None) -> None:
-        """Store the new sketch of a replaced document, or drop its old one when the new
-        version came as a fingerprint.  O(1) LMDB operations."""
-        if not self._sketched:
-            return
-        if sketch is None:
-            txn.delete(encode_id(doc_id), db=self._storage.db(SKETCHES))
-        else:
-            txn.put(encode_id(doc_id), sketch, db=self._storage.db(SKETCHES))
-
-    def _put_new_documents(
-        self, txn: lmdb.Transaction[bytes], batch: _Batch, new_positions: list[int], next_id: int
-    ) -> None:
-        """Records, sketches and key index entries for the new documents, ids from
-        ``next_id`` on."""
-        if not new_positions:
-            return
-        all_new = len(new_positions) == len(batch.keys)
-        new_ids = encode_id_range(next_id, len(new_positions))
-        records = batch.records if all_new else [batch.records[i] for i in new_positions]
-        self._put_sorted(txn, self._storage.db(DOCS), zip(new_ids, records), new_ids[0], len(new_ids))
-        if batch.sketches is not None and self._sketched:
-            sketches = batch.sketches if all_new else [batch.sketches[i] for i in new_positions]
-            self._put_sorted(txn, self._storage.db(SKETCHES), zip(new_ids, sketches), new_ids[0], len(new_ids))
-        if all_new and batch.key_order is not None:
-            order, ordered = batch.key_order
-        else:
-            order, ordered = index_key_order([batch.index_keys[i] for i in new_positions])
-        # The i-th new document gets id next_id + i; list its keys and ids in key order.
-        sorted_ids = (order.astype(np.uint64) + np.uint64(next_id)).astype(">u8").view("V8").tolist()
-        sorted_keys = np.ascontiguousarray(ordered).view("V16").ravel().tolist()
-        self._put_sorted(txn, self._storage.db(KEYS), zip(sorted_keys, sorted_ids), sorted_keys[0], len(sorted_keys))
-
-    def _store_if_new(self, txn: lmdb.Transaction[bytes], batch: _Batch, threshold: float | None) -> AddResult:
-        """Store each item unless it duplicates a stored document or a kept item earlier in
-        this batch, then write the kept ones with one :meth:`_store`.  The stored documents
-        are probed once for the whole batch (:meth:`_find_many`), the batch's own pairs come
-        from an in-memory all-pairs search, and the checks and inserts share the one
-        transaction, so two writers cannot both store near-duplicates of each other.
-        Cost: one batched probe, O(b log b) in numpy, one Python step per candidate."""
-        rule = self._duplicate_rule(threshold, verified=batch.sketches is not None and self._sketched)
-        kind = kind_of(self._fingerprinter)
-        queries = np.array(batch.fingerprints, dtype=np.uint64)
-        found = self._find_many(txn, queries, rule.radius)
-        stored_matches: list[list[tuple[float, int, bytes]]] = []  # (-similarity, distance, id), best first
-        own_ids: list[bytes | None] = []
-        for position, (key_index, candidates) in enumerate(zip(batch.index_keys, found)):
-            own = txn.get(key_index, db=self._storage.db(KEYS))
-            own_ids.append(own)
-            if own is not None:
-                candidates.pop(own, None)  # a key never duplicates its own earlier version
-            raw_ids = list(candidates)
-            distances = np.array([candidates[raw_id] for raw_id in raw_ids], dtype=np.int64)
-            query_sketch = None if batch.sketches is None else batch.sketches[position]
-            similarities = (
-                self._similarities_to(txn, query_sketch, raw_ids, distances, kind) if raw_ids else np.zeros(0)
-            )
-            rows = zip(raw_ids, distances.tolist(), similarities.tolist())
-            stored_matches.append(
-                sorted(
-                    (-similarity, distance, raw_id)
-                    for raw_id, distance, similarity in rows
-                    if rule.keeps(distance, similarity)
-                )
-            )
-        earlier = self._batch_duplicates(batch, rule, kind)
-        result = AddResult()
-        kept: list[int] = []
-        live: dict[bytes, int] = {}  # index key -> position of its latest kept version in this batch
-        replaced_ids: set[bytes] = set()  # stored documents that a kept item replaced
-        for position, key in enumerate(batch.keys):
-            # As if added one by one: a stored document or kept item replaced earlier in this
-            # batch counts in its new version only.
-            stored = next((row for row in stored_matches[position] if row[2] not in replaced_ids), None)
-            if stored is not None:
-                negative, distance, raw_id = stored
-                result.skipped.append(Skip(key, self._record(txn, raw_id)[0], distance, -negative))
-                continue
-            inside = [
-                (similarity, distance, other)
-                for other, distance, similarity in earlier.get(position, ())
-                if live.get(batch.index_keys[other]) == other
-            ]
-            if inside:
-                similarity, distance, other = max(inside, key=lambda row: (row[0], -row[1], -row[2]))
-                result.skipped.append(Skip(key, batch.keys[other], distance, similarity))
-                continue
-            kept.append(position)
-            live[batch.index_keys[position]] = position
-            own_id = own_ids[position]
-            if own_id is not None:
-                replaced_ids.add(own_id)
-        if kept:
-            unique, repeats, unchanged_repeats = batch.take(kept).once_per_key()
-            stored_result = self._store(txn, unique)
-            stored_result.replaced += repeats
-            stored_result.unchanged += unchanged_repeats
-            result.merge(stored_result)
-        return result
-
-    def _duplicate_rule(self, threshold: float | None, verified: bool) -> _Rule:
-        """How ``if_new`` decides a duplicate: by similarity when a threshold is given or the
-        database has text settings (then :data:`DEFAULT_THRESHOLD`), else within k bits.
-        ``verified``: the batch has sketches to check candidates with."""
-        if threshold is None and self._fingerprinter is None:
-            return _Rule(self.plan.k, None)
-        threshold = DEFAULT_THRESHOLD if threshold is None else threshold
-        radius = candidate_distance(threshold, kind_of(self._fingerprinter), verified=verified)
-        return _Rule(min(self.plan.k, radius), threshold)
-
-    def _batch_duplicates(self, batch: _Batch, rule: _Rule, kind: str) -> dict[int, list[tuple[int, int, float]]]:
-        """For each item, the earlier items of the same batch (other keys) it duplicates under
-        ``rule``: position -> [(earlier position, distance, similarity)].  An in-memory
-        all-pairs search over the batch's fingerprints.  O(b log b + pairs)."""
-        if len(batch.keys) < 2:
-            return {}
-        left, right, distances = _all_pair_arrays(np.array(batch.fingerprints, dtype=np.uint64), rule.radius)
-        same_key = np.array([batch.keys[a] == batch.keys[b] for a, b in zip(left.tolist(), right.tolist())], dtype=bool)
-        keep = ~same_key if len(same_key) else np.zeros(0, dtype=bool)
-        left, right, distances = left[keep], right[keep], distances[keep]
-        if batch.sketches is None:
-            similarities = fingerprint_similarities(distances, kind)
-        else:  # every item has a sketch; a featureless one (b"") is similar to nothing
-            rows, present = _sketch_matrix(batch.sketches)
-            similarities = candidate_similarities(distances, sketch_agreements(rows[left], rows[right]), kind)
-            similarities[~(present[left] & present[right])] = 0.0
-        duplicates: dict[int, list[tuple[int, int, float]]] = {}
-        for a, b, distance, similarity in zip(left.tolist(), right.tolist(), distances.tolist(), similarities.tolist()):
-            if rule.keeps(distance, similarity):
-                duplicates.setdefault(b, []).append((a, distance, similarity))
-        return duplicates
-
-    @staticmethod
-    def _put_sorted(
-        txn: lmdb.Transaction[bytes],
-        db: lmdb._Database,
-        pairs: Iterable[tuple[bytes, bytes]],
-        first_key: bytes,
-        count: int,
-    ) -> None:
-        """Put ``count`` (key, value) pairs with ascending unique keys, starting at
-        ``first_key``, in LMDB's append mode when they all follow the last stored key (always
-        so for a bulk load into an empty sub-database)."""
-        if not count:
-            return
-        cursor = txn.cursor(db)
-        append = not cursor.last() or cursor.key() < first_key
-        _consumed, added = cursor.putmulti(pairs, append=append, overwrite=not append)
-        if added != count:
-            raise CorruptDatabaseError(f"only {added} of {count} entries could be written; the batch was not stored")
-
-    def _lookup(self, txn: lmdb.Transaction[bytes], key: str, key_index: bytes) -> tuple[int, Document] | None:
-        """The id and document stored under ``key``, if any; the full key is compared, so a
-        key index that disagrees with the documents is reported, never trusted."""
-        raw_id = txn.get(key_index, db=self._storage.db(KEYS))
-        if raw_id is None:
-            return None
-        document = Document(*self._record(txn, raw_id))
-        if document.key != key:
-            raise CorruptDatabaseError(
-                f"the key index entry for {describe(key)} points at {describe(document.key)}", remedy=Remedy.RUN_CHECK
-            )
-        return decode_id(raw_id), document
-
-    def _delete_table_entries(self, txn: lmdb.Transaction[bytes], doc_id: int, fingerprint: int) -> None:
-        for table, name in zip(self.plan.tables, self._table_names):
-            txn.delete(table_key(table.permute(fingerprint), doc_id), db=self._storage.db(name))
-
-    def _record(self, txn: lmdb.Transaction[bytes], raw_id: bytes) -> tuple[str, int, Any]:
-        if len(raw_id) != 8:  # LMDB would refuse an empty key with an error of its own
-            raise self._damaged("key index", f"holds a document id {describe(raw_id)} that is not 8 bytes long")
-        raw = txn.get(raw_id, db=self._storage.db(DOCS))
-        if raw is None:
-            raise CorruptDatabaseError(
-                f"document id {decode_id(raw_id)} is indexed but missing", remedy=Remedy.RUN_CHECK
-            )
-        return codec.unpack_document(raw, raw_id)
 
     def remove(self, key: str) -> bool:
         """Remove the document under ``key``; returns whether there was one."""
@@ -1173,207 +530,8 @@ class Database:
         removed = 0
         remaining = iterate(keys, "keys")
         while batch := [(key, index_key(check_key(key))) for key in islice(remaining, batch_size)]:
-            removed += self._storage.write(partial(self._delete, batch=batch))
+            removed += self._storage.write(partial(self._writes.delete, batch=batch))
         return removed
-
-    def _delete(self, txn: lmdb.Transaction[bytes], batch: list[tuple[str, bytes]]) -> int:
-        storage = self._storage
-        removed = 0
-        for key, key_index in batch:
-            found = self._lookup(txn, key, key_index)
-            if found is None:
-                continue
-            doc_id, document = found
-            txn.delete(encode_id(doc_id), db=storage.db(DOCS))
-            txn.delete(key_index, db=storage.db(KEYS))
-            self._replace_sketch(txn, doc_id, None)
-            self._delete_table_entries(txn, doc_id, document.fingerprint)
-            removed += 1
-        return removed
-
-    # -- reading -------------------------------------------------------------------------
-
-    def _scan(
-        self,
-        cursor: lmdb.Cursor[bytes],
-        name: bytes,
-        low: bytes,
-        bound: bytes,
-        query: int,
-        k: int,
-        found: dict[bytes, int],
-    ) -> bool:
-        """Add to ``found`` the ids of entries in [low, bound) of table ``name`` within ``k``
-        bits of ``query`` (all permuted alike: permutations preserve Hamming distance).
-        Returns False when the table holds nothing at or after ``low``.  A matching entry
-        that is not 16 bytes long raises CorruptDatabaseError.  Cost: one seek plus one step
-        per candidate."""
-        if not cursor.set_range(low):
-            return False
-        entry = cursor.key()
-        while entry < bound:
-            distance = (int.from_bytes(entry[:8], "big") ^ query).bit_count()
-            if distance <= k:
-                if len(entry) != TABLE_KEY_BYTES:
-                    fault = f"holds a key {describe(entry)} of {len(entry)} bytes, not {TABLE_KEY_BYTES}"
-                    raise self._damaged(name.decode(), fault)
-                found[entry[8:]] = distance
-            if not cursor.next():
-                break
-            entry = cursor.key()
-        return True
-
-    def _read_table(
-        self, txn: lmdb.Transaction[bytes], name: bytes, *, every_key: bool = False
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(permuted, id) uint64 arrays of every entry of table ``name``, in key order, read in
-        one scan.  Keys of the wrong length raise CorruptDatabaseError naming the table: all
-        those that change the total length, which is one comparison, or with ``every_key``
-        (for :meth:`check`) any, at one more C-level pass.  O(n)."""
-        db = self._storage.db(name)
-        keys: Iterable[bytes] = txn.cursor(db).iternext(values=False)
-        if every_key:
-            keys = list(keys)
-            if keys and set(map(len, keys)) != {TABLE_KEY_BYTES}:
-                raise self._damaged(name.decode(), f"holds keys that are not {TABLE_KEY_BYTES} bytes long")
-        joined = b"".join(keys)
-        if len(joined) != TABLE_KEY_BYTES * txn.stat(db)["entries"]:
-            raise self._damaged(name.decode(), f"holds keys that are not {TABLE_KEY_BYTES} bytes long")
-        return decode_table_keys(joined)
-
-    def _probe(self, txn: lmdb.Transaction[bytes], fingerprint: int, k: int) -> dict[bytes, int]:
-        """Ids (8-byte) of stored fingerprints within ``k`` bits of one query, with their
-        distances: one range scan per table over the query's leading bits."""
-        found: dict[bytes, int] = {}
-        for table, name in zip(self.plan.tables, self._table_names):
-            query = table.permute(fingerprint)
-            low = query & table.prefix_mask
-            bound = low + table.prefix_span
-            cursor = txn.cursor(self._storage.db(name))
-            bound_bytes = bound.to_bytes(8, "big") if bound >> BITS == 0 else _PAST_END
-            self._scan(cursor, name, low.to_bytes(8, "big"), bound_bytes, query, k, found)
-        return found
-
-    def _probe_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[bytes, int]]:
-        """:meth:`_probe` for many queries: bounds are computed vectorised per table and the
-        queries visit each table in key order, so successive seeks touch nearby pages."""
-        found: list[dict[bytes, int]] = [{} for _ in range(len(queries))]
-        for table, name in zip(self.plan.tables, self._table_names):
-            permuted = table.permute_array(queries)
-            lows = permuted & np.uint64(table.prefix_mask)
-            order = np.argsort(lows, kind="stable")
-            lows = lows[order]
-            bounds = lows + np.uint64(table.prefix_span)  # wraps to 0 past the last prefix
-            bound_bytes = bounds.astype(">u8").view("V8").tolist()
-            for position in np.flatnonzero(bounds == 0).tolist():
-                bound_bytes[position] = _PAST_END
-            cursor = txn.cursor(self._storage.db(name))
-            for index, low, bound, query in zip(
-                order.tolist(), lows.astype(">u8").view("V8").tolist(), bound_bytes, permuted[order].tolist()
-            ):
-                if not self._scan(cursor, name, low, bound, query, k, found[index]):
-                    break  # no entries at or after this low, nor after the larger ones to come
-        return found
-
-    def _merge_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[bytes, int]]:
-        """The batch form of :meth:`_probe_many` (Manku's batch queries): each table is read
-        once in key order and merged with the sorted queries in numpy, instead of one seek
-        per query.  Cost: O(n + q log q) per table for n stored and q queries."""
-        query_ids: list[np.ndarray] = []
-        doc_ids: list[np.ndarray] = []
-        distances: list[np.ndarray] = []
-        for table, name in zip(self.plan.tables, self._table_names):
-            stored, ids = self._read_table(txn, name)
-            owners, positions, distance = table.prefix_matches(stored, table.permute_array(queries), k)
-            query_ids.append(owners)
-            doc_ids.append(ids[positions])
-            distances.append(distance)
-        found: list[dict[bytes, int]] = [{} for _ in range(len(queries))]
-        encoded = np.concatenate(doc_ids).astype(">u8").view("V8").tolist()
-        for owner, doc_id, distance in zip(
-            np.concatenate(query_ids).tolist(), encoded, np.concatenate(distances).tolist()
-        ):
-            found[owner][doc_id] = distance  # a match found by several tables is kept once
-        return found
-
-    def _find_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[bytes, int]]:
-        """Candidates of many queries within ``k`` bits: whole tables merged when the batch is
-        large against the stored count (:data:`MERGE_COST_RATIO`), else one seek per query
-        and table."""
-        stored = txn.stat(self._storage.db(DOCS))["entries"]
-        if len(queries) * MERGE_COST_RATIO >= stored:
-            return self._merge_many(txn, queries, k)
-        return self._probe_many(txn, queries, k)
-
-    def _stored_sketch(self, txn: lmdb.Transaction[bytes], raw_id: bytes) -> bytes | None:
-        """The stored sketch of one document (b"" if featureless), None if it has none."""
-        if not self._sketched:
-            return None
-        sketch = txn.get(raw_id, db=self._storage.db(SKETCHES))
-        if sketch is not None and len(sketch) not in (0, SKETCH_BYTES):
-            raise self._damaged("sketches", f"hold a sketch of {len(sketch)} bytes for document {decode_id(raw_id)}")
-        return sketch
-
-    def _similarities_to(
-        self, txn: lmdb.Transaction[bytes], sketch: bytes | None, raw_ids: list[bytes], distances: np.ndarray, kind: str
-    ) -> np.ndarray:
-        """Similarity of one query (its ``sketch``, None if it has none) to stored documents:
-        :func:`candidate_similarities` where both sides have a sketch (0 when either is
-        featureless, and for a featureless query throughout), else the fingerprint estimate
-        from ``distances``.  One get per document."""
-        similarities = fingerprint_similarities(distances, kind)
-        if sketch == b"":
-            return np.zeros(len(raw_ids))  # a featureless text is similar to nothing
-        if sketch is None or not self._sketched:
-            return similarities
-        query = np.frombuffer(sketch, dtype=np.uint8)
-        positions: list[int] = []
-        agreeing: list[int] = []
-        for position, raw_id in enumerate(raw_ids):
-            stored = self._stored_sketch(txn, raw_id)
-            if stored is None:
-                continue
-            if not stored:
-                similarities[position] = 0.0  # a featureless document is similar to nothing
-                continue
-            positions.append(position)
-            agreeing.append(int(np.count_nonzero(query == np.frombuffer(stored, dtype=np.uint8))))
-        if positions:
-            chosen = np.array(positions, dtype=np.int64)
-            similarities[chosen] = candidate_similarities(np.asarray(distances)[chosen], agreeing, kind)
-        return similarities
-
-    def _matches(
-        self,
-        txn: lmdb.Transaction[bytes],
-        found: dict[bytes, int],
-        limit: int | None,
-        sketch: bytes | None,
-        threshold: float | None,
-    ) -> list[Match]:
-        """The matches of one query: nearest first (ties in id order) without a threshold;
-        with one, those at similarity >= threshold, most similar first, then nearest."""
-        raw_ids = list(found)
-        distances = np.array([found[raw_id] for raw_id in raw_ids], dtype=np.int64)
-        similarities = self._similarities_to(txn, sketch, raw_ids, distances, kind_of(self._fingerprinter)).tolist()
-        rows = list(zip(raw_ids, distances.tolist(), similarities))
-        if threshold is None:
-            rows.sort(key=lambda row: (row[1], row[0]))
-        else:
-            rows = sorted((row for row in rows if row[2] >= threshold), key=lambda row: (-row[2], row[1], row[0]))
-        if limit is not None:
-            rows = rows[:limit]
-        docs = self._storage.db(DOCS)
-        matches = []
-        for raw_id, distance, similarity in rows:
-            raw = txn.get(raw_id, db=docs)
-            if raw is None:
-                raise CorruptDatabaseError(
-                    f"document id {decode_id(raw_id)} is in a table but missing", remedy=Remedy.RUN_CHECK
-                )
-            key, fingerprint, meta = codec.unpack_document(raw, raw_id)
-            matches.append(Match(key, fingerprint, distance, meta, similarity))
-        return matches
 
     def _query_radius(self, k: int | None, threshold: float | None, verified: bool) -> tuple[int, float | None]:
         """The probe radius and checked threshold of a query: ``k`` (at most the index k) if
@@ -1411,8 +569,7 @@ class Database:
             query = self._resolve(fingerprint, None)
         radius, threshold = self._query_radius(k, threshold, verified=bool(sketch) and self._sketched)
         limit = self._check_limit(limit)
-        with self._storage.read() as txn:
-            return self._matches(txn, self._probe(txn, query, radius), limit, sketch, threshold)
+        return self._queries.query(query, radius, limit, sketch, threshold, kind_of(self._fingerprinter))
 
     def query_many(
         self,
@@ -1422,9 +579,14 @@ class Database:
         texts: Iterable[str] | None = None,
         limit: int | None = None,
         threshold: float | None = None,
+        workers: int | None = None,
     ) -> list[list[Match]]:
-        """:meth:`query` for many fingerprints (or ``texts``) in one read transaction, with
-        the permutations computed vectorised; one result list per query, in order."""
+        """:meth:`query` for many fingerprints (or ``texts``), one result list per query, in
+        order, with the permutations computed vectorised.  The queries are split into
+        contiguous chunks searched on ``workers`` threads (default every core; a few hundred
+        queries at least per thread), each chunk in one read transaction: results are those
+        of one thread, though with a writer beside, chunks may see different commits."""
+        resolve_workers(workers)
         sketches: list[bytes] | None = None
         if texts is not None:
             if fingerprints is not None:
@@ -1439,12 +601,8 @@ class Database:
         if not queries:
             return []
         query_array = np.array(queries, dtype=np.uint64)
-        with self._storage.read() as txn:
-            found = self._find_many(txn, query_array, radius)
-            return [
-                self._matches(txn, one, limit, None if sketches is None else sketches[i], threshold)
-                for i, one in enumerate(found)
-            ]
+        kind = kind_of(self._fingerprinter)
+        return self._queries.query_many(query_array, radius, limit, sketches, threshold, kind, workers)
 
     @staticmethod
     def _check_limit(limit: int | None) -> int | None:
@@ -1454,7 +612,7 @@ class Database:
         """The document stored under ``key``, or None."""
         key_index = index_key(check_key(key))
         with self._storage.read() as txn:
-            found = self._lookup(txn, key, key_index)
+            found = self._records.lookup(txn, key, key_index)
         return None if found is None else found[1]
 
     def __contains__(self, key: object) -> bool:
@@ -1467,7 +625,7 @@ class Database:
 
     def __len__(self) -> int:
         with self._storage.read() as txn:
-            return int(txn.stat(self._storage.db(DOCS))["entries"])
+            return self._records.count(txn)
 
     def items(self, *, chunk: int = 10_000) -> Iterator[Document]:
         """Every document, in insertion order.  Reads ``chunk`` documents per transaction,
@@ -1476,18 +634,10 @@ class Database:
         after = b""
         while True:
             with self._storage.read() as txn:
-                cursor = txn.cursor(self._storage.db(DOCS))
-                if not cursor.set_range(after):
-                    return
-                if cursor.key() == after and not cursor.next():
-                    return
-                rows = []
-                for raw_id, raw in cursor:
-                    rows.append(codec.unpack_document(raw, raw_id))
-                    after = raw_id
-                    if len(rows) >= chunk:
-                        break
-            yield from (Document(*row) for row in rows)
+                rows = self._records.chunk_after(txn, after, chunk)
+            if rows:
+                after = rows[-1][0]
+            yield from (Document(*record) for _, record in rows)
             if len(rows) < chunk:
                 return
 
@@ -1505,11 +655,8 @@ class Database:
     def fingerprint_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """All (ids, fingerprints) as uint64 arrays in insertion order, read from the first
         table in one scan (no per-document decoding).  O(n log n)."""
-        table = self.plan.tables[0]
         with self._storage.read() as txn:
-            permuted, ids = self._read_table(txn, self._table_names[0])
-        order = np.argsort(ids, kind="stable")
-        return ids[order], table.unpermute_array(permuted[order])
+            return self._tables.scan(txn)
 
     # -- maintenance ---------------------------------------------------------------------
 
@@ -1517,14 +664,11 @@ class Database:
         """Counts, plan, sizes and settings.  O(tables)."""
         storage = self._storage
         with storage.read() as txn:
-            documents = int(txn.stat(storage.db(DOCS))["entries"])
-            page_size = int(txn.stat(storage.db(DOCS))["psize"])
-            table_pages = [
-                sum(int(s[kind]) for kind in ("branch_pages", "leaf_pages", "overflow_pages"))
-                for s in (txn.stat(storage.db(name)) for name in self._table_names)
-            ]
+            documents = self._records.count(txn)
+            page_size = int(txn.stat(storage.db(META))["psize"])
+            table_pages = self._tables.page_counts(txn)
             info = storage.env.info()
-            sketch_count = int(txn.stat(storage.db(SKETCHES))["entries"]) if self._sketched else 0
+            sketch_count = self._records.sketch_count(txn)
         leading = [table.leading_bits for table in self.plan.tables]
         size = storage.size_on_disk()
         return {
@@ -1556,88 +700,13 @@ class Database:
         in the tables, and that the key index and documents agree.  Damage is reported in the
         result, never raised.  One read transaction; O(n log n) with n documents, vectorised
         per table."""
-        storage = self._storage
-        problems: list[str] = []
-        entries_seen = 0
-        with storage.read() as txn:
-            ids: list[int] = []
-            fingerprints: list[int] = []
-            id_by_index_key: dict[bytes, int] = {}
-            problems.extend(self._metadata_problems(txn))
-            try:
-                next_id: int | None = self._read_next_id(txn)
-            except CorruptDatabaseError as exc:
-                problems.append(exc.message)
-                next_id = None
-            for raw_id, raw in txn.cursor(storage.db(DOCS)):
-                doc_id = decode_id(raw_id)
-                try:
-                    key, fingerprint, _ = codec.unpack_document(raw, raw_id)
-                    id_by_index_key[index_key(check_key(key))] = doc_id
-                except CorruptDatabaseError as exc:
-                    problems.append(exc.message)
-                    continue
-                except InvalidKeyError as exc:  # a str key that is not valid Unicode, or too long in bytes
-                    problems.append(f"document {doc_id}: {exc.message}")
-                    continue
-                if next_id is not None and doc_id >= next_id:
-                    problems.append(f"document {doc_id} is at or above the next id {next_id}")
-                ids.append(doc_id)
-                fingerprints.append(fingerprint)
-            if self._sketched:
-                known = set(ids)
-                for raw_id, sketch in txn.cursor(storage.db(SKETCHES)):
-                    if len(raw_id) != 8 or decode_id(raw_id) not in known:
-                        problems.append(f"sketch entry {describe(raw_id)} has no matching document")
-                    elif len(sketch) not in (0, SKETCH_BYTES):
-                        problems.append(
-                            f"the sketch of document {decode_id(raw_id)} is {len(sketch)} bytes, not {SKETCH_BYTES} or 0"
-                        )
-            for key_index, raw_id in txn.cursor(storage.db(KEYS)):
-                if id_by_index_key.pop(key_index, None) != decode_id(raw_id):
-                    problems.append(
-                        f"key index entry {describe(key_index)} -> {decode_id(raw_id)} has no matching document"
-                    )
-            for key_index, doc_id in id_by_index_key.items():
-                problems.append(f"document {doc_id} ({describe(key_index)}) is missing from the key index")
-            id_array = np.array(ids, dtype=np.uint64)
-            fp_array = np.array(fingerprints, dtype=np.uint64)
-            for table, name in zip(self.plan.tables, self._table_names):
-                try:
-                    permuted, entry_ids = self._read_table(txn, name, every_key=True)
-                except CorruptDatabaseError as exc:
-                    problems.append(exc.message)
-                    continue
-                entries_seen += len(entry_ids)
-                expected = np.sort(table_keys_as_pairs(table.permute_array(fp_array), id_array))
-                actual = np.sort(table_keys_as_pairs(permuted, entry_ids))
-                missing = np.setdiff1d(expected, actual)
-                extra = np.setdiff1d(actual, expected)
-                for label, wrong in (("missing from", missing), ("unexpected in", extra)):
-                    if len(wrong):
-                        shown = ", ".join(f"id {int(pair['id'])}" for pair in wrong[:5])
-                        problems.append(
-                            f"{len(wrong)} entries {label} {name.decode()} ({shown}{', ...' if len(wrong) > 5 else ''})"
-                        )
-        return CheckReport(documents=len(ids), table_entries=entries_seen, problems=problems)
-
-    def _metadata_problems(self, txn: lmdb.Transaction[bytes]) -> list[str]:
-        """What is wrong with the stored configuration and fingerprint settings, each checked
-        as open() checks them, for :meth:`check`.  O(size of the settings)."""
-        meta = self._storage.db(META)
-        problems = []
-        try:
-            if self._plan_from_config(self._parse_config(txn.get(CONFIG_KEY, db=meta)), None, None) != self.plan:
-                problems.append(f"the configuration stored in {self.path} changed since it was opened")
-        except (CorruptDatabaseError, FormatVersionError) as exc:
-            problems.append(exc.message)
-        settings = txn.get(FINGERPRINTER_KEY, db=meta)
-        try:
-            if settings is not None:
-                self._stored_fingerprinter(settings)
-        except (CorruptDatabaseError, FormatVersionError) as exc:
-            problems.append(exc.message)
-        return problems
+        with self._storage.read() as txn:
+            problems = self._config.problems(txn)
+            record_problems, ids, fingerprints = self._records.verify(txn)
+            problems.extend(record_problems)
+            table_problems, entries = self._tables.verify_counted(txn, (ids, fingerprints))
+            problems.extend(table_problems)
+        return CheckReport(documents=len(ids), table_entries=entries, problems=problems)
 
     def copy_to(self, path: str | os.PathLike[str]) -> None:
         """Write a consistent copy of this database (one read snapshot, compacted) to the
@@ -1649,7 +718,7 @@ class Database:
         """Rewrite the database into a fresh file, every sub-database in key order with full
         pages, and swap it in atomically.  Writers in other processes wait, then continue
         in the new file; readers move over at their next transaction.  O(size)."""
-        names = [META, DOCS, KEYS, *([SKETCHES] if self._sketched else []), *self._table_names]
+        names = [META, DOCS, KEYS, *([SKETCHES] if self._sketched else []), *self._tables.names]
 
         def rewrite(source: lmdb.Transaction[bytes], target: lmdb.Environment) -> None:
             for name in names:
@@ -1676,66 +745,14 @@ class Database:
         assert threshold is not None
         return candidate_distance(threshold, kind_of(self._fingerprinter), verified=verified), threshold
 
-    def _snapshot(self) -> _Snapshot:
+    def _snapshot(self) -> Snapshot:
         """Ids and fingerprints of every document in insertion order (from the first table),
         and their sketches as an (n, 192) uint8 matrix with a state per row (no sketch,
         featureless, sketch), read in one transaction.  O(n log n)."""
-        table = self.plan.tables[0]
         with self._storage.read() as txn:
-            permuted, ids = self._read_table(txn, self._table_names[0])
-            order = np.argsort(ids, kind="stable")
-            ids = ids[order]
-            fingerprints = table.unpermute_array(permuted[order])
-            rows = np.zeros((len(ids), SKETCH_BYTES), dtype=np.uint8)
-            state = np.full(len(ids), _NO_SKETCH, dtype=np.int8)
-            if self._sketched:
-                raw_ids, values = [], []
-                for raw_id, value in txn.cursor(self._storage.db(SKETCHES)):
-                    if len(raw_id) != 8 or len(value) not in (0, SKETCH_BYTES):
-                        raise self._damaged("sketches", f"hold an entry {describe(raw_id)} of {len(value)} bytes")
-                    raw_ids.append(raw_id)
-                    values.append(value)
-                if raw_ids and len(ids):
-                    sketch_ids = np.frombuffer(b"".join(raw_ids), dtype=">u8").astype(np.uint64)
-                    at = np.minimum(np.searchsorted(ids, sketch_ids), len(ids) - 1)
-                    known = ids[at] == sketch_ids  # a sketch without a document is left out
-                    full = np.fromiter(map(len, values), dtype=np.int64, count=len(values)) == SKETCH_BYTES
-                    state[at[known]] = _FEATURELESS
-                    state[at[known & full]] = _SKETCHED
-                    matrix = np.frombuffer(b"".join(v for v in values if v), dtype=np.uint8).reshape(-1, SKETCH_BYTES)
-                    rows[at[known & full]] = matrix[known[full]]
-        return _Snapshot(ids, fingerprints, rows, state)
-
-    def _pair_blocks(
-        self, snapshot: _Snapshot, k: int, threshold: float | None, include_featureless: bool, workers: int | None
-    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-        """Blocks ``(left, right, distance, similarity)`` of every pair of positions within
-        ``k`` bits (any k, 0..64), with similarity >= ``threshold`` when one is given; pairs
-        with a featureless document are left out unless ``include_featureless`` (two
-        featureless documents then have similarity 1, one has 0).  Similarities are
-        vectorised over each block.  Cost: the in-memory all-pairs search at radius k plus
-        O(192) per candidate."""
-        kind = kind_of(self._fingerprinter)
-        state, rows = snapshot.state, snapshot.rows
-        for left, right, distance in _iter_pairs_any_k(snapshot.fingerprints, k, workers):
-            left_state, right_state = state[left], state[right]
-            featureless = (left_state == _FEATURELESS) | (right_state == _FEATURELESS)
-            if not include_featureless and featureless.any():
-                keep = ~featureless
-                left, right, distance = left[keep], right[keep], distance[keep]
-                left_state, right_state, featureless = left_state[keep], right_state[keep], featureless[keep]
-            similarity = fingerprint_similarities(distance, kind)
-            both = (left_state == _SKETCHED) & (right_state == _SKETCHED)
-            if both.any():
-                agreeing = sketch_agreements(rows[left[both]], rows[right[both]])
-                similarity[both] = candidate_similarities(distance[both], agreeing, kind)
-            if featureless.any():
-                similarity[featureless] = np.where(left_state[featureless] == right_state[featureless], 1.0, 0.0)
-            if threshold is not None:
-                keep = similarity >= threshold
-                left, right, distance, similarity = left[keep], right[keep], distance[keep], similarity[keep]
-            if len(left):
-                yield left, right, distance, similarity
+            ids, fingerprints = self._tables.scan(txn)
+            rows, state = self._records.sketch_rows(txn, ids)
+        return Snapshot(ids, fingerprints, rows, state)
 
     def pairs(
         self,
@@ -1763,8 +780,9 @@ class Database:
         snapshot = self._snapshot()
         k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
         names = _KeyNames(self, snapshot.ids)
-        for left, right, distances, similarities in self._pair_blocks(
-            snapshot, k, threshold, include_featureless, workers
+        kind = kind_of(self._fingerprinter)
+        for left, right, distances, similarities in pair_blocks(
+            snapshot, k, threshold, include_featureless, workers, kind
         ):
             # Positions follow insertion order and left < right, so key_a was added first.
             rows = zip(names.fetch(left), names.fetch(right), distances.tolist(), similarities.tolist())
@@ -1822,14 +840,16 @@ class Database:
         snapshot = self._snapshot()
         k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
         names = _KeyNames(self, snapshot.ids)
-        featureless = bool((snapshot.state == _FEATURELESS).any())
-        plan = _pairs_plan(k, len(snapshot.ids))
+        featureless = bool((snapshot.state == FEATURELESS).any())
+        plan = pairs_plan(k, len(snapshot.ids))
         weakest = np.full(len(snapshot.ids), np.inf) if spread else None
         if not spread and threshold is None and plan is not None and (include_featureless or not featureless):
             labels = cluster_labels(snapshot.fingerprints, plan, k, workers=workers)
         else:
             labeler = ComponentLabeler(len(snapshot.ids))
-            for left, right, _, similarity in self._pair_blocks(snapshot, k, threshold, include_featureless, workers):
+            for left, right, _, similarity in pair_blocks(
+                snapshot, k, threshold, include_featureless, workers, kind_of(self._fingerprinter)
+            ):
                 labeler.add(left, right)
                 if weakest is not None:
                     np.minimum.at(weakest, left, similarity)
@@ -1859,152 +879,23 @@ class Database:
         resolve_workers(workers)
         snapshot = self._snapshot()
         k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
-        buckets = k + 1 if by == "distance" else _SIMILARITY_BUCKETS + 1
+        buckets = k + 1 if by == "distance" else SIMILARITY_BUCKETS + 1
         counts = np.zeros(buckets, dtype=np.int64)
-        for _, _, distances, similarities in self._pair_blocks(snapshot, k, threshold, include_featureless, workers):
+        for _, _, distances, similarities in pair_blocks(
+            snapshot, k, threshold, include_featureless, workers, kind_of(self._fingerprinter)
+        ):
             if by == "distance":
                 slots = distances.astype(np.int64)
             else:  # the epsilon keeps 0.95 in its own bucket despite float rounding
-                slots = np.floor(similarities * _SIMILARITY_BUCKETS + 1e-9).astype(np.int64)
+                slots = np.floor(similarities * SIMILARITY_BUCKETS + 1e-9).astype(np.int64)
             counts += np.bincount(slots, minlength=buckets)
         if by == "distance":
             return dict(enumerate(counts.tolist()))
-        return {round(slot / _SIMILARITY_BUCKETS, 2): count for slot, count in enumerate(counts.tolist())}
-
-
-#: Sketch state of a document in a :class:`_Snapshot`.
-_NO_SKETCH, _FEATURELESS, _SKETCHED = 0, 1, 2
-#: pair_histogram(by="similarity") buckets are 1/20 = 0.05 wide.
-_SIMILARITY_BUCKETS = 20
-
-
-class _Snapshot(NamedTuple):
-    """Every document's id, fingerprint, sketch row and sketch state, by insertion order."""
-
-    ids: np.ndarray
-    fingerprints: np.ndarray
-    rows: np.ndarray
-    state: np.ndarray
-
-    @property
-    def verifiable(self) -> bool:
-        """Whether any pair can be checked by sketches: some document has one."""
-        return bool((self.state == _SKETCHED).any())
-
-
-class _Rule(NamedTuple):
-    """When ``if_new`` takes a candidate within ``radius`` bits for a duplicate: similarity
-    >= ``threshold``, or, with no threshold, any candidate (within k bits)."""
-
-    radius: int
-    threshold: float | None
-
-    def keeps(self, distance: int, similarity: float) -> bool:
-        return distance <= self.radius if self.threshold is None else similarity >= self.threshold
-
-
-#: Measured costs (ns, one core) of the in-memory pair search, for choosing its plan: one row
-#: through one table's passes, one candidate pair of a table, one pair compared directly.
-_ROW_NS, _CANDIDATE_NS, _BRUTE_PAIR_NS = 17.0, 11.0, 9.0
-#: Plans with more tables are left out: per-table overheads grow beyond the model there.
-_PAIR_PLAN_TABLES = 1000
-#: Fingerprint comparisons per block of the every-pair search.
-_BRUTE_BLOCK = 1 << 22
-
-
-def _pairs_plan(k: int, n: int) -> TablePlan | None:
-    """The cheapest block plan for finding every pair within ``k`` bits among ``n``
-    fingerprints in memory, by a cost model measured on this code (a table costs a pass over
-    the rows plus the pairs sharing its shortest prefix), or None when comparing every pair
-    directly is cheaper (large k, or few fingerprints).  O(64)."""
-    best: tuple[float, TablePlan | None] = (n * (n - 1) / 2 * _BRUTE_PAIR_NS, None)
-    if k >= BITS:
-        return None
-    for blocks in range(k + 1, BITS + 1):
-        tables = math.comb(blocks, k)
-        if tables > _PAIR_PLAN_TABLES:
-            continue
-        leading = sum(block_widths(BITS, blocks)[-(blocks - k) :])  # the shortest prefix
-        cost = tables * (n * _ROW_NS + n * (n - 1) / 2 / 2.0**leading * _CANDIDATE_NS)
-        if cost < best[0]:
-            best = (cost, TablePlan.create(k, blocks))
-    return best[1]
-
-
-def _iter_pairs_any_k(
-    fingerprints: np.ndarray, k: int, workers: int | None = None
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Blocks ``(left, right, distance)`` of every pair of positions (left < right) within
-    ``k`` bits, for any k in 0..64: the permutation-table search
-    (:func:`simdb.allpairs.iter_pair_blocks`) of the plan :func:`_pairs_plan` picks for this k
-    and n, on ``workers`` threads (default every core), else every pair compared in blocks of
-    :data:`_BRUTE_BLOCK` (O(n^2 / 2), numpy)."""
-    n = len(fingerprints)
-    if n < 2:
-        return
-    plan = _pairs_plan(k, n)
-    if plan is not None:
-        yield from iter_pair_blocks(fingerprints, plan, k, workers=workers)
-        return
-    rows_per_block = max(1, _BRUTE_BLOCK // n)
-    for start in range(0, n - 1, rows_per_block):
-        stop = min(n - 1, start + rows_per_block)
-        distances = np.bitwise_count(fingerprints[start:stop, None] ^ fingerprints[None, :])
-        later = np.arange(n)[None, :] > np.arange(start, stop)[:, None]
-        left, right = np.nonzero(later & (distances <= k))
-        yield left.astype(np.int64) + start, right.astype(np.int64), distances[left, right].astype(np.uint8)
-
-
-def _all_pair_arrays(fingerprints: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_iter_pairs_any_k` gathered into three arrays."""
-    blocks = list(_iter_pairs_any_k(fingerprints, k))
-    if not blocks:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8)
-    return tuple(np.concatenate(parts) for parts in zip(*blocks))  # type: ignore[return-value]
-
-
-def _sketch_matrix(sketches: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """Sketches (b"" for featureless) as an (n, 192) uint8 matrix and the mask of the
-    non-empty ones.  O(n)."""
-    present = np.fromiter(map(len, sketches), dtype=np.int64, count=len(sketches)) > 0
-    rows = np.zeros((len(sketches), SKETCH_BYTES), dtype=np.uint8)
-    if present.any():
-        rows[present] = np.frombuffer(b"".join(s for s in sketches if s), dtype=np.uint8).reshape(-1, SKETCH_BYTES)
-    return rows, present
-
-
-def _new_plan(k: int | None, blocks: int | None) -> TablePlan:
-    """The plan of a new database: :data:`DEFAULT_K` in :data:`DEFAULT_BLOCKS` blocks when
-    neither is given, else the given k with the given or default block count."""
-    if k is None:
-        return TablePlan.create(DEFAULT_K, DEFAULT_BLOCKS if blocks is None else blocks)
-    return TablePlan.create(k, blocks)
+        return {round(slot / SIMILARITY_BUCKETS, 2): count for slot, count in enumerate(counts.tolist())}
 
 
 def _check_batch_size(batch_size: object) -> None:
     check_int("batch_size", batch_size, minimum=1)
-
-
-#: Sorts after every 16-byte table key: the bound for the last prefix of a table.
-_PAST_END = b"\xff" * 17
-
-
-def _table_keys(table: Table, fingerprints: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """:func:`sorted_table_keys` for ``table``: the ascending ``V16`` entry keys of the
-    documents ``ids`` (ascending) with ``fingerprints``.  A batch of a few documents (one
-    add) is permuted and sorted with int operations, the same order: (permuted, id)."""
-    if len(ids) > FEW_DOCUMENTS:
-        return sorted_table_keys(table.permute_array, fingerprints, ids)
-    keys = sorted(map(table_key, map(table.permute, fingerprints.tolist()), ids.tolist()))
-    return np.frombuffer(b"".join(keys), dtype="V16")
-
-
-def table_keys_as_pairs(permuted: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """(permuted, id) as a structured array, for set operations in :meth:`Database.check`."""
-    pairs = np.empty(len(ids), dtype=[("fp", np.uint64), ("id", np.uint64)])
-    pairs["fp"] = permuted
-    pairs["id"] = ids
-    return pairs
 
 
 class _KeyNames:
@@ -2031,23 +922,16 @@ class _KeyNames:
         return self._names[positions].tolist()
 
     def _look_up(self, positions: np.ndarray) -> None:
-        storage = self._database._storage
-        with storage.read() as txn:
-            docs = storage.db(DOCS)
-            for position, raw_id in zip(positions.tolist(), self._ids[positions].astype(">u8").view("V8").tolist()):
-                raw = txn.get(raw_id, db=docs)
-                self._names[position] = None if raw is None else codec.unpack_document(raw, raw_id)[0]
+        database = self._database
+        with database._storage.read() as txn:
+            for position, doc_id in zip(positions.tolist(), self._ids[positions].tolist()):
+                self._names[position] = database._records.key_of(txn, doc_id)
         self._known[positions] = True
 
     def _scan_all(self) -> None:
-        storage = self._database._storage
-        ids: list[int] = []
-        keys: list[str] = []
-        with storage.read() as txn:
-            for raw_id, raw in txn.cursor(storage.db(DOCS)):
-                ids.append(decode_id(raw_id))
-                keys.append(codec.unpack_document(raw, raw_id)[0])
-        found = np.array(ids, dtype=np.uint64)
+        database = self._database
+        with database._storage.read() as txn:
+            found, keys = database._records.all_keys(txn)
         at = np.minimum(np.searchsorted(found, self._ids), max(len(found) - 1, 0))
         present = (found[at] == self._ids) if len(found) else np.zeros(len(self._ids), dtype=bool)
         key_array = np.array([*keys, None], dtype=object)

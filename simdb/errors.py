@@ -211,6 +211,23 @@ class CorruptDatabaseError(DatabaseError):
         self.field = field
 
 
+#: The hint of damage that only a backup or an export can repair (configuration, settings).
+RESTORE_HINT = "restore it from a backup or an export"
+
+
+def damaged(
+    path: object, record: str, fault: str, *, field: str | None = None, hint: str | None = None
+) -> CorruptDatabaseError:
+    """The error for a damaged record of the database at ``path`` (metadata, a table, the
+    key index): one line naming the record, the database and what is wrong, with the same
+    in its fields.  Without ``hint`` the remedy is to run check()."""
+    remedy = Remedy.RUN_CHECK if hint is None else None
+    message = f"the {record} stored in {path} {fault}"
+    return CorruptDatabaseError(
+        message, hint or PYTHON_HINTS[Remedy.RUN_CHECK], path=path, record=record, field=field, remedy=remedy
+    )
+
+
 class ReadOnlyError(DatabaseError):
     """A write was attempted on a database opened with ``readonly=True``."""
 

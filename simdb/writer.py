@@ -36,7 +36,8 @@ from simdb.keys import check_key, describe, index_key
 from simdb.threshold import check_threshold
 
 if TYPE_CHECKING:
-    from simdb.database import Database, _Batch, _Removals
+    from simdb.batch import Batch, Removals
+    from simdb.database import Database
 
 _TEXT, _FINGERPRINT, _REMOVE = "text", "fingerprint", "remove"
 
@@ -225,7 +226,7 @@ class BatchWriter:
         self.removed += removed
         return result
 
-    def _steps(self) -> Iterator[_Batch | _Removals]:
+    def _steps(self) -> Iterator[Batch | Removals]:
         """The buffer as the batches :meth:`Database._commit_steps` applies: each run of
         consecutive adds from text, adds of fingerprints or removes is one batch, made by
         the batch path of add_texts, add_many or remove_many."""
@@ -233,7 +234,7 @@ class BatchWriter:
         for kind, grouped in groupby(self._buffer, key=lambda operation: operation.kind):
             run = list(grouped)
             rows = [(operation.key, operation.value, operation.meta) for operation in run]
-            step: _Batch | _Removals
+            step: Batch | Removals
             if kind == _TEXT:
                 step = next(database._text_batches(rows, None, len(rows)))
             elif kind == _FINGERPRINT:

@@ -325,7 +325,7 @@ def test_stats_describe_the_plan(db_path) -> None:
 
 @pytest.mark.parametrize("ratio", [0, 10**9], ids=["seek-per-query", "merge-whole-tables"])
 def test_query_many_paths_equal_brute_force(db_path, monkeypatch, ratio: int) -> None:
-    monkeypatch.setattr(simdb.database, "MERGE_COST_RATIO", ratio)
+    monkeypatch.setattr(simdb.queries, "MERGE_COST_RATIO", ratio)
     rng = random.Random(11)
     from tests.conftest import clustered
 

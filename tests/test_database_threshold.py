@@ -193,16 +193,18 @@ def test_if_new_with_a_threshold_checks_the_batch_and_the_stored_documents(db_pa
 
 
 def test_if_new_probes_once_and_writes_once_per_batch(db_path, monkeypatch) -> None:
-    """The cause of `add --if-new` being 50x slower: one _store (a thread pool and an id
+    """The cause of `add --if-new` being 50x slower: one store (a thread pool and an id
     read) per document.  Now one per batch."""
+    from simdb.writes import Writes
+
     calls = []
-    original = simdb.Database._store
+    original = Writes.store
 
     def counting(self, txn, batch):  # type: ignore[no-untyped-def]
         calls.append(len(batch.keys))
         return original(self, txn, batch)
 
-    monkeypatch.setattr(simdb.Database, "_store", counting)
+    monkeypatch.setattr(Writes, "store", counting)
     rng = random.Random(1)
     with simdb.open(db_path) as db:
         db.add_many([(f"k{i}", rng.getrandbits(64)) for i in range(500)], if_new=True, batch_size=250)
@@ -358,7 +360,7 @@ def test_damaged_sketches_are_reported_by_check_and_readers(db_path) -> None:
 
 
 def test_large_thresholds_spans_use_a_cheap_plan_or_compare_every_pair() -> None:
-    from simdb.database import _pairs_plan
+    from simdb.pairsearch import pairs_plan as _pairs_plan
 
     assert _pairs_plan(3, 1_000_000) is not None
     assert _pairs_plan(64, 10) is None and _pairs_plan(40, 100_000) is None
@@ -372,13 +374,13 @@ def test_pairs_clusters_and_histograms_take_workers(db_path, monkeypatch) -> Non
     stored = [(f"d{i}", base ^ (1 << rng.randrange(64)) if i % 3 else base) for i, base in enumerate(bases * 3)]
     want = {(a, b) for (a, x), (b, y) in combinations(stored, 2) if simdb.hamming(x, y) <= 4}
     seen: list[object] = []
-    search = simdb.database.iter_pair_blocks
+    search = simdb.pairsearch.iter_pair_blocks
 
     def spy(*args: object, **kwargs: object) -> object:
         seen.append(kwargs.get("workers"))
         return search(*args, **kwargs)
 
-    monkeypatch.setattr(simdb.database, "iter_pair_blocks", spy)
+    monkeypatch.setattr(simdb.pairsearch, "iter_pair_blocks", spy)
     with simdb.open(db_path, k=2) as db:
         db.add_many(stored)
         for workers in (1, 2):

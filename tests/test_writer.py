@@ -19,7 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import simdb
-from simdb.database import DOCS, KEYS, META, SKETCHES, _table_keys
+from simdb.btree_tables import _table_keys
+from simdb.database import DOCS, KEYS, META, SKETCHES
 from simdb.keys import sorted_table_keys
 from tests.proc_worker import writer_text
 from tests.test_processes import WORKER, acknowledged

@@ -1,0 +1,145 @@
+"""A validated batch of writes in columns, and batches of removals: what
+:class:`simdb.Database` and its :class:`simdb.BatchWriter` commit in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simdb import codec
+from simdb.errors import InvalidInputError
+from simdb.keys import (
+    FINGERPRINT_LIMIT,
+    MAX_KEY_BYTES,
+    check_fingerprint,
+    check_key,
+    describe,
+    index_key,
+    index_key_order,
+    index_keys,
+)
+
+
+@dataclass
+class Batch:
+    """A validated batch in columns: keys, key-index keys, fingerprints, encoded records."""
+
+    keys: list[str]
+    index_keys: list[bytes]
+    fingerprints: list[int]
+    records: list[bytes]
+    #: Positions in index-key order and the index keys in that order, once computed.
+    key_order: tuple[np.ndarray, np.ndarray] | None = None
+    #: The sketch of each item added from text (b"" for a featureless text); None when the
+    #: batch came as fingerprints.
+    sketches: list[bytes] | None = None
+    #: After :meth:`once_per_key` folded repeats: each key's first (record, sketch) in the
+    #: batch, which one-by-one adding compares with the stored version (None: the values held).
+    first_versions: list[tuple[bytes, bytes | None]] | None = None
+
+    @classmethod
+    def prepare(cls, items: Iterable[Sequence[Any]], first_position: int) -> Batch:
+        """Validate and encode items; raises on the first bad one, naming its position."""
+        rows = list(items)
+        return cls._prepare_plain(rows) or cls._prepare_each(rows, first_position)
+
+    @classmethod
+    def _prepare_plain(cls, rows: list[Any]) -> Batch | None:
+        """The common case checked column-wise in C-level passes: tuples of a str key and an
+        int fingerprint.  None at the first doubt; :meth:`_prepare_each` then finds and names
+        the culprit."""
+        if not rows or set(map(type, rows)) != {tuple} or not set(map(len, rows)) <= {2, 3}:
+            return None
+        keys = [row[0] for row in rows]
+        fingerprints = [row[1] for row in rows]
+        if set(map(type, keys)) != {str} or set(map(type, fingerprints)) != {int}:
+            return None
+        # A key longer than the limit in characters is too long in bytes: refuse it before
+        # encoding, so a huge key is never copied.
+        if (
+            min(fingerprints) < 0
+            or max(fingerprints) >= FINGERPRINT_LIMIT
+            or not 0 < min(map(len, keys)) <= max(map(len, keys)) <= MAX_KEY_BYTES
+        ):
+            return None
+        try:
+            encoded = list(map(str.encode, keys))
+        except UnicodeEncodeError:
+            return None
+        if max(map(len, encoded)) > MAX_KEY_BYTES:
+            return None
+        metas = None if set(map(len, rows)) == {2} else [row[2] if len(row) == 3 else None for row in rows]
+        records = codec.pack_documents(keys, fingerprints, metas)
+        return None if records is None else cls(keys, index_keys(encoded), fingerprints, records)
+
+    @classmethod
+    def _prepare_each(cls, rows: list[Any], first_position: int) -> Batch:
+        """Item by item: lists, numpy integers and other accepted forms, and the precise
+        error for a bad item."""
+        batch = cls([], [], [], [])
+        for position, item in enumerate(rows, first_position):
+            if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
+                raise InvalidInputError(
+                    f"item {position} ({describe(item)}) is not (key, fingerprint) or (key, fingerprint, meta)"
+                )
+            key = item[0]
+            fingerprint = check_fingerprint(item[1])
+            batch.index_keys.append(index_key(check_key(key)))
+            batch.keys.append(key)
+            batch.fingerprints.append(fingerprint)
+            batch.records.append(codec.pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
+        return batch
+
+    def once_per_key(self) -> tuple[Batch, int, int]:
+        """The batch with each key once, where it first occurs, holding its last occurrence's
+        value (and its first, for counting); and how many repeats were folded in that
+        replaced, and that repeated unchanged, the occurrence before them.  That is what
+        adding the items one by one would leave and count, whatever the batch size.
+        O(n log n) in numpy."""
+        order, ordered = index_key_order(self.index_keys)  # equal keys adjacent, in batch order
+        repeats = (ordered[:-1] == ordered[1:]).all(axis=1)  # sorted item i + 1 repeats item i
+        if not repeats.any():
+            self.key_order = (order, ordered)
+            return self, 0, 0
+        positions = order.tolist()
+        unchanged = sum(
+            self._version(positions[i]) == self._version(positions[i + 1]) for i in np.flatnonzero(repeats).tolist()
+        )
+        starts = np.flatnonzero(np.concatenate([[True], ~repeats]))
+        ends = np.append(starts[1:], len(order)) - 1
+        last_of = dict(zip(order[starts].tolist(), order[ends].tolist()))
+        firsts = sorted(last_of)
+        folded = Batch(
+            [self.keys[i] for i in firsts],
+            [self.index_keys[i] for i in firsts],
+            [self.fingerprints[last_of[i]] for i in firsts],
+            [self.records[last_of[i]] for i in firsts],
+            sketches=None if self.sketches is None else [self.sketches[last_of[i]] for i in firsts],
+            first_versions=[self._version(i) for i in firsts],
+        )
+        folds = len(self.keys) - len(firsts)
+        return folded, folds - unchanged, unchanged
+
+    def _version(self, position: int) -> tuple[bytes, bytes | None]:
+        """What is stored for the item at ``position``: its record and its sketch."""
+        return self.records[position], None if self.sketches is None else self.sketches[position]
+
+    def single(self, position: int) -> Batch:
+        return self.take([position])
+
+    def take(self, positions: Sequence[int]) -> Batch:
+        """The batch of the items at ``positions``, in that order.  O(len(positions))."""
+        return Batch(
+            [self.keys[i] for i in positions],
+            [self.index_keys[i] for i in positions],
+            [self.fingerprints[i] for i in positions],
+            [self.records[i] for i in positions],
+            sketches=None if self.sketches is None else [self.sketches[i] for i in positions],
+        )
+
+
+#: A batch of removals: ``(key, index key)`` pairs, as :meth:`Database._delete` takes them.
+Removals = list[tuple[str, bytes]]

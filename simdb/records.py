@@ -1,0 +1,303 @@
+"""The documents and the key index: the records layer under :class:`simdb.Database`.
+
+Sub-databases:
+
+- ``docs``: document id (8 bytes big-endian) -> msgpack ``[key, fingerprint, meta]``;
+- ``sketches`` (format 2): document id -> the 192-byte verification sketch of a document added
+  from text (b"" when the text had no features); documents added as fingerprints have none;
+- ``keys``: the key index, the 16-byte digest of the UTF-8 key (see :mod:`simdb.keys`) ->
+  document id;
+- in ``meta``, ``next_id``: the next document id to hand out.
+
+Every method works inside the caller's transaction over :class:`simdb.tables.Handles`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import lmdb
+import numpy as np
+
+from simdb import codec
+from simdb.btree_tables import put_sorted
+from simdb.config import META
+from simdb.errors import CorruptDatabaseError, InvalidKeyError, Remedy, damaged
+from simdb.fingerprint import SKETCH_BYTES
+from simdb.keys import check_key, decode_id, describe, encode_id, encode_id_range, index_key
+from simdb.tables import Handles
+
+DOCS = b"docs"
+KEYS = b"keys"
+SKETCHES = b"sketches"
+NEXT_ID_KEY = b"next_id"
+#: Document ids are 8 bytes big-endian; the stored next id stays below 2**63, beyond any real
+#: count of documents, so a valid one leaves room for any batch and anything higher is damage.
+ID_LIMIT = 1 << 63
+#: Sketch state of a document in :meth:`Records.sketch_rows`.
+NO_SKETCH, FEATURELESS, SKETCHED = 0, 1, 2
+
+
+class Document(NamedTuple):
+    """One stored document."""
+
+    key: str
+    fingerprint: int
+    meta: Any
+
+
+class Records:
+    """Documents, sketches, the key index and the next id of the database at ``path``
+    (named in errors).  ``sketched``: the format stores sketches (format 2 and later)."""
+
+    def __init__(self, handles: Handles, path: str, sketched: bool) -> None:
+        self.handles = handles
+        self.path = path
+        self.sketched = sketched
+
+    names = (DOCS, KEYS, SKETCHES)
+
+    def create(self, txn: lmdb.Transaction[bytes]) -> None:
+        """Create the sub-databases and store the first next id, 0 (a new database)."""
+        for name in self.names:
+            self.handles.create(txn, name)
+        txn.put(NEXT_ID_KEY, codec.pack(0, "next id"), db=self.handles.db(META))
+
+    def count(self, txn: lmdb.Transaction[bytes]) -> int:
+        """How many documents are stored.  O(1)."""
+        return int(txn.stat(self.handles.db(DOCS))["entries"])
+
+    def key_count(self, txn: lmdb.Transaction[bytes]) -> int:
+        """How many keys the key index holds.  O(1)."""
+        return int(txn.stat(self.handles.db(KEYS))["entries"])
+
+    def sketch_count(self, txn: lmdb.Transaction[bytes]) -> int:
+        """How many sketches are stored (0 in a format without them).  O(1)."""
+        return int(txn.stat(self.handles.db(SKETCHES))["entries"]) if self.sketched else 0
+
+    # -- the next id ---------------------------------------------------------------------
+
+    def read_next_id(self, txn: lmdb.Transaction[bytes]) -> int:
+        """The stored next document id, checked: an int in [0, 2**63) above every stored id
+        (a lower one would hand out ids in use).  Damage raises CorruptDatabaseError naming
+        it.  Cost: one get and one cursor seek."""
+        next_id = codec.unpack(txn.get(NEXT_ID_KEY, db=self.handles.db(META)), "next document id", self.path)
+        if type(next_id) is not int or not 0 <= next_id < ID_LIMIT:
+            raise damaged(self.path, "next document id", f"is {describe(next_id)}, not an int in [0, 2**63)")
+        cursor = txn.cursor(self.handles.db(DOCS))
+        if cursor.last() and decode_id(cursor.key()) >= next_id:
+            last = decode_id(cursor.key())
+            raise damaged(self.path, "next document id", f"is {next_id}, not above the last document id {last}")
+        return next_id
+
+    def set_next_id(self, txn: lmdb.Transaction[bytes], next_id: int) -> None:
+        txn.put(NEXT_ID_KEY, codec.pack(next_id, "next id"), db=self.handles.db(META))
+
+    # -- lookups -------------------------------------------------------------------------
+
+    def id_of(self, txn: lmdb.Transaction[bytes], key_index: bytes) -> int | None:
+        """The id the key index holds for an index key, unchecked.  One get."""
+        raw_id = txn.get(key_index, db=self.handles.db(KEYS))
+        return None if raw_id is None else decode_id(raw_id)
+
+    def lookup(self, txn: lmdb.Transaction[bytes], key: str, key_index: bytes) -> tuple[int, Document] | None:
+        """The id and document stored under ``key``, if any; the full key is compared, so a
+        key index that disagrees with the documents is reported, never trusted."""
+        raw_id = txn.get(key_index, db=self.handles.db(KEYS))
+        if raw_id is None:
+            return None
+        document = Document(*self.indexed(txn, raw_id))
+        if document.key != key:
+            raise CorruptDatabaseError(
+                f"the key index entry for {describe(key)} points at {describe(document.key)}", remedy=Remedy.RUN_CHECK
+            )
+        return decode_id(raw_id), document
+
+    def indexed(self, txn: lmdb.Transaction[bytes], raw_id: bytes) -> tuple[str, int, Any]:
+        """The record of a document id as the key index holds it (``raw_id``, checked)."""
+        if len(raw_id) != 8:  # LMDB would refuse an empty key with an error of its own
+            raise damaged(self.path, "key index", f"holds a document id {describe(raw_id)} that is not 8 bytes long")
+        raw = txn.get(raw_id, db=self.handles.db(DOCS))
+        if raw is None:
+            raise CorruptDatabaseError(
+                f"document id {decode_id(raw_id)} is indexed but missing", remedy=Remedy.RUN_CHECK
+            )
+        return codec.unpack_document(raw, raw_id)
+
+    def found(self, txn: lmdb.Transaction[bytes], doc_id: int) -> tuple[str, int, Any]:
+        """The record of a document id that a table holds; a missing one is damage."""
+        raw_id = encode_id(doc_id)
+        raw = txn.get(raw_id, db=self.handles.db(DOCS))
+        if raw is None:
+            raise CorruptDatabaseError(f"document id {doc_id} is in a table but missing", remedy=Remedy.RUN_CHECK)
+        return codec.unpack_document(raw, raw_id)
+
+    def key_of(self, txn: lmdb.Transaction[bytes], doc_id: int) -> str | None:
+        """The key of a document id, None when there is none (removed since).  One get."""
+        raw_id = encode_id(doc_id)
+        raw = txn.get(raw_id, db=self.handles.db(DOCS))
+        return None if raw is None else codec.unpack_document(raw, raw_id)[0]
+
+    def stored_sketch(self, txn: lmdb.Transaction[bytes], doc_id: int) -> bytes | None:
+        """The stored sketch of one document (b"" if featureless), None if it has none."""
+        if not self.sketched:
+            return None
+        sketch = txn.get(encode_id(doc_id), db=self.handles.db(SKETCHES))
+        if sketch is not None and len(sketch) not in (0, SKETCH_BYTES):
+            raise damaged(self.path, "sketches", f"hold a sketch of {len(sketch)} bytes for document {doc_id}")
+        return sketch
+
+    def unchanged(self, txn: lmdb.Transaction[bytes], doc_id: int, record: bytes, sketch: bytes | None) -> bool:
+        """Whether document ``doc_id`` is stored as ``record`` with ``sketch`` (None: a
+        fingerprint, which keeps no sketch), so that storing them again would change nothing.
+        A database without sketches (format 1) compares the record alone.  O(1) LMDB reads."""
+        raw_id = encode_id(doc_id)
+        if txn.get(raw_id, db=self.handles.db(DOCS)) != record:
+            return False
+        if not self.sketched:
+            return True
+        return txn.get(raw_id, db=self.handles.db(SKETCHES)) == sketch
+
+    # -- writing -------------------------------------------------------------------------
+
+    def replace(self, txn: lmdb.Transaction[bytes], doc_id: int, record: bytes, sketch: bytes | None) -> None:
+        """Store a new version of document ``doc_id``: its record and its sketch (or drop
+        the old sketch when the new version came as a fingerprint).  O(1) LMDB operations."""
+        txn.put(encode_id(doc_id), record, db=self.handles.db(DOCS))
+        self._replace_sketch(txn, doc_id, sketch)
+
+    def _replace_sketch(self, txn: lmdb.Transaction[bytes], doc_id: int, sketch: bytes | None) -> None:
+        if not self.sketched:
+            return
+        if sketch is None:
+            txn.delete(encode_id(doc_id), db=self.handles.db(SKETCHES))
+        else:
+            txn.put(encode_id(doc_id), sketch, db=self.handles.db(SKETCHES))
+
+    def put_new(
+        self,
+        txn: lmdb.Transaction[bytes],
+        next_id: int,
+        records: Sequence[bytes],
+        sketches: Sequence[bytes] | None,
+        key_order: tuple[np.ndarray, np.ndarray],
+    ) -> None:
+        """Records, sketches and key index entries for new documents, ids from ``next_id``
+        on; ``key_order`` is :func:`simdb.keys.index_key_order` of their index keys.  Every
+        sub-database is written in key order (append mode into an empty one)."""
+        if not records:
+            return
+        new_ids = encode_id_range(next_id, len(records))
+        put_sorted(txn, self.handles.db(DOCS), zip(new_ids, records), new_ids[0], len(new_ids))
+        if sketches is not None and self.sketched:
+            put_sorted(txn, self.handles.db(SKETCHES), zip(new_ids, sketches), new_ids[0], len(new_ids))
+        order, ordered = key_order
+        # The i-th new document gets id next_id + i; list its keys and ids in key order.
+        sorted_ids = (order.astype(np.uint64) + np.uint64(next_id)).astype(">u8").view("V8").tolist()
+        sorted_keys = np.ascontiguousarray(ordered).view("V16").ravel().tolist()
+        put_sorted(txn, self.handles.db(KEYS), zip(sorted_keys, sorted_ids), sorted_keys[0], len(sorted_keys))
+
+    def delete(self, txn: lmdb.Transaction[bytes], doc_id: int, key_index: bytes) -> None:
+        """Remove a document's record, sketch and key index entry.  O(1) LMDB deletes."""
+        txn.delete(encode_id(doc_id), db=self.handles.db(DOCS))
+        txn.delete(key_index, db=self.handles.db(KEYS))
+        self._replace_sketch(txn, doc_id, None)
+
+    # -- bulk reads ----------------------------------------------------------------------
+
+    def chunk_after(self, txn: lmdb.Transaction[bytes], after: bytes, chunk: int) -> list[tuple[bytes, Any]]:
+        """Up to ``chunk`` (raw id, record) rows in id order after the raw id ``after``
+        (b"": from the start).  One seek plus one step per row."""
+        cursor = txn.cursor(self.handles.db(DOCS))
+        if not cursor.set_range(after):
+            return []
+        if cursor.key() == after and not cursor.next():
+            return []
+        rows = []
+        for raw_id, raw in cursor:
+            rows.append((raw_id, codec.unpack_document(raw, raw_id)))
+            if len(rows) >= chunk:
+                break
+        return rows
+
+    def all_keys(self, txn: lmdb.Transaction[bytes]) -> tuple[np.ndarray, list[str]]:
+        """Every document's id (uint64, ascending) and key, in one scan.  O(n)."""
+        ids: list[int] = []
+        keys: list[str] = []
+        for raw_id, raw in txn.cursor(self.handles.db(DOCS)):
+            ids.append(decode_id(raw_id))
+            keys.append(codec.unpack_document(raw, raw_id)[0])
+        return np.array(ids, dtype=np.uint64), keys
+
+    def sketch_rows(self, txn: lmdb.Transaction[bytes], ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The sketches of documents ``ids`` (ascending) as an (n, 192) uint8 matrix, and a
+        state per row (:data:`NO_SKETCH`, :data:`FEATURELESS`, :data:`SKETCHED`); a sketch
+        without a document is left out.  One scan of the sketches.  O(n log n)."""
+        rows = np.zeros((len(ids), SKETCH_BYTES), dtype=np.uint8)
+        state = np.full(len(ids), NO_SKETCH, dtype=np.int8)
+        if not self.sketched:
+            return rows, state
+        raw_ids, values = [], []
+        for raw_id, value in txn.cursor(self.handles.db(SKETCHES)):
+            if len(raw_id) != 8 or len(value) not in (0, SKETCH_BYTES):
+                raise damaged(self.path, "sketches", f"hold an entry {describe(raw_id)} of {len(value)} bytes")
+            raw_ids.append(raw_id)
+            values.append(value)
+        if raw_ids and len(ids):
+            sketch_ids = np.frombuffer(b"".join(raw_ids), dtype=">u8").astype(np.uint64)
+            at = np.minimum(np.searchsorted(ids, sketch_ids), len(ids) - 1)
+            known = ids[at] == sketch_ids  # a sketch without a document is left out
+            full = np.fromiter(map(len, values), dtype=np.int64, count=len(values)) == SKETCH_BYTES
+            state[at[known]] = FEATURELESS
+            state[at[known & full]] = SKETCHED
+            matrix = np.frombuffer(b"".join(v for v in values if v), dtype=np.uint8).reshape(-1, SKETCH_BYTES)
+            rows[at[known & full]] = matrix[known[full]]
+        return rows, state
+
+    def verify(self, txn: lmdb.Transaction[bytes]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """Problems of the records (each valid, below the next id), the sketches (each of a
+        document, of a valid length) and the key index (agreeing with the documents both
+        ways), and the (ids, fingerprints) of the valid documents for checking the tables.
+        Never raises for damage.  One scan of each sub-database."""
+        problems: list[str] = []
+        ids: list[int] = []
+        fingerprints: list[int] = []
+        id_by_index_key: dict[bytes, int] = {}
+        try:
+            next_id: int | None = self.read_next_id(txn)
+        except CorruptDatabaseError as exc:
+            problems.append(exc.message)
+            next_id = None
+        for raw_id, raw in txn.cursor(self.handles.db(DOCS)):
+            doc_id = decode_id(raw_id)
+            try:
+                key, fingerprint, _ = codec.unpack_document(raw, raw_id)
+                id_by_index_key[index_key(check_key(key))] = doc_id
+            except CorruptDatabaseError as exc:
+                problems.append(exc.message)
+                continue
+            except InvalidKeyError as exc:  # a str key that is not valid Unicode, or too long in bytes
+                problems.append(f"document {doc_id}: {exc.message}")
+                continue
+            if next_id is not None and doc_id >= next_id:
+                problems.append(f"document {doc_id} is at or above the next id {next_id}")
+            ids.append(doc_id)
+            fingerprints.append(fingerprint)
+        if self.sketched:
+            known = set(ids)
+            for raw_id, sketch in txn.cursor(self.handles.db(SKETCHES)):
+                if len(raw_id) != 8 or decode_id(raw_id) not in known:
+                    problems.append(f"sketch entry {describe(raw_id)} has no matching document")
+                elif len(sketch) not in (0, SKETCH_BYTES):
+                    problems.append(
+                        f"the sketch of document {decode_id(raw_id)} is {len(sketch)} bytes, not {SKETCH_BYTES} or 0"
+                    )
+        for key_index, raw_id in txn.cursor(self.handles.db(KEYS)):
+            if id_by_index_key.pop(key_index, None) != decode_id(raw_id):
+                problems.append(
+                    f"key index entry {describe(key_index)} -> {decode_id(raw_id)} has no matching document"
+                )
+        for key_index, doc_id in id_by_index_key.items():
+            problems.append(f"document {doc_id} ({describe(key_index)}) is missing from the key index")
+        return problems, np.array(ids, dtype=np.uint64), np.array(fingerprints, dtype=np.uint64)
