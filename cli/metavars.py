@@ -46,6 +46,9 @@ BY_OPTION = {
 }
 #: Placeholders by the value's Python type, for everything else.
 BY_TYPE: dict[Any, str] = {int: "N", float: "FLOAT", str: "TEXT"}
+#: The Python type of a click type, by the start of its name ("integer", "int range", ...),
+#: where typer keeps no annotation.
+CLICK_TYPE_NAMES = (("int", int), ("float", float), ("bool", bool))
 
 
 def _value_type(annotation: Any) -> Any:
@@ -60,8 +63,12 @@ def _value_type(annotation: Any) -> Any:
 
 def placeholder(param: Any) -> str | None:
     """The placeholder of one typer parameter, or None for a flag (it takes no value)."""
-    descriptor = getattr(param, "type_descriptor", None)  # typer's record of the annotation
-    annotation = descriptor.annotation if descriptor is not None else str
+    descriptor = getattr(param, "type_descriptor", None)  # typer's record of the annotation (0.29+)
+    if descriptor is not None:
+        annotation = descriptor.annotation
+    else:  # older typer: the click type, which names itself ("integer range" and so on)
+        type_name = str(getattr(getattr(param, "type", None), "name", ""))
+        annotation = next((kind for prefix, kind in CLICK_TYPE_NAMES if type_name.startswith(prefix)), str)
     if param.param_type_name == "argument":  # typer adds the brackets and the "..." itself
         return str(param.name).upper()
     if getattr(param, "is_flag", False) or _value_type(annotation) is bool:

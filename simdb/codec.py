@@ -58,7 +58,8 @@ def _check_storable(values: list[Any], what: str) -> None:
                 for key in item:
                     if not isinstance(key, _MAP_KEY_TYPES) or isinstance(key, _EXTENSIONS):
                         raise InvalidInputError(
-                            f"{what} has a dict key {describe(key)} of type {type(key).__name__}, which cannot be stored",
+                            f"{what} has a dict key {describe(key)} of type {type(key).__name__}, "
+                            "which cannot be stored",
                             "use str, int, float, bytes, bool or None as dict keys",
                         )
                 parts = item.values()

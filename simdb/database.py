@@ -172,9 +172,10 @@ def open(  # noqa: A001 - the public name is simdb.open, as in the spec
     ``k`` (default 5 at creation) is the largest distance answered with no false negatives;
     ``blocks`` is the block count m > k: 6 for the default k (6 tables of 10-11 leading bits,
     chosen for recall at the default threshold at under 500 bytes per document), else by
-    default the smallest giving every table about log2(1M) leading bits or more.  Both are stored at creation; giving a different value later
-    raises :class:`ConfigMismatchError`.  ``fingerprinter`` fixes the text settings the same
-    way.  ``map_size`` is the initial LMDB map size; the map grows by itself when needed.
+    default the smallest giving every table about log2(1M) leading bits or more.  Both are
+    stored at creation; giving a different value later raises :class:`ConfigMismatchError`.
+    ``fingerprinter`` fixes the text settings the same way.  ``map_size`` is the initial LMDB
+    map size; the map grows by itself when needed.
     """
     return Database(
         path, k=k, blocks=blocks, readonly=readonly, fingerprinter=fingerprinter, create=create, map_size=map_size
@@ -204,7 +205,8 @@ def _check_open_arguments(path: object, k: object, blocks: object, fingerprinter
         )
     if fingerprinter.bits != BITS:
         raise InvalidInputError(
-            f"fingerprinter {fingerprinter!r} makes {fingerprinter.bits}-bit fingerprints; the index stores {BITS}-bit ones",
+            f"fingerprinter {fingerprinter!r} makes {fingerprinter.bits}-bit fingerprints; "
+            f"the index stores {BITS}-bit ones",
             f"use bits={BITS}",
         )
 
@@ -774,8 +776,9 @@ class Database:
         texts never pair unless ``include_featureless``.
 
         Reads the fingerprints and sketches once, then streams blocks of pairs with memory
-        O(n + block); the search runs on ``workers`` threads (default every core).  The pairs are those of the documents as read at the start; a document
-        removed before its key is read is left out."""
+        O(n + block); the search runs on ``workers`` threads (default every core).  The pairs
+        are those of the documents as read at the start; a document removed before its key is
+        read is left out."""
         resolve_workers(workers)
         snapshot = self._snapshot()
         k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)

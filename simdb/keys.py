@@ -134,7 +134,8 @@ def parse_fingerprint(text: str) -> int:
         value = int(cleaned)
     elif (cleaned.isascii() and cleaned.isdigit()) or _HEX_DIGITS.fullmatch(cleaned):
         raise InvalidFingerprintError(
-            f"fingerprint {describe(text)} has {len(cleaned.removeprefix('0x').removeprefix('0X'))} digits, too large for 64 bits",
+            f"fingerprint {describe(text)} has {len(cleaned.removeprefix('0x').removeprefix('0X'))} digits, "
+            "too large for 64 bits",
             "a fingerprint has at most 16 hex digits or 20 decimal digits, below 2**64",
             argument="fingerprint",
             value=text,

@@ -21,8 +21,9 @@ symbolic link, a FIFO or a device (the directory itself may be a link); entries 
 generation that are not regular files (a directory, say) are left alone by the sweep below.
 
 Swaps.  Every write transaction compares the generation named in ``CURRENT`` (and the identity
-of its data file: one stat) with the one this process opened, *after* taking LMDB's write lock; compaction renames ``CURRENT`` while
-holding that lock, so a writer can never commit into a superseded file.  Readers compare at
+of its data file: one stat) with the one this process opened, *after* taking LMDB's write
+lock; compaction renames ``CURRENT`` while holding that lock, so a writer can never commit
+into a superseded file.  Readers compare at
 most every READ_RECHECK_SECONDS: until then they read a consistent, slightly older snapshot.
 Writable opens and compactions remove, under that lock, what killed compactions left: other
 generations, lock files without their data file, staging files of dead processes.

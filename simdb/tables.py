@@ -793,5 +793,6 @@ class Tables:
                     yield f"{name.decode()}: the block at {key.hex()} overlaps the one before"
                 previous_last = int(values[-1])
                 entries += count
-            if entries != self._state(txn, table.index, level)[0]:
-                yield f"{name.decode()}: holds {entries} entries, its state says {self._state(txn, table.index, level)[0]}"
+            recorded = self._state(txn, table.index, level)[0]
+            if entries != recorded:
+                yield f"{name.decode()}: holds {entries} entries, its state says {recorded}"
