@@ -169,7 +169,7 @@ def test_limit_and_threshold_select_from_the_candidates(layer: str) -> None:
 
 
 def test_query_many_passes_workers_to_the_engine(tmp_path: Path, monkeypatch) -> None:
-    """The workers argument reaches the engine, and None (every core) is the default."""
+    """The workers argument reaches the engine, and one thread is the default."""
     seen: list[int | None] = []
     original = Queries.query_many
 
@@ -182,7 +182,7 @@ def test_query_many_passes_workers_to_the_engine(tmp_path: Path, monkeypatch) ->
         db.add_many([("a", 1), ("b", 3)])
         assert [[m.key for m in found] for found in db.query_many([1], k=1, workers=3)] == [["a", "b"]]
         db.query_many([1])
-    assert seen == [3, None]
+    assert seen == [3, 1]
 
 
 def test_query_many_with_workers_equals_one_thread(tmp_path: Path, monkeypatch) -> None:
