@@ -234,15 +234,20 @@ class Config:
             return None
         stored = self.stored_fingerprinter(raw)
         if given is not None and given != stored:
-            raise ConfigMismatchError(
-                f"fingerprinter {given!r} was given, but the database at {self.path} uses {stored!r}",
-                "omit fingerprinter= to use the stored settings",
-                setting="fingerprinter",
-                given=given,
-                stored=stored,
-                path=self.storage.path,
-            )
+            raise self._fingerprinter_mismatch(given, stored, f"the database at {self.path} uses")
         return stored
+
+    def _fingerprinter_mismatch(self, given: Fingerprinter, stored: Fingerprinter, holder: str) -> ConfigMismatchError:
+        """The error for fingerprint settings ``given`` where ``holder`` (say, "the database
+        at PATH uses") names the ``stored`` ones."""
+        return ConfigMismatchError(
+            f"fingerprinter {given!r} was given, but {holder} {stored!r}",
+            "omit fingerprinter= to use the stored settings",
+            setting="fingerprinter",
+            given=given,
+            stored=stored,
+            path=self.storage.path,
+        )
 
     def store_fingerprinter(self, fingerprinter: Fingerprinter, *, given: bool = True) -> Fingerprinter:
         """Store settings the first time text is used; never overwrite other settings.  If
@@ -263,14 +268,7 @@ class Config:
 
         stored = self.storage.write(store)
         if given and stored != fingerprinter:
-            raise ConfigMismatchError(
-                f"fingerprinter {fingerprinter!r} was given, but {self.storage.path} now uses {stored!r}",
-                "omit fingerprinter= to use the stored settings",
-                setting="fingerprinter",
-                given=fingerprinter,
-                stored=stored,
-                path=self.storage.path,
-            )
+            raise self._fingerprinter_mismatch(fingerprinter, stored, f"{self.storage.path} now uses")
         return stored
 
     def text_fingerprinter(self) -> Fingerprinter:
