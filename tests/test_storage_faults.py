@@ -393,12 +393,10 @@ except simdb.SimdbError as exc:
 """
 
 
-@pytest.mark.parametrize("readonly", ["ro", "rw"])
-def test_a_fifo_in_place_of_current_is_refused_without_hanging(db_path: Path, readonly: str) -> None:
-    simdb.open(db_path).close()
-    (db_path / "CURRENT").unlink()
-    os.mkfifo(db_path / "CURRENT")
-    run = subprocess.run(
+def open_and_report(db_path: Path, readonly: str) -> subprocess.CompletedProcess[str]:
+    """Open the database in a fresh process (``readonly`` "ro" or "rw"), which prints OPENED
+    or the error's class and message; a hang fails the test after 30 s."""
+    return subprocess.run(
         [sys.executable, "-c", OPEN_AND_REPORT, str(db_path), readonly],
         capture_output=True,
         text=True,
@@ -406,6 +404,14 @@ def test_a_fifo_in_place_of_current_is_refused_without_hanging(db_path: Path, re
         env={**os.environ, "PYTHONPATH": ROOT},
         check=False,
     )
+
+
+@pytest.mark.parametrize("readonly", ["ro", "rw"])
+def test_a_fifo_in_place_of_current_is_refused_without_hanging(db_path: Path, readonly: str) -> None:
+    simdb.open(db_path).close()
+    (db_path / "CURRENT").unlink()
+    os.mkfifo(db_path / "CURRENT")
+    run = open_and_report(db_path, readonly)
     assert run.stdout.startswith("CorruptDatabaseError") and "CURRENT" in run.stdout, run.stdout + run.stderr
 
 
@@ -671,14 +677,7 @@ def test_a_special_file_in_place_of_a_data_or_lock_file_is_refused_without_hangi
         os.mkfifo(db_path / victim)
     else:
         (db_path / victim).mkdir()
-    run = subprocess.run(
-        [sys.executable, "-c", OPEN_AND_REPORT, str(db_path), readonly],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**os.environ, "PYTHONPATH": ROOT},
-        check=False,
-    )
+    run = open_and_report(db_path, readonly)
     assert run.stdout.startswith("CorruptDatabaseError") and f"{victim} is not a regular file" in run.stdout, (
         run.stdout + run.stderr
     )
