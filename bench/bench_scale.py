@@ -1,5 +1,5 @@
 """Scale benchmark of the table layer (issue #16): today's layout (one B-tree of 16-byte keys per
-table, as simdb/database.py writes it) against simdb/tables.py (recent tree + levels of
+table, simdb/btree_tables.py, as Database writes it) against simdb/tables.py (recent tree + levels of
 compressed blocks), side by side in one run on bare LMDB environments.  Only the tables are
 measured (no document records or key index), so the figures isolate the layer.
 
@@ -26,50 +26,34 @@ from typing import Any
 import lmdb
 import numpy as np
 
-from simdb.keys import sorted_table_keys, table_entry_pairs
-from simdb.plan import BITS, TablePlan
+from simdb.btree_tables import BTreeTables
+from simdb.plan import TablePlan
 from simdb.tables import BareHandles, Policy, Tables
 
 MAP = 1 << 40
 
 
 class BTreeLayout:
-    """Today's layout, written as Database._store/_put_sorted and probed as Database._probe."""
+    """Today's layout: simdb.btree_tables, the tables layer Database writes and probes."""
 
     def __init__(self, env: lmdb.Environment, plan: TablePlan) -> None:
-        self.env, self.plan = env, plan
+        self.env = env
+        self.handles = BareHandles(env)
+        self.tables = BTreeTables(plan, self.handles)
         with env.begin(write=True) as txn:
-            self.dbs = [env.open_db(t.name.encode(), txn=txn) for t in plan.tables]
+            self.tables.create(txn)
 
     def put(self, txn: lmdb.Transaction[bytes], ids: np.ndarray, fps: np.ndarray) -> None:
-        for table, db in zip(self.plan.tables, self.dbs):
-            entries = sorted_table_keys(table.permute_array, fps, ids)
-            cursor = txn.cursor(db)
-            append = not cursor.last() or cursor.key() < entries[0].tobytes()
-            cursor.putmulti(table_entry_pairs(entries), append=append, overwrite=not append)
+        self.tables.put_many(txn, ids, fps)
 
-    def probe(self, txn: lmdb.Transaction[bytes], fingerprint: int, k: int) -> dict[bytes, int]:
-        found: dict[bytes, int] = {}
-        for table, db in zip(self.plan.tables, self.dbs):
-            query = table.permute(fingerprint)
-            low = query & table.prefix_mask
-            high = low + table.prefix_span
-            bound = high.to_bytes(8, "big") if high >> BITS == 0 else b"\xff" * 17
-            cursor = txn.cursor(db)
-            if cursor.set_range(low.to_bytes(8, "big")):
-                for key in cursor.iternext(values=False):
-                    if key >= bound:
-                        break
-                    distance = (int.from_bytes(key[:8], "big") ^ query).bit_count()
-                    if distance <= k:
-                        found[key[8:]] = distance
-        return found
+    def probe(self, txn: lmdb.Transaction[bytes], fingerprint: int, k: int) -> dict[int, int]:
+        return self.tables.probe(txn, fingerprint, k)
 
-    def probe_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[bytes, int]]:
-        return [self.probe(txn, q, k) for q in queries.tolist()]
+    def probe_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[int, int]]:
+        return self.tables.probe_many(txn, queries, k)
 
     def table_bytes(self, txn: lmdb.Transaction[bytes]) -> int:
-        return sum(_pages(txn.stat(db)) for db in self.dbs)
+        return sum(_pages(txn.stat(self.handles.db(name))) for name in self.tables.names)
 
 
 class LsmLayout:
