@@ -28,7 +28,8 @@ import numpy as np
 
 from simdb.btree_tables import BTreeTables
 from simdb.plan import TablePlan
-from simdb.tables import BareHandles, Policy, Tables
+from simdb.storage import BareHandles
+from simdb.tables import Policy, Tables
 
 MAP = 1 << 40
 
@@ -65,9 +66,7 @@ class LsmLayout:
             self.tables.create(txn)
 
     def put(self, txn: lmdb.Transaction[bytes], ids: np.ndarray, fps: np.ndarray) -> None:
-        self.tables.put_many(txn, ids, fps)
-        # Inline merging, bounded per commit; enough to keep up with what was added.
-        self.tables.merge(txn, budget=max(1 << 20, 64 * len(ids) * len(self.tables.plan.tables)))
+        self.tables.put_many(txn, ids, fps)  # merges inline, within Tables.merge_budget
 
     def probe(self, txn: lmdb.Transaction[bytes], fingerprint: int, k: int) -> dict[int, int]:
         return self.tables.probe(txn, fingerprint, k)
@@ -130,10 +129,98 @@ def run(layout: str, n: int, batch: int, queries: int, rounds: int, k: int, poli
     return row
 
 
+def faiss_query_many_rate(stored: np.ndarray, queries: np.ndarray, k: int) -> float | None:
+    """FAISS IndexBinaryMultiHash (nhash=k+1, exact like simdb) in memory, one thread:
+    range_search of ``queries`` per second; None without faiss."""
+    try:
+        import faiss
+    except ImportError:
+        return None
+    faiss.omp_set_num_threads(1)
+    index = faiss.IndexBinaryMultiHash(64, k + 1, 64 // (k + 1))
+    index.nflip = 0
+    index.add(np.ascontiguousarray(stored).view(np.uint8).reshape(-1, 8))
+    codes = np.ascontiguousarray(queries).view(np.uint8).reshape(-1, 8)
+    return len(queries) / _timed(lambda: index.range_search(codes, k + 1))  # keeps distance < radius
+
+
+def run_database(n: int, batch: int, queries: int, rounds: int, k: int) -> dict[str, Any]:
+    """The issue #16 targets through the public API: a format 3 Database of n random
+    fingerprints under keys ``d<i>``, k=3 in 5 blocks."""
+    import simdb
+
+    directory = tempfile.mkdtemp(prefix="bench-scale-db-", dir=os.environ.get("BENCH_DIR"))
+    rng = np.random.default_rng(7)
+    extra = rounds * 10_000 + rounds * 10 * 100 + 20_000
+    fingerprints = rng.integers(0, 1 << 64, n + extra, dtype=np.uint64, endpoint=False)
+    values = fingerprints.tolist()
+    next_id = 0
+
+    def items(count: int) -> list[tuple[str, int]]:
+        nonlocal next_id
+        chunk = [(f"d{i}", values[i]) for i in range(next_id, next_id + count)]
+        next_id += count
+        return chunk
+
+    row: dict[str, Any] = {"layout": "Database (format 3)", "n": n}
+    with simdb.open(os.path.join(directory, "db"), k=k, blocks=k + 2) as db:
+        load = 0.0
+        for at in range(0, n, batch):
+            chunk = items(min(batch, n - at))
+            load += _timed(lambda chunk=chunk: db.add_many(chunk, batch_size=batch))
+        row["bulk docs/s"] = n / load
+        ten_k = [items(10_000) for _ in range(rounds)]
+        row["add 10k docs/s"] = rounds * 10_000 / _timed(lambda: [db.add_many(chunk) for chunk in ten_k])
+        hundred = [items(100) for _ in range(rounds * 10)]
+        row["add 100 docs/s"] = rounds * 10 * 100 / _timed(lambda: [db.add_many(chunk) for chunk in hundred])
+        singles = items(20_000)
+
+        def write_singly() -> None:
+            with db.writer() as writer:
+                for key, fingerprint in singles:
+                    writer.add(key, fingerprint)
+
+        row["writer adds/s"] = len(singles) / _timed(write_singly)
+        stats = db.stats()
+        row["bytes/entry"] = stats["bytes_per_table_entry"]
+        row["file bytes/doc"] = stats["bytes_per_document"]
+        flips = rng.integers(0, 64, (queries, k), dtype=np.uint64)
+        chosen = fingerprints[rng.integers(0, next_id, queries)]
+        for column in range(k):
+            chosen = chosen ^ (np.uint64(1) << flips[:, column])
+        query_list = chosen.tolist()
+        db.query_many(query_list[:1000], k=k)  # warm
+        row["query q/s"] = queries / _timed(lambda: [db.query(q, k=k) for q in query_list])
+        row["query_many q/s"] = queries / _timed(lambda: db.query_many(query_list, k=k))
+        row["matches/q"] = sum(len(db.query(q, k=k)) for q in query_list[:1000]) / 1000
+        faiss_rate = faiss_query_many_rate(fingerprints[:next_id], chosen, k)
+        row["faiss query_many q/s"] = faiss_rate if faiss_rate is not None else "-"
+        row["load avg"] = os.getloadavg()[0]
+    shutil.rmtree(directory)
+    return row
+
+
+def print_row(row: dict[str, Any], columns: list[str]) -> None:
+    print(
+        "| "
+        + " | ".join(
+            f"{row[c]:,.1f}" if isinstance(row[c], float) else f"{row[c]:,}" if isinstance(row[c], int) else str(row[c])
+            for c in columns
+        )
+        + " |",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1_000_000)
-    parser.add_argument("--layout", choices=["btree", "lsm", "both"], default="both")
+    parser.add_argument(
+        "--layout",
+        choices=["btree", "lsm", "both", "database"],
+        default="both",
+        help="table layers alone on bare LMDB, or the targets through Database",
+    )
     parser.add_argument("--batch", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=20, help="10,000-doc batches (and 10x as many 100-doc ones)")
@@ -160,23 +247,17 @@ def main() -> None:
         "load avg",
     ]
     print(f"# {args.n:,} random fingerprints, k={args.k}, batches of {args.batch:,}; {os.cpu_count()} cores")
+    if args.layout == "database":
+        db_columns = [*columns[:5], "writer adds/s", *columns[5:7], "query q/s", "query_many q/s"]
+        db_columns += ["faiss query_many q/s", "matches/q", "load avg"]
+        print("| " + " | ".join(db_columns) + " |")
+        print("|" + "---|" * len(db_columns))
+        print_row(run_database(args.n, args.batch, args.queries, args.rounds, args.k), db_columns)
+        return
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
     for layout, policy in runs:
-        row = run(layout, args.n, args.batch, args.queries, args.rounds, args.k, policy)
-        print(
-            "| "
-            + " | ".join(
-                f"{row[c]:,.1f}"
-                if isinstance(row[c], float)
-                else f"{row[c]:,}"
-                if isinstance(row[c], int)
-                else str(row[c])
-                for c in columns
-            )
-            + " |",
-            flush=True,
-        )
+        print_row(run(layout, args.n, args.batch, args.queries, args.rounds, args.k, policy), columns)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ separate entries, deletion names one exact key, and a prefix scan is one contigu
 
 :class:`BTreeTables` has the interface of the log-structured :class:`simdb.tables.Tables`
 (``put_many``, ``delete_many``, ``probe``, ``probe_many``, ``merge_many``, ``scan``,
-``verify``), over the same narrow storage interface (:class:`simdb.tables.Handles`), so the
+``verify``), over the same narrow storage interface (:class:`simdb.storage.Handles`), so the
 two are interchangeable under the query engines (:mod:`simdb.queries`).  Probes return
 ``{document id: distance}`` dicts.  Every method works inside the caller's transaction.
 """
@@ -29,7 +29,7 @@ from simdb.keys import (
     table_key,
 )
 from simdb.plan import BITS, Table, TablePlan
-from simdb.tables import Handles
+from simdb.storage import Handles, copy_sub_databases
 
 #: put_many sorts the tables' keys on a helper thread, beside the caller's other writes, from
 #: this many documents on; below it the thread costs more than it saves (bench/bench_writer.py).
@@ -38,7 +38,7 @@ SORT_ON_THREAD_FROM = 2_000
 #: (about 25 us a table) is more than the work for a handful of documents.
 FEW_DOCUMENTS = 16
 #: Sorts after every 16-byte table key: the bound for the last prefix of a table.
-_PAST_END = b"\xff" * 17
+PAST_END = b"\xff" * 17
 
 
 def _table_keys(table: Table, fingerprints: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -76,6 +76,63 @@ def put_sorted(
     _consumed, added = cursor.putmulti(pairs, append=append, overwrite=not append)
     if added != count:
         raise CorruptDatabaseError(f"only {added} of {count} entries could be written; the batch was not stored")
+
+
+def scan_entries(
+    cursor: lmdb.Cursor[bytes],
+    low: bytes,
+    bound: bytes,
+    query: int,
+    k: int,
+    found: dict[int, int],
+    path: object,
+    name: bytes,
+) -> bool:
+    """Add to ``found`` the ids of the 16-byte entries (permuted fingerprint, id) in
+    [low, bound) of the B-tree under ``cursor`` within ``k`` bits of ``query`` (all permuted
+    alike: permutations preserve Hamming distance).  Returns False when the tree holds
+    nothing at or after ``low``.  A matching entry of another length raises
+    CorruptDatabaseError naming ``name`` of the database at ``path``.  Cost: one seek plus
+    one step per candidate.  The one range scan of both layouts (a whole table here, the
+    recent entries in :class:`simdb.tables.Tables`)."""
+    if not cursor.set_range(low):
+        return False
+    entry = cursor.key()
+    while entry < bound:
+        distance = (int.from_bytes(entry[:8], "big") ^ query).bit_count()
+        if distance <= k:
+            if len(entry) != TABLE_KEY_BYTES:
+                fault = f"holds a key {describe(entry)} of {len(entry)} bytes, not {TABLE_KEY_BYTES}"
+                raise damaged(path, name.decode(), fault)
+            found[int.from_bytes(entry[8:], "big")] = distance
+        if not cursor.next():
+            break
+        entry = cursor.key()
+    return True
+
+
+def prefix_bound(high: int) -> bytes:
+    """The exclusive upper key of a prefix range ending at ``high`` (a permuted value, or
+    2**64 past the last prefix, which no 8-byte key reaches)."""
+    return high.to_bytes(8, "big") if high >> BITS == 0 else PAST_END
+
+
+def read_entries(
+    txn: lmdb.Transaction[bytes], db: lmdb._Database, path: object, name: bytes, *, every_key: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """(permuted, id) uint64 arrays of every 16-byte entry of the B-tree ``db`` (named
+    ``name``), in key order, read in one scan.  Keys of the wrong length raise
+    CorruptDatabaseError naming the tree: all those that change the total length, which is
+    one comparison, or with ``every_key`` (for verify) any, at one more C-level pass.  O(n)."""
+    keys: Iterable[bytes] = txn.cursor(db).iternext(values=False)
+    if every_key:
+        keys = list(keys)
+        if keys and set(map(len, keys)) != {TABLE_KEY_BYTES}:
+            raise damaged(path, name.decode(), f"holds keys that are not {TABLE_KEY_BYTES} bytes long")
+    joined = b"".join(keys)
+    if len(joined) != TABLE_KEY_BYTES * txn.stat(db)["entries"]:
+        raise damaged(path, name.decode(), f"holds keys that are not {TABLE_KEY_BYTES} bytes long")
+    return decode_table_keys(joined)
 
 
 class BTreeTables:
@@ -148,54 +205,13 @@ class BTreeTables:
 
     # -- reading -------------------------------------------------------------------------
 
-    def _scan(
-        self,
-        cursor: lmdb.Cursor[bytes],
-        name: bytes,
-        low: bytes,
-        bound: bytes,
-        query: int,
-        k: int,
-        found: dict[int, int],
-    ) -> bool:
-        """Add to ``found`` the ids of entries in [low, bound) of table ``name`` within ``k``
-        bits of ``query`` (all permuted alike: permutations preserve Hamming distance).
-        Returns False when the table holds nothing at or after ``low``.  A matching entry
-        that is not 16 bytes long raises CorruptDatabaseError.  Cost: one seek plus one step
-        per candidate."""
-        if not cursor.set_range(low):
-            return False
-        entry = cursor.key()
-        while entry < bound:
-            distance = (int.from_bytes(entry[:8], "big") ^ query).bit_count()
-            if distance <= k:
-                if len(entry) != TABLE_KEY_BYTES:
-                    fault = f"holds a key {describe(entry)} of {len(entry)} bytes, not {TABLE_KEY_BYTES}"
-                    raise damaged(self.path, name.decode(), fault)
-                found[int.from_bytes(entry[8:], "big")] = distance
-            if not cursor.next():
-                break
-            entry = cursor.key()
-        return True
-
     def read_table(
         self, txn: lmdb.Transaction[bytes], table: Table, *, every_key: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(permuted, id) uint64 arrays of every entry of ``table``, in key order, read in
-        one scan.  Keys of the wrong length raise CorruptDatabaseError naming the table: all
-        those that change the total length, which is one comparison, or with ``every_key``
-        (for :meth:`verify`) any, at one more C-level pass.  O(n)."""
+        """(permuted, id) uint64 arrays of every entry of ``table``, in key order
+        (:func:`read_entries`).  O(n)."""
         name = self._names[table.index]
-        db = self.handles.db(name)
-        keys: Iterable[bytes] = txn.cursor(db).iternext(values=False)
-        if every_key:
-            keys = list(keys)
-            if keys and set(map(len, keys)) != {TABLE_KEY_BYTES}:
-                raise damaged(self.path, name.decode(), f"holds keys that are not {TABLE_KEY_BYTES} bytes long")
-        joined = b"".join(keys)
-        if len(joined) != TABLE_KEY_BYTES * txn.stat(db)["entries"]:
-            raise damaged(self.path, name.decode(), f"holds keys that are not {TABLE_KEY_BYTES} bytes long")
-        return decode_table_keys(joined)
+        return read_entries(txn, self.handles.db(name), self.path, name, every_key=every_key)
 
     def scan(self, txn: lmdb.Transaction[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """All (ids, fingerprints) as uint64 arrays in id (insertion) order, read from the
@@ -214,8 +230,7 @@ class BTreeTables:
             low = query & table.prefix_mask
             bound = low + table.prefix_span
             cursor = txn.cursor(self.handles.db(name))
-            bound_bytes = bound.to_bytes(8, "big") if bound >> BITS == 0 else _PAST_END
-            self._scan(cursor, name, low.to_bytes(8, "big"), bound_bytes, query, k, found)
+            scan_entries(cursor, low.to_bytes(8, "big"), prefix_bound(bound), query, k, found, self.path, name)
         return found
 
     def probe_many(self, txn: lmdb.Transaction[bytes], fingerprints: np.ndarray, k: int) -> list[dict[int, int]]:
@@ -231,12 +246,12 @@ class BTreeTables:
             bounds = lows + np.uint64(table.prefix_span)  # wraps to 0 past the last prefix
             bound_bytes = bounds.astype(">u8").view("V8").tolist()
             for position in np.flatnonzero(bounds == 0).tolist():
-                bound_bytes[position] = _PAST_END
+                bound_bytes[position] = PAST_END
             cursor = txn.cursor(self.handles.db(name))
             for index, low, bound, query in zip(
                 order.tolist(), lows.astype(">u8").view("V8").tolist(), bound_bytes, permuted[order].tolist()
             ):
-                if not self._scan(cursor, name, low, bound, query, k, found[index]):
+                if not scan_entries(cursor, low, bound, query, k, found[index], self.path, name):
                     break  # no entries at or after this low, nor after the larger ones to come
         return found
 
@@ -296,6 +311,11 @@ class BTreeTables:
                     more = ", ..." if len(wrong) > 5 else ""
                     problems.append(f"{len(wrong)} entries {label} {name.decode()} ({shown}{more})")
         return problems, entries
+
+    def rewrite(self, source: lmdb.Transaction[bytes], target: lmdb.Environment) -> None:
+        """Copy the tables as read in ``source`` into the empty environment ``target`` with
+        full pages (for compaction).  O(entries)."""
+        copy_sub_databases(source, self.handles, target, self._names)
 
     def page_counts(self, txn: lmdb.Transaction[bytes]) -> list[int]:
         """LMDB pages (branch, leaf and overflow) per table, for stats.  O(tables)."""

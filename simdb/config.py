@@ -33,9 +33,11 @@ if TYPE_CHECKING:
     from simdb.fingerprint import Fingerprinter
 
 #: Format 2 adds the ``sketches`` sub-database; format 1 databases (no sketches) are still
-#: read and written as format 1, with similarities estimated from the fingerprints.
-FORMAT_VERSION = 2
-READABLE_FORMATS = (1, 2)
+#: read and written as format 1, with similarities estimated from the fingerprints.  Format 3
+#: stores the tables log-structured (:mod:`simdb.tables`); formats 1 and 2 keep one B-tree per
+#: table and are read and written as they are (export and import to convert one).
+FORMAT_VERSION = 3
+READABLE_FORMATS = (1, 2, 3)
 #: The default index: k=5 in 6 blocks (6 tables).  A query at the default threshold then
 #: finds 98-99.8% of what pairs() finds at it, at about 380 bytes per document after
 #: compact(); k=3 finds 90-96%, k=4 96-98.5% (bench/threshold_recall.py, bench/RESULTS.md).
@@ -46,10 +48,10 @@ META = b"meta"
 CONFIG_KEY = b"config"
 FINGERPRINTER_KEY = b"fingerprinter"
 
-#: What the database's other layers need at open: the sub-databases of a plan, and creating
-#: them (with their first records) in a new database's first transaction.
-LayerNames = Callable[[TablePlan], list[bytes]]
-CreateLayers = Callable[["lmdb.Transaction[bytes]", TablePlan], None]
+#: What the database's other layers need at open: the sub-databases of a plan in a format,
+#: and creating them (with their first records) in a new database's first transaction.
+LayerNames = Callable[[TablePlan, int], list[bytes]]
+CreateLayers = Callable[["lmdb.Transaction[bytes]", TablePlan, int], None]
 
 
 def new_plan(k: int | None, blocks: int | None) -> TablePlan:
@@ -98,16 +100,18 @@ class Config:
                 hint = "create it by opening it writable" if storage.readonly else "create it with create=True"
                 raise DatabaseMissingError(f"{storage.path} holds no simdb database yet", hint, path=storage.path)
             config.plan = new_plan(k, blocks)
-            storage.reopen_with([META, *layer_names(config.plan)])
+            storage.reopen_with([META, *layer_names(config.plan, config.format)])
 
             def initialise(txn: lmdb.Transaction[bytes]) -> bool:
-                return config.initialise(txn, fingerprinter, lambda layers_txn: create_layers(layers_txn, config.plan))
+                return config.initialise(
+                    txn, fingerprinter, lambda layers_txn: create_layers(layers_txn, config.plan, config.format)
+                )
 
             if not storage.write(initialise):
                 stored = config.read()  # another process created it first: theirs stand
         if stored is not None:
             config.plan, config.format = config.plan_from(stored, k, blocks)
-            storage.reopen_with([META, *layer_names(config.plan)])
+            storage.reopen_with([META, *layer_names(config.plan, config.format)])
         config.fingerprinter = config.settle_fingerprinter(fingerprinter)
         return config
 
@@ -215,7 +219,7 @@ class Config:
         if txn.get(CONFIG_KEY, db=meta) is not None:
             return False
         create_layers(txn)
-        config = {"format_version": FORMAT_VERSION, **self.plan.describe()}
+        config = {"format_version": self.format, **self.plan.describe()}
         txn.put(CONFIG_KEY, codec.pack(config, "configuration"), db=meta)
         if fingerprinter is not None:
             txn.put(FINGERPRINTER_KEY, codec.pack(fingerprinter.to_dict(), "fingerprint settings"), db=meta)

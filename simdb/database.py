@@ -4,7 +4,9 @@
   settings) in the ``meta`` sub-database, merged once at open;
 - :mod:`simdb.records`: the documents (``docs``), their sketches (``sketches``), the key
   index (``keys``) and the next document id;
-- :mod:`simdb.btree_tables`: the permutation tables, one B-tree ``table.NN`` each;
+- :mod:`simdb.tables`: the permutation tables, log-structured (format 3 on: a small B-tree
+  of recent entries and levels of compressed sorted blocks per table), or one B-tree
+  ``table.NN`` each in formats 1 and 2 (:mod:`simdb.btree_tables`);
 - :mod:`simdb.queries`: the query engines over the tables and the records.
 
 The facade checks arguments, holds the transactions (:class:`simdb.storage.Storage`),
@@ -35,7 +37,6 @@ from simdb.allpairs import (
     resolve_workers,
 )
 from simdb.batch import Batch, Removals
-from simdb.btree_tables import BTreeTables
 from simdb.config import (
     CONFIG_KEY,
     DEFAULT_BLOCKS,
@@ -74,7 +75,8 @@ from simdb.records import (
     Document,
     Records,
 )
-from simdb.storage import MAX_MAP_SIZE, Storage
+from simdb.storage import MAX_MAP_SIZE, Storage, copy_sub_databases
+from simdb.tables import layer_for
 from simdb.threshold import (
     DEFAULT_THRESHOLD,
     candidate_distance,
@@ -233,19 +235,19 @@ class Database:
             new_plan(k, blocks)
         storage = self._storage = Storage.open(path, readonly=readonly, create=create, names=[META], map_size=map_size)
 
-        def layer_names(plan: TablePlan) -> list[bytes]:
-            return [*Records.names, *BTreeTables(plan, storage).names]
+        def layer_names(plan: TablePlan, format_version: int) -> list[bytes]:
+            return [*Records.names, *layer_for(format_version, plan, storage).names]
 
-        def create_layers(txn: lmdb.Transaction[bytes], plan: TablePlan) -> None:
+        def create_layers(txn: lmdb.Transaction[bytes], plan: TablePlan, format_version: int) -> None:
             Records(storage, self.path, sketched=True).create(txn)
-            BTreeTables(plan, storage).create(txn)
+            layer_for(format_version, plan, storage).create(txn)
 
         try:
             self._config = Config.open(storage, k, blocks, fingerprinter, create, layer_names, create_layers)
         except BaseException:
             storage.close()
             raise
-        self._tables = BTreeTables(self.plan, storage, self.path)
+        self._tables = layer_for(self._format, self.plan, storage, self.path)
         self._records = Records(storage, self.path, sketched=self._sketched)
         self._queries = Queries(self._tables, self._records, storage.read)
         self._writes = Writes(self._config, self._records, self._tables, self._queries)
@@ -721,15 +723,14 @@ class Database:
 
     def compact(self) -> CompactResult:
         """Rewrite the database into a fresh file, every sub-database in key order with full
-        pages, and swap it in atomically.  Writers in other processes wait, then continue
+        pages (in format 3, each table whole in one level of full blocks), and swap it in
+        atomically.  Writers in other processes wait, then continue
         in the new file; readers move over at their next transaction.  O(size)."""
-        names = [META, DOCS, KEYS, *([SKETCHES] if self._sketched else []), *self._tables.names]
+        names = [META, DOCS, KEYS, *([SKETCHES] if self._sketched else [])]
 
         def rewrite(source: lmdb.Transaction[bytes], target: lmdb.Environment) -> None:
-            for name in names:
-                with target.begin(write=True) as txn:
-                    cursor = txn.cursor(target.open_db(name, txn=txn))
-                    cursor.putmulti(source.cursor(self._storage.db(name)).iternext(), append=True)
+            copy_sub_databases(source, self._storage, target, names)
+            self._tables.rewrite(source, target)
 
         before = self._storage.swap_in_rewrite(rewrite)
         return CompactResult(before, self._storage.size_on_disk())

@@ -9,7 +9,7 @@ Sub-databases:
   document id;
 - in ``meta``, ``next_id``: the next document id to hand out.
 
-Every method works inside the caller's transaction over :class:`simdb.tables.Handles`.
+Every method works inside the caller's transaction over :class:`simdb.storage.Handles`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from simdb.config import META
 from simdb.errors import CorruptDatabaseError, InvalidKeyError, Remedy, damaged
 from simdb.fingerprint import SKETCH_BYTES
 from simdb.keys import check_key, decode_id, describe, encode_id, encode_id_range, index_key
-from simdb.tables import Handles
+from simdb.storage import Handles
 
 DOCS = b"docs"
 KEYS = b"keys"

@@ -14,7 +14,6 @@ import lmdb
 import numpy as np
 
 from simdb.batch import Batch, Removals
-from simdb.btree_tables import BTreeTables
 from simdb.config import Config
 from simdb.fingerprint import sketch_agreements
 from simdb.keys import encode_id, index_key_order
@@ -22,6 +21,7 @@ from simdb.pairsearch import all_pair_arrays, sketch_matrix
 from simdb.plan import TablePlan
 from simdb.queries import Queries
 from simdb.records import Records
+from simdb.tables import TableLayer
 from simdb.threshold import (
     DEFAULT_THRESHOLD,
     candidate_distance,
@@ -85,7 +85,7 @@ class Writes:
     """The write paths over ``records``, ``tables`` and ``queries`` of a database with the
     settings ``config``.  Every method works inside the caller's write transaction."""
 
-    def __init__(self, config: Config, records: Records, tables: BTreeTables, queries: Queries) -> None:
+    def __init__(self, config: Config, records: Records, tables: TableLayer, queries: Queries) -> None:
         self._config = config
         self._records = records
         self._tables = tables
@@ -136,6 +136,7 @@ class Writes:
         new_positions: list[int] = []
         changed_ids: list[int] = []
         changed_fps: list[int] = []
+        old_fps: list[int] = []  # the replaced fingerprints of changed_ids
         if records.key_count(txn):
             for position, (key, key_index, fingerprint, record) in enumerate(
                 zip(batch.keys, batch.index_keys, batch.fingerprints, batch.records)
@@ -160,11 +161,12 @@ class Writes:
                     continue
                 records.replace(txn, doc_id, record, sketch)
                 if old.fingerprint != fingerprint:
-                    self._tables.delete_many(txn, [doc_id], [old.fingerprint])
                     changed_ids.append(doc_id)
                     changed_fps.append(fingerprint)
+                    old_fps.append(old.fingerprint)
         else:  # nothing stored yet: every key is new, no lookups needed
             new_positions = list(range(len(batch.keys)))
+        self._tables.delete_many(txn, changed_ids, old_fps)
         ids = np.concatenate(
             [np.arange(next_id, next_id + len(new_positions), dtype=np.uint64), np.array(changed_ids, dtype=np.uint64)]
         )
@@ -302,15 +304,18 @@ class Writes:
     def delete(self, txn: lmdb.Transaction[bytes], batch: Removals) -> int:
         """Remove the documents of ``batch`` (absent keys are ignored); returns how many.
         O(tables) deletes per key."""
-        removed = 0
+        ids: list[int] = []
+        fingerprints: list[int] = []
         for key, key_index in batch:
             found = self._records.lookup(txn, key, key_index)
             if found is None:
                 continue
             doc_id, document = found
             self._records.delete(txn, doc_id, key_index)
-            self._tables.delete_many(txn, [doc_id], [document.fingerprint])
-            removed += 1
-        return removed
+            ids.append(doc_id)
+            fingerprints.append(document.fingerprint)
+        # One call for the batch: the log-structured tables rewrite each block once.
+        self._tables.delete_many(txn, ids, fingerprints)
+        return len(ids)
 
     # -- reading -------------------------------------------------------------------------

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import settings
+
+import simdb.config
 
 settings.register_profile("ci", deadline=None, max_examples=60, derandomize=True)
 settings.register_profile("dev", deadline=None, max_examples=60)
@@ -43,3 +46,13 @@ def as_items(fingerprints: Iterable[int], prefix: str = "doc") -> list[tuple[str
 @pytest.fixture
 def db_path(tmp_path):
     return tmp_path / "db"
+
+
+@contextmanager
+def creating_format(version: int) -> Iterator[None]:
+    """Databases created inside are created in the older format ``version``, by the code
+    that still reads and writes it (for formats 1 and 2, the one-B-tree-per-table layer that
+    the releases before format 3 wrote), as a database from such a release would be."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(simdb.config, "FORMAT_VERSION", version)
+        yield

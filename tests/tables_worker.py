@@ -10,7 +10,8 @@ import lmdb
 import numpy as np
 
 from simdb.plan import TablePlan
-from simdb.tables import BareHandles, Policy, Tables
+from simdb.storage import BareHandles
+from simdb.tables import Policy, Tables
 
 POLICY = Policy(base=64, ratio=2, levels=4, chunk=48)
 PLAN = TablePlan.create(3)

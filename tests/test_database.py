@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import simdb
 from simdb.database import CONFIG_KEY, FINGERPRINTER_KEY, META
 from simdb.fingerprint import SETTINGS_VERSION
-from tests.conftest import as_items, brute_force_query, flip_bits
+from tests.conftest import as_items, brute_force_query, creating_format, flip_bits
 
 
 def test_open_creates_and_reopens_with_stored_settings(db_path) -> None:
@@ -231,12 +231,26 @@ def test_closed_database_raises(db_path) -> None:
         db.query(1)
 
 
-def test_check_reports_a_corrupted_table(db_path) -> None:
-    with simdb.open(db_path) as db:
+@pytest.mark.parametrize(
+    ("version", "tree", "missing", "unexpected"),
+    [
+        # Format 2: one B-tree per table, named by id.
+        (2, b"table.03", "1 entries missing from table.03 (id 1)", "1 entries unexpected in table.03 (id 999)"),
+        # Format 3: table 3's recent entries; tables other than 0 are checked by fingerprint.
+        (
+            3,
+            b"t.03.r",
+            "1 entries missing from table 3 (fingerprint 0x0004000000000000)",
+            "1 entries unexpected in table 3 (fingerprint 0x0000000000000000)",
+        ),
+    ],
+)
+def test_check_reports_a_corrupted_table(db_path, version, tree, missing, unexpected) -> None:
+    with creating_format(version), simdb.open(db_path) as db:
         db.add_many(as_items(range(0, 2**60, 2**50)))
         assert db.check()
         storage = db._storage
-        table = storage.db(db._table_names[3])
+        table = storage.db(tree)
         victim = db.plan.tables[3].permute(2**50).to_bytes(8, "big") + (1).to_bytes(8, "big")
 
         def corrupt(txn) -> None:
@@ -247,8 +261,8 @@ def test_check_reports_a_corrupted_table(db_path) -> None:
         report = db.check()
         assert not report
         text = "\n".join(report.problems)
-        assert "1 entries missing from table.03 (id 1)" in text
-        assert "1 entries unexpected in table.03 (id 999)" in text
+        assert missing in text, text
+        assert unexpected in text, text
 
 
 def test_check_reports_a_key_index_mismatch(db_path) -> None:
@@ -407,3 +421,34 @@ def test_keys_with_a_prefix_are_the_stored_keys_that_start_with_it(tmp_path) -> 
         assert list(db.keys()) == keys
         with pytest.raises(simdb.InvalidInputError):
             db.keys(b"docs")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_each_table_format_answers_like_a_brute_force_scan_through_adds_removals_and_compaction(
+    db_path, version
+) -> None:
+    """A database of format 2 (one B-tree per table, as releases before format 3 wrote it)
+    is still read and written as format 2; both formats answer every query as a Hamming
+    scan does, with entries in the recent trees and in merged levels (format 3)."""
+    rng = random.Random(version)
+    roots = [rng.getrandbits(64) for _ in range(300)]
+    stored = {f"doc-{i}": flip_bits(rng.choice(roots), rng.randint(0, 4), rng) for i in range(40_000)}
+    with creating_format(version), simdb.open(db_path, k=3, blocks=5) as db:
+        db.add_many(stored.items(), batch_size=7_000)
+    with simdb.open(db_path) as db:
+        removed = [f"doc-{i}" for i in range(0, 40_000, 3)]
+        db.remove_many(removed)
+        for key in removed:
+            del stored[key]
+        for _ in range(200):  # single adds, some replacing stored keys
+            key = f"doc-{rng.randrange(60_000)}"
+            stored[key] = flip_bits(rng.choice(roots), rng.randint(0, 4), rng)
+            db.add(key, stored[key])
+        for stage in ("before", "after"):
+            if stage == "after":
+                db.compact()
+            assert db.stats()["format_version"] == version
+            assert db.check(), stage
+            for query in [flip_bits(rng.choice(roots), rng.randint(0, 3), rng) for _ in range(40)]:
+                got = sorted((match.key, match.distance) for match in db.query(query, k=3))
+                assert got == brute_force_query(stored, query, 3), (stage, query)

@@ -18,6 +18,7 @@ import simdb
 from simdb import codec
 from simdb.database import CONFIG_KEY, FINGERPRINTER_KEY, SKETCHES
 from simdb.threshold import candidate_distance, fingerprint_similarity
+from tests.conftest import creating_format
 
 WORDS = [f"w{i}" for i in range(300)]
 
@@ -238,7 +239,7 @@ def make_format_1(path: Path) -> None:
         "b": "the quick brown fox jumps over the lazy dog!",
         "c": "something else",
     }
-    with simdb.open(path, k=3) as db:
+    with creating_format(2), simdb.open(path, k=3) as db:
         db.add_many([(key, simdb.simhash(text, weights="tf")) for key, text in texts.items()])
         env = db._storage.env
         with env.begin(write=True) as txn:
@@ -269,16 +270,16 @@ def test_a_format_1_database_opens_and_works_with_fingerprint_estimates(db_path)
             env.open_db(SKETCHES, create=False)
 
 
-def test_new_databases_are_format_2_and_a_newer_format_is_refused(db_path) -> None:
+def test_new_databases_are_format_3_and_a_newer_format_is_refused(db_path) -> None:
     with simdb.open(db_path) as db:
         db.add("a", text="some words here")
-        assert db.stats()["format_version"] == simdb.FORMAT_VERSION == 2
+        assert db.stats()["format_version"] == simdb.FORMAT_VERSION == 3
         assert db.stats()["sketch_count"] == 1
         env = db._storage.env
         with env.begin(write=True) as txn:
             meta = env.open_db(b"meta", txn=txn)
             config = codec.unpack(txn.get(CONFIG_KEY, db=meta), "config")
-            txn.put(CONFIG_KEY, codec.pack({**config, "format_version": 3}, "config"), db=meta)
+            txn.put(CONFIG_KEY, codec.pack({**config, "format_version": 4}, "config"), db=meta)
     with pytest.raises(simdb.FormatVersionError):
         simdb.open(db_path)
 

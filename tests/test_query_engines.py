@@ -26,7 +26,8 @@ from simdb.keys import index_key_order, index_keys
 from simdb.plan import TablePlan
 from simdb.queries import Queries
 from simdb.records import Records
-from simdb.tables import BareHandles, Policy, Tables
+from simdb.storage import BareHandles
+from simdb.tables import Policy, Tables
 
 LAYERS = ["btree", "log-structured"]
 

@@ -17,7 +17,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import simdb
-from tests.conftest import as_items
+from tests.conftest import as_items, creating_format
 from tests.proc_worker import GROUP_SIZE, group_items
 from tests.test_processes import acknowledged, start
 
@@ -329,27 +329,28 @@ def test_check_reports_each_damaged_metadata_record(db_path) -> None:
             assert any(problem.startswith(f"the {record} stored in ") for problem in problems), (record, problems)
 
 
-def test_a_table_key_of_the_wrong_length_is_reported_naming_the_table(db_path) -> None:
-    with simdb.open(db_path) as db:
+@pytest.mark.parametrize(("version", "tree"), [(2, "table.00"), (3, "t.00.r")])
+def test_a_table_key_of_the_wrong_length_is_reported_naming_the_table(db_path, version, tree) -> None:
+    with creating_format(version), simdb.open(db_path) as db:
         db.add_many([("a", 1), ("b", 2), ("c", 2**40)])
-        table = db._table_names[0]
+        table = tree.encode()
         put_raw(db, table, b"\x00" * 5, b"")
         reads = [lambda: list(db.pairs()), lambda: list(db.clusters()), db.fingerprint_arrays]
         reads.append(lambda: db.query_many([1] * 10))
         for read in reads:
-            with pytest.raises(simdb.CorruptDatabaseError, match="table.00 stored in .* not 16 bytes") as caught:
+            with pytest.raises(simdb.CorruptDatabaseError, match=f"{tree} stored in .* not 16 bytes") as caught:
                 read()
-            assert caught.value.record == "table.00"
-        assert any("table.00" in problem for problem in db.check().problems)
+            assert caught.value.record == tree
+        assert any(tree in problem for problem in db.check().problems)
         # Two wrong lengths that add up to whole keys: check() still finds them.
         put_raw(db, table, b"\xff" * 27, b"")
-        assert any("table.00" in problem for problem in db.check().problems)
+        assert any(tree in problem for problem in db.check().problems)
         put_raw(db, table, b"\x00" * 5, None)
         put_raw(db, table, b"\xff" * 27, None)
         assert db.check()
         # An 8-byte key that a query matches holds no document id.
         put_raw(db, table, db.plan.tables[0].permute(2**40).to_bytes(8, "big"), b"")
-        with pytest.raises(simdb.CorruptDatabaseError, match="table.00 stored in .* of 8 bytes"):
+        with pytest.raises(simdb.CorruptDatabaseError, match=f"{tree} stored in .* of 8 bytes"):
             db.query(2**40)
 
 

@@ -21,7 +21,7 @@ import simdb
 from simdb import codec
 from simdb.database import CONFIG_KEY
 from simdb.storage import LOCK_FILE_BYTES, MAX_MAP_SIZE
-from tests.conftest import as_items
+from tests.conftest import as_items, creating_format
 
 ROOT = str(Path(__file__).parent.parent)
 
@@ -619,8 +619,8 @@ def test_generations_past_999999_keep_working(db_path: Path) -> None:
 
 
 def old_release_database(db_path: Path) -> None:
-    """A database as the previous release left it: a one-line CURRENT."""
-    with simdb.open(db_path) as db:
+    """A database as the previous release left it: a one-line CURRENT, format 2 tables."""
+    with creating_format(2), simdb.open(db_path) as db:
         db.add_many(as_items(range(50)))
     (db_path / "CURRENT").write_text("data-000001.mdb\n")
 

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from simdb.plan import TablePlan
-from simdb.tables import BareHandles, Policy, Tables, decode_blocks, encode_blocks
+from simdb.storage import BareHandles
+from simdb.tables import Policy, Tables, decode_blocks, encode_blocks
 from tests.tables_worker import model, open_layer
 
 ROOT = Path(__file__).resolve().parent.parent
