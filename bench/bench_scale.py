@@ -153,12 +153,13 @@ def run_database(n: int, batch: int, queries: int, rounds: int, k: int) -> dict[
     rng = np.random.default_rng(7)
     extra = rounds * 10_000 + rounds * 10 * 100 + 20_000
     fingerprints = rng.integers(0, 1 << 64, n + extra, dtype=np.uint64, endpoint=False)
-    values = fingerprints.tolist()
     next_id = 0
 
     def items(count: int) -> list[tuple[str, int]]:
         nonlocal next_id
-        chunk = [(f"d{i}", values[i]) for i in range(next_id, next_id + count)]
+        chunk = list(
+            zip((f"d{i}" for i in range(next_id, next_id + count)), fingerprints[next_id : next_id + count].tolist())
+        )
         next_id += count
         return chunk
 

@@ -41,7 +41,7 @@ FEW_DOCUMENTS = 16
 PAST_END = b"\xff" * 17
 
 
-def _table_keys(table: Table, fingerprints: np.ndarray, ids: np.ndarray) -> np.ndarray:
+def table_entries(table: Table, fingerprints: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """:func:`sorted_table_keys` for ``table``: the ascending ``V16`` entry keys of the
     documents ``ids`` (ascending) with ``fingerprints``.  A batch of a few documents (one
     add) is permuted and sorted with int operations, the same order: (permuted, id)."""
@@ -180,10 +180,10 @@ class BTreeTables:
             if alongside is not None:
                 alongside()
             if len(ids):
-                self._put_entries(txn, (_table_keys(table, fingerprints, ids) for table in self.plan.tables))
+                self._put_entries(txn, (table_entries(table, fingerprints, ids) for table in self.plan.tables))
             return
         with ThreadPoolExecutor(max_workers=1) as sorter:
-            pending = [sorter.submit(_table_keys, table, fingerprints, ids) for table in self.plan.tables]
+            pending = [sorter.submit(table_entries, table, fingerprints, ids) for table in self.plan.tables]
             if alongside is not None:
                 alongside()
             self._put_entries(txn, (future.result() for future in pending))

@@ -48,8 +48,16 @@ from dataclasses import dataclass
 import lmdb
 import numpy as np
 
-from simdb.btree_tables import BTreeTables, prefix_bound, read_entries, scan_entries, table_keys_as_pairs
+from simdb.btree_tables import (
+    BTreeTables,
+    prefix_bound,
+    read_entries,
+    scan_entries,
+    table_entries,
+    table_keys_as_pairs,
+)
 from simdb.errors import CorruptDatabaseError, Remedy
+from simdb.keys import table_entry_pairs
 from simdb.plan import BITS, Table, TablePlan, expand_ranges
 from simdb.storage import BareHandles, Handles
 
@@ -351,20 +359,16 @@ class Tables:
         if not len(ids):
             return
         for table in self.plan.tables:
-            permuted = table.permute_array(fingerprints)
-            order = np.lexsort((ids, permuted))
-            values, sorted_ids = permuted[order], ids[order]
             if len(ids) >= self.policy.base:
+                permuted = table.permute_array(fingerprints)
+                order = np.lexsort((ids, permuted))
                 level = next(i for i in range(1, self.policy.levels + 1) if self.policy.capacity(i) >= len(ids))
-                self._merge_into(txn, table, level, values, sorted_ids)
-            else:
-                pairs = np.empty((len(values), 2), dtype=">u8")
-                pairs[:, 0] = values
-                pairs[:, 1] = sorted_ids
-                keys = pairs.view("V16").ravel().tolist()
+                self._merge_into(txn, table, level, permuted[order], ids[order])
+            else:  # the recent tree holds entries as a B-tree table does
+                entries = table_entries(table, fingerprints, ids)
                 cursor = txn.cursor(self.handles.db(self._recent[table.index]))
-                cursor.putmulti(((key, b"") for key in keys), overwrite=False)
-                self._add_count(txn, table.index, 0, len(keys))
+                cursor.putmulti(table_entry_pairs(entries), overwrite=False)
+                self._add_count(txn, table.index, 0, len(entries))
         self.merge(txn, self.merge_budget(len(ids)))
 
     def merge_budget(self, added: int) -> int:

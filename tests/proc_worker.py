@@ -40,6 +40,16 @@ def writer(path: str, first: int, count: int, remove_every: int = 0, padding: in
                 print(f"REMOVED {victim}", flush=True)
 
 
+def merging_writer(path: str, first: int, count: int, remove_every: int) -> None:
+    """:func:`writer` with the tables' merge policy shrunk (recent trees of 32 entries,
+    levels 4x apart), so that nearly every commit runs merge steps at some level and a kill
+    lands inside one; removals then also rewrite merged blocks."""
+    from simdb.tables import Policy, Tables
+
+    Tables.__init__.__defaults__ = (Policy(base=32, ratio=4, chunk=64),)
+    writer(path, first, count, remove_every)
+
+
 def writer_text(index: int) -> str:
     """The text the batch writer stores under ``w{index}``: about 2 KB of words."""
     rng = random.Random(index)
@@ -96,6 +106,11 @@ def reader(path: str, groups: int, seconds: float) -> None:
 
 if __name__ == "__main__":
     role, *args = sys.argv[1:]
-    {"writer": writer, "reader": reader, "remover": remover, "compactor": compactor, "batch_writer": batch_writer}[
-        role
-    ](args[0], *(int(a) if a.isdigit() else float(a) for a in args[1:]))
+    {
+        "writer": writer,
+        "merging_writer": merging_writer,
+        "reader": reader,
+        "remover": remover,
+        "compactor": compactor,
+        "batch_writer": batch_writer,
+    }[role](args[0], *(int(a) if a.isdigit() else float(a) for a in args[1:]))

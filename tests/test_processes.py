@@ -86,6 +86,35 @@ def kill_at_random(process: subprocess.Popen[str], rng: random.Random, low: floa
 TRIALS = int(os.environ.get("SIMDB_CRASH_TRIALS", "30"))
 
 
+@pytest.mark.parametrize("trial", range(8))
+def test_sigkill_during_table_merges_loses_no_acknowledged_batch(tmp_path, trial: int) -> None:
+    """Kill a writer whose every few commits run merge steps of the log-structured tables
+    (shrunk merge policy; removals too): the database opens, check() is clean (blocks,
+    checksums, counts, every table against the documents), acknowledged groups are whole,
+    removed ones gone, the batch in flight whole or absent, and it stays writable."""
+    rng = random.Random(1000 + trial)
+    path = tmp_path / "db"
+    process = start("merging_writer", path, 0, 100_000, 5)
+    out = kill_at_random(process, rng, 0.5, 2.5)
+    done = set(acknowledged(out))
+    removed = {int(line.split()[1]) for line in out.splitlines() if line.startswith("REMOVED ")}
+    assert len(done) > 50, out[-500:]  # enough commits for merges below the first level
+    with simdb.open(path) as db:
+        report = db.check()
+        assert report, report.problems
+        with db._storage.read() as txn:
+            assert sum(db._tables.counts(txn, 0)[2:]) > 0  # levels below the first were merged into
+        in_flight = max(done) + 1
+        # After the ACK of a group that is a multiple of 5, its removal of the group 5 before
+        # may have been in flight: whole or gone.
+        victim = max(done) - 5 if max(done) % 5 == 0 else None
+        assert_groups_whole(db, done - removed - {victim}, removed)
+        keys = [m for m in db.query(group_fingerprint(in_flight), k=0) if m.key.startswith(f"{in_flight}-")]
+        assert len(keys) in (0, GROUP_SIZE)
+        db.add_many(group_items(99_999))
+        assert db.check()
+
+
 @pytest.mark.parametrize("trial", range(TRIALS))
 def test_sigkill_during_writes_removes_and_compaction(tmp_path, trial: int) -> None:
     """Kill a writer, a remover or a compactor at a random moment: the database opens, check()

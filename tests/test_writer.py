@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import simdb
-from simdb.btree_tables import _table_keys
+from simdb.btree_tables import table_entries
 from simdb.database import DOCS, KEYS, META, SKETCHES
 from simdb.keys import sorted_table_keys
 from tests.proc_worker import writer_text
@@ -59,7 +59,7 @@ def test_the_table_keys_of_a_few_documents_equal_the_vectorised_ones(fingerprint
     table = simdb.TablePlan.create(5, 6).tables[table_index]
     fps = np.array(fingerprints + fingerprints[:3], dtype=np.uint64)  # with repeats
     ids = np.arange(100, 100 + len(fps), dtype=np.uint64)
-    assert _table_keys(table, fps, ids).tobytes() == sorted_table_keys(table.permute_array, fps, ids).tobytes()
+    assert table_entries(table, fps, ids).tobytes() == sorted_table_keys(table.permute_array, fps, ids).tobytes()
 
 
 # -- the oracle: the same operations one by one ----------------------------------------------
