@@ -135,6 +135,12 @@ def read_entries(
     return decode_table_keys(joined)
 
 
+def pages_in_use(txn: lmdb.Transaction[bytes], db: lmdb._Database) -> int:
+    """The pages (branch, leaf and overflow) of the sub-database ``db``.  O(1)."""
+    stat = txn.stat(db)
+    return int(stat["branch_pages"]) + int(stat["leaf_pages"]) + int(stat["overflow_pages"])
+
+
 class BTreeTables:
     """The permutation tables of ``plan``, one B-tree each, over the sub-databases that
     ``handles`` names; ``path`` names the database in errors.  Keeps no state between calls
@@ -319,7 +325,4 @@ class BTreeTables:
 
     def page_counts(self, txn: lmdb.Transaction[bytes]) -> list[int]:
         """LMDB pages (branch, leaf and overflow) per table, for stats.  O(tables)."""
-        return [
-            sum(int(stat[kind]) for kind in ("branch_pages", "leaf_pages", "overflow_pages"))
-            for stat in (txn.stat(self.handles.db(name)) for name in self._names)
-        ]
+        return [pages_in_use(txn, self.handles.db(name)) for name in self._names]

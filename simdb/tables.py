@@ -50,6 +50,7 @@ import numpy as np
 
 from simdb.btree_tables import (
     BTreeTables,
+    pages_in_use,
     prefix_bound,
     read_entries,
     scan_entries,
@@ -830,10 +831,8 @@ class Tables:
         levels, for stats.  O(tables x levels)."""
         return [
             sum(
-                int(stat[kind])
+                pages_in_use(txn, self.handles.db(name))
                 for name in (self._recent[table.index], *self._levels[table.index])
-                for stat in (txn.stat(self.handles.db(name)),)
-                for kind in ("branch_pages", "leaf_pages", "overflow_pages")
             )
             for table in self.plan.tables
         ]
