@@ -29,6 +29,13 @@ MERGE_COST_RATIO = 5
 #: read transaction cost more than the queries they would take over.
 MIN_QUERIES_PER_WORKER = 256
 
+
+def merges_whole_tables(queries: int, stored: int) -> bool:
+    """Whether a batch of ``queries`` against ``stored`` documents is found by merging whole
+    tables with it rather than by a seek per query (:data:`MERGE_COST_RATIO`)."""
+    return queries * MERGE_COST_RATIO >= stored
+
+
 Reader = Callable[[], "AbstractContextManager[lmdb.Transaction[bytes]]"]
 
 
@@ -67,7 +74,7 @@ class Queries:
         """Candidates of many queries within ``k`` bits: whole tables merged when the batch is
         large against the stored count (:data:`MERGE_COST_RATIO`), else one seek per query
         and table."""
-        if len(queries) * MERGE_COST_RATIO >= self.records.count(txn):
+        if merges_whole_tables(len(queries), self.records.count(txn)):
             return self.tables.merge_many(txn, queries, k)
         return self.tables.probe_many(txn, queries, k)
 
@@ -157,7 +164,7 @@ class Queries:
         if workers > 1:
             with self.read() as txn:
                 stored = self.records.count(txn)
-            if len(queries) * MERGE_COST_RATIO >= stored:
+            if merges_whole_tables(len(queries), stored):
                 # Whole tables merged: each chunk would read every table again, and the merge
                 # is numpy work already (measured 0.7x on two threads), so one pass it is.
                 workers = 1
