@@ -166,7 +166,8 @@ class Writes:
                     old_fps.append(old.fingerprint)
         else:  # nothing stored yet: every key is new, no lookups needed
             new_positions = list(range(len(batch.keys)))
-        self._tables.delete_many(txn, changed_ids, old_fps)
+        if changed_ids:  # one call for the batch: the log-structured tables rewrite a block once
+            self._tables.delete_many(txn, changed_ids, old_fps)
         ids = np.concatenate(
             [np.arange(next_id, next_id + len(new_positions), dtype=np.uint64), np.array(changed_ids, dtype=np.uint64)]
         )
