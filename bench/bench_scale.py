@@ -29,57 +29,9 @@ import numpy as np
 from simdb.btree_tables import BTreeTables
 from simdb.plan import TablePlan
 from simdb.storage import BareHandles
-from simdb.tables import Policy, Tables
+from simdb.tables import Policy, TableLayer, Tables
 
 MAP = 1 << 40
-
-
-class BTreeLayout:
-    """Today's layout: simdb.btree_tables, the tables layer Database writes and probes."""
-
-    def __init__(self, env: lmdb.Environment, plan: TablePlan) -> None:
-        self.env = env
-        self.handles = BareHandles(env)
-        self.tables = BTreeTables(plan, self.handles)
-        with env.begin(write=True) as txn:
-            self.tables.create(txn)
-
-    def put(self, txn: lmdb.Transaction[bytes], ids: np.ndarray, fps: np.ndarray) -> None:
-        self.tables.put_many(txn, ids, fps)
-
-    def probe(self, txn: lmdb.Transaction[bytes], fingerprint: int, k: int) -> dict[int, int]:
-        return self.tables.probe(txn, fingerprint, k)
-
-    def probe_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[int, int]]:
-        return self.tables.probe_many(txn, queries, k)
-
-    def table_bytes(self, txn: lmdb.Transaction[bytes]) -> int:
-        return sum(_pages(txn.stat(self.handles.db(name))) for name in self.tables.names)
-
-
-class LsmLayout:
-    def __init__(self, env: lmdb.Environment, plan: TablePlan, policy: Policy | None = None) -> None:
-        self.env = env
-        self.handles = BareHandles(env)
-        self.tables = Tables(plan, self.handles, policy or Policy())
-        with env.begin(write=True) as txn:
-            self.tables.create(txn)
-
-    def put(self, txn: lmdb.Transaction[bytes], ids: np.ndarray, fps: np.ndarray) -> None:
-        self.tables.put_many(txn, ids, fps)  # merges inline, within Tables.merge_budget
-
-    def probe(self, txn: lmdb.Transaction[bytes], fingerprint: int, k: int) -> dict[int, int]:
-        return self.tables.probe(txn, fingerprint, k)
-
-    def probe_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[int, int]]:
-        return self.tables.probe_many(txn, queries, k)
-
-    def table_bytes(self, txn: lmdb.Transaction[bytes]) -> int:
-        return sum(_pages(txn.stat(self.handles.db(name))) for name in self.tables.names)
-
-
-def _pages(stat: Any) -> int:
-    return int((stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]) * stat["psize"])
 
 
 def _timed(work: Callable[[], Any]) -> float:
@@ -92,7 +44,11 @@ def run(layout: str, n: int, batch: int, queries: int, rounds: int, k: int, poli
     plan = TablePlan.create(k)
     directory = tempfile.mkdtemp(prefix=f"bench-scale-{layout}-", dir=os.environ.get("BENCH_DIR"))
     env = lmdb.open(directory, max_dbs=256, map_size=MAP, readahead=False)
-    store = BTreeLayout(env, plan) if layout == "btree" else LsmLayout(env, plan, policy)
+    # Both layers have one interface; Tables.put_many merges inline, within its merge budget.
+    handles = BareHandles(env)
+    store: TableLayer = BTreeTables(plan, handles) if layout == "btree" else Tables(plan, handles, policy)
+    with env.begin(write=True) as txn:
+        store.create(txn)
     rng = np.random.default_rng(7)
     fingerprints = rng.integers(0, 1 << 64, n + rounds * 10_100 * 3, dtype=np.uint64, endpoint=False)
     next_id = 0
@@ -101,7 +57,7 @@ def run(layout: str, n: int, batch: int, queries: int, rounds: int, k: int, poli
         nonlocal next_id
         ids = np.arange(next_id, next_id + count, dtype=np.uint64)
         with env.begin(write=True) as txn:
-            store.put(txn, ids, fingerprints[next_id : next_id + count])
+            store.put_many(txn, ids, fingerprints[next_id : next_id + count])
         next_id += count
         return count
 
@@ -111,7 +67,8 @@ def run(layout: str, n: int, batch: int, queries: int, rounds: int, k: int, poli
     row["add 10k docs/s"] = rounds * 10_000 / _timed(lambda: [add(10_000) for _ in range(rounds)])
     row["add 100 docs/s"] = rounds * 10 * 100 / _timed(lambda: [add(100) for _ in range(rounds * 10)])
     with env.begin() as txn:
-        row["bytes/entry"] = store.table_bytes(txn) / (next_id * len(plan.tables))
+        table_bytes = sum(store.page_counts(txn)) * env.stat()["psize"]
+        row["bytes/entry"] = table_bytes / (next_id * len(plan.tables))
     row["file bytes/doc"] = os.path.getsize(os.path.join(directory, "data.mdb")) / next_id
     flips = rng.integers(0, 64, (queries, k), dtype=np.uint64)
     chosen = fingerprints[rng.integers(0, next_id, queries)]
