@@ -33,11 +33,14 @@ if TYPE_CHECKING:
     from simdb.fingerprint import Fingerprinter
 
 #: Format 2 adds the ``sketches`` sub-database; format 1 databases (no sketches) are still
-#: read and written as format 1, with similarities estimated from the fingerprints.  Format 3
-#: stores the tables log-structured (:mod:`simdb.tables`); formats 1 and 2 keep one B-tree per
-#: table and are read and written as they are (export and import to convert one).
-FORMAT_VERSION = 3
-READABLE_FORMATS = (1, 2, 3)
+#: read and written as format 1, with similarities estimated from the fingerprints.  Format 4
+#: stores the tables log-structured, in size-tiered runs (:mod:`simdb.tables`); formats 1 and
+#: 2 keep one B-tree per table and are read and written as they are (export and import to
+#: convert one).
+FORMAT_VERSION = 4
+READABLE_FORMATS = (1, 2, 4)
+#: Formats no release reads: 3 held leveled tables (development builds of 0.2.0 only).
+RETIRED_FORMATS = (3,)
 #: The default index: k=5 in 6 blocks (6 tables).  A query at the default threshold then
 #: finds 98-99.8% of what pairs() finds at it, at about 380 bytes per document after
 #: compact(); k=3 finds 90-96%, k=4 96-98.5% (bench/threshold_recall.py, bench/RESULTS.md).
@@ -153,6 +156,12 @@ class Config:
             raise FormatVersionError(
                 f"{path} has format version {version}; this simdb reads up to {FORMAT_VERSION}",
                 "upgrade simdb",
+            )
+        if version in RETIRED_FORMATS:
+            raise FormatVersionError(
+                f"{path} has format version {version}, the leveled tables of a development build of simdb 0.2.0, "
+                "which this release does not read",
+                "run `simdb export` with the build that made it and `simdb import` the export into a new database",
             )
         if type(version) is not int or version not in READABLE_FORMATS:
             raise damaged(

@@ -105,8 +105,16 @@ class Records:
         """The id and document stored under ``key``, if any; the full key is compared, so a
         key index that disagrees with the documents is reported, never trusted."""
         raw_id = txn.get(key_index, db=self.handles.db(KEYS))
-        if raw_id is None:
-            return None
+        return None if raw_id is None else self.checked(txn, key, raw_id)
+
+    def indexed_ids(self, txn: lmdb.Transaction[bytes], key_indexes: list[bytes]) -> dict[bytes, bytes]:
+        """The raw ids the key index holds for those of ``key_indexes`` it holds, unchecked
+        (see :meth:`checked`).  One C-level multi-get: a bulk add's keys are mostly new."""
+        return dict(txn.cursor(self.handles.db(KEYS)).getmulti(key_indexes))
+
+    def checked(self, txn: lmdb.Transaction[bytes], key: str, raw_id: bytes) -> tuple[int, Document]:
+        """The id and document that the key index's ``raw_id`` for ``key`` names, with the
+        document's key compared with ``key``.  One get."""
         document = Document(*self.indexed(txn, raw_id))
         if document.key != key:
             raise CorruptDatabaseError(

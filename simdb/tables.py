@@ -1,40 +1,40 @@
 """The permutation tables as a log-structured layer: a small B-tree of recent entries beside
-levels of immutable, compressed, sorted blocks (issue #16).  Databases of format 3 on store
-their tables this way (:func:`layer_for`).  It works inside a caller's LMDB transaction over a
-narrow interface (:class:`simdb.storage.Handles`: ``db(name)`` and ``create(txn, name)``), so
-the query engines can be tested on a bare environment.
+sorted runs of immutable, compressed blocks, merged by size tiers (issue #16).  Databases of
+format 4 on store their tables this way (:func:`layer_for`).  It works inside a caller's LMDB
+transaction over a narrow interface (:class:`simdb.storage.Handles`: ``db(name)`` and
+``create(txn, name)``), so the query engines can be tested on a bare environment.
 
 Layout, per table ``NN`` of the plan:
 
-- ``tN.NN.r``, the recent entries: today's 16-byte keys (permuted fingerprint, then the
-  document id, both 8 bytes big-endian), empty values.  Kept small (``base`` entries), so
-  inserting into it dirties pages of a tree that stays in cache.
-- ``tN.NN.L1`` .. ``tN.NN.L<levels>``, the levels: key = the block's first permuted
-  fingerprint, 8 bytes big-endian (so each level is still keyed by the permuted fingerprint);
-  value = a block of up to ~1,900 bytes (it stays inside a leaf page): header
-  ``>IBBI`` (count, offset width, id width, CRC-32 of key and block), then for table 0 the
-  smallest id (``>Q``), then ``count`` offsets of the permuted fingerprints from the first,
-  each ``offset width`` bytes big-endian (fixed width, so a probe bisects the bytes without
+- ``t.NN.r``, the recent entries: 16-byte keys (permuted fingerprint, then the document id,
+  both 8 bytes big-endian), empty values.  Kept small (``base`` entries), so inserting into
+  it dirties pages of a tree that stays in cache.
+- ``t.NN.s00`` .. ``t.NN.s31``, run slots: each run is a sub-database keyed by its blocks'
+  first permuted fingerprints, 8 bytes big-endian (so each run is still keyed by the
+  permuted fingerprint); value = a block of at most one overflow page: header ``>IBBI``
+  (count, offset width, id width, CRC-32 of key and block), then for table 0 the smallest
+  id (``>Q``), then ``count`` offsets of the permuted fingerprints from the first, each
+  ``offset width`` bytes big-endian (fixed width, so a probe bisects the bytes without
   decoding), then for table 0 ``count`` ids less the smallest, ``id width`` bytes each.
   Equal fingerprints never straddle two blocks, so first fingerprints are unique keys.
 - Only table 0 stores document ids in its blocks (Manku et al. store fingerprints only):
   a fingerprint found in another table's block is turned into ids by an exact lookup in table
   0.  Matches are rare, so this costs little, and it saves the log2(N) bits an id takes in
   nine of ten tables.
-- ``tables.state``: per table and level, the entry count and the round-robin merge cursor.
+- ``tables.state``: per table, the recent tree's count, each slot's level and count, and the
+  merges in progress (sources, target, cursor); ``shape``, the slots in use, for probes.
 
-Every entry is in exactly one place (the recent tree or one block of one level) at every
-commit; a merge step moves a key range of one level into the next inside the caller's
-transaction, so a crash at any point leaves the last committed state, and a step's work is
-bounded (``chunk`` source entries and the blocks of the next level that overlap them), never a
-whole table.  Level ``i`` holds up to ``base * ratio**i`` entries (leveled merging; the last
-level is unbounded), so an entry is rewritten about ``ratio`` times per level: O(log N)
-sequential bytes per entry, written in key order, in append mode where the next level ends
-before the new blocks.
+Merging is size-tiered: a run holds about ``base * ratio**(level-1)`` entries, and ``ratio``
+runs of one level merge into one run of the next, so an entry is written once per level,
+about log_ratio(N / base) times (leveled merging rewrites it about ``ratio`` times per
+level).  A merge advances by steps inside the write transactions of the adds, each moving the
+sources' entries below a key bound into the target (appended in key order), so every entry
+is in exactly one place at every commit, a crash leaves the last committed state, and a
+step's work is bounded (about ``chunk`` entries), never a whole table.
 
 Costs: a probe is one range scan of the recent tree and one seek plus one in-block bisect per
-level per table; a delete searches the recent tree, then one block per level, which it
-rewrites.
+run per table (about (ratio - 1) runs per level); a delete searches the recent tree, then the
+runs, rewriting one block per run it touches.
 """
 
 from __future__ import annotations
@@ -71,20 +71,29 @@ SHAPE = b"shape"  # key in STATE: see Tables.shape
 BLOCK_BYTES = 4080
 #: At most this many entries in a block (blocks of near-identical values compress far).
 BLOCK_ENTRIES = 1024
-#: Table entries encoded at a time when compaction rewrites a table.
+#: Table entries encoded at a time when a large run is written (compaction, a huge batch).
 REWRITE_SLICE = 1 << 22
+#: Run slots (sub-databases) per table.  Runs in use stay near (ratio - 1) per level, a few
+#: levels; a burst that fills the slots finishes merges early (see Tables._free_slot).
+RUN_SLOTS = 32
+#: Merge work allowed per table entry added: entry moves.  An entry moves once per level
+#: (about log_ratio(N / base) times), so merging keeps pace with a wide margin.
+MERGE_WORK = 16
 _HEADER = struct.Struct(">IBBI")  # count, offset width, id width, crc32
 _ID_BASE = struct.Struct(">Q")
-_COUNT = struct.Struct(">QQ")  # entries, merge cursor
+_SLOTS = struct.Struct(">Q" + "BQ" * RUN_SLOTS)  # recent entries, then per slot: level (0: free), entries
+_MERGE = struct.Struct(">BIQ")  # target slot, source slot mask, cursor
+_SHAPE = struct.Struct(">Q")  # per table: bit 0 the recent tree, bit slot + 1 a run in use
 _FIXED = [np.dtype(f"S{width}") for width in range(1, 9)]
 _FIXED.insert(0, _FIXED[0])  # width 0 never reaches the search: every offset is 0
 
 
 @dataclass
 class _Part:
-    """A cursor on one part of a table during probes, and the last block it read."""
+    """A cursor on one part of a table during probes (part 0: the recent tree, part
+    slot + 1: a run), and the last block it read."""
 
-    level: int
+    part: int
     cursor: lmdb.Cursor[bytes]
     first: int = 1 << BITS  # the last block read: its first value, value, and the next block's first
     value: bytes = b""
@@ -93,16 +102,21 @@ class _Part:
 
 @dataclass(frozen=True)
 class Policy:
-    """Merge policy: the recent tree holds up to ``base`` entries per table, level i up to
-    ``base * ratio**i``; a merge step moves up to ``chunk`` entries one level down."""
+    """Merge policy: the recent tree holds up to ``base`` entries per table before it becomes
+    a run at level 1; ``ratio`` whole runs of one level merge into one run of the next; a
+    merge step moves about ``chunk`` entries."""
 
     base: int = 16_384
-    ratio: int = 16
-    levels: int = 6
+    ratio: int = 4
     chunk: int = 65_536
 
-    def capacity(self, level: int) -> int:
-        return self.base * self.ratio**level if level < self.levels else 1 << 62
+    def level_for(self, entries: int) -> int:
+        """The level of a new run of ``entries``: level i holds runs of about
+        base x ratio^(i-1) entries."""
+        level, size = 1, self.base
+        while entries >= size * self.ratio:
+            level, size = level + 1, size * self.ratio
+        return level
 
 
 # -- blocks --------------------------------------------------------------------------------
@@ -143,11 +157,16 @@ def encode_blocks(values: np.ndarray, ids: np.ndarray | None) -> list[tuple[byte
         id_bytes = int(_width(np.array([int(ids.max() - ids.min())], dtype=np.uint64))[0])
     header = _HEADER.size + (_ID_BASE.size if ids is not None else 0)
     size = BLOCK_ENTRIES
-    if n > 1:  # offsets in a block of ``size`` span about size gaps: pick the size that fits
+    if n > 1:
+        # A block is one page: the best size is the most entries per page over the offset
+        # widths, where w bytes hold offsets spanning up to 2**(8w), about size x gap (less a
+        # margin, so few blocks come out too wide and need splitting).
         gap = max(float(values[-1] - values[0]) / (n - 1), 1.0)
-        for _ in range(3):
-            fp_bytes_est = min(8, int(np.ceil(np.log2(gap * size * 1.1) / 8)))
-            size = max(8, min(BLOCK_ENTRIES, (BLOCK_BYTES - header) // max(fp_bytes_est + id_bytes, 1)))
+        size = max(
+            min(BLOCK_ENTRIES, (BLOCK_BYTES - header) // (width + id_bytes), int(2.0 ** (8 * width) / gap / 1.1))
+            for width in range(1, 9)
+        )
+        size = max(size, 8)
     change = np.flatnonzero(values[1:] != values[:-1]) + 1  # positions where a new value starts
     if len(change):
         wanted = np.arange(size, n, size)
@@ -267,6 +286,73 @@ def _shown(values: np.ndarray, what: str) -> str:
 # -- the layer -------------------------------------------------------------------------------
 
 
+@dataclass
+class _Merge:
+    """A merge in progress: the source runs' entries below ``cursor`` are in the target run
+    already, those at or above it are still in the sources."""
+
+    sources: list[int]
+    cursor: int = 0
+
+
+@dataclass
+class _TableState:
+    """One table's bookkeeping, stored under its own key in ``tables.state``: the recent
+    tree's entry count, each run slot's level (0: free) and entry count, and the merges in
+    progress by target slot."""
+
+    recent: int
+    levels: list[int]
+    entries: list[int]
+    merges: dict[int, _Merge]
+
+    @classmethod
+    def empty(cls) -> _TableState:
+        return cls(0, [0] * RUN_SLOTS, [0] * RUN_SLOTS, {})
+
+    @classmethod
+    def decode(cls, raw: bytes, where: str) -> _TableState:
+        if len(raw) < _SLOTS.size or (len(raw) - _SLOTS.size) % _MERGE.size:
+            raise CorruptDatabaseError(f"the state of {where} is damaged", remedy=Remedy.RUN_CHECK)
+        fields = _SLOTS.unpack_from(raw)
+        state = cls(fields[0], list(fields[1::2]), list(fields[2::2]), {})
+        for offset in range(_SLOTS.size, len(raw), _MERGE.size):
+            target, mask, cursor = _MERGE.unpack_from(raw, offset)
+            sources = [slot for slot in range(RUN_SLOTS) if mask >> slot & 1]
+            if target >= RUN_SLOTS or not sources or target in sources:
+                raise CorruptDatabaseError(f"the state of {where} is damaged", remedy=Remedy.RUN_CHECK)
+            state.merges[target] = _Merge(sources, cursor)
+        return state
+
+    def encode(self) -> bytes:
+        fields = [self.recent]
+        for level, entries in zip(self.levels, self.entries):
+            fields += [level, entries]
+        merges = b"".join(
+            _MERGE.pack(target, sum(1 << slot for slot in merge.sources), merge.cursor)
+            for target, merge in sorted(self.merges.items())
+        )
+        return _SLOTS.pack(*fields) + merges
+
+    def shape(self) -> int:
+        """Bit 0: the recent tree holds entries; bit slot + 1: that run slot is in use."""
+        mask = int(self.recent > 0)
+        for slot, level in enumerate(self.levels):
+            if level:
+                mask |= 2 << slot
+        return mask
+
+    def free_slots(self) -> list[int]:
+        return [slot for slot, level in enumerate(self.levels) if not level]
+
+    def waiting(self, level: int) -> list[int]:
+        """Whole runs at ``level`` that no merge reads or writes."""
+        busy = set(self.merges)
+        for merge in self.merges.values():
+            busy.update(merge.sources)
+        return [slot for slot, at in enumerate(self.levels) if at == level and slot not in busy]
+
+
 class Tables:
     """The permutation tables of ``plan`` over the sub-databases that ``handles`` names.
     Every method takes the caller's transaction; the layer keeps no state between calls
@@ -277,62 +363,50 @@ class Tables:
         self.handles = handles
         self.policy = policy
         self.path = path
-        if not 1 <= policy.levels <= 7:
-            raise ValueError("a policy has 1 to 7 levels")  # the shape mask has a bit per level
+        if policy.ratio < 2 or policy.base < 1 or policy.chunk < 1:
+            raise ValueError("a policy merges at least 2 runs, with a positive base and chunk")
         self._recent = [f"t.{t.index:02d}.r".encode() for t in plan.tables]
-        self._levels = [
-            [f"t.{t.index:02d}.L{level}".encode() for level in range(1, policy.levels + 1)] for t in plan.tables
-        ]
+        self._runs = [[f"t.{t.index:02d}.s{slot:02d}".encode() for slot in range(RUN_SLOTS)] for t in plan.tables]
 
     @property
     def names(self) -> list[bytes]:
         """Every sub-database the layer uses (for the environment's max_dbs and handles)."""
-        return [STATE, *self._recent, *(name for levels in self._levels for name in levels)]
+        return [STATE, *self._recent, *(name for runs in self._runs for name in runs)]
 
     def create(self, txn: lmdb.Transaction[bytes]) -> None:
         """Create the sub-databases (idempotent)."""
         for name in self.names:
             self.handles.create(txn, name)
-        txn.put(SHAPE, bytes(len(self.plan.tables)), db=self.handles.db(STATE), overwrite=False)
+        txn.put(SHAPE, bytes(_SHAPE.size * len(self.plan.tables)), db=self.handles.db(STATE), overwrite=False)
 
     # -- state ---------------------------------------------------------------------------
 
-    def _state_key(self, table: int, level: int) -> bytes:
-        return bytes((table >> 8, table & 0xFF, level))
+    def _load(self, txn: lmdb.Transaction[bytes], table: int) -> _TableState:
+        raw = txn.get(bytes((table >> 8, table & 0xFF)), db=self.handles.db(STATE))
+        return _TableState.empty() if raw is None else _TableState.decode(raw, f"table {table}")
 
-    def _state(self, txn: lmdb.Transaction[bytes], table: int, level: int) -> tuple[int, int]:
-        raw = txn.get(self._state_key(table, level), db=self.handles.db(STATE))
-        if raw is None:
-            return 0, 0
-        if len(raw) != _COUNT.size:
-            raise CorruptDatabaseError(f"the state of table {table} level {level} is damaged", remedy=Remedy.RUN_CHECK)
-        entries, cursor = _COUNT.unpack(raw)
-        return int(entries), int(cursor)
+    def _save(self, txn: lmdb.Transaction[bytes], table: int, state: _TableState) -> None:
+        """Store one table's state and its bits of the shape.  Two puts."""
+        state_db = self.handles.db(STATE)
+        txn.put(bytes((table >> 8, table & 0xFF)), state.encode(), db=state_db)
+        shape = bytearray(txn.get(SHAPE, db=state_db) or b"")
+        if len(shape) != _SHAPE.size * len(self.plan.tables):
+            shape = bytearray(_SHAPE.size * len(self.plan.tables))
+        _SHAPE.pack_into(shape, _SHAPE.size * table, state.shape())
+        txn.put(SHAPE, bytes(shape), db=state_db)
 
-    def _set_state(self, txn: lmdb.Transaction[bytes], table: int, level: int, entries: int, cursor: int) -> None:
-        txn.put(self._state_key(table, level), _COUNT.pack(entries, cursor), db=self.handles.db(STATE))
-        shape = bytearray(self.shape(txn))
-        bit = 1 << level
-        now = shape[table] | bit if entries else shape[table] & ~bit
-        if now != shape[table]:
-            shape[table] = now
-            txn.put(SHAPE, bytes(shape), db=self.handles.db(STATE))
-
-    def shape(self, txn: lmdb.Transaction[bytes]) -> bytes:
-        """Per table, a bitmask of its non-empty parts (bit 0 the recent tree, bit i level
-        i), so that probes skip empty levels.  One get."""
+    def shape(self, txn: lmdb.Transaction[bytes]) -> list[int]:
+        """Per table, a bitmask of its non-empty parts (bit 0 the recent tree, bit slot + 1
+        a run), so that probes skip empty slots.  One get."""
         raw = txn.get(SHAPE, db=self.handles.db(STATE))
-        if raw is None or len(raw) != len(self.plan.tables):
-            return bytes([0xFF] * len(self.plan.tables))  # unknown: probe everything
-        return raw
+        if raw is None or len(raw) != _SHAPE.size * len(self.plan.tables):
+            return [(2 << RUN_SLOTS) - 1] * len(self.plan.tables)  # unknown: probe everything
+        return [value for (value,) in _SHAPE.iter_unpack(raw)]
 
-    def _add_count(self, txn: lmdb.Transaction[bytes], table: int, level: int, delta: int) -> None:
-        entries, cursor = self._state(txn, table, level)
-        self._set_state(txn, table, level, entries + delta, cursor)
-
-    def counts(self, txn: lmdb.Transaction[bytes], table: int = 0) -> list[int]:
-        """Entries in the recent tree and in each level of one table.  O(levels)."""
-        return [self._state(txn, table, level)[0] for level in range(self.policy.levels + 1)]
+    def runs(self, txn: lmdb.Transaction[bytes], table: int = 0) -> list[tuple[int, int]]:
+        """(level, entries) of each run of one table, the recent tree as level 0 first.  One get."""
+        state = self._load(txn, table)
+        return [(0, state.recent)] + [(level, n) for level, n in zip(state.levels, state.entries) if level]
 
     # -- writing -------------------------------------------------------------------------
 
@@ -346,13 +420,13 @@ class Tables:
     ) -> None:
         """Add entries for new (id, fingerprint) pairs; ids must not be stored already.
         ``alongside`` (the caller's other writes of the batch) runs first.  A batch of at
-        least ``base`` goes straight into the first level whose capacity holds it (one
-        merge, in key order); a smaller one into the recent trees.  Then merge steps run in
-        the same transaction while a level is over capacity, up to a budget proportional to
-        the batch (:meth:`merge_budget`), so the levels keep pace with the adds and a crash
-        never leaves a merge half done.  Cost: O(n log n) numpy plus n B-tree puts per
-        table for a small batch, plus the merge steps (amortised O(ratio x levels) entry
-        rewrites per entry, in key order)."""
+        least ``base`` becomes a new run of each table, written once in key order; a smaller
+        one goes into the recent trees, which become a run when they pass ``base``.  Then
+        merge steps run in the same transaction, up to ``MERGE_WORK`` entry moves per entry
+        added (:meth:`merge`), so merging keeps pace with the adds and a crash never leaves
+        a merge half done.  Cost: O(n log n) numpy plus n B-tree puts per table for a small
+        batch, plus the merge steps (amortised: an entry is rewritten once per level, about
+        log_ratio(N / base) times)."""
         if alongside is not None:
             alongside()
         ids = np.asarray(ids, dtype=np.uint64)
@@ -360,64 +434,228 @@ class Tables:
         if not len(ids):
             return
         for table in self.plan.tables:
+            state = self._load(txn, table.index)
             if len(ids) >= self.policy.base:
                 permuted = table.permute_array(fingerprints)
-                order = np.lexsort((ids, permuted))
-                level = next(i for i in range(1, self.policy.levels + 1) if self.policy.capacity(i) >= len(ids))
-                self._merge_into(txn, table, level, permuted[order], ids[order])
+                if table.index == 0:
+                    order = np.argsort(permuted, kind="stable")
+                    permuted, run_ids = permuted[order], ids[order]
+                else:  # no ids: a plain sort, faster than an argsort and a gather
+                    permuted, run_ids = np.sort(permuted), None
+                self._new_run(txn, table, state, self.policy.level_for(len(ids)), permuted, run_ids)
             else:  # the recent tree holds entries as a B-tree table does
                 entries = table_entries(table, fingerprints, ids)
                 cursor = txn.cursor(self.handles.db(self._recent[table.index]))
                 cursor.putmulti(table_entry_pairs(entries), overwrite=False)
-                self._add_count(txn, table.index, 0, len(entries))
-        self.merge(txn, self.merge_budget(len(ids)))
+                state.recent += len(entries)
+                if state.recent > self.policy.base:
+                    self._flush_recent(txn, table, state)
+            self._merge_table(txn, table, state, MERGE_WORK * len(ids))
+            self._save(txn, table.index, state)
 
-    def merge_budget(self, added: int) -> int:
-        """Entry rewrites that merging may spend after ``added`` documents: 64 per table
-        entry added, at least one step's worth.  Leveled merging rewrites an entry about
-        ratio/2 times per level, so this keeps the levels within capacity over any run of
-        adds, while one small add never pays for more than about one step."""
-        return max(self.policy.chunk * (self.policy.ratio + 1), 64 * added * len(self.plan.tables))
+    def _new_run(
+        self,
+        txn: lmdb.Transaction[bytes],
+        table: Table,
+        state: _TableState,
+        level: int,
+        values: np.ndarray,
+        ids: np.ndarray | None,
+    ) -> None:
+        """Write sorted (values, ids) as a new run at ``level``, in slices that end where
+        values change (equal values never straddle blocks), in append mode."""
+        slot = self._free_slot(txn, table, state, spare=1)
+        db = self.handles.db(self._runs[table.index][slot])
+        start = 0
+        while start < len(values):
+            end = min(start + REWRITE_SLICE, len(values))
+            if end < len(values):
+                cut = int(np.searchsorted(values, values[end], side="left"))
+                end = cut if cut > start else int(np.searchsorted(values, values[end], side="right"))
+            blocks = encode_blocks(values[start:end], None if ids is None else ids[start:end])
+            txn.cursor(db).putmulti(blocks, append=True)
+            start = end
+        state.levels[slot], state.entries[slot] = level, len(values)
+
+    def _flush_recent(self, txn: lmdb.Transaction[bytes], table: Table, state: _TableState) -> None:
+        """Move the whole recent tree into a new run at level 1."""
+        name = self._recent[table.index]
+        db = self.handles.db(name)
+        keys = b"".join(txn.cursor(db).iternext(values=False))
+        if len(keys) != 16 * state.recent:
+            raise CorruptDatabaseError(
+                f"{name.decode()} holds {len(keys)} key bytes, not 16 per recorded entry", remedy=Remedy.RUN_CHECK
+            )
+        pairs = np.frombuffer(keys, dtype=">u8").reshape(-1, 2).astype(np.uint64)
+        txn.drop(db, delete=False)
+        state.recent = 0
+        self._new_run(txn, table, state, 1, pairs[:, 0], pairs[:, 1] if table.index == 0 else None)
+
+    def _free_slot(self, txn: lmdb.Transaction[bytes], table: Table, state: _TableState, spare: int) -> int:
+        """A free run slot, leaving ``spare`` others free (new runs keep one for a merge's
+        target).  When too few are free, the lowest merge in progress is finished, or one
+        is started on the lowest level with two whole runs: each frees at least one slot.
+        Rare: merging keeps pace with the adds, so this runs only after bursts."""
+        while True:
+            free = state.free_slots()
+            if len(free) > spare:
+                return free[0]
+            if not state.merges:
+                levels = sorted({level for level in state.levels if level})
+                level = next(level for level in levels if len(state.waiting(level)) >= 2)
+                self._start_merge(state, state.waiting(level), free[0])
+            target = min(state.merges, key=lambda slot: state.levels[slot])
+            while target in state.merges:
+                self._step(txn, table, state, target)
+
+    def merge(self, txn: lmdb.Transaction[bytes], budget: int = 1 << 21) -> bool:
+        """Merge steps on every table, up to about ``budget`` entry moves per table;
+        returns whether work remains."""
+        remains = False
+        for table in self.plan.tables:
+            state = self._load(txn, table.index)
+            remains |= self._merge_table(txn, table, state, budget)
+            self._save(txn, table.index, state)
+        return remains
+
+    def _merge_table(self, txn: lmdb.Transaction[bytes], table: Table, state: _TableState, budget: int) -> bool:
+        """Start a merge on every level with ``ratio`` whole runs waiting (while slots are
+        free), then step the merges, lowest level first, until about ``budget`` entries
+        moved (at least one step); returns whether work remains."""
+        spent = 0
+        while True:
+            self._start_merges(state)
+            if not state.merges:
+                return False
+            if spent >= budget:
+                return True
+            spent += self._step(txn, table, state, min(state.merges, key=lambda slot: state.levels[slot]))
+
+    def _start_merges(self, state: _TableState) -> None:
+        for level in sorted({level for level in state.levels if level}):
+            waiting = state.waiting(level)
+            free = state.free_slots()
+            if len(waiting) >= self.policy.ratio and free:
+                self._start_merge(state, waiting, free[0])
+
+    @staticmethod
+    def _start_merge(state: _TableState, sources: list[int], target: int) -> None:
+        state.levels[target] = max(state.levels[slot] for slot in sources) + 1
+        state.entries[target] = 0
+        state.merges[target] = _Merge(sources)
+
+    def _step(self, txn: lmdb.Transaction[bytes], table: Table, state: _TableState, target: int) -> int:
+        """Move the sources' entries in [cursor, bound) into the target run, appended in key
+        order; ``bound`` is the smallest first key after about chunk / sources entries of
+        any source, so a step reads at most that many entries of each (plus one block).
+        The sources' blocks below ``bound`` are deleted, and the part of a block at or past
+        it is written back.  Finishes the merge (freeing the sources) when they are empty.
+        Returns the entries moved (at least 1)."""
+        merge = state.merges[target]
+        with_ids = table.index == 0
+        share = max(self.policy.chunk // len(merge.sources), 1)
+        start = merge.cursor.to_bytes(8, "big")
+        read: list[list[tuple[bytes, bytes]]] = []
+        bound = 1 << BITS
+        for slot in merge.sources:
+            cursor = txn.cursor(self.handles.db(self._runs[table.index][slot]))
+            blocks: list[tuple[bytes, bytes]] = []
+            taken = 0
+            found = cursor.set_range(start)
+            while found:
+                key, value = cursor.item()
+                blocks.append((key, value))
+                taken += _HEADER.unpack_from(value)[0] if len(value) >= _HEADER.size else 0
+                found = cursor.next()
+                if found and taken >= share:
+                    bound = min(bound, int.from_bytes(cursor.key(), "big"))
+                    break
+            read.append(blocks)
+        moved_values: list[np.ndarray] = []
+        moved_ids: list[np.ndarray] = []
+        for slot, blocks in zip(merge.sources, read):
+            name = self._runs[table.index][slot]
+            db = self.handles.db(name)
+            taken_blocks = [(key, value) for key, value in blocks if int.from_bytes(key, "big") < bound]
+            if not taken_blocks:
+                continue
+            values, ids = decode_blocks(taken_blocks, with_ids, name.decode())
+            for key, _ in taken_blocks:
+                txn.delete(key, db=db)
+            below = len(values)
+            if bound < 1 << BITS:
+                below = int(np.searchsorted(values, np.uint64(bound - 1), side="right"))
+            if below < len(values):  # the last block reaches past the bound: its rest stays
+                rest = encode_blocks(values[below:], None if ids is None else ids[below:])
+                txn.cursor(db).putmulti(rest)
+            moved_values.append(values[:below])
+            if ids is not None:
+                moved_ids.append(ids[:below])
+            state.entries[slot] -= below
+        moved = sum(len(values) for values in moved_values)
+        if moved:
+            # Sorted runs, concatenated: a stable sort (timsort) finds and merges them.
+            values = np.concatenate(moved_values)
+            ids_out = None
+            if with_ids:
+                order = np.argsort(values, kind="stable")
+                values, ids_out = values[order], np.concatenate(moved_ids)[order]
+            else:
+                values = np.sort(values, kind="stable")
+            blocks = encode_blocks(values, ids_out)
+            txn.cursor(self.handles.db(self._runs[table.index][target])).putmulti(blocks, append=True)
+            state.entries[target] += moved
+        if bound == 1 << BITS:  # every source is empty now
+            for slot in merge.sources:
+                if state.entries[slot]:
+                    raise CorruptDatabaseError(
+                        f"{self._runs[table.index][slot].decode()} holds entries below a merge's cursor",
+                        remedy=Remedy.RUN_CHECK,
+                    )
+                state.levels[slot] = 0
+            del state.merges[target]
+        else:
+            merge.cursor = bound
+        return max(moved, 1)
 
     def delete_many(self, txn: lmdb.Transaction[bytes], ids: Iterable[int], fingerprints: Iterable[int]) -> int:
         """Remove the entries of (id, fingerprint) pairs; returns how many table entries were
         removed (tables x pairs when all were stored).  Per table: one delete in the recent
-        tree per pair, then, for the pairs not there, each level in turn with the pairs
+        tree per pair, then, for the pairs not there, each run in turn with the pairs
         grouped by block, so a block is decoded and rewritten once however many of its
-        entries go.  State is updated once per part."""
+        entries go.  State is saved once per table."""
         pairs = [(int(doc_id), int(fingerprint)) for doc_id, fingerprint in zip(ids, fingerprints)]
+        if not pairs:
+            return 0
         removed = 0
-        shape = self.shape(txn)
         for table in self.plan.tables:
+            state = self._load(txn, table.index)
             recent = self.handles.db(self._recent[table.index])
             left: list[tuple[int, int]] = []  # (permuted, id) not in the recent tree
             for doc_id, fingerprint in pairs:
                 permuted = table.permute(fingerprint)
                 if not txn.delete(permuted.to_bytes(8, "big") + doc_id.to_bytes(8, "big"), db=recent):
                     left.append((permuted, doc_id))
-            if len(pairs) > len(left):
-                self._add_count(txn, table.index, 0, len(left) - len(pairs))
-                removed += len(pairs) - len(left)
+            state.recent -= len(pairs) - len(left)
             left.sort()
-            for level in range(1, self.policy.levels + 1):
+            for slot, level in enumerate(state.levels):
                 if not left:
                     break
-                if not shape[table.index] >> level & 1:
-                    continue
-                still = self._delete_from_level(txn, table, level, left)
-                if len(still) < len(left):
-                    self._add_count(txn, table.index, level, len(still) - len(left))
-                    removed += len(left) - len(still)
-                left = still
+                if level:
+                    still = self._delete_from_run(txn, table, slot, left)
+                    state.entries[slot] -= len(left) - len(still)
+                    left = still
+            removed += len(pairs) - len(left)
+            self._save(txn, table.index, state)
         return removed
 
-    def _delete_from_level(
-        self, txn: lmdb.Transaction[bytes], table: Table, level: int, targets: list[tuple[int, int]]
+    def _delete_from_run(
+        self, txn: lmdb.Transaction[bytes], table: Table, slot: int, targets: list[tuple[int, int]]
     ) -> list[tuple[int, int]]:
-        """Remove the sorted (permuted, id) ``targets`` from one level (for tables without
+        """Remove the sorted (permuted, id) ``targets`` from one run (for tables without
         ids, any one entry of the value per target); returns those it does not hold.  Each
         touched block is decoded, thinned and rewritten once.  O(blocks touched) numpy steps."""
-        name = self._levels[table.index][level - 1]
+        name = self._runs[table.index][slot]
         db = self.handles.db(name)
         cursor = txn.cursor(db)
         with_ids = table.index == 0
@@ -473,128 +711,6 @@ class Tables:
             return cursor.key()
         return cursor.key() if cursor.last() else None
 
-    # -- merging -------------------------------------------------------------------------
-
-    def merge(self, txn: lmdb.Transaction[bytes], budget: int = 1 << 21) -> bool:
-        """Merge steps, shallowest overfull level first, until no level is over its
-        capacity or about ``budget`` entries were rewritten; returns whether work remains.
-        Each step is bounded: ``chunk`` entries of a level and the overlapping blocks of the
-        next."""
-        spent = 0
-        while spent < budget:
-            step = self._overfull(txn)
-            if step is None:
-                return False
-            spent += self._step(txn, *step)
-        return self._overfull(txn) is not None
-
-    def _overfull(self, txn: lmdb.Transaction[bytes]) -> tuple[Table, int] | None:
-        for level in range(self.policy.levels):
-            for table in self.plan.tables:
-                if self._state(txn, table.index, level)[0] > self.policy.capacity(level):
-                    return table, level
-        return None
-
-    def _step(self, txn: lmdb.Transaction[bytes], table: Table, level: int) -> int:
-        """Move up to ``chunk`` entries of ``level`` of ``table``, from its cursor on (wrapping
-        to the start), into the next level.  Returns the entries rewritten."""
-        entries, cursor_value = self._state(txn, table.index, level)
-        start = cursor_value.to_bytes(8, "big")
-        ids: np.ndarray | None
-        if level == 0:
-            values, ids, next_cursor = self._take_recent(txn, table, start)
-        else:
-            values, ids, next_cursor = self._take_blocks(txn, table, level, start)
-        if not len(values):  # nothing at or after the cursor: wrap around
-            self._set_state(txn, table.index, level, entries, 0)
-            return 1
-        self._set_state(txn, table.index, level, entries - len(values), next_cursor)
-        return len(values) + self._merge_into(txn, table, level + 1, values, ids)
-
-    def _take_recent(
-        self, txn: lmdb.Transaction[bytes], table: Table, start: bytes
-    ) -> tuple[np.ndarray, np.ndarray, int]:
-        """Remove up to ``chunk`` entries of the recent tree from ``start`` on, ending at a
-        change of value; their (values, ids) and the next cursor."""
-        db = self.handles.db(self._recent[table.index])
-        cursor = txn.cursor(db)
-        keys: list[bytes] = []
-        if cursor.set_range(start):
-            for key in cursor.iternext(values=False):
-                if len(keys) >= self.policy.chunk and key[:8] != keys[-1][:8]:
-                    break
-                keys.append(key)
-        if not keys:
-            return np.empty(0, np.uint64), np.empty(0, np.uint64), 0
-        pairs = np.frombuffer(b"".join(keys), dtype=">u8").reshape(-1, 2)
-        if len(b"".join(keys)) != 16 * len(keys):
-            raise CorruptDatabaseError(
-                f"{self._recent[table.index].decode()} holds a key that is not 16 bytes", remedy=Remedy.RUN_CHECK
-            )
-        # The taken keys are one contiguous range: delete it with one cursor walk.
-        cursor.set_key(keys[0])
-        for _ in range(len(keys)):
-            cursor.delete()
-        last = int(pairs[-1, 0])
-        return pairs[:, 0].astype(np.uint64), pairs[:, 1].astype(np.uint64), (last + 1) % (1 << BITS)
-
-    def _take_blocks(
-        self, txn: lmdb.Transaction[bytes], table: Table, level: int, start: bytes
-    ) -> tuple[np.ndarray, np.ndarray | None, int]:
-        """Remove whole blocks of ``level`` from the first at or after ``start`` until
-        ``chunk`` entries are taken; their (values, ids) and the next cursor."""
-        name = self._levels[table.index][level - 1]
-        cursor = txn.cursor(self.handles.db(name))
-        pairs: list[tuple[bytes, bytes]] = []
-        taken = 0
-        if cursor.set_range(start):
-            while taken < self.policy.chunk:
-                key, value = cursor.item()
-                pairs.append((key, value))
-                taken += _HEADER.unpack_from(value)[0] if len(value) >= _HEADER.size else 0
-                if not cursor.delete() or cursor.key() == b"":
-                    break
-        values, ids = decode_blocks(pairs, table.index == 0, name.decode())
-        if not len(values):
-            return values, ids, 0
-        return values, ids, (int(values[-1]) + 1) % (1 << BITS)
-
-    def _merge_into(
-        self, txn: lmdb.Transaction[bytes], table: Table, level: int, values: np.ndarray, ids: np.ndarray | None
-    ) -> int:
-        """Merge sorted (values, ids) into ``level``: the blocks overlapping their range are
-        read, merged with them in key order and rewritten.  Returns entries written."""
-        name = self._levels[table.index][level - 1]
-        db = self.handles.db(name)
-        with_ids = table.index == 0
-        cursor = txn.cursor(db)
-        low, high = int(values[0]).to_bytes(8, "big"), int(values[-1]).to_bytes(8, "big")
-        old: list[tuple[bytes, bytes]] = []
-        first = self._block_at(cursor, low)
-        found = cursor.first() if first is None else True
-        while found and cursor.key() <= high:
-            old.append((cursor.key(), cursor.value()))
-            cursor.delete()
-            found = cursor.key() != b""
-        all_values, all_ids = values, ids if with_ids else None
-        if old:
-            old_values, old_ids = decode_blocks(old, with_ids, name.decode())
-            # Both sides are sorted: place the new entries among the old in one pass (equal
-            # values keep the old first; order among equal values carries no meaning).
-            at = np.searchsorted(old_values, values, side="right") + np.arange(len(values))
-            is_new = np.zeros(len(old_values) + len(values), dtype=bool)
-            is_new[at] = True
-            all_values = np.empty(len(is_new), dtype=np.uint64)
-            all_values[at], all_values[~is_new] = values, old_values
-            if with_ids and ids is not None and old_ids is not None:
-                all_ids = np.empty(len(is_new), dtype=np.uint64)
-                all_ids[at], all_ids[~is_new] = ids, old_ids
-        blocks = encode_blocks(all_values, all_ids)
-        append = not cursor.last() or cursor.key() < blocks[0][0]
-        cursor.putmulti(blocks, append=append)
-        self._add_count(txn, table.index, level, len(values))
-        return len(all_values)
-
     # -- reading -------------------------------------------------------------------------
 
     def probe(self, txn: lmdb.Transaction[bytes], fingerprint: int, k: int) -> dict[int, int]:
@@ -630,11 +746,9 @@ class Tables:
         return found
 
     def _parts(self, txn: lmdb.Transaction[bytes], table: Table, shape: int) -> list[_Part]:
-        """A cursor on each non-empty part of one table (level 0: the recent tree)."""
-        names = [self._recent[table.index], *self._levels[table.index]]
-        return [
-            _Part(level, txn.cursor(self.handles.db(name))) for level, name in enumerate(names) if shape >> level & 1
-        ]
+        """A cursor on each non-empty part of one table (part 0: the recent tree)."""
+        names = [self._recent[table.index], *self._runs[table.index]]
+        return [_Part(part, txn.cursor(self.handles.db(name))) for part, name in enumerate(names) if shape >> part & 1]
 
     def _probe_table(
         self,
@@ -652,7 +766,7 @@ class Tables:
         with_ids = table.index == 0
         for part in parts:
             cursor = part.cursor
-            if not part.level:
+            if not part.part:
                 name = self._recent[table.index]
                 scan_entries(cursor, low.to_bytes(8, "big"), prefix_bound(high), query, k, found, self.path, name)
                 continue
@@ -747,7 +861,7 @@ class Tables:
         parts_v = [recent_values]
         parts_i = [recent_ids]
         with_ids = table.index == 0
-        for name in self._levels[table.index]:
+        for name in self._runs[table.index]:
             values, ids = decode_blocks(list(txn.cursor(self.handles.db(name))), with_ids, name.decode())
             parts_v.append(values)
             if ids is not None:
@@ -798,10 +912,9 @@ class Tables:
 
     def rewrite(self, source: lmdb.Transaction[bytes], target: lmdb.Environment) -> None:
         """Write the tables as read in ``source`` into the empty environment ``target`` in
-        their compacted form (for compaction): each table whole in one level, the first
-        whose capacity holds it, in key order and append mode, with full blocks and no
-        recent entries; a transaction per table.  O(n log n) per table, one table in memory
-        at a time."""
+        their compacted form (for compaction): each table whole as one run, in key order
+        and append mode, with full blocks and no recent entries; a transaction per table.
+        O(n log n) per table, one table in memory at a time."""
         layer = Tables(self.plan, BareHandles(target), self.policy, path=self.path)
         with target.begin(write=True) as txn:
             layer.create(txn)
@@ -809,13 +922,10 @@ class Tables:
             values, ids = self.read_table(source, table)
             if not len(values):
                 continue
-            level = next(i for i in range(1, self.policy.levels + 1) if self.policy.capacity(i) >= len(values))
             with target.begin(write=True) as txn:
-                # In slices, to bound the encoder's temporaries; a slice that starts inside
-                # a run of equal values merges with the block before it.
-                for start in range(0, len(values), REWRITE_SLICE):
-                    end = start + REWRITE_SLICE
-                    layer._merge_into(txn, table, level, values[start:end], None if ids is None else ids[start:end])
+                state = _TableState.empty()
+                layer._new_run(txn, table, state, self.policy.level_for(len(values)), values, ids)
+                layer._save(txn, table.index, state)
 
     # -- verification --------------------------------------------------------------------
 
@@ -823,7 +933,7 @@ class Tables:
         self, txn: lmdb.Transaction[bytes], expected: tuple[np.ndarray, np.ndarray] | None = None
     ) -> tuple[list[str], int]:
         """:meth:`verify`, and how many entries the tables' states record.  O(n log n)."""
-        entries = sum(sum(self.counts(txn, table.index)) for table in self.plan.tables)
+        entries = sum(n for table in self.plan.tables for _, n in self.runs(txn, table.index))
         return self.verify(txn, expected), entries
 
     def page_counts(self, txn: lmdb.Transaction[bytes]) -> list[int]:
@@ -832,7 +942,7 @@ class Tables:
         return [
             sum(
                 pages_in_use(txn, self.handles.db(name))
-                for name in (self._recent[table.index], *self._levels[table.index])
+                for name in (self._recent[table.index], *self._runs[table.index])
             )
             for table in self.plan.tables
         ]
@@ -887,11 +997,21 @@ class Tables:
         return problems
 
     def _verify_structure(self, txn: lmdb.Transaction[bytes], table: Table) -> Iterator[str]:
+        """Problems of one table's blocks and state: damaged, misordered or overlapping
+        blocks, counts that disagree with the state, entries on the wrong side of a merge's
+        cursor, entries in a slot the state calls free."""
         with_ids = table.index == 0
+        try:
+            state = self._load(txn, table.index)
+        except CorruptDatabaseError as exc:
+            yield exc.message
+            return
         recent = self.handles.db(self._recent[table.index])
-        if txn.stat(recent)["entries"] != self._state(txn, table.index, 0)[0]:
+        if txn.stat(recent)["entries"] != state.recent:
             yield f"table {table.index}: the recent tree's count disagrees with its state"
-        for level, name in enumerate(self._levels[table.index], 1):
+        cursors = {target: merge.cursor for target, merge in state.merges.items()}
+        cursors.update((slot, merge.cursor) for merge in state.merges.values() for slot in merge.sources)
+        for slot, name in enumerate(self._runs[table.index]):
             previous_last = -1
             entries = 0
             for key, value in txn.cursor(self.handles.db(name)):
@@ -911,16 +1031,22 @@ class Tables:
                     yield f"{name.decode()}: the block at {key.hex()} is out of order"
                 if int(values[0]) <= previous_last:
                     yield f"{name.decode()}: the block at {key.hex()} overlaps the one before"
+                in_target = slot in state.merges
+                if slot in cursors and (
+                    int(values[-1]) >= cursors[slot] if in_target else int(values[0]) < cursors[slot]
+                ):
+                    yield f"{name.decode()}: the block at {key.hex()} is on the wrong side of its merge's cursor"
                 previous_last = int(values[-1])
                 entries += count
-            recorded = self._state(txn, table.index, level)[0]
-            if entries != recorded:
-                yield f"{name.decode()}: holds {entries} entries, its state says {recorded}"
+            if entries and not state.levels[slot]:
+                yield f"{name.decode()}: holds {entries} entries in a slot its state calls free"
+            elif entries != state.entries[slot]:
+                yield f"{name.decode()}: holds {entries} entries, its state says {state.entries[slot]}"
 
 
 #: The first database format whose tables are :class:`Tables`; formats 1 and 2 keep one
 #: B-tree per table (:class:`simdb.btree_tables.BTreeTables`) and are still read and written.
-FIRST_LOG_STRUCTURED_FORMAT = 3
+FIRST_LOG_STRUCTURED_FORMAT = 4
 
 TableLayer = BTreeTables | Tables
 

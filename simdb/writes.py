@@ -138,14 +138,20 @@ class Writes:
         changed_fps: list[int] = []
         old_fps: list[int] = []  # the replaced fingerprints of changed_ids
         if records.key_count(txn):
+            # In key order where the batch has it: the multi-get then walks the index's
+            # pages in order.
+            lookups = batch.index_keys
+            if batch.key_order is not None:
+                lookups = np.ascontiguousarray(batch.key_order[1]).view("V16").ravel().tolist()
+            stored_ids = records.indexed_ids(txn, lookups)
             for position, (key, key_index, fingerprint, record) in enumerate(
                 zip(batch.keys, batch.index_keys, batch.fingerprints, batch.records)
             ):
-                found = records.lookup(txn, key, key_index)
-                if found is None:
+                raw_id = stored_ids.get(key_index)
+                if raw_id is None:
                     new_positions.append(position)
                     continue
-                doc_id, old = found
+                doc_id, old = records.checked(txn, key, raw_id)
                 sketch = None if batch.sketches is None else batch.sketches[position]
                 same = records.unchanged(txn, doc_id, record, sketch)
                 # Counted as its first version in the batch would be, added on its own.

@@ -13,7 +13,7 @@ from simdb.plan import TablePlan
 from simdb.storage import BareHandles
 from simdb.tables import Policy, Tables
 
-POLICY = Policy(base=64, ratio=2, levels=4, chunk=48)
+POLICY = Policy(base=64, ratio=2, chunk=48)
 PLAN = TablePlan.create(3)
 
 
@@ -44,7 +44,7 @@ def model(steps: int) -> dict[int, int]:
 
 
 def open_layer(path: str) -> tuple[lmdb.Environment, Tables]:
-    env = lmdb.open(path, max_dbs=128, map_size=1 << 30)
+    env = lmdb.open(path, max_dbs=512, map_size=1 << 30)
     tables = Tables(PLAN, BareHandles(env), POLICY)
     with env.begin(write=True) as txn:
         tables.create(txn)

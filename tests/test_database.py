@@ -175,6 +175,18 @@ def test_newer_format_version_is_refused(db_path) -> None:
         simdb.open(db_path)
 
 
+def test_a_retired_development_format_is_refused_with_the_way_to_convert_it(db_path) -> None:
+    """Format 3 (leveled tables of 0.2.0 development builds) is named and refused, with
+    export and import as the hint, and the database is left as it was."""
+    simdb.open(db_path).close()
+    rewrite_stored(db_path, CONFIG_KEY, lambda config: {**config, "format_version": 3})
+    before = sorted((path.name, path.read_bytes()) for path in db_path.iterdir() if path.suffix == ".mdb")
+    with pytest.raises(simdb.FormatVersionError, match="format version 3.*development build") as refused:
+        simdb.open(db_path)
+    assert "simdb export" in refused.value.hint and "simdb import" in refused.value.hint
+    assert sorted((path.name, path.read_bytes()) for path in db_path.iterdir() if path.suffix == ".mdb") == before
+
+
 @pytest.mark.parametrize("version", ["1", 0, -1, 1.0, True, None, [1]], ids=repr)
 def test_an_invalid_format_version_is_damage_not_a_newer_format(db_path, version) -> None:
     simdb.open(db_path).close()
@@ -236,9 +248,9 @@ def test_closed_database_raises(db_path) -> None:
     [
         # Format 2: one B-tree per table, named by id.
         (2, b"table.03", "1 entries missing from table.03 (id 1)", "1 entries unexpected in table.03 (id 999)"),
-        # Format 3: table 3's recent entries; tables other than 0 are checked by fingerprint.
+        # Format 4: table 3's recent entries; tables other than 0 are checked by fingerprint.
         (
-            3,
+            4,
             b"t.03.r",
             "1 entries missing from table 3 (fingerprint 0x0004000000000000)",
             "1 entries unexpected in table 3 (fingerprint 0x0000000000000000)",
@@ -423,13 +435,13 @@ def test_keys_with_a_prefix_are_the_stored_keys_that_start_with_it(tmp_path) -> 
             db.keys(b"docs")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("version", [2, 4])
 def test_each_table_format_answers_like_a_brute_force_scan_through_adds_removals_and_compaction(
     db_path, version
 ) -> None:
     """A database of format 2 (one B-tree per table, as releases before format 3 wrote it)
     is still read and written as format 2; both formats answer every query as a Hamming
-    scan does, with entries in the recent trees and in merged levels (format 3)."""
+    scan does, with entries in the recent trees and in merged runs (format 4)."""
     rng = random.Random(version)
     roots = [rng.getrandbits(64) for _ in range(300)]
     stored = {f"doc-{i}": flip_bits(rng.choice(roots), rng.randint(0, 4), rng) for i in range(40_000)}

@@ -16,7 +16,7 @@ import simdb
 def raw_state(path: Path) -> dict[bytes, list[tuple[bytes, bytes]]]:
     """Every entry of every named sub-database, read straight from LMDB: the stored state."""
     current = (path / "CURRENT").read_text().split()[0]  # the live data file (see simdb/storage.py)
-    env = lmdb.open(str(path / current), readonly=True, lock=False, max_dbs=256, subdir=False)
+    env = lmdb.open(str(path / current), readonly=True, lock=False, max_dbs=4096, subdir=False)
     try:
         with env.begin() as txn:
             names = [name for name, _ in txn.cursor()]

@@ -36,13 +36,13 @@ LAYERS = ["btree", "log-structured"]
 def engine(layer: str, plan: TablePlan, fingerprints: list[int]) -> Iterator[tuple[Queries, lmdb.Environment]]:
     """Queries over a fresh environment holding documents ``doc-i`` with ``fingerprints``."""
     with tempfile.TemporaryDirectory() as directory:
-        env = lmdb.open(directory, max_dbs=200, map_size=1 << 28)
+        env = lmdb.open(directory, max_dbs=4096, map_size=1 << 28)
         try:
             handles = BareHandles(env)
             tables: BTreeTables | Tables = (
                 BTreeTables(plan, handles, directory)
                 if layer == "btree"
-                else Tables(plan, handles, Policy(base=8, ratio=4, levels=3, chunk=16))
+                else Tables(plan, handles, Policy(base=8, ratio=4, chunk=16))
             )
             records = Records(handles, directory, sketched=True)
             keys = [f"doc-{i}" for i in range(len(fingerprints))]

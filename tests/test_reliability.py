@@ -329,7 +329,7 @@ def test_check_reports_each_damaged_metadata_record(db_path) -> None:
             assert any(problem.startswith(f"the {record} stored in ") for problem in problems), (record, problems)
 
 
-@pytest.mark.parametrize(("version", "tree"), [(2, "table.00"), (3, "t.00.r")])
+@pytest.mark.parametrize(("version", "tree"), [(2, "table.00"), (4, "t.00.r")])
 def test_a_table_key_of_the_wrong_length_is_reported_naming_the_table(db_path, version, tree) -> None:
     with creating_format(version), simdb.open(db_path) as db:
         db.add_many([("a", 1), ("b", 2), ("c", 2**40)])
