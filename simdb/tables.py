@@ -131,8 +131,11 @@ def _width(values: np.ndarray) -> np.ndarray:
 
 
 def _pack(values: np.ndarray, widths: np.ndarray) -> bytes:
-    """Each value big-endian in its own width of bytes, concatenated.  O(n), vectorised."""
+    """Each value big-endian in its own width of bytes, concatenated.  O(n), vectorised: a
+    strided copy when every width is the same (the usual case), else a masked one."""
     full = np.ascontiguousarray(values.astype(">u8")).view(np.uint8).reshape(-1, 8)
+    if len(widths) and widths.min() == widths.max():
+        return full[:, 8 - int(widths[0]) :].tobytes()
     keep = np.arange(8)[None, :] >= (8 - widths)[:, None]
     return full[keep].tobytes()
 
@@ -140,8 +143,12 @@ def _pack(values: np.ndarray, widths: np.ndarray) -> bytes:
 def _unpack(buffer: bytes, widths: np.ndarray) -> np.ndarray:
     """Inverse of :func:`_pack`.  O(n), vectorised."""
     full = np.zeros((len(widths), 8), dtype=np.uint8)
-    keep = np.arange(8)[None, :] >= (8 - widths)[:, None]
-    full[keep] = np.frombuffer(buffer, dtype=np.uint8)
+    packed = np.frombuffer(buffer, dtype=np.uint8)
+    if len(widths) and widths.min() == widths.max():
+        width = int(widths[0])
+        full[:, 8 - width :] = packed.reshape(-1, width) if width else packed.reshape(len(widths), 0)
+    else:
+        full[np.arange(8)[None, :] >= (8 - widths)[:, None]] = packed
     return full.view(">u8").ravel().astype(np.uint64)
 
 
