@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -101,14 +102,52 @@ def faiss_query_many_rate(stored: np.ndarray, queries: np.ndarray, k: int) -> fl
     return len(queries) / _timed(lambda: index.range_search(codes, k + 1))  # keeps distance < radius
 
 
-def run_database(n: int, batch: int, queries: int, rounds: int, k: int) -> dict[str, Any]:
-    """The issue #16 targets through the public API: a format 3 Database of n random
-    fingerprints under keys ``d<i>``, k=3 in 5 blocks."""
+def mixed_workload(db: Any, fingerprints: np.ndarray, first_new: int, seconds: float, k: int) -> list[dict[str, Any]]:
+    """A steady mix for ``seconds``, in cycles of 100 adds of new documents and 10 removals
+    of stored ones (through one db.writer(), so they commit in its batches) and 20 single
+    queries; per minute, the operations of each kind per second.  The removed keys are
+    drawn from those stored before the run."""
+    rng = np.random.default_rng(11)
+    rows: list[dict[str, Any]] = []
+    next_new = first_new
+    started = time.perf_counter()
+    with db.writer() as writer:
+        while time.perf_counter() - started < seconds:
+            minute_start = time.perf_counter()
+            cycles = 0
+            while time.perf_counter() - minute_start < min(60.0, seconds - (minute_start - started)):
+                for index in range(next_new, next_new + 100):
+                    writer.add(f"d{index}", int(fingerprints[index]))
+                next_new += 100
+                for index in rng.integers(0, first_new, 10).tolist():
+                    writer.remove(f"d{index}")
+                for query in fingerprints[rng.integers(0, first_new, 20)].tolist():
+                    db.query(query, k=k)
+                cycles += 1
+            spent = time.perf_counter() - minute_start
+            rows.append(
+                {
+                    "minute": len(rows) + 1,
+                    "adds/s": cycles * 100 / spent,
+                    "removes/s": cycles * 10 / spent,
+                    "queries/s": cycles * 20 / spent,
+                    "load avg": os.getloadavg()[0],
+                }
+            )
+            print(f"minute {len(rows)}: {rows[-1]}", file=sys.stderr, flush=True)
+    return rows
+
+
+def run_database(
+    n: int, batch: int, queries: int, rounds: int, k: int, mixed: float = 0.0
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The issue #16 targets through the public API: a Database of n random fingerprints
+    under keys ``d<i>``, k=3 in 5 blocks; then, for ``mixed`` seconds, the mixed workload."""
     import simdb
 
     directory = tempfile.mkdtemp(prefix="bench-scale-db-", dir=os.environ.get("BENCH_DIR"))
     rng = np.random.default_rng(7)
-    extra = rounds * 10_000 + rounds * 10 * 100 + 20_000
+    extra = rounds * 10_000 + rounds * 10 * 100 + 20_000 + int(mixed * 20_000)
     fingerprints = rng.integers(0, 1 << 64, n + extra, dtype=np.uint64, endpoint=False)
     next_id = 0
 
@@ -120,7 +159,7 @@ def run_database(n: int, batch: int, queries: int, rounds: int, k: int) -> dict[
         next_id += count
         return chunk
 
-    row: dict[str, Any] = {"layout": "Database (format 3)", "n": n}
+    row: dict[str, Any] = {"layout": "Database (format 4)", "n": n}
     with simdb.open(os.path.join(directory, "db"), k=k, blocks=k + 2) as db:
         load = 0.0
         for at in range(0, n, batch):
@@ -154,8 +193,9 @@ def run_database(n: int, batch: int, queries: int, rounds: int, k: int) -> dict[
         faiss_rate = faiss_query_many_rate(fingerprints[:next_id], chosen, k)
         row["faiss query_many q/s"] = faiss_rate if faiss_rate is not None else "-"
         row["load avg"] = os.getloadavg()[0]
+        minutes = mixed_workload(db, fingerprints, next_id, mixed, k) if mixed else []
     shutil.rmtree(directory)
-    return row
+    return row, minutes
 
 
 def print_row(row: dict[str, Any], columns: list[str]) -> None:
@@ -184,6 +224,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20, help="10,000-doc batches (and 10x as many 100-doc ones)")
     parser.add_argument("-k", type=int, default=3)
     parser.add_argument(
+        "--mixed", type=float, default=0.0, help="with --layout database: then a mixed workload for SECONDS"
+    )
+    parser.add_argument(
         "--base", type=int, nargs="+", default=[Policy.base], help="recent entries per table (one run each)"
     )
     parser.add_argument("--ratio", type=int, default=Policy.ratio, help="level size ratio")
@@ -210,7 +253,15 @@ def main() -> None:
         db_columns += ["faiss query_many q/s", "matches/q", "load avg"]
         print("| " + " | ".join(db_columns) + " |")
         print("|" + "---|" * len(db_columns))
-        print_row(run_database(args.n, args.batch, args.queries, args.rounds, args.k), db_columns)
+        row, minutes = run_database(args.n, args.batch, args.queries, args.rounds, args.k, args.mixed)
+        print_row(row, db_columns)
+        if minutes:
+            print(f"\nMixed workload after the above, {args.mixed:g} s: cycles of 100 adds and 10 removals")
+            print("through db.writer(), and 20 single queries.\n")
+            print("| " + " | ".join(minutes[0]) + " |")
+            print("|" + "---|" * len(minutes[0]))
+            for minute in minutes:
+                print_row(minute, list(minute))
         return
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
