@@ -146,6 +146,10 @@ class BTreeTables:
     ``handles`` names; ``path`` names the database in errors.  Keeps no state between calls
     except handles."""
 
+    #: A query's seeks against its share of merging whole tables (see
+    #: :func:`simdb.queries.merges_whole_tables`): the unit.
+    seek_cost = 1.0
+
     def __init__(self, plan: TablePlan, handles: Handles, path: object = None) -> None:
         self.plan = plan
         self.handles = handles

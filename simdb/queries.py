@@ -30,10 +30,12 @@ MERGE_COST_RATIO = 5
 MIN_QUERIES_PER_WORKER = 256
 
 
-def merges_whole_tables(queries: int, stored: int) -> bool:
+def merges_whole_tables(queries: int, stored: int, seek_cost: float) -> bool:
     """Whether a batch of ``queries`` against ``stored`` documents is found by merging whole
-    tables with it rather than by a seek per query (:data:`MERGE_COST_RATIO`)."""
-    return queries * MERGE_COST_RATIO >= stored
+    tables with it rather than by a seek per query (:data:`MERGE_COST_RATIO`, scaled by the
+    table layer's ``seek_cost``: a query's seeks against its merge work, relative to one
+    B-tree per table)."""
+    return queries * MERGE_COST_RATIO * seek_cost >= stored
 
 
 Reader = Callable[[], "AbstractContextManager[lmdb.Transaction[bytes]]"]
@@ -60,6 +62,9 @@ class TableIndex(Protocol):
 
     def merge_many(self, txn: lmdb.Transaction[bytes], fingerprints: np.ndarray, k: int) -> list[dict[int, int]]: ...
 
+    @property
+    def seek_cost(self) -> float: ...
+
 
 class Queries:
     """The query engines over ``tables`` and ``records``; ``read`` opens a read transaction
@@ -74,7 +79,7 @@ class Queries:
         """Candidates of many queries within ``k`` bits: whole tables merged when the batch is
         large against the stored count (:data:`MERGE_COST_RATIO`), else one seek per query
         and table."""
-        if merges_whole_tables(len(queries), self.records.count(txn)):
+        if merges_whole_tables(len(queries), self.records.count(txn), self.tables.seek_cost):
             return self.tables.merge_many(txn, queries, k)
         return self.tables.probe_many(txn, queries, k)
 
@@ -164,7 +169,7 @@ class Queries:
         if workers > 1:
             with self.read() as txn:
                 stored = self.records.count(txn)
-            if merges_whole_tables(len(queries), stored):
+            if merges_whole_tables(len(queries), stored, self.tables.seek_cost):
                 # Whole tables merged: each chunk would read every table again, and the merge
                 # is numpy work already (measured 0.7x on two threads), so one pass it is.
                 workers = 1
