@@ -651,10 +651,11 @@ class Tables:
                     left.append((permuted, doc_id))
             state.recent -= len(pairs) - len(left)
             left.sort()
-            for slot, level in enumerate(state.levels):
+            # Largest runs first: an old entry is most likely there.
+            for slot in sorted(range(RUN_SLOTS), key=lambda slot: -state.entries[slot]):
                 if not left:
                     break
-                if level:
+                if state.levels[slot]:
                     still = self._delete_from_run(txn, table, slot, left)
                     state.entries[slot] -= len(left) - len(still)
                     left = still
@@ -687,6 +688,15 @@ class Tables:
                 group_end += 1
             group = targets[at:group_end]
             at = group_end
+            # Most blocks a removal looks in do not hold it (it is in another run): the
+            # probe's bisect over the fixed-width offsets tells, without decoding.
+            hits: dict[int, int] = {}
+            block_first = int.from_bytes(key, "big")
+            for permuted, _ in group:
+                self._scan_block(block_first, value, permuted, permuted, permuted + 1, 0, with_ids, table, hits, hits)
+            if not hits:
+                missing.extend(group)
+                continue
             values, block_ids = decode_blocks([(key, value)], with_ids, name.decode())
             keep = np.ones(len(values), dtype=bool)
             positions = values.tolist()
