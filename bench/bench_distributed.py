@@ -129,16 +129,31 @@ def _worker_cpu_seconds() -> float:
 
 
 def run_dask(
-    directory: str, out: str, k: int, blocks: int, workers: int, partitions: int | None, clusters: bool
+    directory: str,
+    out: str,
+    k: int,
+    blocks: int,
+    workers: int,
+    partitions: int | None,
+    clusters: bool,
+    malloc_trim: bool = False,
 ) -> dict[str, Any]:
     """simdb.distributed.find_all (then clusters) on a fresh LocalCluster, written to Parquet."""
+    import dask
     from dask.distributed import Client, LocalCluster
 
     from simdb.distributed import clusters as dask_clusters
     from simdb.distributed import find_all
 
     source = os.path.join(directory, "*.parquet")
+    # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536, which also turns off glibc's
+    # growing mmap threshold: every numpy temporary over 128 KiB is then a fresh mmap and
+    # page faults.  The one-process search measured 13.0 CPU-s with it against 10.5 without
+    # (20M random), so unless --dask-malloc-trim, workers start without it (a None there
+    # unsets it; docs/library.md says so for users).
+    trim = {} if malloc_trim else {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
     with (
+        dask.config.set(trim),
         LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
         Client(cluster) as client,
     ):
@@ -195,6 +210,11 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=None, help="ignored by the current plan (no shuffle)")
     parser.add_argument("--clusters", action="store_true", help="also time the clustering stage on its own")
     parser.add_argument("--skip-single", action="store_true", help="do not run the single-machine search")
+    parser.add_argument(
+        "--dask-malloc-trim",
+        action="store_true",
+        help="keep Dask's MALLOC_TRIM_THRESHOLD_=65536 in the workers (default: unset, see run_dask)",
+    )
     parser.add_argument("--workdir", default=None, help="where to put the Parquet files (default: a temp dir)")
     args = parser.parse_args()
 
@@ -213,14 +233,20 @@ def main() -> None:
         input_bytes = write_parquet(fingerprints, input_dir, args.rows_per_file)
         distinct = int(np.unique(fingerprints).size)
         del fingerprints
-        # One after the other, so that no two runs compete for the cores.
+        # One after the other, so that no two runs compete for the cores; the one-process
+        # runs first, before this process starts any Dask machinery (after a LocalCluster
+        # closed, the 2-thread search measured 0.76-0.80x of one thread here, against
+        # 0.46-0.48x in a fresh process beside an idle parent).
         for workers in counts:
             if not args.skip_single:
                 loads.append(os.getloadavg()[0])
                 single[workers] = run_single_machine(input_dir, args.k, args.blocks, workers, args.clusters)
+        for workers in counts:
             loads.append(os.getloadavg()[0])
             out = os.path.join(workdir, f"pairs-{workers}")
-            dask_runs[workers] = run_dask(input_dir, out, args.k, args.blocks, workers, args.partitions, args.clusters)
+            dask_runs[workers] = run_dask(
+                input_dir, out, args.k, args.blocks, workers, args.partitions, args.clusters, args.dask_malloc_trim
+            )
         loads.append(os.getloadavg()[0])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -231,7 +257,8 @@ def main() -> None:
         f"machine: {os.cpu_count()} cores, Python {platform.python_version()}; "
         f"{args.n:,} {args.kind} fingerprints ({distinct:,} distinct), "
         f"k={args.k}, {args.blocks} blocks, {tables} tables; "
-        f"{files} Parquet files ({gib(input_bytes)}); Dask: worker processes x 1 thread; "
+        f"{files} Parquet files ({gib(input_bytes)}); Dask: worker processes x 1 thread, "
+        f"MALLOC_TRIM_THRESHOLD_ {'65536 (Dask default)' if args.dask_malloc_trim else 'unset'}; "
         f"1-minute load average during the runs: {min(loads):.1f}-{max(loads):.1f}"
     )
     print()
