@@ -79,6 +79,10 @@ RUN_SLOTS = 32
 #: Merge work allowed per table entry added: entry moves.  An entry moves once per level
 #: (about log_ratio(N / base) times), so merging keeps pace with a wide margin.
 MERGE_WORK = 16
+#: probe_many reads a part whole and merges it with the sorted queries when it holds fewer
+#: than this many entries per query: a seek and bisect per query and part costs about 2 us in
+#: Python, decoding and merging about 60 ns an entry (measured at 2M and 10M).
+PART_MERGE_RATIO = 32
 _HEADER = struct.Struct(">IBBI")  # count, offset width, id width, crc32
 _ID_BASE = struct.Struct(">Q")
 _SLOTS = struct.Struct(">Q" + "BQ" * RUN_SLOTS)  # recent entries, then per slot: level (0: free), entries
@@ -751,22 +755,55 @@ class Tables:
         return found
 
     def probe_many(self, txn: lmdb.Transaction[bytes], fingerprints: np.ndarray, k: int) -> list[dict[int, int]]:
-        """:meth:`probe` for many queries, each table visited in key order of the queries:
-        one cursor per level, and a query whose prefix lies inside the block the previous
-        query read reuses it without a seek."""
+        """:meth:`probe` for many queries.  Per table, the parts holding fewer than
+        :data:`PART_MERGE_RATIO` entries per query are read whole and merged with the sorted
+        queries (numpy: :meth:`simdb.plan.Table.prefix_matches`, as merge_many does for
+        whole tables); the larger ones are visited in key order of the queries, one cursor
+        each, and a query whose prefix lies inside the block the previous query read reuses
+        it without a seek.  O(merged entries + q x sought parts x log)."""
         queries = np.asarray(fingerprints, dtype=np.uint64)
         found: list[dict[int, int]] = [{} for _ in range(len(queries))]
         resolve: list[dict[int, int]] = [{} for _ in range(len(queries))]
         shape = self.shape(txn)
         for table in self.plan.tables:
             permuted = table.permute_array(queries)
-            order = np.argsort(permuted, kind="stable")
-            parts = self._parts(txn, table, shape[table.index])
-            for index, query in zip(order.tolist(), permuted[order].tolist()):
-                low = query & table.prefix_mask
-                self._probe_table(parts, table, query, low, low + table.prefix_span, k, found[index], resolve[index])
+            state = self._load(txn, table.index)
+            sizes = [state.recent, *state.entries]
+            merged: list[int] = []
+            sought: list[int] = []
+            for part in self._parts(txn, table, shape[table.index]):
+                (merged if sizes[part.part] < PART_MERGE_RATIO * len(queries) else sought).append(part.part)
+            if merged:
+                self._merge_parts(txn, table, merged, permuted, k, found, resolve)
+            if sought:
+                parts = self._parts(txn, table, sum(1 << part for part in sought))
+                order = np.argsort(permuted, kind="stable")
+                for index, query in zip(order.tolist(), permuted[order].tolist()):
+                    low = query & table.prefix_mask
+                    high = low + table.prefix_span
+                    self._probe_table(parts, table, query, low, high, k, found[index], resolve[index])
         self._resolve(txn, resolve, found, shape)
         return found
+
+    def _merge_parts(
+        self,
+        txn: lmdb.Transaction[bytes],
+        table: Table,
+        parts: list[int],
+        permuted: np.ndarray,
+        k: int,
+        found: list[dict[int, int]],
+        resolve: list[dict[int, int]],
+    ) -> None:
+        """Matches of the permuted queries among the entries of some parts of one table,
+        read whole and merged with the queries: ids into ``found``, fingerprints of id-less
+        tables into ``resolve``."""
+        values, ids = self._read_parts(txn, table, parts)
+        owners, positions, distances = table.prefix_matches(values, permuted, k)
+        matched = ids[positions] if ids is not None else table.unpermute_array(values[positions])
+        into = found if ids is not None else resolve
+        for owner, value, distance in zip(owners.tolist(), matched.tolist(), distances.tolist()):
+            into[owner][value] = distance
 
     def _parts(self, txn: lmdb.Transaction[bytes], table: Table, shape: int) -> list[_Part]:
         """A cursor on each non-empty part of one table (part 0: the recent tree)."""
@@ -879,22 +916,32 @@ class Tables:
         else None), read in one pass; the recent entries as
         :func:`simdb.btree_tables.read_entries` reads them (``every_key`` there).
         O(n log n)."""
-        recent = self._recent[table.index]
-        recent_values, recent_ids = read_entries(txn, self.handles.db(recent), self.path, recent, every_key=every_key)
-        parts_v = [recent_values]
-        parts_i = [recent_ids]
+        return self._read_parts(txn, table, range(RUN_SLOTS + 1), every_key=every_key)
+
+    def _read_parts(
+        self, txn: lmdb.Transaction[bytes], table: Table, parts: Iterable[int], *, every_key: bool = False
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """:meth:`read_table` over some parts of one table (0: the recent tree, slot + 1: a
+        run).  O(n log n)."""
+        parts_v, parts_i = [np.empty(0, np.uint64)], [np.empty(0, np.uint64)]
         with_ids = table.index == 0
-        for name in self._runs[table.index]:
-            values, ids = decode_blocks(list(txn.cursor(self.handles.db(name))), with_ids, name.decode())
+        for part in parts:
+            ids: np.ndarray | None
+            if not part:
+                recent = self._recent[table.index]
+                values, ids = read_entries(txn, self.handles.db(recent), self.path, recent, every_key=every_key)
+            else:
+                name = self._runs[table.index][part - 1]
+                values, ids = decode_blocks(list(txn.cursor(self.handles.db(name))), with_ids, name.decode())
             parts_v.append(values)
-            if ids is not None:
+            if with_ids and ids is not None:
                 parts_i.append(ids)
         values = np.concatenate(parts_v)
         if not with_ids:
             return np.sort(values), None
-        ids = np.concatenate(parts_i)
-        order = np.lexsort((ids, values))
-        return values[order], ids[order]
+        all_ids = np.concatenate(parts_i)
+        order = np.lexsort((all_ids, values))
+        return values[order], all_ids[order]
 
     def scan(self, txn: lmdb.Transaction[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """All (ids, fingerprints) in id order, from table 0 (for all-pairs).  O(n log n)."""
