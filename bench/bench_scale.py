@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -139,7 +140,7 @@ def mixed_workload(db: Any, fingerprints: np.ndarray, first_new: int, seconds: f
 
 
 def run_database(
-    n: int, batch: int, queries: int, rounds: int, k: int, mixed: float = 0.0
+    n: int, batch: int, queries: int, rounds: int, k: int, mixed: float = 0.0, faiss_max: int = 30_000_000
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The issue #16 targets through the public API: a Database of n random fingerprints
     under keys ``d<i>``, k=3 in 5 blocks; then, for ``mixed`` seconds, the mixed workload."""
@@ -190,8 +191,14 @@ def run_database(
         row["query q/s"] = queries / _timed(lambda: [db.query(q, k=k) for q in query_list])
         row["query_many q/s"] = queries / _timed(lambda: db.query_many(query_list, k=k))
         row["matches/q"] = sum(len(db.query(q, k=k)) for q in query_list[:1000]) / 1000
-        faiss_rate = faiss_query_many_rate(fingerprints[:next_id], chosen, k)
+        # FAISS's multi-hash index takes about 60 bytes per code: beyond faiss_max it would
+        # not fit beside the database in this machine's memory.
+        faiss_rate = faiss_query_many_rate(fingerprints[:next_id], chosen, k) if next_id <= faiss_max else None
         row["faiss query_many q/s"] = faiss_rate if faiss_rate is not None else "-"
+        # All pairs within k (random fingerprints: a handful), and this process's peak
+        # memory (it also holds the benchmark's fingerprints, 8 bytes each, and their lists).
+        row["pairs() s"] = _timed(lambda: sum(1 for _ in db.pairs(k=k)))
+        row["peak RSS GiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20)
         row["load avg"] = os.getloadavg()[0]
         minutes = mixed_workload(db, fingerprints, next_id, mixed, k) if mixed else []
     shutil.rmtree(directory)
@@ -224,6 +231,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20, help="10,000-doc batches (and 10x as many 100-doc ones)")
     parser.add_argument("-k", type=int, default=3)
     parser.add_argument(
+        "--faiss-max", type=int, default=30_000_000, help="with --layout database: no FAISS run beyond N documents"
+    )
+    parser.add_argument(
         "--mixed", type=float, default=0.0, help="with --layout database: then a mixed workload for SECONDS"
     )
     parser.add_argument(
@@ -250,10 +260,10 @@ def main() -> None:
     print(f"# {args.n:,} random fingerprints, k={args.k}, batches of {args.batch:,}; {os.cpu_count()} cores")
     if args.layout == "database":
         db_columns = [*columns[:5], "writer adds/s", *columns[5:7], "query q/s", "query_many q/s"]
-        db_columns += ["faiss query_many q/s", "matches/q", "load avg"]
+        db_columns += ["faiss query_many q/s", "matches/q", "pairs() s", "peak RSS GiB", "load avg"]
         print("| " + " | ".join(db_columns) + " |")
         print("|" + "---|" * len(db_columns))
-        row, minutes = run_database(args.n, args.batch, args.queries, args.rounds, args.k, args.mixed)
+        row, minutes = run_database(args.n, args.batch, args.queries, args.rounds, args.k, args.mixed, args.faiss_max)
         print_row(row, db_columns)
         if minutes:
             print(f"\nMixed workload after the above, {args.mixed:g} s: cycles of 100 adds and 10 removals")
