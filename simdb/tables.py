@@ -42,6 +42,7 @@ from __future__ import annotations
 import bisect
 import struct
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -316,6 +317,7 @@ class _TableState:
     levels: list[int]
     entries: list[int]
     merges: dict[int, _Merge]
+    loaded_shape: int = -1  # shape() as last loaded or saved: _save writes the shape only on a change
 
     @classmethod
     def empty(cls) -> _TableState:
@@ -400,12 +402,18 @@ class Tables:
 
     def _load(self, txn: lmdb.Transaction[bytes], table: int) -> _TableState:
         raw = txn.get(bytes((table >> 8, table & 0xFF)), db=self.handles.db(STATE))
-        return _TableState.empty() if raw is None else _TableState.decode(raw, f"table {table}")
+        state = _TableState.empty() if raw is None else _TableState.decode(raw, f"table {table}")
+        state.loaded_shape = state.shape()
+        return state
 
     def _save(self, txn: lmdb.Transaction[bytes], table: int, state: _TableState) -> None:
-        """Store one table's state and its bits of the shape.  Two puts."""
+        """Store one table's state and, when they changed, its bits of the shape.  One or
+        two puts."""
         state_db = self.handles.db(STATE)
         txn.put(bytes((table >> 8, table & 0xFF)), state.encode(), db=state_db)
+        if state.shape() == state.loaded_shape:
+            return
+        state.loaded_shape = state.shape()
         shape = bytearray(txn.get(SHAPE, db=state_db) or b"")
         if len(shape) != _SHAPE.size * len(self.plan.tables):
             shape = bytearray(_SHAPE.size * len(self.plan.tables))
@@ -549,7 +557,8 @@ class Tables:
             spent += self._step(txn, table, state, min(state.merges, key=lambda slot: state.levels[slot]))
 
     def _start_merges(self, state: _TableState) -> None:
-        for level in sorted({level for level in state.levels if level}):
+        runs = Counter(level for level in state.levels if level)
+        for level in sorted(level for level, count in runs.items() if count >= self.policy.ratio):
             waiting = state.waiting(level)
             free = state.free_slots()
             if len(waiting) >= self.policy.ratio and free:
