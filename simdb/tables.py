@@ -519,16 +519,18 @@ class Tables:
     def _free_slot(self, txn: lmdb.Transaction[bytes], table: Table, state: _TableState, spare: int) -> int:
         """A free run slot, leaving ``spare`` others free (new runs keep one for a merge's
         target).  When too few are free, the lowest merge in progress is finished, or one
-        is started on the lowest level with two whole runs: each frees at least one slot.
+        is started on the lowest level with two whole runs (else on the two lowest runs):
+        each frees at least one slot.
         Rare: merging keeps pace with the adds, so this runs only after bursts."""
         while True:
             free = state.free_slots()
             if len(free) > spare:
                 return free[0]
             if not state.merges:
-                levels = sorted({level for level in state.levels if level})
-                level = next(level for level in levels if len(state.waiting(level)) >= 2)
-                self._start_merge(state, state.waiting(level), free[0])
+                # Whole runs by level: the lowest level with two, else the two lowest runs.
+                runs = sorted((level, slot) for level in set(state.levels) - {0} for slot in state.waiting(level))
+                pairs = [slots for slots in (state.waiting(level) for level, _ in runs) if len(slots) >= 2]
+                self._start_merge(state, pairs[0] if pairs else [slot for _, slot in runs[:2]], free[0])
             target = min(state.merges, key=lambda slot: state.levels[slot])
             while target in state.merges:
                 self._step(txn, table, state, target)

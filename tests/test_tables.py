@@ -230,3 +230,25 @@ def test_sigkill_during_merges_leaves_the_last_committed_state(tmp_path: Path) -
             assert stored in (model(reported[-1] + 1), model(reported[-1] + 2)), f"trial {trial}"
         finally:
             env.close()
+
+
+def test_runs_that_fill_every_slot_are_merged_before_a_new_one(tmp_path: Path) -> None:
+    """With merging never due (a ratio no level reaches), 40 batches of whole runs would need
+    40 slots: the 32nd-or-later new run first finishes a forced merge, and every entry stays
+    findable."""
+    from simdb.tables import RUN_SLOTS
+
+    env, tables = new_layer(str(tmp_path), Policy(base=8, ratio=1000, chunk=16))
+    rng = np.random.default_rng(4)
+    fingerprints = rng.integers(0, 1 << 64, 40 * 20, dtype=np.uint64, endpoint=False)
+    for batch in range(40):
+        ids = np.arange(batch * 20, batch * 20 + 20, dtype=np.uint64)
+        with env.begin(write=True) as txn:
+            tables.put_many(txn, ids, fingerprints[ids.astype(np.int64)])
+            assert len(tables.runs(txn, 0)) - 1 < RUN_SLOTS
+    with env.begin() as txn:
+        assert tables.verify(txn) == []
+        assert len(tables.runs(txn, 0)) - 1 < 40  # runs were merged
+        stored = dict(enumerate(fingerprints.tolist()))
+        for query in fingerprints[::37].tolist():
+            assert tables.probe(txn, query, 3) == brute(stored, query, 3)
