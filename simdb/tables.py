@@ -74,6 +74,8 @@ BLOCK_BYTES = 4080
 BLOCK_ENTRIES = 1024
 #: Table entries encoded at a time when a large run is written (compaction, a huge batch).
 REWRITE_SLICE = 1 << 22
+#: Blocks decoded at a time when a whole run is read (about 2M entries).
+DECODE_SLICE = 4096
 #: Run slots (sub-databases) per table.  Runs in use stay near (ratio - 1) per level, a few
 #: levels; a burst that fills the slots finishes merges early (see Tables._free_slot).
 RUN_SLOTS = 32
@@ -934,33 +936,59 @@ class Tables:
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """:meth:`read_table` over some parts of one table (0: the recent tree, slot + 1: a
         run).  O(n log n)."""
-        parts_v, parts_i = [np.empty(0, np.uint64)], [np.empty(0, np.uint64)]
-        with_ids = table.index == 0
+        values, ids = self._gather_parts(txn, table, parts, every_key=every_key)
+        if ids is None:
+            return np.sort(values), None
+        order = np.lexsort((ids, values))
+        return values[order], ids[order]
+
+    def _gather_parts(
+        self, txn: lmdb.Transaction[bytes], table: Table, parts: Iterable[int], *, every_key: bool = False
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """(values, ids) of some parts of one table (ids for table 0 only), unsorted: the
+        recent entries as :func:`simdb.btree_tables.read_entries` reads them (``every_key``
+        there), each run :data:`DECODE_SLICE` blocks at a time.  O(n)."""
+        chunks_v, chunks_i = [np.empty(0, np.uint64)], [np.empty(0, np.uint64)]
         for part in parts:
-            ids: np.ndarray | None
             if not part:
                 recent = self._recent[table.index]
-                values, ids = read_entries(txn, self.handles.db(recent), self.path, recent, every_key=every_key)
-            else:
-                name = self._runs[table.index][part - 1]
-                values, ids = decode_blocks(list(txn.cursor(self.handles.db(name))), with_ids, name.decode())
-            parts_v.append(values)
-            if with_ids and ids is not None:
-                parts_i.append(ids)
-        values = np.concatenate(parts_v)
-        if not with_ids:
-            return np.sort(values), None
-        all_ids = np.concatenate(parts_i)
-        order = np.lexsort((all_ids, values))
-        return values[order], all_ids[order]
+                values, recent_ids = read_entries(txn, self.handles.db(recent), self.path, recent, every_key=every_key)
+                chunks_v.append(values)
+                chunks_i.append(recent_ids)
+                continue
+            for values, ids in self._decoded_run(txn, table, part - 1):
+                chunks_v.append(values)
+                if ids is not None:
+                    chunks_i.append(ids)
+        values = np.concatenate(chunks_v)
+        del chunks_v
+        return values, np.concatenate(chunks_i) if table.index == 0 else None
 
     def scan(self, txn: lmdb.Transaction[bytes]) -> tuple[np.ndarray, np.ndarray]:
-        """All (ids, fingerprints) in id order, from table 0 (for all-pairs).  O(n log n)."""
+        """All (ids, fingerprints) in id order, from table 0 (for all-pairs): its parts
+        gathered a slice of blocks at a time, then one argsort by id (no sort by value).
+        O(n log n); at the peak about 40 bytes per entry."""
         table = self.plan.tables[0]
-        permuted, ids = self.read_table(txn, table)
+        permuted, ids = self._gather_parts(txn, table, range(RUN_SLOTS + 1))
         assert ids is not None
         order = np.argsort(ids, kind="stable")
-        return ids[order], table.unpermute_array(permuted[order])
+        ids = ids[order]
+        return ids, table.unpermute_array(permuted[order])
+
+    def _decoded_run(
+        self, txn: lmdb.Transaction[bytes], table: Table, slot: int
+    ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+        """The (values, ids) of one run, in key order, :data:`DECODE_SLICE` blocks at a time,
+        so that decoding a large run never holds more than a slice's temporaries."""
+        name = self._runs[table.index][slot]
+        blocks: list[tuple[bytes, bytes]] = []
+        for block in txn.cursor(self.handles.db(name)):
+            blocks.append(block)
+            if len(blocks) == DECODE_SLICE:
+                yield decode_blocks(blocks, table.index == 0, name.decode())
+                blocks = []
+        if blocks:
+            yield decode_blocks(blocks, table.index == 0, name.decode())
 
     def merge_many(self, txn: lmdb.Transaction[bytes], fingerprints: np.ndarray, k: int) -> list[dict[int, int]]:
         """:meth:`probe_many` as a merge of each whole table with the sorted queries (for

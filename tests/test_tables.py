@@ -252,3 +252,28 @@ def test_runs_that_fill_every_slot_are_merged_before_a_new_one(tmp_path: Path) -
         stored = dict(enumerate(fingerprints.tolist()))
         for query in fingerprints[::37].tolist():
             assert tables.probe(txn, query, 3) == brute(stored, query, 3)
+
+
+def test_runs_read_a_few_blocks_at_a_time_give_every_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """scan(), read_table() and probe_many's merged parts read runs a slice of blocks at a
+    time: with slices of 1 and 3 blocks they still give every entry, in order."""
+    import simdb.tables
+
+    env, tables = new_layer(str(tmp_path), Policy(base=64, ratio=4))
+    rng = np.random.default_rng(6)
+    fingerprints = rng.integers(0, 1 << 64, 5000, dtype=np.uint64, endpoint=False)
+    fingerprints[100:300] = fingerprints[7]  # a long run of one value
+    for start in range(0, 5000, 700):
+        ids = np.arange(start, min(start + 700, 5000), dtype=np.uint64)
+        with env.begin(write=True) as txn:
+            tables.put_many(txn, ids, fingerprints[ids.astype(np.int64)])
+    stored = dict(enumerate(fingerprints.tolist()))
+    for blocks in (1, 3):
+        monkeypatch.setattr(simdb.tables, "DECODE_SLICE", blocks)
+        with env.begin() as txn:
+            ids, found = tables.scan(txn)
+            assert ids.tolist() == list(range(5000)) and found.tolist() == fingerprints.tolist()
+            permuted, _ = tables.read_table(txn, PLAN.tables[4])
+            assert permuted.tolist() == sorted(PLAN.tables[4].permute_array(fingerprints).tolist())
+            queries = fingerprints[::250]
+            assert tables.probe_many(txn, queries, 3) == [brute(stored, q, 3) for q in queries.tolist()]
