@@ -45,8 +45,8 @@ def _timed(work: Callable[[], Any]) -> float:
 def run(layout: str, n: int, batch: int, queries: int, rounds: int, k: int, policy: Policy) -> dict[str, Any]:
     plan = TablePlan.create(k)
     directory = tempfile.mkdtemp(prefix=f"bench-scale-{layout}-", dir=os.environ.get("BENCH_DIR"))
-    env = lmdb.open(directory, max_dbs=256, map_size=MAP, readahead=False)
     # Both layers have one interface; Tables.put_many merges inline, within its merge budget.
+    env = lmdb.open(directory, max_dbs=4096, map_size=MAP, readahead=False)  # room for any layer's sub-databases
     handles = BareHandles(env)
     store: TableLayer = BTreeTables(plan, handles) if layout == "btree" else Tables(plan, handles, policy)
     with env.begin(write=True) as txn:
