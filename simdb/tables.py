@@ -402,8 +402,12 @@ class Tables:
 
     # -- state ---------------------------------------------------------------------------
 
+    @staticmethod
+    def _state_key(table: int) -> bytes:
+        return bytes((table >> 8, table & 0xFF))
+
     def _load(self, txn: lmdb.Transaction[bytes], table: int) -> _TableState:
-        raw = txn.get(bytes((table >> 8, table & 0xFF)), db=self.handles.db(STATE))
+        raw = txn.get(self._state_key(table), db=self.handles.db(STATE))
         state = _TableState.empty() if raw is None else _TableState.decode(raw, f"table {table}")
         state.loaded_shape = state.shape()
         return state
@@ -412,14 +416,15 @@ class Tables:
         """Store one table's state and, when they changed, its bits of the shape.  One or
         two puts."""
         state_db = self.handles.db(STATE)
-        txn.put(bytes((table >> 8, table & 0xFF)), state.encode(), db=state_db)
-        if state.shape() == state.loaded_shape:
+        txn.put(self._state_key(table), state.encode(), db=state_db)
+        now = state.shape()
+        if now == state.loaded_shape:
             return
-        state.loaded_shape = state.shape()
+        state.loaded_shape = now
         shape = bytearray(txn.get(SHAPE, db=state_db) or b"")
         if len(shape) != _SHAPE.size * len(self.plan.tables):
             shape = bytearray(_SHAPE.size * len(self.plan.tables))
-        _SHAPE.pack_into(shape, _SHAPE.size * table, state.shape())
+        _SHAPE.pack_into(shape, _SHAPE.size * table, now)
         txn.put(SHAPE, bytes(shape), db=state_db)
 
     def shape(self, txn: lmdb.Transaction[bytes]) -> list[int]:
@@ -530,9 +535,9 @@ class Tables:
                 return free[0]
             if not state.merges:
                 # Whole runs by level: the lowest level with two, else the two lowest runs.
-                runs = sorted((level, slot) for level in set(state.levels) - {0} for slot in state.waiting(level))
-                pairs = [slots for slots in (state.waiting(level) for level, _ in runs) if len(slots) >= 2]
-                self._start_merge(state, pairs[0] if pairs else [slot for _, slot in runs[:2]], free[0])
+                by_level = [state.waiting(level) for level in sorted(set(state.levels) - {0})]
+                sources = next((slots for slots in by_level if len(slots) >= 2), None)
+                self._start_merge(state, sources or [slot for slots in by_level for slot in slots][:2], free[0])
             target = min(state.merges, key=lambda slot: state.levels[slot])
             while target in state.merges:
                 self._step(txn, table, state, target)
@@ -782,19 +787,17 @@ class Tables:
             permuted = table.permute_array(queries)
             state = self._load(txn, table.index)
             sizes = [state.recent, *state.entries]
-            merged: list[int] = []
-            sought: list[int] = []
-            for part in self._parts(txn, table, shape[table.index]):
-                (merged if sizes[part.part] < PART_MERGE_RATIO * len(queries) else sought).append(part.part)
+            parts = self._parts(txn, table, shape[table.index])
+            merged = [part.part for part in parts if sizes[part.part] < PART_MERGE_RATIO * len(queries)]
+            sought = [part for part in parts if sizes[part.part] >= PART_MERGE_RATIO * len(queries)]
             if merged:
                 self._merge_parts(txn, table, merged, permuted, k, found, resolve)
             if sought:
-                parts = self._parts(txn, table, sum(1 << part for part in sought))
                 order = np.argsort(permuted, kind="stable")
                 for index, query in zip(order.tolist(), permuted[order].tolist()):
                     low = query & table.prefix_mask
                     high = low + table.prefix_span
-                    self._probe_table(parts, table, query, low, high, k, found[index], resolve[index])
+                    self._probe_table(sought, table, query, low, high, k, found[index], resolve[index])
         self._resolve(txn, resolve, found, shape)
         return found
 
