@@ -184,7 +184,7 @@ def run_database(
         next_id += count
         return chunk
 
-    row: dict[str, Any] = {"layout": "Database (format 4)", "n": n}
+    row: dict[str, Any] = {"layout": f"Database (format {simdb.FORMAT_VERSION})", "n": n}
     with simdb.open(os.path.join(directory, "db"), k=k, blocks=k + 2) as db:
         load = 0.0
         for at in range(0, n, batch):

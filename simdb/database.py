@@ -50,6 +50,7 @@ from simdb.config import (
 )
 from simdb.errors import DistanceTooLargeError, InvalidInputError, InvalidKeyError
 from simdb.fingerprint import SKETCH_BYTES
+from simdb.key_index import KEYS
 from simdb.keys import (
     check_fingerprint,
     check_key,
@@ -69,7 +70,6 @@ from simdb.records import (
     DOCS,
     FEATURELESS,
     ID_LIMIT,
-    KEYS,
     NEXT_ID_KEY,
     SKETCHES,
     Document,
@@ -236,10 +236,10 @@ class Database:
         storage = self._storage = Storage.open(path, readonly=readonly, create=create, names=[META], map_size=map_size)
 
         def layer_names(plan: TablePlan, format_version: int) -> list[bytes]:
-            return [*Records.names, *layer_for(format_version, plan, storage).names]
+            return [*Records.names_for(format_version, storage), *layer_for(format_version, plan, storage).names]
 
         def create_layers(txn: lmdb.Transaction[bytes], plan: TablePlan, format_version: int) -> None:
-            Records(storage, self.path, sketched=True).create(txn)
+            Records(storage, self.path, sketched=True, format_version=format_version).create(txn)
             layer_for(format_version, plan, storage).create(txn)
 
         try:
@@ -248,7 +248,7 @@ class Database:
             storage.close()
             raise
         self._tables = layer_for(self._format, self.plan, storage, self.path)
-        self._records = Records(storage, self.path, sketched=self._sketched)
+        self._records = Records(storage, self.path, sketched=self._sketched, format_version=self._format)
         self._queries = Queries(self._tables, self._records, storage.read)
         self._writes = Writes(self._config, self._records, self._tables, self._queries)
 
@@ -723,13 +723,13 @@ class Database:
 
     def compact(self) -> CompactResult:
         """Rewrite the database into a fresh file, every sub-database in key order with full
-        pages (in format 3, each table whole in one level of full blocks), and swap it in
-        atomically.  Writers in other processes wait, then continue
-        in the new file; readers move over at their next transaction.  O(size)."""
-        names = [META, DOCS, KEYS, *([SKETCHES] if self._sketched else [])]
+        pages (from format 4 on, each table whole as one run of full blocks; from format 5
+        the key index too), and swap it in atomically.  Writers in other processes wait, then
+        continue in the new file; readers move over at their next transaction.  O(size)."""
 
         def rewrite(source: lmdb.Transaction[bytes], target: lmdb.Environment) -> None:
-            copy_sub_databases(source, self._storage, target, names)
+            copy_sub_databases(source, self._storage, target, [META])
+            self._records.rewrite(source, target)
             self._tables.rewrite(source, target)
 
         before = self._storage.swap_in_rewrite(rewrite)

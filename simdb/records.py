@@ -5,8 +5,8 @@ Sub-databases:
 - ``docs``: document id (8 bytes big-endian) -> msgpack ``[key, fingerprint, meta]``;
 - ``sketches`` (format 2): document id -> the 192-byte verification sketch of a document added
   from text (b"" when the text had no features); documents added as fingerprints have none;
-- ``keys``: the key index, the 16-byte digest of the UTF-8 key (see :mod:`simdb.keys`) ->
-  document id;
+- the key index (:mod:`simdb.key_index`): from the 16-byte digest of the UTF-8 key (see
+  :mod:`simdb.keys`) to the document id;
 - in ``meta``, ``next_id``: the next document id to hand out.
 
 Every method works inside the caller's transaction over :class:`simdb.storage.Handles`.
@@ -25,11 +25,11 @@ from simdb.btree_tables import put_sorted
 from simdb.config import META
 from simdb.errors import CorruptDatabaseError, InvalidKeyError, Remedy, damaged
 from simdb.fingerprint import SKETCH_BYTES
+from simdb.key_index import key_index_for
 from simdb.keys import check_key, decode_id, describe, encode_id, encode_id_range, index_key
-from simdb.storage import Handles
+from simdb.storage import Handles, copy_sub_databases
 
 DOCS = b"docs"
-KEYS = b"keys"
 SKETCHES = b"sketches"
 NEXT_ID_KEY = b"next_id"
 #: Document ids are 8 bytes big-endian; the stored next id stays below 2**63, beyond any real
@@ -49,19 +49,25 @@ class Document(NamedTuple):
 
 class Records:
     """Documents, sketches, the key index and the next id of the database at ``path``
-    (named in errors).  ``sketched``: the format stores sketches (format 2 and later)."""
+    (named in errors), in ``format_version`` (sketches from format 2 on, unless ``sketched``
+    is False: a format 1 database; the key index by :func:`simdb.key_index.key_index_for`)."""
 
-    def __init__(self, handles: Handles, path: str, sketched: bool) -> None:
+    def __init__(self, handles: Handles, path: str, sketched: bool, format_version: int) -> None:
         self.handles = handles
         self.path = path
         self.sketched = sketched
+        self.key_index = key_index_for(format_version, handles, path)
 
-    names = (DOCS, KEYS, SKETCHES)
+    @staticmethod
+    def names_for(format_version: int, handles: Handles) -> list[bytes]:
+        """The sub-databases of the records in ``format_version``."""
+        return [DOCS, SKETCHES, *key_index_for(format_version, handles).names]
 
     def create(self, txn: lmdb.Transaction[bytes]) -> None:
         """Create the sub-databases and store the first next id, 0 (a new database)."""
-        for name in self.names:
+        for name in (DOCS, SKETCHES):
             self.handles.create(txn, name)
+        self.key_index.create(txn)
         txn.put(NEXT_ID_KEY, codec.pack(0, "next id"), db=self.handles.db(META))
 
     def count(self, txn: lmdb.Transaction[bytes]) -> int:
@@ -70,7 +76,7 @@ class Records:
 
     def key_count(self, txn: lmdb.Transaction[bytes]) -> int:
         """How many keys the key index holds.  O(1)."""
-        return int(txn.stat(self.handles.db(KEYS))["entries"])
+        return self.key_index.count(txn)
 
     def sketch_count(self, txn: lmdb.Transaction[bytes]) -> int:
         """How many sketches are stored (0 in a format without them).  O(1)."""
@@ -96,31 +102,31 @@ class Records:
 
     # -- lookups -------------------------------------------------------------------------
 
-    def id_of(self, txn: lmdb.Transaction[bytes], key_index: bytes) -> int | None:
-        """The id the key index holds for an index key, unchecked.  One get."""
-        raw_id = txn.get(key_index, db=self.handles.db(KEYS))
-        return None if raw_id is None else decode_id(raw_id)
-
     def lookup(self, txn: lmdb.Transaction[bytes], key: str, key_index: bytes) -> tuple[int, Document] | None:
-        """The id and document stored under ``key``, if any; the full key is compared, so a
-        key index that disagrees with the documents is reported, never trusted."""
-        raw_id = txn.get(key_index, db=self.handles.db(KEYS))
-        return None if raw_id is None else self.checked(txn, key, raw_id)
+        """The id and document stored under ``key``, if any (:meth:`stored` of one key)."""
+        return self.stored(txn, [key], [key_index])[0]
 
-    def indexed_ids(self, txn: lmdb.Transaction[bytes], key_indexes: list[bytes]) -> dict[bytes, bytes]:
-        """The raw ids the key index holds for those of ``key_indexes`` it holds, unchecked
-        (see :meth:`checked`).  One C-level multi-get: a bulk add's keys are mostly new."""
-        return dict(txn.cursor(self.handles.db(KEYS)).getmulti(key_indexes))
-
-    def checked(self, txn: lmdb.Transaction[bytes], key: str, raw_id: bytes) -> tuple[int, Document]:
-        """The id and document that the key index's ``raw_id`` for ``key`` names, with the
-        document's key compared with ``key``.  One get."""
-        document = Document(*self.indexed(txn, raw_id))
-        if document.key != key:
-            raise CorruptDatabaseError(
-                f"the key index entry for {describe(key)} points at {describe(document.key)}", remedy=Remedy.RUN_CHECK
-            )
-        return decode_id(raw_id), document
+    def stored(
+        self, txn: lmdb.Transaction[bytes], keys: Sequence[str], key_indexes: Sequence[bytes]
+    ) -> list[tuple[int, Document] | None]:
+        """The id and document stored under each key, if any: one batch of key index
+        lookups, then one document read per candidate, whose key is compared with the
+        key.  A candidate with another key is a hash collision in a format 5 index, and
+        damage in the older one (a digest names one key), reported, never trusted."""
+        found: list[tuple[int, Document] | None] = [None] * len(keys)
+        for position, candidates in self.key_index.candidates(txn, key_indexes).items():
+            key = keys[position]
+            for doc_id in candidates:
+                document = Document(*self.indexed(txn, encode_id(doc_id)))
+                if document.key == key:
+                    found[position] = (doc_id, document)
+                    break
+                if self.key_index.unique:
+                    raise CorruptDatabaseError(
+                        f"the key index entry for {describe(key)} points at {describe(document.key)}",
+                        remedy=Remedy.RUN_CHECK,
+                    )
+        return found
 
     def indexed(self, txn: lmdb.Transaction[bytes], raw_id: bytes) -> tuple[str, int, Any]:
         """The record of a document id as the key index holds it (``raw_id``, checked)."""
@@ -200,17 +206,21 @@ class Records:
         put_sorted(txn, self.handles.db(DOCS), zip(new_ids, records), new_ids[0], len(new_ids))
         if sketches is not None and self.sketched:
             put_sorted(txn, self.handles.db(SKETCHES), zip(new_ids, sketches), new_ids[0], len(new_ids))
-        order, ordered = key_order
-        # The i-th new document gets id next_id + i; list its keys and ids in key order.
-        sorted_ids = (order.astype(np.uint64) + np.uint64(next_id)).astype(">u8").view("V8").tolist()
-        sorted_keys = np.ascontiguousarray(ordered).view("V16").ravel().tolist()
-        put_sorted(txn, self.handles.db(KEYS), zip(sorted_keys, sorted_ids), sorted_keys[0], len(sorted_keys))
+        self.key_index.put_new(txn, next_id, key_order)
 
-    def delete(self, txn: lmdb.Transaction[bytes], doc_id: int, key_index: bytes) -> None:
-        """Remove a document's record, sketch and key index entry.  O(1) LMDB deletes."""
-        txn.delete(encode_id(doc_id), db=self.handles.db(DOCS))
-        txn.delete(key_index, db=self.handles.db(KEYS))
-        self._replace_sketch(txn, doc_id, None)
+    def delete_many(self, txn: lmdb.Transaction[bytes], ids: Sequence[int], key_indexes: Sequence[bytes]) -> None:
+        """Remove documents' records, sketches and key index entries.  O(1) LMDB deletes
+        each, and one key index removal for the batch."""
+        for doc_id in ids:
+            txn.delete(encode_id(doc_id), db=self.handles.db(DOCS))
+            self._replace_sketch(txn, doc_id, None)
+        self.key_index.delete(txn, key_indexes, ids)
+
+    def rewrite(self, source: lmdb.Transaction[bytes], target: lmdb.Environment) -> None:
+        """Copy the records into the empty environment ``target`` in key order (for
+        compaction), the key index in its compacted form."""
+        copy_sub_databases(source, self.handles, target, [DOCS, *([SKETCHES] if self.sketched else [])])
+        self.key_index.rewrite(source, target)
 
     # -- bulk reads ----------------------------------------------------------------------
 
@@ -301,11 +311,5 @@ class Records:
                     problems.append(
                         f"the sketch of document {decode_id(raw_id)} is {len(sketch)} bytes, not {SKETCH_BYTES} or 0"
                     )
-        for key_index, raw_id in txn.cursor(self.handles.db(KEYS)):
-            if id_by_index_key.pop(key_index, None) != decode_id(raw_id):
-                problems.append(
-                    f"key index entry {describe(key_index)} -> {decode_id(raw_id)} has no matching document"
-                )
-        for key_index, doc_id in id_by_index_key.items():
-            problems.append(f"document {doc_id} ({describe(key_index)}) is missing from the key index")
+        problems.extend(self.key_index.verify(txn, list(id_by_index_key), list(id_by_index_key.values())))
         return problems, np.array(ids, dtype=np.uint64), np.array(fingerprints, dtype=np.uint64)

@@ -40,6 +40,7 @@ runs, rewriting one block per run it touches.
 from __future__ import annotations
 
 import bisect
+import os
 import struct
 import zlib
 from collections import Counter
@@ -86,6 +87,17 @@ MERGE_WORK = 16
 #: than this many entries per query: a seek and bisect per query and part costs about 2 us in
 #: Python, decoding and merging about 60 ns an entry (measured at 2M and 10M).
 PART_MERGE_RATIO = 32
+#: A filtered layer (the key index) keeps a Bloom filter per run, in chunks of about this
+#: many entries, so that a batch of lookups seeks only in the runs that may hold each key.
+FILTER_CHUNK = 65_536
+#: Filter bits per entry and bits set per entry, in one 64-bit word per entry (a blocked
+#: Bloom filter: one word read per lookup): about 1-2% false positives.
+FILTER_BITS_PER_ENTRY = 10
+FILTER_PROBES = 6
+#: Batches of fewer lookups seek in every run: reading the filters' chunk list costs more.
+FILTER_MIN_QUERIES = 64
+_FILTER_WORD_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd multipliers: top bits depend on all bits
+_FILTER_BIT_MIX = np.uint64(0xC2B2AE3D27D4EB4F)
 _HEADER = struct.Struct(">IBBI")  # count, offset width, id width, crc32
 _ID_BASE = struct.Struct(">Q")
 _SLOTS = struct.Struct(">Q" + "BQ" * RUN_SLOTS)  # recent entries, then per slot: level (0: free), entries
@@ -297,6 +309,36 @@ def _shown(values: np.ndarray, what: str) -> str:
     return ", ".join(shown) + (", ..." if len(values) > 5 else "")
 
 
+def _filter_probes(values: np.ndarray, word_bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each value, its word of a filter of 2**word_bits words and the mask of the bits it
+    sets there.  Multiplicative hashing, so values sharing their leading bits (one chunk of a
+    sorted run) still spread over every word.  O(n) numpy."""
+    values = np.asarray(values, dtype=np.uint64)
+    words = (values * _FILTER_WORD_MIX) >> np.uint64(64 - word_bits)
+    mixed = values * _FILTER_BIT_MIX
+    masks = np.zeros(len(values), dtype=np.uint64)
+    for probe in range(FILTER_PROBES):
+        masks |= np.uint64(1) << ((mixed >> np.uint64(58 - 6 * probe)) & np.uint64(63))
+    return words, masks
+
+
+def encode_filter(values: np.ndarray) -> bytes:
+    """A blocked Bloom filter of ``values``: 2**w little-endian 64-bit words, about
+    :data:`FILTER_BITS_PER_ENTRY` bits per value.  O(n) numpy."""
+    word_bits = max(1, int(np.ceil(np.log2(max(len(values) * FILTER_BITS_PER_ENTRY / 64, 2)))))
+    filter_words = np.zeros(1 << word_bits, dtype=np.uint64)
+    words, masks = _filter_probes(values, word_bits)
+    np.bitwise_or.at(filter_words, words, masks)
+    return filter_words.astype("<u8").tobytes()
+
+
+def filter_holds(filter_words: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Whether each value may be in the filter (False: certainly not).  O(n) numpy."""
+    word_bits = len(filter_words).bit_length() - 1
+    words, masks = _filter_probes(values, word_bits)
+    return (filter_words[words] & masks) == masks
+
+
 # -- the layer -------------------------------------------------------------------------------
 
 
@@ -379,26 +421,62 @@ class Tables:
     #: queries as documents, against 1/5 for B-trees.
     seek_cost = 20.0
 
-    def __init__(self, plan: TablePlan, handles: Handles, policy: Policy = Policy(), *, path: object = None) -> None:
+    def __init__(
+        self,
+        plan: TablePlan,
+        handles: Handles,
+        policy: Policy = Policy(),
+        *,
+        path: object = None,
+        prefix: str = "t",
+        state: bytes = STATE,
+        filtered: bool = False,
+        label: str = "table",
+    ) -> None:
+        """``prefix`` names the sub-databases (``prefix.NN.r``, ``prefix.NN.sSS``) and
+        ``state`` the one holding the bookkeeping, so that two layers share an environment;
+        ``filtered`` keeps a Bloom filter per run (``prefix.NN.fSS``), for a plan of exact
+        lookups (every table's prefix is the whole fingerprint); ``label`` names a table in
+        problems ("table 3")."""
         self.plan = plan
         self.handles = handles
         self.policy = policy
         self.path = path
+        self.label = label
+        self._prefix = prefix
         if policy.ratio < 2 or policy.base < 1 or policy.chunk < 1:
             raise ValueError("a policy merges at least 2 runs, with a positive base and chunk")
-        self._recent = [f"t.{t.index:02d}.r".encode() for t in plan.tables]
-        self._runs = [[f"t.{t.index:02d}.s{slot:02d}".encode() for slot in range(RUN_SLOTS)] for t in plan.tables]
+        if filtered and any(table.prefix_span != 1 for table in plan.tables):
+            raise ValueError("a filtered layer answers exact lookups: every prefix must be the whole fingerprint")
+        self._state = state
+        self._recent = [f"{prefix}.{t.index:02d}.r".encode() for t in plan.tables]
+        self._runs = [
+            [f"{prefix}.{t.index:02d}.s{slot:02d}".encode() for slot in range(RUN_SLOTS)] for t in plan.tables
+        ]
+        self._filters = (
+            [[f"{prefix}.{t.index:02d}.f{slot:02d}".encode() for slot in range(RUN_SLOTS)] for t in plan.tables]
+            if filtered
+            else None
+        )
+        # Filter chunks read so far, per filter sub-database: chunk key -> words.  A chunk's
+        # key ends in a random nonce and a chunk is never rewritten under its key, so a
+        # cached chunk is valid as long as its key is listed (see _filter_chunks).
+        self._filter_cache: dict[bytes, dict[bytes, np.ndarray]] = {}
 
     @property
     def names(self) -> list[bytes]:
         """Every sub-database the layer uses (for the environment's max_dbs and handles)."""
-        return [STATE, *self._recent, *(name for runs in self._runs for name in runs)]
+        filters = [name for slots in self._filters for name in slots] if self._filters is not None else []
+        return [self._state, *self._recent, *(name for runs in self._runs for name in runs), *filters]
 
     def create(self, txn: lmdb.Transaction[bytes]) -> None:
         """Create the sub-databases (idempotent)."""
         for name in self.names:
             self.handles.create(txn, name)
-        txn.put(SHAPE, bytes(_SHAPE.size * len(self.plan.tables)), db=self.handles.db(STATE), overwrite=False)
+        txn.put(SHAPE, bytes(_SHAPE.size * len(self.plan.tables)), db=self.handles.db(self._state), overwrite=False)
+
+    def _named(self, table: Table) -> str:
+        return f"{self.label} {table.index}" if len(self.plan.tables) > 1 or self.label == "table" else self.label
 
     # -- state ---------------------------------------------------------------------------
 
@@ -407,15 +485,15 @@ class Tables:
         return bytes((table >> 8, table & 0xFF))
 
     def _load(self, txn: lmdb.Transaction[bytes], table: int) -> _TableState:
-        raw = txn.get(self._state_key(table), db=self.handles.db(STATE))
-        state = _TableState.empty() if raw is None else _TableState.decode(raw, f"table {table}")
+        raw = txn.get(self._state_key(table), db=self.handles.db(self._state))
+        state = _TableState.empty() if raw is None else _TableState.decode(raw, self._named(self.plan.tables[table]))
         state.loaded_shape = state.shape()
         return state
 
     def _save(self, txn: lmdb.Transaction[bytes], table: int, state: _TableState) -> None:
         """Store one table's state and, when they changed, its bits of the shape.  One or
         two puts."""
-        state_db = self.handles.db(STATE)
+        state_db = self.handles.db(self._state)
         txn.put(self._state_key(table), state.encode(), db=state_db)
         now = state.shape()
         if now == state.loaded_shape:
@@ -430,7 +508,7 @@ class Tables:
     def shape(self, txn: lmdb.Transaction[bytes]) -> list[int]:
         """Per table, a bitmask of its non-empty parts (bit 0 the recent tree, bit slot + 1
         a run), so that probes skip empty slots.  One get."""
-        raw = txn.get(SHAPE, db=self.handles.db(STATE))
+        raw = txn.get(SHAPE, db=self.handles.db(self._state))
         if raw is None or len(raw) != _SHAPE.size * len(self.plan.tables):
             return [(2 << RUN_SLOTS) - 1] * len(self.plan.tables)  # unknown: probe everything
         return [value for (value,) in _SHAPE.iter_unpack(raw)]
@@ -507,7 +585,25 @@ class Tables:
             blocks = encode_blocks(values[start:end], None if ids is None else ids[start:end])
             txn.cursor(db).putmulti(blocks, append=True)
             start = end
+        for start in range(0, len(values), FILTER_CHUNK):
+            self._put_filter(txn, table, slot, values[start : start + FILTER_CHUNK])
         state.levels[slot], state.entries[slot] = level, len(values)
+
+    def _put_filter(self, txn: lmdb.Transaction[bytes], table: Table, slot: int, values: np.ndarray) -> None:
+        """In a filtered layer, a filter chunk for the sorted ``values`` just written to a run:
+        it answers for keys from ``values[0]`` up to the next chunk's first.  Its key is that
+        first value and a random nonce, so a chunk is never rewritten under a key a cache
+        holds (not even by a transaction that aborted and was tried again).  One put."""
+        if self._filters is None or not len(values):
+            return
+        key = int(values[0]).to_bytes(8, "big") + os.urandom(8)
+        txn.put(key, encode_filter(values), db=self.handles.db(self._filters[table.index][slot]))
+
+    def _free(self, txn: lmdb.Transaction[bytes], table: Table, state: _TableState, slot: int) -> None:
+        """Mark an emptied run slot free, with its filter dropped."""
+        state.levels[slot] = 0
+        if self._filters is not None:
+            txn.drop(self.handles.db(self._filters[table.index][slot]), delete=False)
 
     def _flush_recent(self, txn: lmdb.Transaction[bytes], table: Table, state: _TableState) -> None:
         """Move the whole recent tree into a new run at level 1."""
@@ -639,6 +735,7 @@ class Tables:
                 values = np.sort(values, kind="stable")
             blocks = encode_blocks(values, ids_out)
             txn.cursor(self.handles.db(self._runs[table.index][target])).putmulti(blocks, append=True)
+            self._put_filter(txn, table, target, values)
             state.entries[target] += moved
         if bound == 1 << BITS:  # every source is empty now
             for slot in merge.sources:
@@ -647,7 +744,7 @@ class Tables:
                         f"{self._runs[table.index][slot].decode()} holds entries below a merge's cursor",
                         remedy=Remedy.RUN_CHECK,
                     )
-                state.levels[slot] = 0
+                self._free(txn, table, state, slot)
             del state.merges[target]
         else:
             merge.cursor = bound
@@ -769,37 +866,86 @@ class Tables:
             low = query & table.prefix_mask
             parts = self._parts(txn, table, shape[table.index])
             self._probe_table(parts, table, query, low, low + table.prefix_span, k, found, resolve)
-        self._resolve(txn, [resolve], [found], shape)
+        self._resolve(txn, {0: resolve}, {0: found}, shape)
         return found
 
     def probe_many(self, txn: lmdb.Transaction[bytes], fingerprints: np.ndarray, k: int) -> list[dict[int, int]]:
-        """:meth:`probe` for many queries.  Per table, the parts holding fewer than
+        """:meth:`probe` for many queries: :meth:`matches`, one dict per query."""
+        found = self.matches(txn, fingerprints, k)
+        return [found.get(index, {}) for index in range(len(fingerprints))]
+
+    def matches(self, txn: lmdb.Transaction[bytes], fingerprints: np.ndarray, k: int) -> dict[int, dict[int, int]]:
+        """The ids within ``k`` bits of each query, with distances, for the queries that
+        have any: query position -> {id: distance}.  Per table, the parts holding fewer than
         :data:`PART_MERGE_RATIO` entries per query are read whole and merged with the sorted
         queries (numpy: :meth:`simdb.plan.Table.prefix_matches`, as merge_many does for
         whole tables); the larger ones are visited in key order of the queries, one cursor
         each, and a query whose prefix lies inside the block the previous query read reuses
-        it without a seek.  O(merged entries + q x sought parts x log)."""
+        it without a seek.  A filtered layer seeks in a run only for the queries its filter
+        passes.  O(merged entries + q x sought parts x log)."""
         queries = np.asarray(fingerprints, dtype=np.uint64)
-        found: list[dict[int, int]] = [{} for _ in range(len(queries))]
-        resolve: list[dict[int, int]] = [{} for _ in range(len(queries))]
+        found: dict[int, dict[int, int]] = {}
+        resolve: dict[int, dict[int, int]] = {}  # fingerprints found in id-less blocks
         shape = self.shape(txn)
         for table in self.plan.tables:
             permuted = table.permute_array(queries)
             state = self._load(txn, table.index)
             sizes = [state.recent, *state.entries]
             parts = self._parts(txn, table, shape[table.index])
-            merged = [part.part for part in parts if sizes[part.part] < PART_MERGE_RATIO * len(queries)]
-            sought = [part for part in parts if sizes[part.part] >= PART_MERGE_RATIO * len(queries)]
+            # With filters, a run costs a seek only for the queries its filter passes.
+            filtered = self._filters is not None and len(queries) >= FILTER_MIN_QUERIES
+            merged = [
+                part.part
+                for part in parts
+                if sizes[part.part] < PART_MERGE_RATIO * len(queries) and not (filtered and part.part)
+            ]
+            sought = [part for part in parts if part.part not in merged]
             if merged:
                 self._merge_parts(txn, table, merged, permuted, k, found, resolve)
-            if sought:
-                order = np.argsort(permuted, kind="stable")
-                for index, query in zip(order.tolist(), permuted[order].tolist()):
+            order = np.argsort(permuted, kind="stable")
+            for part in sought:
+                chosen = order
+                if filtered and part.part:
+                    chosen = order[self._filter_passes(txn, table, part.part - 1, permuted[order])]
+                for index, query in zip(chosen.tolist(), permuted[chosen].tolist()):
                     low = query & table.prefix_mask
-                    high = low + table.prefix_span
-                    self._probe_table(sought, table, query, low, high, k, found[index], resolve[index])
+                    hits, unresolved = found.get(index, {}), resolve.get(index, {})
+                    self._probe_table([part], table, query, low, low + table.prefix_span, k, hits, unresolved)
+                    if hits:
+                        found[index] = hits
+                    if unresolved:
+                        resolve[index] = unresolved
         self._resolve(txn, resolve, found, shape)
         return found
+
+    def _filter_passes(self, txn: lmdb.Transaction[bytes], table: Table, slot: int, values: np.ndarray) -> np.ndarray:
+        """Whether each of the sorted ``values`` may be in one run, by the run's filter
+        chunks (False: it is not).  Lists the chunk keys and reads the chunks not cached
+        yet; then O(n) numpy plus one step per chunk the values fall in."""
+        assert self._filters is not None
+        name = self._filters[table.index][slot]
+        db = self.handles.db(name)
+        cached = self._filter_cache.get(name, {})
+        chunks: dict[bytes, np.ndarray] = {}
+        for key in txn.cursor(db).iternext(values=False):
+            words = cached.get(key)
+            if words is None:
+                raw = txn.get(key, db=db) or b"" if len(key) == 16 else b""
+                words = np.frombuffer(raw[: len(raw) // 8 * 8], dtype="<u8").astype(np.uint64)
+                if len(raw) % 8 or not len(words) or len(words) & (len(words) - 1):
+                    raise CorruptDatabaseError(f"{name.decode()} holds a damaged filter chunk", remedy=Remedy.RUN_CHECK)
+            chunks[key] = words
+        self._filter_cache[name] = chunks  # chunks no longer listed (a dropped run) leave the cache
+        passes = np.zeros(len(values), dtype=bool)
+        if not chunks:
+            return passes
+        firsts = np.frombuffer(b"".join(key[:8] for key in chunks), dtype=">u8").astype(np.uint64)
+        # A chunk answers for values from its first up to the next chunk's first.
+        bounds = [*np.searchsorted(values, firsts, side="left").tolist(), len(values)]
+        for words, start, end in zip(chunks.values(), bounds, bounds[1:]):
+            if end > start:
+                passes[start:end] = filter_holds(words, values[start:end])
+        return passes
 
     def _merge_parts(
         self,
@@ -808,18 +954,18 @@ class Tables:
         parts: list[int],
         permuted: np.ndarray,
         k: int,
-        found: list[dict[int, int]],
-        resolve: list[dict[int, int]],
+        found: dict[int, dict[int, int]],
+        resolve: dict[int, dict[int, int]],
     ) -> None:
         """Matches of the permuted queries among the entries of some parts of one table,
         read whole and merged with the queries: ids into ``found``, fingerprints of id-less
-        tables into ``resolve``."""
+        tables into ``resolve`` (by query position)."""
         values, ids = self._read_parts(txn, table, parts)
         owners, positions, distances = table.prefix_matches(values, permuted, k)
         matched = ids[positions] if ids is not None else table.unpermute_array(values[positions])
         into = found if ids is not None else resolve
         for owner, value, distance in zip(owners.tolist(), matched.tolist(), distances.tolist()):
-            into[owner][value] = distance
+            into.setdefault(owner, {})[value] = distance
 
     def _parts(self, txn: lmdb.Transaction[bytes], table: Table, shape: int) -> list[_Part]:
         """A cursor on each non-empty part of one table (part 0: the recent tree)."""
@@ -906,12 +1052,18 @@ class Tables:
                     resolve[table.unpermute(stored)] = distance
 
     def _resolve(
-        self, txn: lmdb.Transaction[bytes], resolve: list[dict[int, int]], found: list[dict[int, int]], shape: list[int]
+        self,
+        txn: lmdb.Transaction[bytes],
+        resolve: dict[int, dict[int, int]],
+        found: dict[int, dict[int, int]],
+        shape: list[int],
     ) -> None:
-        """Ids of fingerprints found in id-less blocks: an exact probe of table 0 each."""
+        """Ids of fingerprints found in id-less blocks (by query position): an exact probe
+        of table 0 each, into ``found``."""
         table = self.plan.tables[0]
         parts: list[_Part] | None = None
-        for one_resolve, one_found in zip(resolve, found):
+        for index, one_resolve in resolve.items():
+            one_found = found.setdefault(index, {})
             for fingerprint, distance in one_resolve.items():
                 if parts is None:
                     parts = self._parts(txn, table, shape[0])
@@ -1027,7 +1179,16 @@ class Tables:
         their compacted form (for compaction): each table whole as one run, in key order
         and append mode, with full blocks and no recent entries; a transaction per table.
         O(n log n) per table, one table in memory at a time."""
-        layer = Tables(self.plan, BareHandles(target), self.policy, path=self.path)
+        layer = Tables(
+            self.plan,
+            BareHandles(target),
+            self.policy,
+            path=self.path,
+            prefix=self._prefix,
+            state=self._state,
+            filtered=self._filters is not None,
+            label=self.label,
+        )
         with target.begin(write=True) as txn:
             layer.create(txn)
         for table in self.plan.tables:
@@ -1083,7 +1244,7 @@ class Tables:
                 assert ids is not None
                 pairs = table_keys_as_pairs(fingerprints, ids)
                 if len(np.unique(pairs)) != len(pairs):
-                    problems.append("table 0 holds an (id, fingerprint) entry twice")
+                    problems.append(f"{self._named(table)} holds an (id, fingerprint) entry twice")
                 if expected is not None:
                     wanted = table_keys_as_pairs(expected_fps, expected_ids)
                     for label, wrong in (
@@ -1091,7 +1252,9 @@ class Tables:
                         ("unexpected in", np.setdiff1d(pairs, wanted)),
                     ):
                         if len(wrong):
-                            problems.append(f"{len(wrong)} entries {label} table 0 ({_shown(wrong['id'], 'id')})")
+                            problems.append(
+                                f"{len(wrong)} entries {label} {self._named(table)} ({_shown(wrong['id'], 'id')})"
+                            )
                 if reference is None:
                     reference = np.sort(fingerprints)
                 continue
@@ -1120,12 +1283,13 @@ class Tables:
             return
         recent = self.handles.db(self._recent[table.index])
         if txn.stat(recent)["entries"] != state.recent:
-            yield f"table {table.index}: the recent tree's count disagrees with its state"
+            yield f"{self._named(table)}: the recent tree's count disagrees with its state"
         cursors = {target: merge.cursor for target, merge in state.merges.items()}
         cursors.update((slot, merge.cursor) for merge in state.merges.values() for slot in merge.sources)
         for slot, name in enumerate(self._runs[table.index]):
             previous_last = -1
             entries = 0
+            stored: list[np.ndarray] = []  # the run's values, for its filter
             for key, value in txn.cursor(self.handles.db(name)):
                 try:
                     count, width, id_width, crc = _header(key, value, with_ids, name.decode())
@@ -1150,6 +1314,16 @@ class Tables:
                     yield f"{name.decode()}: the block at {key.hex()} is on the wrong side of its merge's cursor"
                 previous_last = int(values[-1])
                 entries += count
+                stored.append(values)
+            if self._filters is not None and stored:
+                run_values = np.concatenate(stored)
+                try:
+                    missed = int((~self._filter_passes(txn, table, slot, run_values)).sum())
+                except CorruptDatabaseError as exc:
+                    yield exc.message
+                else:
+                    if missed:
+                        yield f"{name.decode()}: {missed} entries are missing from the run's filter"
             if entries and not state.levels[slot]:
                 yield f"{name.decode()}: holds {entries} entries in a slot its state calls free"
             elif entries != state.entries[slot]:

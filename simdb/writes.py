@@ -138,20 +138,12 @@ class Writes:
         changed_fps: list[int] = []
         old_fps: list[int] = []  # the replaced fingerprints of changed_ids
         if records.key_count(txn):
-            # In key order where the batch has it: the multi-get then walks the index's
-            # pages in order.
-            lookups = batch.index_keys
-            if batch.key_order is not None:
-                lookups = np.ascontiguousarray(batch.key_order[1]).view("V16").ravel().tolist()
-            stored_ids = records.indexed_ids(txn, lookups)
-            for position, (key, key_index, fingerprint, record) in enumerate(
-                zip(batch.keys, batch.index_keys, batch.fingerprints, batch.records)
-            ):
-                raw_id = stored_ids.get(key_index)
-                if raw_id is None:
+            stored = records.stored(txn, batch.keys, batch.index_keys)
+            for position, (found, fingerprint, record) in enumerate(zip(stored, batch.fingerprints, batch.records)):
+                if found is None:
                     new_positions.append(position)
                     continue
-                doc_id, old = records.checked(txn, key, raw_id)
+                doc_id, old = found
                 sketch = None if batch.sketches is None else batch.sketches[position]
                 same = records.unchanged(txn, doc_id, record, sketch)
                 # Counted as its first version in the batch would be, added on its own.
@@ -221,8 +213,9 @@ class Writes:
         found = self._queries.find_many(txn, queries, rule.radius)
         stored_matches: list[list[tuple[float, int, int]]] = []  # (-similarity, distance, id), best first
         own_ids: list[int | None] = []
-        for position, (key_index, candidates) in enumerate(zip(batch.index_keys, found)):
-            own = self._records.id_of(txn, key_index)
+        owners = self._records.stored(txn, batch.keys, batch.index_keys)
+        for position, (owner, candidates) in enumerate(zip(owners, found)):
+            own = None if owner is None else owner[0]
             own_ids.append(own)
             if own is not None:
                 candidates.pop(own, None)  # a key never duplicates its own earlier version
@@ -313,15 +306,19 @@ class Writes:
         O(tables) deletes per key."""
         ids: list[int] = []
         fingerprints: list[int] = []
-        for key, key_index in batch:
-            found = self._records.lookup(txn, key, key_index)
-            if found is None:
+        key_indexes: list[bytes] = []
+        removed: set[int] = set()
+        keys = [key for key, _ in batch]
+        for (_, key_index), found in zip(batch, self._records.stored(txn, keys, [key_index for _, key_index in batch])):
+            if found is None or found[0] in removed:  # absent, or named twice
                 continue
             doc_id, document = found
-            self._records.delete(txn, doc_id, key_index)
+            removed.add(doc_id)
             ids.append(doc_id)
             fingerprints.append(document.fingerprint)
-        # One call for the batch: the log-structured tables rewrite each block once.
+            key_indexes.append(key_index)
+        # One call each for the batch: the log-structured layers rewrite each block once.
+        self._records.delete_many(txn, ids, key_indexes)
         self._tables.delete_many(txn, ids, fingerprints)
         return len(ids)
 

@@ -277,15 +277,22 @@ def test_check_reports_a_corrupted_table(db_path, version, tree, missing, unexpe
         assert unexpected in text, text
 
 
-def test_check_reports_a_key_index_mismatch(db_path) -> None:
-    from simdb.database import KEYS
+@pytest.mark.parametrize("version", [4, 5])
+def test_check_reports_a_key_index_mismatch(db_path, version) -> None:
+    """An index entry naming no document, in the B-tree key index (format 4) and in the
+    log-structured one (format 5), and a document whose entry is gone."""
+    from simdb.keys import index_key, index_key_order
 
-    with simdb.open(db_path) as db:
+    with creating_format(version), simdb.open(db_path) as db:
         db.add_many([("a", 1), ("b", 2)])
-        storage = db._storage
-        storage.write(lambda txn: txn.put(b"\x01" * 16, (7).to_bytes(8, "big"), db=storage.db(KEYS)))
+        key_index = db._records.key_index
+        assert db.check()
+        db._storage.write(lambda txn: key_index.put_new(txn, 7, index_key_order([b"\x01" * 16])))
         problems = db.check().problems
-        assert any("has no matching document" in p for p in problems)
+        assert any("key index" in p and "7" in p for p in problems), problems
+        db._storage.write(lambda txn: key_index.delete(txn, [index_key(b"a")], [0]))
+        problems = db.check().problems
+        assert any("key index" in p and ("document 0" in p or "id 0" in p) for p in problems), problems
 
 
 def test_compaction_shrinks_the_file_after_half_is_removed(db_path) -> None:
@@ -435,7 +442,7 @@ def test_keys_with_a_prefix_are_the_stored_keys_that_start_with_it(tmp_path) -> 
             db.keys(b"docs")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("version", [2, 4])
+@pytest.mark.parametrize("version", [2, 4, 5])
 def test_each_table_format_answers_like_a_brute_force_scan_through_adds_removals_and_compaction(
     db_path, version
 ) -> None:

@@ -21,7 +21,7 @@ import simdb
 import simdb.queries
 from simdb import codec
 from simdb.btree_tables import BTreeTables
-from simdb.config import META
+from simdb.config import FORMAT_VERSION, META
 from simdb.keys import index_key_order, index_keys
 from simdb.plan import TablePlan
 from simdb.queries import Queries
@@ -44,7 +44,7 @@ def engine(layer: str, plan: TablePlan, fingerprints: list[int]) -> Iterator[tup
                 if layer == "btree"
                 else Tables(plan, handles, Policy(base=8, ratio=4, chunk=16))
             )
-            records = Records(handles, directory, sketched=True)
+            records = Records(handles, directory, sketched=True, format_version=FORMAT_VERSION)
             keys = [f"doc-{i}" for i in range(len(fingerprints))]
             with env.begin(write=True) as txn:
                 handles.create(txn, META)

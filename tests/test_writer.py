@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import simdb
 from simdb.btree_tables import table_entries
-from simdb.database import DOCS, KEYS, META, SKETCHES
+from simdb.database import META
 from simdb.keys import sorted_table_keys
 from tests.proc_worker import writer_text
 from tests.test_processes import WORKER, acknowledged
@@ -78,7 +78,7 @@ operation = st.one_of(
 def dump(db: simdb.Database) -> dict[bytes, list[tuple[bytes, bytes]]]:
     """Every entry of every sub-database, raw: the whole stored state."""
     storage = db._storage
-    names = [META, DOCS, KEYS, SKETCHES, *db._table_names]
+    names = [META, *db._records.names_for(db._format, storage), *db._table_names]
     with storage.read() as txn:
         return {name: list(txn.cursor(db=storage.db(name))) for name in names}
 
