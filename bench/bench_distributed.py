@@ -16,6 +16,9 @@ for the cores:
   its own.  Peak RSS of each worker process (``ru_maxrss`` read on the worker), task
   thread time by task kind (the total work, to compare with one process's CPU time), and
   shuffle bytes (zero: the plan moves no rows).
+* **Dask, worker threads** (``--dask-threads``): the same on a ``LocalCluster`` of W
+  single-thread workers inside the benchmark process (``processes=False``), so that the
+  workers share the fingerprints instead of each receiving a copy.
 
 The 1-minute load average is sampled before each run and printed: on a shared machine a
 high load makes the wall times, not the CPU times, unreliable.
@@ -137,8 +140,11 @@ def run_dask(
     partitions: int | None,
     clusters: bool,
     malloc_trim: bool = False,
+    processes: bool = True,
 ) -> dict[str, Any]:
-    """simdb.distributed.find_all (then clusters) on a fresh LocalCluster, written to Parquet."""
+    """simdb.distributed.find_all (then clusters) on a fresh LocalCluster, written to Parquet:
+    W worker processes of one thread, or (``processes=False``) W single-thread workers inside
+    this process, beside the scheduler (no copies between workers, no serialisation)."""
     import dask
     from dask.distributed import Client, LocalCluster
 
@@ -154,7 +160,7 @@ def run_dask(
     trim = {} if malloc_trim else {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
     with (
         dask.config.set(trim),
-        LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes, dashboard_address=":0") as cluster,
         Client(cluster) as client,
     ):
         cpu_before = client.run(_worker_cpu_seconds)
@@ -215,6 +221,11 @@ def main() -> None:
         action="store_true",
         help="keep Dask's MALLOC_TRIM_THRESHOLD_=65536 in the workers (default: unset, see run_dask)",
     )
+    parser.add_argument(
+        "--dask-threads",
+        action="store_true",
+        help="also run each count on a LocalCluster of W single-thread workers in this process (processes=False)",
+    )
     parser.add_argument("--workdir", default=None, help="where to put the Parquet files (default: a temp dir)")
     args = parser.parse_args()
 
@@ -225,6 +236,7 @@ def main() -> None:
     workdir = tempfile.mkdtemp(prefix="simdb-bench-dask-", dir=args.workdir)
     single: dict[int, dict[str, Any]] = {}
     dask_runs: dict[int, dict[str, Any]] = {}
+    threaded_runs: dict[int, dict[str, Any]] = {}
     loads = []
     try:
         make = random_fingerprints if args.kind == "random" else clustered_fingerprints
@@ -247,6 +259,13 @@ def main() -> None:
             dask_runs[workers] = run_dask(
                 input_dir, out, args.k, args.blocks, workers, args.partitions, args.clusters, args.dask_malloc_trim
             )
+        if args.dask_threads:  # last: worker threads live in this process, and stay until it ends
+            for workers in counts:
+                loads.append(os.getloadavg()[0])
+                out = os.path.join(workdir, f"pairs-threads-{workers}")
+                threaded_runs[workers] = run_dask(
+                    input_dir, out, args.k, args.blocks, workers, args.partitions, args.clusters, processes=False
+                )
         loads.append(os.getloadavg()[0])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -284,6 +303,15 @@ def main() -> None:
             f"| simdb.distributed.find_all (Dask) | {workers} worker(s) | {run['seconds']:.1f} s | {ratio} | "
             f"{busy_text} | {run['pairs']:,} | {clustering} | {peaks} per worker |"
         )
+        if workers in threaded_runs:
+            run = threaded_runs[workers]
+            ratio = f"{run['seconds'] / base:.2f}x" if base else "-"
+            clustering = f"{run['cluster_seconds']:.1f} s" if run["cluster_seconds"] is not None else "-"
+            print(
+                f"| simdb.distributed.find_all (Dask, worker threads) | {workers} worker(s) | {run['seconds']:.1f} s "
+                f"| {ratio} | {run['cpu_seconds']:.1f} s task CPU | {run['pairs']:,} | {clustering} "
+                f"| {gib(run['worker_peak_rss'][0])} in all |"
+            )
     print()
     for workers in counts:
         run = dask_runs[workers]
@@ -296,7 +324,7 @@ def main() -> None:
             f"{' / '.join(f'{value:.1f}' for value in run['worker_cpu_seconds'])} (busiest{ratio}); "
             f"thread seconds by task kind: {top}; shuffle bytes: {run['shuffle_shard_bytes']:,}"
         )
-    print(json.dumps({"single": single, "dask": dask_runs, "load": loads}, default=str))
+    print(json.dumps({"single": single, "dask": dask_runs, "threads": threaded_runs, "load": loads}, default=str))
 
 
 if __name__ == "__main__":

@@ -673,6 +673,21 @@ def plan_search_jobs(
     return sorted(jobs, key=lambda job: -job.cost)
 
 
+def bundle_jobs(jobs: Sequence[SearchJob], count: int) -> list[list[SearchJob]]:
+    """The jobs dealt into at most ``count`` bundles of about equal cost: each job, largest
+    first, to the bundle with the least so far (Graham's LPT rule, within 4/3 of the best
+    split).  For a scheduler that does not place tasks by size, one bundle per worker keeps
+    the workers evenly loaded without cutting the search into more jobs, each of which costs
+    a pass over every row.  O(jobs x count)."""
+    bundles: list[list[SearchJob]] = [[] for _ in range(min(count, len(jobs)))]
+    totals = [0.0] * len(bundles)
+    for job in sorted(jobs, key=lambda job: -job.cost):
+        lightest = totals.index(min(totals))
+        bundles[lightest].append(job)
+        totals[lightest] += job.cost
+    return bundles
+
+
 #: Rows searched at once inside a job.  Searching a large input in sub-shares of about this
 #: many rows (by ranges of the job's digit) keeps the sorts' and gathers' working set near
 #: the CPU caches: measured on 10M random fingerprints, the whole search took about 0.65x

@@ -12,23 +12,26 @@ How :func:`find_all` runs (no shuffle of the rows), for a plan of T tables (10 f
 5 blocks), N rows in P input partitions and W worker threads:
 
 1. **Every worker reads every fingerprint.**  One task per input partition takes its
-   fingerprint column; one task concatenates them (8 bytes per row: 160 MB at 20M, 8 GB at
-   1B), and Dask copies that array once to each worker that needs it.
+   fingerprint column, and each worker's search task gathers them all (8 bytes per row:
+   160 MB at 20M, 8 GB at 1B), fetching the partitions it lacks before it starts.
 2. **Each job owns a share of the search.**  :func:`simdb.allpairs.plan_search_jobs` cuts
    the tables into groups that share a radix pass and, for more workers, each group into
-   shares of rows by a digit every table of the group has in its prefix (about 6W jobs).
+   shares of rows by a digit every table of the group has in its prefix (about 2W jobs).
    A job picks its rows (one O(N) pass), sorts only those and reports the pairs its
    tables claim, duplicates collapsed and expanded as on one machine.  Rows sharing a
    prefix are always in the same share, and the claim rule reports each pair in one table,
-   so the jobs' outputs are disjoint and complete: no row moves between them.
+   so the jobs' outputs are disjoint and complete: no row moves between them.  The jobs
+   are dealt by cost into one task per worker thread (:func:`simdb.allpairs.bundle_jobs`),
+   since Dask does not place tasks by size.
 3. **Positions to keys.**  A job's pairs are positions in the concatenated array; they are
    routed to the input partition holding the left row (which adds its key), then to the
    one holding the right row.  Only pairs move, never rows.
 
 Total work is one process's search plus one O(N) pass per job and the copy of the
-fingerprints to each worker, so W workers are close to W times faster
+fingerprints to each worker, so W workers are close to W times faster where they do not
+share memory bandwidth
 (measurements: bench/RESULTS.md, section "Distributed").  :func:`clusters` runs the same jobs,
-reduces each job's edges to a spanning forest with a union-find on the worker, and merges
+reduces each task's edges to a spanning forest with a union-find on the worker, and merges
 the forests in a tree on the workers: the pair lists never meet on one machine, only the
 labels of fingerprints that are in some cluster (16 bytes each) do, on one worker.
 :func:`query_many` still uses the earlier plan: one shuffle of the distinct fingerprints
@@ -52,6 +55,7 @@ from simdb.allpairs import (
     SearchJob,
     _job_edge_blocks,
     _job_pair_blocks,
+    bundle_jobs,
     iter_table_pair_blocks,
     plan_search_jobs,
     resolve_workers,
@@ -328,12 +332,17 @@ def _fingerprints_of(part: pd.DataFrame) -> np.ndarray:
     return np.ascontiguousarray(part[FINGERPRINT].to_numpy(np.uint64))
 
 
+def _partition_offsets(*sizes: int) -> np.ndarray:
+    """The start offset of each input partition in the concatenated fingerprints, then the total."""
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return offsets
+
+
 def _all_fingerprints(*parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(every fingerprint in input order, start offset of each input partition plus the total)."""
-    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
-    np.cumsum([part.size for part in parts], out=offsets[1:])
+    """(every fingerprint in input order, :func:`_partition_offsets`)."""
     values = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
-    return values, offsets
+    return values, _partition_offsets(*(part.size for part in parts))
 
 
 #: Pairs on their way to the input partition holding one of their rows: (that row, local
@@ -362,14 +371,16 @@ def _route(
     return buckets
 
 
-def _job_pairs(everything: tuple[np.ndarray, np.ndarray], plan: TablePlan, k: int, job: SearchJob) -> list[Bucket]:
-    """Run one search job over every fingerprint; its pairs, routed by the left row."""
-    values, offsets = everything
+def _job_pairs(plan: TablePlan, k: int, jobs: list[SearchJob], *parts: np.ndarray) -> list[Bucket]:
+    """Run a bundle of search jobs over every fingerprint (``parts``: each input
+    partition's), one after the other; their pairs, routed by the left row."""
+    values, offsets = _all_fingerprints(*parts)
     lefts, rights, distances = [], [], []
-    for left, right, distance in _job_pair_blocks(values, plan, k, job, DEFAULT_BLOCK_SIZE):
-        lefts.append(left)
-        rights.append(right)
-        distances.append(distance)
+    for job in jobs:
+        for left, right, distance in _job_pair_blocks(values, plan, k, job, DEFAULT_BLOCK_SIZE):
+            lefts.append(left)
+            rights.append(right)
+            distances.append(distance)
     if not lefts:
         empty = np.zeros(0, dtype=np.int64)
         return _route(empty, empty, np.zeros(0, dtype=np.uint8), offsets)
@@ -415,21 +426,24 @@ MAX_JOB_ROWS = 50_000_000
 
 def _exchange(
     data: Any, rows: dd.DataFrame, plan: TablePlan, k: int, workers: int | None
-) -> tuple[list[Any], Any, list[SearchJob]]:
-    """The delayed input partitions, the delayed (every fingerprint, offsets) and the jobs.
-    For Parquet input the row count comes from the footers, so that no job searches more
-    than :data:`MAX_JOB_ROWS` rows."""
+) -> tuple[list[Any], Any, list[list[SearchJob]]]:
+    """The delayed input partitions, the delayed fingerprints of each, and the jobs in one
+    bundle per worker thread.  For Parquet input the row count comes from the footers,
+    so that no job searches more than :data:`MAX_JOB_ROWS` rows."""
     from dask import delayed
 
     parts = rows.to_delayed()
-    everything = delayed(_all_fingerprints, pure=True)(*[delayed(_fingerprints_of, pure=True)(p) for p in parts])
+    # Each bundle's task gathers the partitions' fingerprints itself: a worker then fetches
+    # what it lacks before it starts, rather than from a worker already busy searching (whose
+    # event loop then answers late: measured 8.6 s against about 6.5 s of work on 2 workers).
+    fingerprint_parts = [delayed(_fingerprints_of, pure=True)(p) for p in parts]
     total = _parquet_rows(data) if isinstance(data, (str, os.PathLike)) else None
-    # About 6 jobs per worker thread: Dask does not place tasks by size, and more, smaller
-    # jobs even out the groups' unequal costs (measured on 10M random fingerprints, 12 jobs
-    # on 2 workers: the busier one has 0.50 of the work, against 0.55 with 4 jobs), at the
-    # price of one O(N) pass per job to pick its rows.
-    jobs = plan_search_jobs(plan, k, 3 * _job_plan_workers(workers), rows=total, max_job_rows=MAX_JOB_ROWS)
-    return parts, everything, jobs
+    # Dask does not place tasks by size, so the jobs go in one bundle per worker thread,
+    # dealt by cost.  Cutting the search into more jobs instead costs a pass over every row
+    # per job: measured on 20M random fingerprints, 12 jobs took 10.7 CPU-s, 4 jobs 9.4 s.
+    threads = _job_plan_workers(workers)
+    jobs = plan_search_jobs(plan, k, threads, rows=total, max_job_rows=MAX_JOB_ROWS)
+    return parts, fingerprint_parts, bundle_jobs(jobs, threads)
 
 
 # --------------------------------------------------------------------------------------
@@ -458,11 +472,11 @@ def find_all(
     else the local cores).  ``npartitions`` is accepted for compatibility and unused: no
     rows are shuffled.
 
-    Cost: the one-process search, spread over about 6 x ``workers`` jobs, each of which also
-    reads every fingerprint once (8 bytes per row, copied once to each worker) and makes
-    one O(N) pass to pick its rows; the pairs move twice (to the partitions holding their
-    left and right rows) to get their keys.  See the module docstring.  Nothing runs until
-    the result is computed or written.
+    Cost: the one-process search, cut into about 2 x ``workers`` jobs dealt into one task
+    per worker, each of which reads every fingerprint once (8 bytes per row, copied once to
+    each worker), and each job makes one O(N) pass to pick its rows; the pairs move twice
+    (to the partitions holding their left and right rows) to get their keys.  See the
+    module docstring.  Nothing runs until the result is computed or written.
     """
     dask_dataframe = _dask()  # first: raises DaskNotInstalledError without the extra
     pd = _pandas()
@@ -471,9 +485,9 @@ def find_all(
     plan = _plan(k, blocks)
     rows = _as_rows(fingerprints)
     _partitions(rows, npartitions)  # validated, kept for compatibility
-    parts, everything, jobs = _exchange(fingerprints, rows, plan, plan.k, workers)
-    offsets = delayed(operator.getitem, pure=True)(everything, 1)
-    job_out = [delayed(_job_pairs, pure=True)(everything, plan, plan.k, job) for job in jobs]
+    parts, fingerprint_parts, bundles = _exchange(fingerprints, rows, plan, plan.k, workers)
+    offsets = delayed(_partition_offsets, pure=True)(*[delayed(np.size, pure=True)(p) for p in fingerprint_parts])
+    job_out = [delayed(_job_pairs, pure=True)(plan, plan.k, bundle, *fingerprint_parts) for bundle in bundles]
     # Stage 1: to the partition of the left row (which adds the key), stage 2: of the right row.
     left_out = [
         delayed(_left_keys, pure=True)(
@@ -561,8 +575,8 @@ def clusters(
     rows = _as_rows(fingerprints)
     _partitions(rows, npartitions)
     fan_in = check_int("fan_in", fan_in, minimum=2)
-    _, everything, jobs = _exchange(fingerprints, rows, plan, plan.k, workers)
-    forests = [delayed(_job_forest, pure=True)(everything, plan, plan.k, job) for job in jobs]
+    _, fingerprint_parts, bundles = _exchange(fingerprints, rows, plan, plan.k, workers)
+    forests = [delayed(_job_forest, pure=True)(plan, plan.k, bundle, *fingerprint_parts) for bundle in bundles]
     while len(forests) > 1:
         forests = [
             delayed(_merge_forests, pure=True)(*forests[start : start + fan_in])
@@ -587,14 +601,16 @@ def _forest(node_a: np.ndarray, node_b: np.ndarray) -> Forest:
     return nodes, nodes[labels.labels()]
 
 
-def _job_forest(everything: tuple[np.ndarray, np.ndarray], plan: TablePlan, k: int, job: SearchJob) -> Forest:
-    """One job's edges (positions) reduced to a forest over fingerprint values.  A duplicate
-    group becomes self-edges (fp, fp), which keep it a node.  Memory O(N) for a union-find
-    over positions, so the job's edges are never all held."""
-    values, _ = everything
+def _job_forest(plan: TablePlan, k: int, jobs: list[SearchJob], *parts: np.ndarray) -> Forest:
+    """A bundle of jobs' edges (positions) over every fingerprint (``parts``) reduced to a
+    forest over fingerprint values.  A duplicate group becomes self-edges (fp, fp), which
+    keep it a node.  Memory O(N) for a union-find over positions, so the jobs' edges are
+    never all held."""
+    values, _ = _all_fingerprints(*parts)
     labeler = ComponentLabeler(values.size)
-    for left, right in _job_edge_blocks(values, plan, k, job, DEFAULT_BLOCK_SIZE):
-        labeler.add(left, right)
+    for job in jobs:
+        for left, right in _job_edge_blocks(values, plan, k, job, DEFAULT_BLOCK_SIZE):
+            labeler.add(left, right)
     label = labeler.labels()
     linked = np.flatnonzero(label != np.arange(values.size))
     return _forest(values[linked], values[label[linked]])

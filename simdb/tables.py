@@ -903,20 +903,33 @@ class Tables:
             if merged:
                 self._merge_parts(txn, table, merged, permuted, k, found, resolve)
             order = np.argsort(permuted, kind="stable")
+            if not filtered:
+                self._seek_each(table, sought, order, permuted, k, found, resolve)
+                continue
             for part in sought:
                 chosen = order
-                if filtered and part.part:
+                if part.part:
                     chosen = order[self._filter_passes(txn, table, part.part - 1, permuted[order])]
-                for index, query in zip(chosen.tolist(), permuted[chosen].tolist()):
-                    low = query & table.prefix_mask
-                    hits, unresolved = found.get(index, {}), resolve.get(index, {})
-                    self._probe_table([part], table, query, low, low + table.prefix_span, k, hits, unresolved)
-                    if hits:
-                        found[index] = hits
-                    if unresolved:
-                        resolve[index] = unresolved
+                self._seek_each(table, [part], chosen, permuted, k, found, resolve)
         self._resolve(txn, resolve, found, shape)
-        return found
+        return {index: hits for index, hits in found.items() if hits}
+
+    def _seek_each(
+        self,
+        table: Table,
+        parts: list[_Part],
+        chosen: np.ndarray,
+        permuted: np.ndarray,
+        k: int,
+        found: dict[int, dict[int, int]],
+        resolve: dict[int, dict[int, int]],
+    ) -> None:
+        """Probe ``parts`` of one table for the queries at positions ``chosen`` (in key
+        order of their permuted values, so that a cursor moves forward)."""
+        for index, query in zip(chosen.tolist(), permuted[chosen].tolist()):
+            low = query & table.prefix_mask
+            hits, unresolved = found.setdefault(index, {}), resolve.setdefault(index, {})
+            self._probe_table(parts, table, query, low, low + table.prefix_span, k, hits, unresolved)
 
     def _filter_passes(self, txn: lmdb.Transaction[bytes], table: Table, slot: int, values: np.ndarray) -> np.ndarray:
         """Whether each of the sorted ``values`` may be in one run, by the run's filter

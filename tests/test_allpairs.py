@@ -449,6 +449,19 @@ def test_search_jobs_together_report_each_pair_once(data, k, choice, workers):
         allpairs.SHARE_ROWS = saved
 
 
+@SETTINGS
+@given(costs=st.lists(st.floats(0.01, 100.0), min_size=1, max_size=40), count=st.integers(1, 12))
+def test_bundles_hold_every_job_once_and_stay_even(costs, count):
+    """Each job in exactly one bundle, no empty bundle, and the heaviest bundle within one
+    job's cost of an even split (the greedy rule's bound)."""
+    jobs = [allpairs.SearchJob((index,), cost=cost) for index, cost in enumerate(costs)]
+    bundles = allpairs.bundle_jobs(jobs, count)
+    assert len(bundles) == min(count, len(jobs)) and all(bundles)
+    assert sorted(job.tables for bundle in bundles for job in bundle) == sorted(job.tables for job in jobs)
+    totals = [sum(job.cost for job in bundle) for bundle in bundles]
+    assert max(totals) <= sum(costs) / len(bundles) + max(costs) + 1e-9
+
+
 def check_jobs(data, k, plan, array, jobs):
     found: dict[tuple[int, int], int] = {}
     edges: list[tuple[int, int]] = []
