@@ -16,13 +16,15 @@ How :func:`find_all` runs (no shuffle of the rows), for a plan of T tables (10 f
    160 MB at 20M, 8 GB at 1B), fetching the partitions it lacks before it starts.
 2. **Each job owns a share of the search.**  :func:`simdb.allpairs.plan_search_jobs` cuts
    the tables into groups that share a radix pass and, for more workers, each group into
-   shares of rows by a digit every table of the group has in its prefix (about 2W jobs).
+   shares of rows by a digit every table of the group has in its prefix (about two jobs
+   per worker thread).
    A job picks its rows (one O(N) pass), sorts only those and reports the pairs its
    tables claim, duplicates collapsed and expanded as on one machine.  Rows sharing a
    prefix are always in the same share, and the claim rule reports each pair in one table,
    so the jobs' outputs are disjoint and complete: no row moves between them.  The jobs
-   are dealt by cost into one task per worker thread (:func:`simdb.allpairs.bundle_jobs`),
-   since Dask does not place tasks by size.
+   are dealt by cost into one task per worker (:func:`simdb.allpairs.bundle_jobs`), since
+   Dask does not place tasks by size, and a worker's threads share its task's jobs (as
+   :func:`simdb.allpairs.find_all`'s threads do) and its one copy of the fingerprints.
 3. **Positions to keys.**  A job's pairs are positions in the concatenated array; they are
    routed to the input partition holding the left row (which adds its key), then to the
    one holding the right row.  Only pairs move, never rows.
@@ -53,8 +55,9 @@ from simdb.allpairs import (
     DEFAULT_BLOCK_SIZE,
     ComponentLabeler,
     SearchJob,
-    _job_edge_blocks,
-    _job_pair_blocks,
+    _run_jobs,
+    _share_edge_blocks,
+    _share_pair_blocks,
     bundle_jobs,
     iter_table_pair_blocks,
     plan_search_jobs,
@@ -315,17 +318,19 @@ def _expand(fp_pairs: dd.DataFrame, rows_a: dd.DataFrame, rows_b: dd.DataFrame, 
     return joined[["key_a", "key_b", "distance"]]
 
 
-def _job_plan_workers(workers: int | None) -> int:
-    """How many parallel workers to plan jobs for: ``workers``, else the thread count of the
-    Dask client in use, else every local core."""
+def _worker_shape(workers: int | None) -> tuple[int, int]:
+    """(search tasks, threads each) to plan for: ``workers`` single-thread tasks, else one
+    task per worker of the Dask client in use with that worker's threads (the fewest any
+    has), else one task on every local core (Dask's local scheduler runs in this process)."""
     if workers is not None:
-        return resolve_workers(workers)
+        return resolve_workers(workers), 1
     try:
         from distributed import get_client
 
-        return max(1, sum(get_client().nthreads().values()))
+        threads = list(get_client().nthreads().values())
+        return max(1, len(threads)), max(1, min(threads, default=1))
     except (ImportError, ValueError):  # no distributed scheduler: Dask's local threads
-        return resolve_workers(None)
+        return 1, resolve_workers(None)
 
 
 def _fingerprints_of(part: pd.DataFrame) -> np.ndarray:
@@ -371,16 +376,16 @@ def _route(
     return buckets
 
 
-def _job_pairs(plan: TablePlan, k: int, jobs: list[SearchJob], *parts: np.ndarray) -> list[Bucket]:
+def _job_pairs(plan: TablePlan, k: int, jobs: list[SearchJob], threads: int, *parts: np.ndarray) -> list[Bucket]:
     """Run a bundle of search jobs over every fingerprint (``parts``: each input
-    partition's), one after the other; their pairs, routed by the left row."""
+    partition's) on ``threads`` threads, as :func:`simdb.allpairs.find_all` runs its jobs;
+    their pairs, routed by the left row."""
     values, offsets = _all_fingerprints(*parts)
     lefts, rights, distances = [], [], []
-    for job in jobs:
-        for left, right, distance in _job_pair_blocks(values, plan, k, job, DEFAULT_BLOCK_SIZE):
-            lefts.append(left)
-            rights.append(right)
-            distances.append(distance)
+    for left, right, distance in _run_jobs(values, plan, k, jobs, _share_pair_blocks, DEFAULT_BLOCK_SIZE, threads):
+        lefts.append(left)
+        rights.append(right)
+        distances.append(distance)
     if not lefts:
         empty = np.zeros(0, dtype=np.int64)
         return _route(empty, empty, np.zeros(0, dtype=np.uint8), offsets)
@@ -426,9 +431,9 @@ MAX_JOB_ROWS = 50_000_000
 
 def _exchange(
     data: Any, rows: dd.DataFrame, plan: TablePlan, k: int, workers: int | None
-) -> tuple[list[Any], Any, list[list[SearchJob]]]:
-    """The delayed input partitions, the delayed fingerprints of each, and the jobs in one
-    bundle per worker thread.  For Parquet input the row count comes from the footers,
+) -> tuple[list[Any], list[Any], list[list[SearchJob]], int]:
+    """The delayed input partitions, the delayed fingerprints of each, the jobs in one
+    bundle per worker, and the threads each bundle runs on.  For Parquet input the row count comes from the footers,
     so that no job searches more than :data:`MAX_JOB_ROWS` rows."""
     from dask import delayed
 
@@ -438,12 +443,13 @@ def _exchange(
     # event loop then answers late: measured 8.6 s against about 6.5 s of work on 2 workers).
     fingerprint_parts = [delayed(_fingerprints_of, pure=True)(p) for p in parts]
     total = _parquet_rows(data) if isinstance(data, (str, os.PathLike)) else None
-    # Dask does not place tasks by size, so the jobs go in one bundle per worker thread,
-    # dealt by cost.  Cutting the search into more jobs instead costs a pass over every row
-    # per job: measured on 20M random fingerprints, 12 jobs took 10.7 CPU-s, 4 jobs 9.4 s.
-    threads = _job_plan_workers(workers)
-    jobs = plan_search_jobs(plan, k, threads, rows=total, max_job_rows=MAX_JOB_ROWS)
-    return parts, fingerprint_parts, bundle_jobs(jobs, threads)
+    # Dask does not place tasks by size, so the jobs go in one bundle per worker, dealt by
+    # cost, and a worker's threads share its bundle (and its one copy of the fingerprints).
+    # Cutting the search into more jobs instead costs a pass over every row per job:
+    # measured on 20M random fingerprints, 12 jobs took 10.7 CPU-s, 4 jobs 9.4 s.
+    tasks, threads = _worker_shape(workers)
+    jobs = plan_search_jobs(plan, k, tasks * threads, rows=total, max_job_rows=MAX_JOB_ROWS)
+    return parts, fingerprint_parts, bundle_jobs(jobs, tasks), threads
 
 
 # --------------------------------------------------------------------------------------
@@ -485,9 +491,9 @@ def find_all(
     plan = _plan(k, blocks)
     rows = _as_rows(fingerprints)
     _partitions(rows, npartitions)  # validated, kept for compatibility
-    parts, fingerprint_parts, bundles = _exchange(fingerprints, rows, plan, plan.k, workers)
+    parts, fingerprint_parts, bundles, threads = _exchange(fingerprints, rows, plan, plan.k, workers)
     offsets = delayed(_partition_offsets, pure=True)(*[delayed(np.size, pure=True)(p) for p in fingerprint_parts])
-    job_out = [delayed(_job_pairs, pure=True)(plan, plan.k, bundle, *fingerprint_parts) for bundle in bundles]
+    job_out = [delayed(_job_pairs, pure=True)(plan, plan.k, bundle, threads, *fingerprint_parts) for bundle in bundles]
     # Stage 1: to the partition of the left row (which adds the key), stage 2: of the right row.
     left_out = [
         delayed(_left_keys, pure=True)(
@@ -575,8 +581,8 @@ def clusters(
     rows = _as_rows(fingerprints)
     _partitions(rows, npartitions)
     fan_in = check_int("fan_in", fan_in, minimum=2)
-    _, fingerprint_parts, bundles = _exchange(fingerprints, rows, plan, plan.k, workers)
-    forests = [delayed(_job_forest, pure=True)(plan, plan.k, bundle, *fingerprint_parts) for bundle in bundles]
+    _, fingerprint_parts, bundles, threads = _exchange(fingerprints, rows, plan, plan.k, workers)
+    forests = [delayed(_job_forest, pure=True)(plan, plan.k, bundle, threads, *fingerprint_parts) for bundle in bundles]
     while len(forests) > 1:
         forests = [
             delayed(_merge_forests, pure=True)(*forests[start : start + fan_in])
@@ -601,16 +607,15 @@ def _forest(node_a: np.ndarray, node_b: np.ndarray) -> Forest:
     return nodes, nodes[labels.labels()]
 
 
-def _job_forest(plan: TablePlan, k: int, jobs: list[SearchJob], *parts: np.ndarray) -> Forest:
-    """A bundle of jobs' edges (positions) over every fingerprint (``parts``) reduced to a
-    forest over fingerprint values.  A duplicate group becomes self-edges (fp, fp), which
-    keep it a node.  Memory O(N) for a union-find over positions, so the jobs' edges are
-    never all held."""
+def _job_forest(plan: TablePlan, k: int, jobs: list[SearchJob], threads: int, *parts: np.ndarray) -> Forest:
+    """A bundle of jobs' edges (positions) over every fingerprint (``parts``), found on
+    ``threads`` threads, reduced to a forest over fingerprint values.  A duplicate group
+    becomes self-edges (fp, fp), which keep it a node.  Memory O(N) for a union-find over
+    positions, so the jobs' edges are never all held."""
     values, _ = _all_fingerprints(*parts)
     labeler = ComponentLabeler(values.size)
-    for job in jobs:
-        for left, right in _job_edge_blocks(values, plan, k, job, DEFAULT_BLOCK_SIZE):
-            labeler.add(left, right)
+    for left, right in _run_jobs(values, plan, k, jobs, _share_edge_blocks, DEFAULT_BLOCK_SIZE, threads):
+        labeler.add(left, right)
     label = labeler.labels()
     linked = np.flatnonzero(label != np.arange(values.size))
     return _forest(values[linked], values[label[linked]])

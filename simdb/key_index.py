@@ -22,6 +22,7 @@ import lmdb
 import numpy as np
 
 from simdb.btree_tables import put_sorted
+from simdb.errors import damaged
 from simdb.keys import decode_id, describe
 from simdb.plan import TablePlan
 from simdb.storage import Handles, copy_sub_databases
@@ -45,8 +46,9 @@ class BTreeKeyIndex:
 
     unique = True
 
-    def __init__(self, handles: Handles) -> None:
+    def __init__(self, handles: Handles, path: object = None) -> None:
         self.handles = handles
+        self.path = path
 
     names = (KEYS,)
 
@@ -62,6 +64,11 @@ class BTreeKeyIndex:
         ``index_keys``.  One C-level multi-get, in key order so that it walks the tree's
         pages in order."""
         found = dict(txn.cursor(self.handles.db(KEYS)).getmulti(sorted(set(index_keys))))
+        for raw_id in found.values():
+            if len(raw_id) != 8:
+                raise damaged(
+                    self.path, "key index", f"holds a document id {describe(raw_id)} that is not 8 bytes long"
+                )
         return {position: [decode_id(found[key])] for position, key in enumerate(index_keys) if key in found}
 
     def put_new(self, txn: lmdb.Transaction[bytes], next_id: int, key_order: tuple[np.ndarray, np.ndarray]) -> None:
@@ -168,4 +175,4 @@ def key_index_for(format_version: int, handles: Handles, path: object = None) ->
     """The key index of a database in ``format_version``."""
     if format_version >= FIRST_RUN_KEY_INDEX_FORMAT:
         return RunKeyIndex(handles, path)
-    return BTreeKeyIndex(handles)
+    return BTreeKeyIndex(handles, path)

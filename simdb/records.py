@@ -117,7 +117,7 @@ class Records:
         for position, candidates in self.key_index.candidates(txn, key_indexes).items():
             key = keys[position]
             for doc_id in candidates:
-                document = Document(*self.indexed(txn, encode_id(doc_id)))
+                document = Document(*self.indexed(txn, doc_id))
                 if document.key == key:
                     found[position] = (doc_id, document)
                     break
@@ -128,15 +128,12 @@ class Records:
                     )
         return found
 
-    def indexed(self, txn: lmdb.Transaction[bytes], raw_id: bytes) -> tuple[str, int, Any]:
-        """The record of a document id as the key index holds it (``raw_id``, checked)."""
-        if len(raw_id) != 8:  # LMDB would refuse an empty key with an error of its own
-            raise damaged(self.path, "key index", f"holds a document id {describe(raw_id)} that is not 8 bytes long")
+    def indexed(self, txn: lmdb.Transaction[bytes], doc_id: int) -> tuple[str, int, Any]:
+        """The record of a document id that the key index holds; a missing one is damage."""
+        raw_id = encode_id(doc_id)
         raw = txn.get(raw_id, db=self.handles.db(DOCS))
         if raw is None:
-            raise CorruptDatabaseError(
-                f"document id {decode_id(raw_id)} is indexed but missing", remedy=Remedy.RUN_CHECK
-            )
+            raise CorruptDatabaseError(f"document id {doc_id} is indexed but missing", remedy=Remedy.RUN_CHECK)
         return codec.unpack_document(raw, raw_id)
 
     def found(self, txn: lmdb.Transaction[bytes], doc_id: int) -> tuple[str, int, Any]:

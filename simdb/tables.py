@@ -23,6 +23,10 @@ Layout, per table ``NN`` of the plan:
   nine of ten tables.
 - ``tables.state``: per table, the recent tree's count, each slot's level and count, and the
   merges in progress (sources, target, cursor); ``shape``, the slots in use, for probes.
+- In a filtered layer (the key index, ``k.00.*`` with ``keys.state``), ``prefix.NN.f00`` ..
+  ``prefix.NN.f31``: per run slot, its Bloom filter in chunks, keyed by the chunk's first
+  value (8 bytes big-endian) and a random 8-byte nonce; a chunk answers for the values
+  from its first up to the next chunk's first.
 
 Merging is size-tiered: a run holds about ``base * ratio**(level-1)`` entries, and ``ratio``
 runs of one level merge into one run of the next, so an entry is written once per level,
@@ -87,8 +91,10 @@ MERGE_WORK = 16
 #: than this many entries per query: a seek and bisect per query and part costs about 2 us in
 #: Python, decoding and merging about 60 ns an entry (measured at 2M and 10M).
 PART_MERGE_RATIO = 32
-#: A filtered layer (the key index) keeps a Bloom filter per run, in chunks of about this
-#: many entries, so that a batch of lookups seeks only in the runs that may hold each key.
+#: A filtered layer (the key index) keeps a Bloom filter per run, in chunks of at most about
+#: this many entries when a run is written whole (a merge step writes one chunk of the
+#: entries it moved, up to the policy's chunk), so that a batch of lookups seeks only in the
+#: runs that may hold each key.
 FILTER_CHUNK = 65_536
 #: Filter bits per entry and bits set per entry, in one 64-bit word per entry (a blocked
 #: Bloom filter: one word read per lookup): about 1-2% false positives.
@@ -342,6 +348,18 @@ def filter_holds(filter_words: np.ndarray, values: np.ndarray) -> np.ndarray:
 # -- the layer -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _RunFilter:
+    """One run's filter chunks as a process last read them: how many, the last key, and per
+    chunk (in key order) its key, first value and words."""
+
+    count: int
+    last: bytes
+    keys: list[bytes]
+    firsts: np.ndarray
+    words: list[np.ndarray]
+
+
 @dataclass
 class _Merge:
     """A merge in progress: the source runs' entries below ``cursor`` are in the target run
@@ -413,7 +431,8 @@ class _TableState:
 class Tables:
     """The permutation tables of ``plan`` over the sub-databases that ``handles`` names.
     Every method takes the caller's transaction; the layer keeps no state between calls
-    except handles."""
+    except handles and, in a filtered layer, the filter chunks it has read (immutable under
+    their keys, see :meth:`_put_filter`)."""
 
     #: A query's seeks against its share of merging whole tables, relative to one B-tree
     #: per table (:func:`simdb.queries.merges_whole_tables`): a probe seeks in every run,
@@ -458,10 +477,8 @@ class Tables:
             if filtered
             else None
         )
-        # Filter chunks read so far, per filter sub-database: chunk key -> words.  A chunk's
-        # key ends in a random nonce and a chunk is never rewritten under its key, so a
-        # cached chunk is valid as long as its key is listed (see _filter_chunks).
-        self._filter_cache: dict[bytes, dict[bytes, np.ndarray]] = {}
+        # Filter chunks read so far, per filter sub-database (see _run_filter).
+        self._filter_cache: dict[bytes, _RunFilter] = {}
 
     @property
     def names(self) -> list[bytes]:
@@ -585,8 +602,12 @@ class Tables:
             blocks = encode_blocks(values[start:end], None if ids is None else ids[start:end])
             txn.cursor(db).putmulti(blocks, append=True)
             start = end
-        for start in range(0, len(values), FILTER_CHUNK):
-            self._put_filter(txn, table, slot, values[start : start + FILTER_CHUNK])
+        if self._filters is not None and len(values):
+            # Chunks start where values change, as blocks do: two chunks with the same
+            # first value would leave a lookup to whichever sorts last.
+            starts = np.unique(np.searchsorted(values, values[::FILTER_CHUNK], side="left")).tolist()
+            for start, end in zip(starts, [*starts[1:], len(values)]):
+                self._put_filter(txn, table, slot, values[start:end])
         state.levels[slot], state.entries[slot] = level, len(values)
 
     def _put_filter(self, txn: lmdb.Transaction[bytes], table: Table, slot: int, values: np.ndarray) -> None:
@@ -931,34 +952,53 @@ class Tables:
             hits, unresolved = found.setdefault(index, {}), resolve.setdefault(index, {})
             self._probe_table(parts, table, query, low, low + table.prefix_span, k, hits, unresolved)
 
-    def _filter_passes(self, txn: lmdb.Transaction[bytes], table: Table, slot: int, values: np.ndarray) -> np.ndarray:
+    def _filter_passes(
+        self, txn: lmdb.Transaction[bytes], table: Table, slot: int, values: np.ndarray, *, cached: bool = True
+    ) -> np.ndarray:
         """Whether each of the sorted ``values`` may be in one run, by the run's filter
-        chunks (False: it is not).  Lists the chunk keys and reads the chunks not cached
-        yet; then O(n) numpy plus one step per chunk the values fall in."""
+        chunks (False: it is not).  O(n) numpy plus one step per chunk the values fall in,
+        after :meth:`_run_filter`."""
         assert self._filters is not None
         name = self._filters[table.index][slot]
-        db = self.handles.db(name)
-        cached = self._filter_cache.get(name, {})
-        chunks: dict[bytes, np.ndarray] = {}
-        for key in txn.cursor(db).iternext(values=False):
-            words = cached.get(key)
-            if words is None:
-                raw = txn.get(key, db=db) or b"" if len(key) == 16 else b""
-                words = np.frombuffer(raw[: len(raw) // 8 * 8], dtype="<u8").astype(np.uint64)
-                if len(raw) % 8 or not len(words) or len(words) & (len(words) - 1):
-                    raise CorruptDatabaseError(f"{name.decode()} holds a damaged filter chunk", remedy=Remedy.RUN_CHECK)
-            chunks[key] = words
-        self._filter_cache[name] = chunks  # chunks no longer listed (a dropped run) leave the cache
+        run_filter = self._run_filter(txn, name, cached)
         passes = np.zeros(len(values), dtype=bool)
-        if not chunks:
-            return passes
-        firsts = np.frombuffer(b"".join(key[:8] for key in chunks), dtype=">u8").astype(np.uint64)
         # A chunk answers for values from its first up to the next chunk's first.
-        bounds = [*np.searchsorted(values, firsts, side="left").tolist(), len(values)]
-        for words, start, end in zip(chunks.values(), bounds, bounds[1:]):
+        bounds = [*np.searchsorted(values, run_filter.firsts, side="left").tolist(), len(values)]
+        for words, start, end in zip(run_filter.words, bounds, bounds[1:]):
             if end > start:
                 passes[start:end] = filter_holds(words, values[start:end])
         return passes
+
+    def _run_filter(self, txn: lmdb.Transaction[bytes], name: bytes, cached: bool) -> _RunFilter:
+        """The filter chunks of one run.  Chunks are only ever appended (in key order, each
+        under a key ending in a random nonce) or dropped with their run, so the count and
+        the last key tell whether the cached list is still the stored one: two LMDB calls.
+        Otherwise (or when not ``cached``: what is stored, for verify) the keys are listed
+        and the chunks not held are read."""
+        db = self.handles.db(name)
+        cursor = txn.cursor(db)
+        count, last = int(txn.stat(db)["entries"]), cursor.key() if cursor.last() else b""
+        held = self._filter_cache.get(name) if cached else None
+        if held is not None and (held.count, held.last) == (count, last):
+            return held
+        known = dict(zip(held.keys, held.words)) if held is not None else {}
+        keys = list(txn.cursor(db).iternext(values=False))
+        words = [known[key] if key in known else self._filter_chunk(txn, db, name, key) for key in keys]
+        firsts = np.frombuffer(b"".join(key[:8] for key in keys), dtype=">u8").astype(np.uint64)
+        run_filter = _RunFilter(count, last, keys, firsts, words)
+        if cached:
+            self._filter_cache[name] = run_filter
+        return run_filter
+
+    @staticmethod
+    def _filter_chunk(txn: lmdb.Transaction[bytes], db: lmdb._Database, name: bytes, key: bytes) -> np.ndarray:
+        """One stored filter chunk's words, checked for shape: a 16-byte key and at least two
+        words, a power of two.  (Damage that clears bits shows in :meth:`verify`, which
+        checks every entry against its run's filter; set bits only cost a seek.)"""
+        raw = txn.get(key, db=db) if len(key) == 16 else None
+        if raw is None or len(raw) % 8 or len(raw) < 16 or (len(raw) // 8) & (len(raw) // 8 - 1):
+            raise CorruptDatabaseError(f"{name.decode()} holds a damaged filter chunk", remedy=Remedy.RUN_CHECK)
+        return np.frombuffer(raw, dtype="<u8").astype(np.uint64)
 
     def _merge_parts(
         self,
@@ -1331,7 +1371,7 @@ class Tables:
             if self._filters is not None and stored:
                 run_values = np.concatenate(stored)
                 try:
-                    missed = int((~self._filter_passes(txn, table, slot, run_values)).sum())
+                    missed = int((~self._filter_passes(txn, table, slot, run_values, cached=False)).sum())
                 except CorruptDatabaseError as exc:
                     yield exc.message
                 else:
@@ -1339,6 +1379,10 @@ class Tables:
                         yield f"{name.decode()}: {missed} entries are missing from the run's filter"
             if entries and not state.levels[slot]:
                 yield f"{name.decode()}: holds {entries} entries in a slot its state calls free"
+            elif self._filters is not None and not state.levels[slot]:
+                chunks = txn.stat(self.handles.db(self._filters[table.index][slot]))["entries"]
+                if chunks:
+                    yield f"{name.decode()}: its slot is free but holds {chunks} filter chunks"
             elif entries != state.entries[slot]:
                 yield f"{name.decode()}: holds {entries} entries, its state says {state.entries[slot]}"
 

@@ -16,7 +16,7 @@ import numpy as np
 from simdb.batch import Batch, Removals
 from simdb.config import Config
 from simdb.fingerprint import sketch_agreements
-from simdb.keys import encode_id, index_key_order
+from simdb.keys import index_key_order
 from simdb.pairsearch import all_pair_arrays, sketch_matrix
 from simdb.plan import TablePlan
 from simdb.queries import Queries
@@ -244,7 +244,7 @@ class Writes:
             stored = next((row for row in stored_matches[position] if row[2] not in replaced_ids), None)
             if stored is not None:
                 negative, distance, doc_id = stored
-                duplicate_of = self._records.indexed(txn, encode_id(doc_id))[0]
+                duplicate_of = self._records.indexed(txn, doc_id)[0]
                 result.skipped.append(Skip(key, duplicate_of, distance, -negative))
                 continue
             inside = [

@@ -295,6 +295,23 @@ def test_check_reports_a_key_index_mismatch(db_path, version) -> None:
         assert any("key index" in p and ("document 0" in p or "id 0" in p) for p in problems), problems
 
 
+@pytest.mark.parametrize("stored_id", [b"\x00\x00\x00", b"\x01" + bytes(8)])
+def test_a_key_index_id_of_the_wrong_length_is_damage(db_path, stored_id) -> None:
+    """Format 4's B-tree key index: an entry whose id is not 8 bytes is reported as damage
+    by every lookup, never read as some other document's id."""
+    from simdb.key_index import KEYS
+    from simdb.keys import index_key
+
+    with creating_format(4), simdb.open(db_path) as db:
+        db.add_many([("a", 1), ("b", 2)])
+        storage = db._storage
+        storage.write(lambda txn: txn.put(index_key(b"b"), stored_id, db=storage.db(KEYS)))
+        for attempt in (lambda: db.get("b"), lambda: db.add("b", 3), lambda: db.remove("b")):
+            with pytest.raises(simdb.CorruptDatabaseError, match="not 8 bytes long"):
+                attempt()
+        assert db.get("a") is not None
+
+
 def test_compaction_shrinks_the_file_after_half_is_removed(db_path) -> None:
     rng = random.Random(1)
     with simdb.open(db_path) as db:

@@ -129,10 +129,14 @@ test_key_index_model = KeyIndexModel.TestCase
 
 
 def test_check_finds_a_key_missing_from_a_run_filter(tmp_path: Path) -> None:
+    """Even in a process that has the filters cached from lookups: check reads them as stored."""
     env, index = new_index(str(tmp_path))
     keys = [random.Random(1).getrandbits(128).to_bytes(16, "big") for _ in range(100)]
     with env.begin(write=True) as txn:
         index.put_new(txn, 0, index_key_order(keys))
+    with env.begin() as txn:
+        assert len(index.candidates(txn, keys)) == len(keys)  # 100 lookups: through the filters
+    with env.begin(write=True) as txn:
         filters = [name for name in index.names if b".f" in name]
         emptied = 0
         for name in filters:
@@ -144,6 +148,28 @@ def test_check_finds_a_key_missing_from_a_run_filter(tmp_path: Path) -> None:
     with env.begin() as txn:
         problems = index.verify(txn, keys, list(range(len(keys))))
     assert any("missing from the run's filter" in problem for problem in problems), problems
+
+
+def test_a_hash_repeated_across_filter_chunks_hides_no_other_key(tmp_path: Path, monkeypatch) -> None:
+    """Chunks start where values change: a hash stored more times than a chunk holds never
+    leaves two chunks with the same first value (of which only one would be consulted)."""
+    import simdb.tables
+
+    monkeypatch.setattr(simdb.tables, "FILTER_CHUNK", 2)
+    env, index = new_index(str(tmp_path))
+    rng = random.Random(4)
+    keys = [(1000).to_bytes(8, "big") + rng.getrandbits(64).to_bytes(8, "big") for _ in range(5)]
+    keys += [value.to_bytes(8, "big") + rng.getrandbits(64).to_bytes(8, "big") for value in (2000, 3000, 4000)]
+    with env.begin(write=True) as txn:
+        index.put_new(txn, 0, index_key_order(keys))
+    lookups = keys * 10  # 80: through the filters
+    with env.begin() as txn:
+        found = index.candidates(txn, lookups)
+        assert index.verify(txn, keys, list(range(len(keys)))) == []
+    repeated = list(range(5))
+    assert [found[position] for position in range(len(lookups))] == [
+        repeated if key[:8] == keys[0][:8] else [keys.index(key)] for key in lookups
+    ]
 
 
 def colliding_index_key(encoded_key: bytes) -> bytes:
