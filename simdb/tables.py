@@ -249,9 +249,31 @@ def encode_blocks(values: np.ndarray, ids: np.ndarray | None) -> list[tuple[byte
             body = fp_bytes[fp_start:fp_end]
             id_width = 0
         fp_start = fp_end
-        crc = zlib.crc32(body, zlib.crc32(key + bytes((count & 0xFF, fp_width, id_width))))
-        out.append((key, _HEADER.pack(count, fp_width, id_width, crc) + body))
+        out.append((key, _block_value(key, count, fp_width, id_width, body)))
     return out
+
+
+def _block_value(key: bytes, count: int, fp_width: int, id_width: int, body: bytes) -> bytes:
+    """A block's stored value: its header (with the CRC of key, widths and body), then the body."""
+    crc = zlib.crc32(body, zlib.crc32(key + bytes((count & 0xFF, fp_width, id_width))))
+    return _HEADER.pack(count, fp_width, id_width, crc) + body
+
+
+def encode_block(values: np.ndarray, ids: np.ndarray | None) -> tuple[bytes, bytes]:
+    """Sorted values (with their ids, for table 0) known to fit one block, as one (key,
+    block) pair laid out as :func:`encode_blocks` lays it out: for what is left of a block
+    after removals or a merge step took entries from it (fewer entries over a span no
+    wider, so never larger).  A few numpy calls, not the block-sizing search."""
+    first = int(values[0])
+    fp_width = (int(values[-1]) - first).bit_length() + 7 >> 3
+    body = _pack(values - values[0], np.full(len(values), fp_width))
+    id_width = 0
+    if ids is not None:
+        id_base = int(ids.min())
+        id_width = (int(ids.max()) - id_base).bit_length() + 7 >> 3
+        body = _ID_BASE.pack(id_base) + body + _pack(ids - ids.min(), np.full(len(ids), id_width))
+    key = first.to_bytes(8, "big")
+    return key, _block_value(key, len(values), fp_width, id_width, body)
 
 
 def decode_blocks(pairs: list[tuple[bytes, bytes]], with_ids: bool, where: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -738,8 +760,7 @@ class Tables:
             if bound < 1 << BITS:
                 below = int(np.searchsorted(values, np.uint64(bound - 1), side="right"))
             if below < len(values):  # the last block reaches past the bound: its rest stays
-                rest = encode_blocks(values[below:], None if ids is None else ids[below:])
-                txn.cursor(db).putmulti(rest)
+                txn.put(*encode_block(values[below:], None if ids is None else ids[below:]), db=db)
             moved_values.append(values[:below])
             if ids is not None:
                 moved_ids.append(ids[:below])
@@ -857,9 +878,7 @@ class Tables:
                 continue
             txn.delete(key, db=db)
             if keep.any():
-                blocks = encode_blocks(values[keep], block_ids[keep] if block_ids is not None else None)
-                for new_key, block in blocks:
-                    txn.put(new_key, block, db=db)
+                txn.put(*encode_block(values[keep], block_ids[keep] if block_ids is not None else None), db=db)
         return missing
 
     @staticmethod

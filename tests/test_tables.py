@@ -15,13 +15,13 @@ from pathlib import Path
 import lmdb
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from simdb.plan import TablePlan
 from simdb.storage import BareHandles
-from simdb.tables import Policy, Tables, decode_blocks, encode_blocks
+from simdb.tables import Policy, Tables, decode_blocks, encode_block, encode_blocks
 from tests.tables_worker import model, open_layer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,6 +140,29 @@ def test_blocks_round_trip_with_repeats_and_extremes() -> None:
         assert np.array_equal(got_values, values)
         if with_ids:
             assert got_ids is not None and np.array_equal(got_ids, ids)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.integers(0, (1 << 64) - 1), min_size=1, max_size=300),
+    spread=st.sampled_from([64, 40, 9, 0]),
+    with_ids=st.booleans(),
+    seed=st.integers(0, 1 << 30),
+)
+def test_what_is_left_of_a_block_is_encoded_as_the_general_encoder_would(
+    values: list[int], spread: int, with_ids: bool, seed: int
+) -> None:
+    """encode_block (a block's rest after removals or a merge step) lays a block out byte for
+    byte as encode_blocks does whenever that makes one block, and decodes to its input."""
+    array = np.sort(np.array([value >> (64 - spread) if spread else 5 for value in values], dtype=np.uint64))
+    ids = np.random.default_rng(seed).permutation(1 << 20)[: len(array)].astype(np.uint64) if with_ids else None
+    blocks = encode_blocks(array, ids)
+    block = encode_block(array, ids)
+    if len(blocks) == 1:
+        assert blocks[0] == block
+    got_values, got_ids = decode_blocks([block], with_ids, "test")
+    assert np.array_equal(got_values, array)
+    assert got_ids is None if ids is None else np.array_equal(got_ids, ids)
 
 
 def test_entries_take_under_eight_bytes_on_average(tmp_path: Path) -> None:
