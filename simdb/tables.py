@@ -946,10 +946,11 @@ class Tables:
             if not filtered:
                 self._seek_each(table, sought, order, permuted, k, found, resolve)
                 continue
+            ordered = permuted[order]
             for part in sought:
                 chosen = order
                 if part.part:
-                    chosen = order[self._filter_passes(txn, table, part.part - 1, permuted[order])]
+                    chosen = order[self._filter_passes(txn, table, part.part - 1, ordered)]
                 self._seek_each(table, [part], chosen, permuted, k, found, resolve)
         self._resolve(txn, resolve, found, shape)
         return {index: hits for index, hits in found.items() if hits}
@@ -1001,7 +1002,7 @@ class Tables:
         if held is not None and (held.count, held.last) == (count, last):
             return held
         known = dict(zip(held.keys, held.words)) if held is not None else {}
-        keys = list(txn.cursor(db).iternext(values=False))
+        keys = list(cursor.iternext(values=False)) if cursor.first() else []
         words = [known[key] if key in known else self._filter_chunk(txn, db, name, key) for key in keys]
         firsts = np.frombuffer(b"".join(key[:8] for key in keys), dtype=">u8").astype(np.uint64)
         run_filter = _RunFilter(count, last, keys, firsts, words)
@@ -1361,7 +1362,7 @@ class Tables:
         for slot, name in enumerate(self._runs[table.index]):
             previous_last = -1
             entries = 0
-            stored: list[np.ndarray] = []  # the run's values, for its filter
+            stored: list[np.ndarray] = []  # a filtered run's values, for its filter
             for key, value in txn.cursor(self.handles.db(name)):
                 try:
                     count, width, id_width, crc = _header(key, value, with_ids, name.decode())
@@ -1386,8 +1387,9 @@ class Tables:
                     yield f"{name.decode()}: the block at {key.hex()} is on the wrong side of its merge's cursor"
                 previous_last = int(values[-1])
                 entries += count
-                stored.append(values)
-            if self._filters is not None and stored:
+                if self._filters is not None:
+                    stored.append(values)
+            if stored:
                 run_values = np.concatenate(stored)
                 try:
                     missed = int((~self._filter_passes(txn, table, slot, run_values, cached=False)).sum())
