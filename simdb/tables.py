@@ -11,11 +11,9 @@ Layout, per table ``NN`` of the plan:
   it dirties pages of a tree that stays in cache.
 - ``t.NN.s00`` .. ``t.NN.s31``, run slots: each run is a sub-database keyed by its blocks'
   first permuted fingerprints, 8 bytes big-endian (so each run is still keyed by the
-  permuted fingerprint); value = a block of at most one overflow page: header ``>IBBI``
-  (count, offset width, id width, CRC-32 of key and block), then for table 0 the smallest
-  id (``>Q``), then ``count`` offsets of the permuted fingerprints from the first, each
-  ``offset width`` bytes big-endian (fixed width, so a probe bisects the bytes without
-  decoding), then for table 0 ``count`` ids less the smallest, ``id width`` bytes each.
+  permuted fingerprint); value = a block of at most one overflow page, laid out as
+  :mod:`simdb.blocks` says (fixed-width offsets from the block's first value, then, for table
+  0, the ids).
   Equal fingerprints never straddle two blocks, so first fingerprints are unique keys.
 - Only table 0 stores document ids in its blocks (Manku et al. store fingerprints only):
   a fingerprint found in another table's block is turned into ids by an exact lookup in table
@@ -54,6 +52,7 @@ from dataclasses import dataclass
 import lmdb
 import numpy as np
 
+from simdb.blocks import HEADER, ID_BASE, block_header, decode_blocks, encode_block, encode_blocks
 from simdb.btree_tables import (
     BTreeTables,
     pages_in_use,
@@ -70,13 +69,6 @@ from simdb.storage import BareHandles, Handles
 
 STATE = b"tables.state"
 SHAPE = b"shape"  # key in STATE: see Tables.shape
-#: Largest block value: exactly one LMDB overflow page (4096 bytes less its 16-byte header).
-#: A value that fits in a leaf page would share it with others, and rewrites in the middle
-#: of a level split such pages half empty; an overflow page is allocated whole, and the leaf
-#: keeps only a 24-byte node per block.
-BLOCK_BYTES = 4080
-#: At most this many entries in a block (blocks of near-identical values compress far).
-BLOCK_ENTRIES = 1024
 #: Table entries encoded at a time when a large run is written (compaction, a huge batch).
 REWRITE_SLICE = 1 << 22
 #: Blocks decoded at a time when a whole run is read (about 2M entries).
@@ -104,8 +96,6 @@ FILTER_PROBES = 6
 FILTER_MIN_QUERIES = 64
 _FILTER_WORD_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd multipliers: top bits depend on all bits
 _FILTER_BIT_MIX = np.uint64(0xC2B2AE3D27D4EB4F)
-_HEADER = struct.Struct(">IBBI")  # count, offset width, id width, crc32
-_ID_BASE = struct.Struct(">Q")
 _SLOTS = struct.Struct(">Q" + "BQ" * RUN_SLOTS)  # recent entries, then per slot: level (0: free), entries
 _MERGE = struct.Struct(">BIQ")  # target slot, source slot mask, cursor
 _SHAPE = struct.Struct(">Q")  # per table: bit 0 the recent tree, bit slot + 1 a run in use
@@ -142,181 +132,6 @@ class Policy:
         while entries >= size * self.ratio:
             level, size = level + 1, size * self.ratio
         return level
-
-
-# -- blocks --------------------------------------------------------------------------------
-
-
-def _width(values: np.ndarray) -> np.ndarray:
-    """Bytes needed to write each uint64 value (0 for 0).  Eight vectorised comparisons."""
-    widths = np.zeros(len(values), dtype=np.int64)
-    for byte in range(8):
-        widths += values >= np.uint64(1 << (8 * byte))
-    return widths
-
-
-def _pack(values: np.ndarray, widths: np.ndarray) -> bytes:
-    """Each value big-endian in its own width of bytes, concatenated.  O(n), vectorised: a
-    strided copy when every width is the same (the usual case), else a masked one."""
-    full = np.ascontiguousarray(values.astype(">u8")).view(np.uint8).reshape(-1, 8)
-    if len(widths) and widths.min() == widths.max():
-        return full[:, 8 - int(widths[0]) :].tobytes()
-    keep = np.arange(8)[None, :] >= (8 - widths)[:, None]
-    return full[keep].tobytes()
-
-
-def _unpack(buffer: bytes, widths: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`_pack`.  O(n), vectorised."""
-    full = np.zeros((len(widths), 8), dtype=np.uint8)
-    packed = np.frombuffer(buffer, dtype=np.uint8)
-    if len(widths) and widths.min() == widths.max():
-        width = int(widths[0])
-        full[:, 8 - width :] = packed.reshape(-1, width) if width else packed.reshape(len(widths), 0)
-    else:
-        full[np.arange(8)[None, :] >= (8 - widths)[:, None]] = packed
-    return full.view(">u8").ravel().astype(np.uint64)
-
-
-def encode_blocks(values: np.ndarray, ids: np.ndarray | None) -> list[tuple[bytes, bytes]]:
-    """Sorted permuted fingerprints (and, for table 0, their ids, ascending within equal
-    values) as (key, block) pairs in key order.  Equal values never straddle blocks.  O(n)
-    numpy plus one Python step per block (a few hundred entries)."""
-    n = len(values)
-    if not n:
-        return []
-    id_bytes = 0
-    if ids is not None:
-        id_bytes = int(_width(np.array([int(ids.max() - ids.min())], dtype=np.uint64))[0])
-    header = _HEADER.size + (_ID_BASE.size if ids is not None else 0)
-    size = BLOCK_ENTRIES
-    if n > 1:
-        # A block is one page: the best size is the most entries per page over the offset
-        # widths, where w bytes hold offsets spanning up to 2**(8w), about size x gap (less a
-        # margin, so few blocks come out too wide and need splitting).
-        gap = max(float(values[-1] - values[0]) / (n - 1), 1.0)
-        size = max(
-            min(BLOCK_ENTRIES, (BLOCK_BYTES - header) // (width + id_bytes), int(2.0 ** (8 * width) / gap / 1.1))
-            for width in range(1, 9)
-        )
-        size = max(size, 8)
-    change = np.flatnonzero(values[1:] != values[:-1]) + 1  # positions where a new value starts
-    if len(change):
-        wanted = np.arange(size, n, size)
-        at = np.searchsorted(change, wanted)
-        starts = np.unique(np.concatenate([[0], change[at[at < len(change)]]]))
-    else:
-        starts = np.array([0])
-    # A block whose offsets came out wider than estimated is split where values change.
-    for _ in range(8):
-        counts = np.diff(np.append(starts, n))
-        lasts = np.append(starts[1:], n) - 1
-        spans = values[lasts] - values[starts]
-        sizes = header + counts * (_width(spans) + id_bytes)
-        over = np.flatnonzero((sizes > BLOCK_BYTES) & (counts > 1))
-        if not len(over):
-            break
-        middles = change[np.minimum(np.searchsorted(change, starts[over] + counts[over] // 2), len(change) - 1)]
-        splits = middles[(middles > starts[over]) & (middles <= lasts[over])]
-        if not len(splits):
-            break
-        starts = np.unique(np.concatenate([starts, splits]))
-    counts = np.diff(np.append(starts, n))
-    owner = np.repeat(np.arange(len(starts)), counts)
-    firsts = values[starts]
-    offsets = values - firsts[owner]
-    lasts = np.append(starts[1:], n) - 1
-    fp_widths = _width(offsets[lasts])
-    fp_bytes = _pack(offsets, fp_widths[owner])
-    fp_ends = np.cumsum(counts * fp_widths).tolist()
-    if ids is not None:
-        id_base = np.minimum.reduceat(ids, starts)
-        id_offsets = ids - id_base[owner]
-        id_widths = _width(np.maximum.reduceat(id_offsets, starts))
-        id_buffer = _pack(id_offsets, id_widths[owner])
-        id_ends = np.cumsum(counts * id_widths).tolist()
-        id_base_list = id_base.tolist()
-        id_width_list = id_widths.tolist()
-    keys = firsts.astype(">u8").view("V8").tolist()
-    out = []
-    fp_start = id_start = 0
-    for block, (key, count, fp_width, fp_end) in enumerate(zip(keys, counts.tolist(), fp_widths.tolist(), fp_ends)):
-        if ids is not None:
-            id_end = id_ends[block]
-            body = _ID_BASE.pack(id_base_list[block]) + fp_bytes[fp_start:fp_end] + id_buffer[id_start:id_end]
-            id_width = id_width_list[block]
-            id_start = id_end
-        else:
-            body = fp_bytes[fp_start:fp_end]
-            id_width = 0
-        fp_start = fp_end
-        out.append((key, _block_value(key, count, fp_width, id_width, body)))
-    return out
-
-
-def _block_value(key: bytes, count: int, fp_width: int, id_width: int, body: bytes) -> bytes:
-    """A block's stored value: its header (with the CRC of key, widths and body), then the body."""
-    crc = zlib.crc32(body, zlib.crc32(key + bytes((count & 0xFF, fp_width, id_width))))
-    return _HEADER.pack(count, fp_width, id_width, crc) + body
-
-
-def encode_block(values: np.ndarray, ids: np.ndarray | None) -> tuple[bytes, bytes]:
-    """Sorted values (with their ids, for table 0) known to fit one block, as one (key,
-    block) pair laid out as :func:`encode_blocks` lays it out: for what is left of a block
-    after removals or a merge step took entries from it (fewer entries over a span no
-    wider, so never larger).  A few numpy calls, not the block-sizing search."""
-    first = int(values[0])
-    fp_width = (int(values[-1]) - first).bit_length() + 7 >> 3
-    body = _pack(values - values[0], np.full(len(values), fp_width))
-    id_width = 0
-    if ids is not None:
-        id_base = int(ids.min())
-        id_width = (int(ids.max()) - id_base).bit_length() + 7 >> 3
-        body = _ID_BASE.pack(id_base) + body + _pack(ids - ids.min(), np.full(len(ids), id_width))
-    key = first.to_bytes(8, "big")
-    return key, _block_value(key, len(values), fp_width, id_width, body)
-
-
-def decode_blocks(pairs: list[tuple[bytes, bytes]], with_ids: bool, where: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """(values, ids) of blocks in key order.  Raises CorruptDatabaseError naming ``where`` for
-    a block whose lengths do not add up (the CRC is checked by :meth:`Tables.verify`).
-    O(n) numpy plus one Python step per block."""
-    if not pairs:
-        return np.empty(0, dtype=np.uint64), (np.empty(0, dtype=np.uint64) if with_ids else None)
-    counts, fp_widths, id_widths, firsts, id_bases = [], [], [], [], []
-    fp_parts, id_parts = [], []
-    extra = _ID_BASE.size if with_ids else 0
-    for key, value in pairs:
-        count, fp_width, id_width, _ = _header(key, value, with_ids, where)
-        start = _HEADER.size + extra
-        middle = start + count * fp_width
-        counts.append(count)
-        fp_widths.append(fp_width)
-        id_widths.append(id_width)
-        firsts.append(int.from_bytes(key, "big"))
-        fp_parts.append(value[start:middle])
-        if with_ids:
-            id_bases.append(_ID_BASE.unpack_from(value, _HEADER.size)[0])
-            id_parts.append(value[middle:])
-    count_array = np.array(counts, dtype=np.int64)
-    owner = np.repeat(np.arange(len(counts)), count_array)
-    values = _unpack(b"".join(fp_parts), np.array(fp_widths, dtype=np.int64)[owner])
-    values += np.array(firsts, dtype=np.uint64)[owner]
-    if not with_ids:
-        return values, None
-    ids = _unpack(b"".join(id_parts), np.array(id_widths, dtype=np.int64)[owner])
-    ids += np.array(id_bases, dtype=np.uint64)[owner]
-    return values, ids
-
-
-def _header(key: bytes, value: bytes, with_ids: bool, where: str) -> tuple[int, int, int, int]:
-    """A block's header, checked against the block's length.  O(1)."""
-    if len(key) != 8 or len(value) < _HEADER.size:
-        raise CorruptDatabaseError(f"{where} holds a block {key.hex()} with a damaged header", remedy=Remedy.RUN_CHECK)
-    count, fp_width, id_width, crc = _HEADER.unpack_from(value)
-    expected = _HEADER.size + (_ID_BASE.size if with_ids else 0) + count * (fp_width + id_width)
-    if count == 0 or fp_width > 8 or id_width > 8 or len(value) != expected or (id_width and not with_ids):
-        raise CorruptDatabaseError(f"{where} holds a damaged block at key {key.hex()}", remedy=Remedy.RUN_CHECK)
-    return count, fp_width, id_width, crc
 
 
 def _surplus(values: np.ndarray, other: np.ndarray) -> np.ndarray:
@@ -739,7 +554,7 @@ class Tables:
             while found:
                 key, value = cursor.item()
                 blocks.append((key, value))
-                taken += _HEADER.unpack_from(value)[0] if len(value) >= _HEADER.size else 0
+                taken += HEADER.unpack_from(value)[0] if len(value) >= HEADER.size else 0
                 found = cursor.next()
                 if found and taken >= share:
                     bound = min(bound, int.from_bytes(cursor.key(), "big"))
@@ -1097,8 +912,8 @@ class Tables:
     ) -> None:
         """Entries of one block in [low, high) within ``k`` bits: a bisect over the
         fixed-width offsets, then one step per candidate.  Pure Python, no decoding."""
-        count, width, id_width, _ = _HEADER.unpack_from(value)
-        start = _HEADER.size + (_ID_BASE.size if with_ids else 0)
+        count, width, id_width, _ = HEADER.unpack_from(value)
+        start = HEADER.size + (ID_BASE.size if with_ids else 0)
         target = low - first
         lo = 0
         if target > 0:
@@ -1118,7 +933,7 @@ class Tables:
             distance = (stored ^ query).bit_count()
             if distance <= k:
                 if with_ids:
-                    base = _ID_BASE.unpack_from(value, _HEADER.size)[0]
+                    base = ID_BASE.unpack_from(value, HEADER.size)[0]
                     at = ids_at + position * id_width
                     found[base + int.from_bytes(value[at : at + id_width], "big")] = distance
                 else:
@@ -1365,11 +1180,11 @@ class Tables:
             stored: list[np.ndarray] = []  # a filtered run's values, for its filter
             for key, value in txn.cursor(self.handles.db(name)):
                 try:
-                    count, width, id_width, crc = _header(key, value, with_ids, name.decode())
+                    count, width, id_width, crc = block_header(key, value, with_ids, name.decode())
                 except CorruptDatabaseError as exc:
                     yield exc.message
                     continue
-                body = value[_HEADER.size :]
+                body = value[HEADER.size :]
                 if zlib.crc32(body, zlib.crc32(key + bytes((count & 0xFF, width, id_width)))) != crc:
                     yield f"{name.decode()}: the block at {key.hex()} fails its checksum"
                     continue

@@ -21,7 +21,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from simdb.plan import TablePlan
 from simdb.storage import BareHandles
-from simdb.tables import Policy, Tables, decode_blocks, encode_block, encode_blocks
+from simdb.blocks import decode_blocks, encode_block, encode_blocks
+from simdb.tables import Policy, Tables
 from tests.tables_worker import model, open_layer
 
 ROOT = Path(__file__).resolve().parent.parent
