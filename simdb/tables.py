@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import lmdb
 import numpy as np
 
-from simdb.blocks import HEADER, ID_BASE, block_header, decode_blocks, encode_block, encode_blocks
+from simdb.blocks import HEADER, ID_BASE, block_header, decode_blocks, encode_block, encode_blocks, search_blocks
 from simdb.btree_tables import (
     BTreeTables,
     pages_in_use,
@@ -79,10 +79,11 @@ RUN_SLOTS = 32
 #: Merge work allowed per table entry added: entry moves.  An entry moves once per level
 #: (about log_ratio(N / base) times), so merging keeps pace with a wide margin.
 MERGE_WORK = 16
-#: probe_many reads a part whole and merges it with the sorted queries when it holds fewer
-#: than this many entries per query: a seek and bisect per query and part costs about 2 us in
-#: Python, decoding and merging about 60 ns an entry (measured at 2M and 10M).
-PART_MERGE_RATIO = 32
+#: A batch search reads a part whole and merges it with the sorted queries when it holds
+#: fewer than this many entries per query: searching a part costs about 0.5-1 us a query
+#: (numpy, :meth:`Tables._search_run`), decoding and merging about 60 ns an entry (measured
+#: at 10M and 100M: 8 and 16 gave the same rate, 32 two thirds of it at 100M).
+PART_MERGE_RATIO = 8
 #: A filtered layer (the key index) keeps a Bloom filter per run, in chunks of at most about
 #: this many entries when a run is written whole (a merge step writes one chunk of the
 #: entries it moved, up to the policy's chunk), so that a batch of lookups seeks only in the
@@ -94,6 +95,13 @@ FILTER_BITS_PER_ENTRY = 10
 FILTER_PROBES = 6
 #: Batches of fewer lookups seek in every run: reading the filters' chunk list costs more.
 FILTER_MIN_QUERIES = 64
+#: A batch search lists a run's block keys once (about 0.2 us a key) when it has at least
+#: 1/LIST_KEYS_RATIO as many queries as the run has blocks, and seeks once per query (about
+#: 2 us) otherwise.
+LIST_KEYS_RATIO = 10
+#: Queries whose blocks a batch search reads and searches at a time: bounds the copy of the
+#: blocks (at most a few per query, 4 KB each).
+SEARCH_SLICE = 8192
 _FILTER_WORD_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd multipliers: top bits depend on all bits
 _FILTER_BIT_MIX = np.uint64(0xC2B2AE3D27D4EB4F)
 _SLOTS = struct.Struct(">Q" + "BQ" * RUN_SLOTS)  # recent entries, then per slot: level (0: free), entries
@@ -265,17 +273,38 @@ class _TableState:
         return [slot for slot, at in enumerate(self.levels) if at == level and slot not in busy]
 
 
+#: Matches as parallel arrays: (query positions, ids or fingerprints, distances).
+_Found = tuple[np.ndarray, np.ndarray, np.ndarray]
+_NO_MATCHES: _Found = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64))
+_NO_ENTRIES = (*_NO_MATCHES[:2], np.empty(0, dtype=np.uint64), _NO_MATCHES[2])
+
+
+def _not_in_table_0(fingerprint: int) -> CorruptDatabaseError:
+    return CorruptDatabaseError(
+        f"fingerprint {fingerprint:#018x} is in a table but not in table 0", remedy=Remedy.RUN_CHECK
+    )
+
+
+def _joined(parts: list[_Found]) -> _Found:
+    """Matches from several sources as one."""
+    if not parts:
+        return _NO_MATCHES
+    owners, values, distances = (np.concatenate(column) for column in zip(*parts))
+    return owners, values, distances
+
+
 class Tables:
     """The permutation tables of ``plan`` over the sub-databases that ``handles`` names.
     Every method takes the caller's transaction; the layer keeps no state between calls
     except handles and, in a filtered layer, the filter chunks it has read (immutable under
     their keys, see :meth:`_put_filter`)."""
 
-    #: A query's seeks against its share of merging whole tables, relative to one B-tree
-    #: per table (:func:`simdb.queries.merges_whole_tables`): a probe seeks in every run,
-    #: and decoding blocks is numpy work.  Measured crossover at 2M: about 1/100 as many
-    #: queries as documents, against 1/5 for B-trees.
-    seek_cost = 20.0
+    #: A query's search against its share of merging whole tables, relative to one B-tree
+    #: per table (:func:`simdb.queries.merges_whole_tables`): merging whole tables pays from
+    #: about 1/10 as many queries as documents.  Measured with the block search of
+    #: :meth:`_search_run`: at 1M documents merging was faster at 1/10 (96k against 75k
+    #: q/s), at 10M searching still was at 3/10 (33.7k against 27.7k q/s).
+    seek_cost = 2.0
 
     def __init__(
         self,
@@ -721,7 +750,18 @@ class Tables:
             low = query & table.prefix_mask
             parts = self._parts(txn, table, shape[table.index])
             self._probe_table(parts, table, query, low, low + table.prefix_span, k, found, resolve)
-        self._resolve(txn, {0: resolve}, {0: found}, shape)
+        if resolve:
+            # An exact probe of table 0 per fingerprint: a few are found, and one query's
+            # numpy overhead (resolve) would cost more than they do.
+            table = self.plan.tables[0]
+            parts = self._parts(txn, table, shape[0])
+            for fingerprint, distance in resolve.items():
+                exact: dict[int, int] = {}
+                permuted = table.permute(fingerprint)
+                self._probe_table(parts, table, permuted, permuted, permuted + 1, 0, exact, {})
+                if not exact:
+                    raise _not_in_table_0(fingerprint)
+                found.update(dict.fromkeys(exact, distance))
         return found
 
     def probe_many(self, txn: lmdb.Transaction[bytes], fingerprints: np.ndarray, k: int) -> list[dict[int, int]]:
@@ -734,58 +774,163 @@ class Tables:
         have any: query position -> {id: distance}.  Per table, the parts holding fewer than
         :data:`PART_MERGE_RATIO` entries per query are read whole and merged with the sorted
         queries (numpy: :meth:`simdb.plan.Table.prefix_matches`, as merge_many does for
-        whole tables); the larger ones are visited in key order of the queries, one cursor
-        each, and a query whose prefix lies inside the block the previous query read reuses
-        it without a seek.  A filtered layer seeks in a run only for the queries its filter
-        passes.  O(merged entries + q x sought parts x log)."""
+        whole tables); the others are searched block by block (:meth:`_search_run`).  A
+        filtered layer searches a run only for the queries its filter passes.  Fingerprints
+        found in blocks without ids are then looked up in table 0 all at once
+        (:meth:`_resolve`).  O(merged entries + q x sought parts x log), vectorised."""
         queries = np.asarray(fingerprints, dtype=np.uint64)
-        found: dict[int, dict[int, int]] = {}
-        resolve: dict[int, dict[int, int]] = {}  # fingerprints found in id-less blocks
         shape = self.shape(txn)
+        found: list[_Found] = []
+        unresolved: list[_Found] = []
         for table in self.plan.tables:
-            permuted = table.permute_array(queries)
-            state = self._load(txn, table.index)
-            sizes = [state.recent, *state.entries]
-            parts = self._parts(txn, table, shape[table.index])
-            # With filters, a run costs a seek only for the queries its filter passes.
-            filtered = self._filters is not None and len(queries) >= FILTER_MIN_QUERIES
-            merged = [
-                part.part
-                for part in parts
-                if sizes[part.part] < PART_MERGE_RATIO * len(queries) and not (filtered and part.part)
-            ]
-            sought = [part for part in parts if part.part not in merged]
-            if merged:
-                self._merge_parts(txn, table, merged, permuted, k, found, resolve)
-            order = np.argsort(permuted, kind="stable")
-            if not filtered:
-                self._seek_each(table, sought, order, permuted, k, found, resolve)
-                continue
-            ordered = permuted[order]
-            for part in sought:
-                chosen = order
-                if part.part:
-                    chosen = order[self._filter_passes(txn, table, part.part - 1, ordered)]
-                self._seek_each(table, [part], chosen, permuted, k, found, resolve)
-        self._resolve(txn, resolve, found, shape)
-        return {index: hits for index, hits in found.items() if hits}
+            with_ids, without_ids = self._table_matches(txn, table, shape[table.index], table.permute_array(queries), k)
+            found.append(with_ids)
+            unresolved.append(without_ids)
+        found.append(self._resolve(txn, shape[0], _joined(unresolved)))
+        hits: dict[int, dict[int, int]] = {}
+        owners, ids, distances = _joined(found)
+        for owner, doc_id, distance in zip(owners.tolist(), ids.tolist(), distances.tolist()):
+            hits.setdefault(owner, {})[doc_id] = distance
+        return hits
 
-    def _seek_each(
-        self,
-        table: Table,
-        parts: list[_Part],
-        chosen: np.ndarray,
-        permuted: np.ndarray,
-        k: int,
-        found: dict[int, dict[int, int]],
-        resolve: dict[int, dict[int, int]],
-    ) -> None:
-        """Probe ``parts`` of one table for the queries at positions ``chosen`` (in key
-        order of their permuted values, so that a cursor moves forward)."""
-        for index, query in zip(chosen.tolist(), permuted[chosen].tolist()):
+    def _table_matches(
+        self, txn: lmdb.Transaction[bytes], table: Table, shape: int, permuted: np.ndarray, k: int
+    ) -> tuple[_Found, _Found]:
+        """The entries of one table (its non-empty parts: ``shape``) within ``k`` bits of the
+        permuted queries and sharing their prefix, as (query positions, ids, distances) where
+        the id is stored beside the entry (table 0, the recent trees), and as (query
+        positions, fingerprints, distances) where it is not.  See :meth:`matches`."""
+        state = self._load(txn, table.index)
+        sizes = [state.recent, *state.entries]
+        parts = [part for part in range(RUN_SLOTS + 1) if shape >> part & 1]
+        # With filters, a run is searched only for the queries its filter passes.
+        filtered = self._filters is not None and len(permuted) >= FILTER_MIN_QUERIES
+        merged = [part for part in parts if sizes[part] < PART_MERGE_RATIO * len(permuted) and not (filtered and part)]
+        with_ids: list[_Found] = []
+        without_ids: list[_Found] = []
+        if merged:
+            owners, values, ids, distances = self._merge_parts(txn, table, merged, permuted, k)
+            if ids is not None:
+                with_ids.append((owners, ids, distances))
+            else:
+                without_ids.append((owners, table.unpermute_array(values), distances))
+        order = np.argsort(permuted, kind="stable")
+        ordered = permuted[order]
+        lows = ordered & np.uint64(table.prefix_mask)
+        tops = lows | np.uint64(table.prefix_span - 1)
+        for part in parts:
+            if part in merged:
+                continue
+            if not part:
+                with_ids.append(self._scan_recent(txn, table, order, ordered, k))
+                continue
+            chosen = np.arange(len(order))
+            if filtered:
+                chosen = np.flatnonzero(self._filter_passes(txn, table, part - 1, ordered))
+            positions, stored, ids, distances = self._search_run(
+                txn, table, part - 1, ordered[chosen], lows[chosen], tops[chosen], k
+            )
+            owners = order[chosen[positions]]
+            if table.index == 0:
+                with_ids.append((owners, ids, distances))
+            else:
+                without_ids.append((owners, table.unpermute_array(stored), distances))
+        return _joined(with_ids), _joined(without_ids)
+
+    def _scan_recent(
+        self, txn: lmdb.Transaction[bytes], table: Table, order: np.ndarray, ordered: np.ndarray, k: int
+    ) -> _Found:
+        """(query positions, ids, distances) of the entries of one table's recent tree within
+        ``k`` bits of the permuted queries ``ordered`` (at positions ``order``) and sharing
+        their prefix: one range scan each (:func:`simdb.btree_tables.scan_entries`), for
+        batches too small to read the tree whole."""
+        name = self._recent[table.index]
+        cursor = txn.cursor(self.handles.db(name))
+        owners: list[int] = []
+        hits: dict[int, int] = {}
+        ids: list[int] = []
+        distances: list[int] = []
+        for position, query in zip(order.tolist(), ordered.tolist()):
             low = query & table.prefix_mask
-            hits, unresolved = found.setdefault(index, {}), resolve.setdefault(index, {})
-            self._probe_table(parts, table, query, low, low + table.prefix_span, k, hits, unresolved)
+            hits.clear()
+            bound = prefix_bound(low + table.prefix_span)
+            scan_entries(cursor, low.to_bytes(8, "big"), bound, query, k, hits, self.path, name)
+            owners.extend([position] * len(hits))
+            ids.extend(hits)
+            distances.extend(hits.values())
+        return np.array(owners, dtype=np.int64), np.array(ids, dtype=np.uint64), np.array(distances, dtype=np.int64)
+
+    def _search_run(
+        self,
+        txn: lmdb.Transaction[bytes],
+        table: Table,
+        slot: int,
+        queries: np.ndarray,
+        lows: np.ndarray,
+        tops: np.ndarray,
+        k: int,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The entries of one run within ``k`` bits of the permuted ``queries`` (sorted) and
+        in their ranges [low, top]: (query positions, stored values, ids (0 outside table
+        0), distances), by :func:`simdb.blocks.search_blocks`.  The blocks to search are
+        found by a seek per query when the queries are few against the run's blocks
+        (:data:`LIST_KEYS_RATIO`), else by listing the run's block keys once and searching
+        them (numpy); either way a block is read once, a slice of :data:`SEARCH_SLICE`
+        queries at a time.  O(q x log + blocks read)."""
+        name = self._runs[table.index][slot]
+        db = self.handles.db(name)
+        cursor = txn.cursor(db)
+        blocks_in_run = int(txn.stat(db)["entries"])
+        if len(queries) * LIST_KEYS_RATIO < blocks_in_run:
+            keys = self._seek_keys(cursor, lows, tops)
+        else:
+            keys = list(cursor.iternext(values=False)) if cursor.first() else []
+        joined = b"".join(keys)
+        if len(joined) != 8 * len(keys):
+            raise CorruptDatabaseError(
+                f"{name.decode()} holds a block key of the wrong length", remedy=Remedy.RUN_CHECK
+            )
+        firsts = np.frombuffer(joined, dtype=">u8").astype(np.uint64)
+        # Each query's blocks: from the last one starting at or below its low end (or the
+        # first) up to the last one starting at or below its top.
+        start = np.maximum(np.searchsorted(firsts, lows, side="right") - 1, 0)
+        spans = np.maximum(np.searchsorted(firsts, tops, side="right") - start, 0)
+        results: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        for at in range(0, len(queries), SEARCH_SLICE):
+            stop = min(at + SEARCH_SLICE, len(queries))
+            pair_query = np.repeat(np.arange(at, stop), spans[at:stop])
+            needed, pair_block = np.unique(expand_ranges(start[at:stop], spans[at:stop]), return_inverse=True)
+            blocks = [txn.get(keys[block], b"", db=db) for block in needed.tolist()]
+            owner, stored, ids, distances = search_blocks(
+                blocks,
+                firsts[needed],
+                np.full(len(needed), table.index == 0),
+                pair_block,
+                queries[pair_query],
+                lows[pair_query],
+                tops[pair_query],
+                k,
+                name.decode(),
+            )
+            results.append((pair_query[owner], stored, ids, distances))
+        if not results:
+            return _NO_ENTRIES
+        positions, stored, ids, distances = (np.concatenate(column) for column in zip(*results))
+        return positions, stored, ids, distances
+
+    def _seek_keys(self, cursor: lmdb.Cursor[bytes], lows: np.ndarray, tops: np.ndarray) -> list[bytes]:
+        """The keys, in order, of the blocks of one run that may hold entries in the sorted
+        ranges [low, top]: a seek per range, then a step per further block starting at or
+        below its top."""
+        keys: set[bytes] = set()
+        for low, top in zip(lows.tolist(), tops.tolist()):
+            key = self._block_at(cursor, low.to_bytes(8, "big"))
+            if key is None:
+                key = cursor.key() if cursor.first() else b""
+            while key and int.from_bytes(key, "big") <= top:
+                keys.add(key)
+                key = cursor.key() if cursor.next() else b""
+        return sorted(keys)
 
     def _filter_passes(
         self, txn: lmdb.Transaction[bytes], table: Table, slot: int, values: np.ndarray, *, cached: bool = True
@@ -836,24 +981,14 @@ class Tables:
         return np.frombuffer(raw, dtype="<u8").astype(np.uint64)
 
     def _merge_parts(
-        self,
-        txn: lmdb.Transaction[bytes],
-        table: Table,
-        parts: list[int],
-        permuted: np.ndarray,
-        k: int,
-        found: dict[int, dict[int, int]],
-        resolve: dict[int, dict[int, int]],
-    ) -> None:
+        self, txn: lmdb.Transaction[bytes], table: Table, parts: list[int], permuted: np.ndarray, k: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
         """Matches of the permuted queries among the entries of some parts of one table,
-        read whole and merged with the queries: ids into ``found``, fingerprints of id-less
-        tables into ``resolve`` (by query position)."""
+        read whole and merged with the queries: (query positions, stored values, ids (table 0
+        only, else None), distances)."""
         values, ids = self._read_parts(txn, table, parts)
         owners, positions, distances = table.prefix_matches(values, permuted, k)
-        matched = ids[positions] if ids is not None else table.unpermute_array(values[positions])
-        into = found if ids is not None else resolve
-        for owner, value, distance in zip(owners.tolist(), matched.tolist(), distances.tolist()):
-            into.setdefault(owner, {})[value] = distance
+        return owners, values[positions], None if ids is None else ids[positions], distances.astype(np.int64)
 
     def _parts(self, txn: lmdb.Transaction[bytes], table: Table, shape: int) -> list[_Part]:
         """A cursor on each non-empty part of one table (part 0: the recent tree)."""
@@ -939,31 +1074,32 @@ class Tables:
                 else:
                     resolve[table.unpermute(stored)] = distance
 
-    def _resolve(
-        self,
-        txn: lmdb.Transaction[bytes],
-        resolve: dict[int, dict[int, int]],
-        found: dict[int, dict[int, int]],
-        shape: list[int],
-    ) -> None:
-        """Ids of fingerprints found in id-less blocks (by query position): an exact probe
-        of table 0 each, into ``found``."""
+    def _resolve(self, txn: lmdb.Transaction[bytes], shape: int, unresolved: _Found) -> _Found:
+        """(query positions, ids, distances) of ``unresolved`` (query positions, fingerprints
+        found in blocks without ids, distances): each distinct fingerprint looked up exactly in
+        table 0 (a match within 0 bits), where every id of a fingerprint is stored."""
+        owners, fingerprints, distances = unresolved
+        if not len(owners):
+            return _NO_MATCHES
+        # Once per (query, fingerprint): a value stored many times is found once per copy
+        # in each table, and each would be given every id of the value.
+        order = np.lexsort((fingerprints, owners))
+        owners, fingerprints, distances = owners[order], fingerprints[order], distances[order]
+        first = np.ones(len(owners), dtype=bool)
+        first[1:] = (owners[1:] != owners[:-1]) | (fingerprints[1:] != fingerprints[:-1])
+        owners, fingerprints, distances = owners[first], fingerprints[first], distances[first]
         table = self.plan.tables[0]
-        parts: list[_Part] | None = None
-        for index, one_resolve in resolve.items():
-            one_found = found.setdefault(index, {})
-            for fingerprint, distance in one_resolve.items():
-                if parts is None:
-                    parts = self._parts(txn, table, shape[0])
-                exact: dict[int, int] = {}
-                permuted = table.permute(fingerprint)
-                self._probe_table(parts, table, permuted, permuted, permuted + 1, 0, exact, {})
-                if not exact:
-                    raise CorruptDatabaseError(
-                        f"fingerprint {fingerprint:#018x} is in a table but not in table 0", remedy=Remedy.RUN_CHECK
-                    )
-                for doc_id in exact:
-                    one_found[doc_id] = distance
+        distinct, which = np.unique(fingerprints, return_inverse=True)
+        exact, ids, _ = self._table_matches(txn, table, shape, table.permute_array(distinct), 0)[0]
+        held = np.bincount(exact, minlength=len(distinct))
+        if not held.all():
+            raise _not_in_table_0(int(distinct[np.flatnonzero(held == 0)[0]]))
+        # Each unresolved entry gets every id of its fingerprint.
+        by_fingerprint = np.argsort(exact, kind="stable")
+        starts = np.searchsorted(exact[by_fingerprint], which)
+        counts = held[which]
+        ids_of = ids[by_fingerprint[expand_ranges(starts, counts)]]
+        return np.repeat(owners, counts), ids_of, np.repeat(distances, counts)
 
     def read_table(
         self, txn: lmdb.Transaction[bytes], table: Table, *, every_key: bool = False

@@ -19,9 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+import simdb.tables
+from simdb.blocks import decode_blocks, encode_block, encode_blocks
 from simdb.plan import TablePlan
 from simdb.storage import BareHandles
-from simdb.blocks import decode_blocks, encode_block, encode_blocks
 from simdb.tables import Policy, Tables
 from tests.tables_worker import model, open_layer
 
@@ -99,9 +100,17 @@ class TablesModel(RuleBasedStateMachine):
         with self.env.begin() as txn:
             for query in queries:
                 assert self.tables.probe(txn, query, k) == brute(self.stored, query, k)
-            many = self.tables.probe_many(txn, np.array(queries, dtype=np.uint64), k)
             merged = self.tables.merge_many(txn, np.array(queries, dtype=np.uint64), k)
-        assert many == merged == [brute(self.stored, query, k) for query in queries]
+            assert merged == [brute(self.stored, query, k) for query in queries]
+            # Batches read small parts whole and search the others block by block, finding
+            # blocks by a seek per query or by listing a run's keys, a slice of queries at
+            # a time: each way alone gives the same answers.
+            for merge_ratio, list_ratio, search_slice in [(32, 10, 8192), (0, 0, 3), (0, 1 << 30, 8192)]:
+                with pytest.MonkeyPatch.context() as patch:
+                    patch.setattr(simdb.tables, "PART_MERGE_RATIO", merge_ratio)
+                    patch.setattr(simdb.tables, "LIST_KEYS_RATIO", list_ratio)
+                    patch.setattr(simdb.tables, "SEARCH_SLICE", search_slice)
+                    assert self.tables.probe_many(txn, np.array(queries, dtype=np.uint64), k) == merged
 
     @invariant()
     def consistent(self) -> None:
@@ -301,3 +310,36 @@ def test_runs_read_a_few_blocks_at_a_time_give_every_entry(tmp_path: Path, monke
             assert permuted.tolist() == sorted(PLAN.tables[4].permute_array(fingerprints).tolist())
             queries = fingerprints[::250]
             assert tables.probe_many(txn, queries, 3) == [brute(stored, q, 3) for q in queries.tolist()]
+
+
+@pytest.mark.parametrize(("list_ratio", "search_slice"), [(0, 2), (1 << 30, 8192), (1 << 30, 5)])
+def test_batch_search_follows_ranges_across_many_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, list_ratio: int, search_slice: int
+) -> None:
+    """probe_many searches every block a query's prefix range reaches: 4,000 fingerprints
+    that differ only in their last 12 bits share their prefix in the tables whose leading
+    blocks miss those bits, so a range covers several blocks of a run (besides a repeated
+    value filling blocks of its own).  Blocks found by a seek per query (list_ratio 0) or
+    by listing the run's keys, in slices of a few queries."""
+    monkeypatch.setattr(simdb.tables, "PART_MERGE_RATIO", 0)
+    monkeypatch.setattr(simdb.tables, "LIST_KEYS_RATIO", list_ratio)
+    monkeypatch.setattr(simdb.tables, "SEARCH_SLICE", search_slice)
+    env, tables = new_layer(str(tmp_path), Policy(base=256, ratio=4))
+    rng = np.random.default_rng(11)
+    root = np.uint64(0x5DEECE66D1234567) & ~np.uint64(0xFFF)
+    fingerprints = np.concatenate(
+        [
+            root | rng.integers(0, 1 << 12, 4000, dtype=np.uint64),
+            np.full(2500, root | np.uint64(0x7), dtype=np.uint64),
+            rng.integers(0, 1 << 64, 2000, dtype=np.uint64, endpoint=False),
+        ]
+    )
+    for start in range(0, len(fingerprints), 1000):
+        ids = np.arange(start, min(start + 1000, len(fingerprints)), dtype=np.uint64)
+        with env.begin(write=True) as txn:
+            tables.put_many(txn, ids, fingerprints[ids.astype(np.int64)])
+    stored = dict(enumerate(fingerprints.tolist()))
+    queries = np.concatenate([fingerprints[::397] ^ np.uint64(1 << 40), fingerprints[:3] ^ np.uint64(0b1011 << 12)])
+    with env.begin() as txn:
+        assert max(entries for _, entries in tables.runs(txn, 0)) > 2 * 1024  # runs of several blocks
+        assert tables.probe_many(txn, queries, 3) == [brute(stored, q, 3) for q in queries.tolist()]

@@ -1,0 +1,111 @@
+"""The search inside stored blocks (simdb.blocks.search_blocks) against a brute-force scan
+of the decoded entries, and its refusal of damaged blocks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simdb.blocks import encode_blocks, search_blocks
+from simdb.errors import CorruptDatabaseError
+
+WORD = (1 << 64) - 1
+
+
+def _stored(values: list[int], spread: int, repeats: int, with_ids: bool, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted values drawn over the top ``spread`` bits (so blocks hold offsets of every
+    width), some repeated, with distinct ids ascending within equal values."""
+    rng = np.random.default_rng(seed)
+    array = np.array([value >> (64 - spread) << (64 - spread) if spread else 9 for value in values], dtype=np.uint64)
+    array = np.sort(np.concatenate([array, array[:repeats]]))
+    ids = rng.permutation(1 << 24)[: len(array)].astype(np.uint64) if with_ids else np.zeros(len(array), np.uint64)
+    order = np.lexsort((ids, array))
+    return array[order], ids[order]
+
+
+def _pairs_for(firsts: np.ndarray, lows: np.ndarray, tops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (query, block) pair a caller searches: from the block holding the low end (or
+    the first) to the last block starting at or below the top."""
+    queries, blocks = [], []
+    for query, (low, top) in enumerate(zip(lows.tolist(), tops.tolist())):
+        start = max(int(np.searchsorted(firsts, np.uint64(low), side="right")) - 1, 0)
+        stop = int(np.searchsorted(firsts, np.uint64(top), side="right"))
+        for block in range(start, stop):
+            queries.append(query)
+            blocks.append(block)
+    return np.array(queries, dtype=np.int64), np.array(blocks, dtype=np.int64)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    values=st.lists(st.integers(0, WORD), min_size=1, max_size=3000),
+    spread=st.sampled_from([64, 44, 20, 9, 0]),
+    repeats=st.integers(0, 1500),
+    with_ids=st.booleans(),
+    span_bits=st.sampled_from([0, 1, 30, 50, 63, 64]),
+    k=st.integers(0, 64),
+    seed=st.integers(0, 1 << 30),
+)
+def test_search_finds_exactly_the_entries_a_scan_finds(
+    values: list[int], spread: int, repeats: int, with_ids: bool, span_bits: int, k: int, seed: int
+) -> None:
+    """Every (query, entry) in the query's range [low, top] within k bits, with its id, and
+    nothing else, over blocks of every offset width, repeated values, ranges spanning
+    several blocks and ranges reaching 2**64 - 1."""
+    stored, ids = _stored(values, spread, repeats, with_ids, seed)
+    encoded = encode_blocks(stored, ids if with_ids else None)
+    firsts = np.array([int.from_bytes(key, "big") for key, _ in encoded], dtype=np.uint64)
+    rng = np.random.default_rng(seed)
+    near = stored[rng.integers(0, len(stored), 20)] ^ (np.uint64(1) << rng.integers(0, 64, 20, dtype=np.uint64))
+    edges = np.array([0, WORD], dtype=np.uint64)
+    queries = np.concatenate([near, rng.integers(0, WORD, 20, dtype=np.uint64, endpoint=True), edges])
+    span = np.uint64((1 << span_bits) - 1)
+    lows, tops = queries & ~span, queries | span
+    pair_query, pair_block = _pairs_for(firsts, lows, tops)
+    owner, found, found_ids, distances = search_blocks(
+        [value for _, value in encoded],
+        firsts,
+        np.full(len(encoded), with_ids),
+        pair_block,
+        queries[pair_query],
+        lows[pair_query],
+        tops[pair_query],
+        k,
+        "test run",
+    )
+    got = sorted(zip(pair_query[owner].tolist(), found.tolist(), found_ids.tolist(), distances.tolist()))
+    # The oracle: every (query, entry) pair, compared in full.
+    every_distance = np.bitwise_count(queries[:, None] ^ stored[None, :])
+    inside = (lows[:, None] <= stored[None, :]) & (stored[None, :] <= tops[:, None]) & (every_distance <= k)
+    query_at, entry_at = np.nonzero(inside)
+    expected = sorted(
+        zip(query_at.tolist(), stored[entry_at].tolist(), ids[entry_at].tolist(), every_distance[inside].tolist())
+    )
+    assert got == expected
+
+
+@pytest.mark.parametrize("damage", ["truncated", "short", "wide"])
+def test_a_damaged_block_is_refused_with_its_run_named(damage: str) -> None:
+    stored = np.arange(0, 4000, 3, dtype=np.uint64) << np.uint64(20)
+    key, value = encode_blocks(stored, None)[0]
+    if damage == "truncated":
+        value = value[:-1]
+    elif damage == "short":
+        value = value[:6]
+    else:
+        value = value[:4] + bytes([9]) + value[5:]  # an offset width over 8 bytes
+    zero = np.zeros(1, dtype=np.int64)
+    with pytest.raises(CorruptDatabaseError, match="t.03.s01"):
+        search_blocks(
+            [value, value],
+            np.array([int.from_bytes(key, "big")] * 2, dtype=np.uint64),
+            np.zeros(2, dtype=bool),
+            zero,
+            stored[:1],
+            stored[:1],
+            stored[:1],
+            3,
+            "t.03.s01",
+        )
