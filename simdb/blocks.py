@@ -25,7 +25,9 @@ from simdb.plan import expand_ranges
 #: of a level split such pages half empty; an overflow page is allocated whole, and the leaf
 #: keeps only a 24-byte node per block.
 BLOCK_BYTES = 4080
-#: At most this many entries in a block (blocks of near-identical values compress far).
+#: At most this many entries in a block (blocks of near-identical values compress far),
+#: except that one value repeated more often stays one block: equal values never straddle
+#: two blocks, so such a block holds every copy and may span several pages.
 BLOCK_ENTRIES = 1024
 HEADER = struct.Struct(">IBBI")  # count, offset width, id width, crc32
 ID_BASE = struct.Struct(">Q")
@@ -97,7 +99,7 @@ def encode_blocks(values: np.ndarray, ids: np.ndarray | None) -> list[tuple[byte
         spans = values[lasts] - values[starts]
         sizes = header + counts * (_width(spans) + id_bytes)
         over = np.flatnonzero((sizes > BLOCK_BYTES) & (counts > 1))
-        if not len(over):
+        if not len(over) or not len(change):  # one value repeated stays one block, however long
             break
         middles = change[np.minimum(np.searchsorted(change, starts[over] + counts[over] // 2), len(change) - 1)]
         splits = middles[(middles > starts[over]) & (middles <= lasts[over])]
@@ -205,8 +207,8 @@ def block_header(key: bytes, value: bytes, with_ids: bool, where: str) -> tuple[
 
 # -- searching -----------------------------------------------------------------------------
 
-#: Halvings that narrow a block's BLOCK_ENTRIES + 1 insertion points to one.
-_SEARCH_STEPS = BLOCK_ENTRIES.bit_length()
+#: Entries a range is followed forward before its end is bisected instead (most hold a few).
+_FORWARD_STEPS = 4
 #: Per width w in bytes, the mask of a w-byte value read as the low bytes of 8.
 _WIDTH_MASKS = np.array([(1 << (8 * width)) - 1 for width in range(9)], dtype=np.uint64)
 
@@ -232,11 +234,12 @@ def search_blocks(
 
     Vectorised over every pair at once: the blocks are joined into one buffer, read through
     a view of overlapping 8-byte big-endian words (a w-byte field is the low w bytes of the
-    word that ends where it ends), both ends of each range are found by one bisect over the
-    fixed-width offsets (:data:`_SEARCH_STEPS` steps of a few numpy calls), and the entries
-    between are gathered.  O(pairs x log(block) + blocks + found) numpy work, plus one copy
-    of the blocks.  Raises CorruptDatabaseError naming ``where`` for a block whose header
-    does not add up to its length."""
+    word that ends where it ends), the start of each range is bisected over the fixed-width
+    offsets (about 10 steps of a few numpy calls), its end is followed forward a few entries
+    and bisected only for longer ranges, and the entries between are gathered.  O(pairs x
+    log(block) + blocks + found) numpy work, plus one copy of the blocks.  Raises
+    CorruptDatabaseError naming ``where`` for a block whose header does not add up to its
+    length."""
     empty = np.empty(0, dtype=np.int64)
     if not len(pair_block):
         return empty, np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint64), empty
@@ -264,31 +267,29 @@ def search_blocks(
 
     pairs = len(pair_block)
     first = firsts[pair_block]
+    count = counts[pair_block]
+    step = widths[pair_block]
+    base = bodies[pair_block] + step - 8  # where the word ending with offset 0 starts
+    mask = _WIDTH_MASKS[step]
     # Offsets below the range's low end (0 when the block starts inside the range), and
     # at or below its top.
     below = np.where(lows > first, lows - first, np.uint64(0))
     up_to = tops - first
-    # Both bisects in one: the first half finds the first offset >= below, the second the
-    # first offset > up_to.
-    targets = np.concatenate([below, up_to])
-    inclusive = np.arange(2 * pairs) >= pairs
-    block = np.concatenate([pair_block, pair_block])
-    last = counts[block] - 1
-    base = bodies[block] + widths[block] - 8
-    step = widths[block]
-    mask = _WIDTH_MASKS[step]
-    low = np.zeros(2 * pairs, dtype=np.int64)
-    high = last + 1
-    for _ in range(_SEARCH_STEPS):
-        middle = (low + high) >> 1
-        offset = words[base + np.minimum(middle, last) * step] & mask
-        right = (offset < targets) | (inclusive & (offset == targets))
-        still = low < high
-        low = np.where(still & right, middle + 1, low)
-        high = np.where(still & ~right, middle, high)
-    spans = np.maximum(low[pairs:] - low[:pairs], 0)
+    start = _bisect(words, base, step, mask, count, below, inclusive=False)
+    # Most ranges hold a few entries: step forward from the first a few times, and bisect
+    # only for the ranges that go on.
+    end = start.copy()
+    going = np.flatnonzero(end < count)
+    for _ in range(_FORWARD_STEPS):
+        inside = (words[base[going] + end[going] * step[going]] & mask[going]) <= up_to[going]
+        going = going[inside]
+        end[going] += 1
+        going = going[end[going] < count[going]]
+    if len(going):
+        end[going] = _bisect(words, base[going], step[going], mask[going], count[going], up_to[going], inclusive=True)
+    spans = end - start
     owner = np.repeat(np.arange(pairs), spans)
-    positions = expand_ranges(low[:pairs], spans)
+    positions = expand_ranges(start, spans)
     entry_block = pair_block[owner]
     width = widths[entry_block]
     stored = firsts[entry_block] + (words[bodies[entry_block] + positions * width + width - 8] & _WIDTH_MASKS[width])
@@ -310,3 +311,30 @@ def search_blocks(
         ids_start = bodies[blocks_at] + counts[blocks_at] * widths[blocks_at]
         ids[held] = id_base + (words[ids_start + at * id_width + id_width - 8] & _WIDTH_MASKS[id_width])
     return owner, stored, ids, distances
+
+
+def _bisect(
+    words: np.ndarray,
+    base: np.ndarray,
+    step: np.ndarray,
+    mask: np.ndarray,
+    count: np.ndarray,
+    targets: np.ndarray,
+    *,
+    inclusive: bool,
+) -> np.ndarray:
+    """Per row, how many of a block's ``count`` offsets (the w-byte fields ending at the
+    words ``base + i x step``, w = ``step``) are below its target (at or below, when
+    ``inclusive``): a bisect over every row at once, in as many steps as the largest count
+    has bits (a block holds at most BLOCK_ENTRIES entries, or more copies of one value)."""
+    low = np.zeros(len(count), dtype=np.int64)
+    high = count.copy()
+    last = count - 1
+    for _ in range(int(count.max(initial=0)).bit_length()):
+        middle = (low + high) >> 1
+        offset = words[base + np.minimum(middle, last) * step] & mask
+        right = offset <= targets if inclusive else offset < targets
+        still = low < high
+        low = np.where(still & right, middle + 1, low)
+        high = np.where(still & ~right, middle, high)
+    return low

@@ -41,7 +41,6 @@ runs, rewriting one block per run it touches.
 
 from __future__ import annotations
 
-import bisect
 import os
 import struct
 import zlib
@@ -695,29 +694,34 @@ class Tables:
             at = group_end
             # Most blocks a removal looks in do not hold it (it is in another run): the
             # probe's bisect over the fixed-width offsets tells, without decoding.
-            hits: dict[int, int] = {}
             block_first = int.from_bytes(key, "big")
-            for permuted, _ in group:
-                self._scan_block(block_first, value, permuted, permuted, permuted + 1, 0, with_ids, table, hits, hits)
-            if not hits:
+            if not any(self._block_holds(block_first, value, permuted, with_ids) for permuted in {p for p, _ in group}):
                 missing.extend(group)
                 continue
             values, block_ids = decode_blocks([(key, value)], with_ids, name.decode())
             keep = np.ones(len(values), dtype=bool)
-            positions = values.tolist()
-            for permuted, doc_id in group:
-                first = bisect.bisect_left(positions, permuted)
-                hit = None
-                for position in range(first, len(positions)):
-                    if positions[position] != permuted:
-                        break
-                    if keep[position] and (block_ids is None or int(block_ids[position]) == doc_id):
-                        hit = position
-                        break
-                if hit is None:
-                    missing.append((permuted, doc_id))
-                else:
-                    keep[hit] = False
+            if block_ids is not None:
+                named = np.flatnonzero(np.isin(values, np.array([permuted for permuted, _ in group], dtype=np.uint64)))
+                entries = zip(values[named].tolist(), block_ids[named].tolist())
+                position_of = dict(zip(entries, named.tolist()))
+                for target in group:
+                    hit = position_of.pop(target, None)
+                    if hit is None:
+                        missing.append(target)
+                    else:
+                        keep[hit] = False
+            else:
+                # Any entries of the value will do: the first copies, as many as targets
+                # name it (a value may be stored thousands of times: no step per copy).
+                by_value: dict[int, list[tuple[int, int]]] = {}
+                for target in group:
+                    by_value.setdefault(target[0], []).append(target)
+                for permuted, of_value in by_value.items():
+                    start = int(np.searchsorted(values, np.uint64(permuted), side="left"))
+                    stored = int(np.searchsorted(values, np.uint64(permuted), side="right")) - start
+                    taken = min(len(of_value), stored)
+                    keep[start : start + taken] = False
+                    missing.extend(of_value[taken:])
             if keep.all():
                 continue
             txn.delete(key, db=db)
@@ -798,7 +802,7 @@ class Tables:
     ) -> tuple[_Found, _Found]:
         """The entries of one table (its non-empty parts: ``shape``) within ``k`` bits of the
         permuted queries and sharing their prefix, as (query positions, ids, distances) where
-        the id is stored beside the entry (table 0, the recent trees), and as (query
+        the id is at hand (table 0; a recent tree scanned per query), and as (query
         positions, fingerprints, distances) where it is not.  See :meth:`matches`."""
         state = self._load(txn, table.index)
         sizes = [state.recent, *state.entries]
@@ -875,8 +879,8 @@ class Tables:
         0), distances), by :func:`simdb.blocks.search_blocks`.  The blocks to search are
         found by a seek per query when the queries are few against the run's blocks
         (:data:`LIST_KEYS_RATIO`), else by listing the run's block keys once and searching
-        them (numpy); either way a block is read once, a slice of :data:`SEARCH_SLICE`
-        queries at a time.  O(q x log + blocks read)."""
+        them (numpy); either way a slice of :data:`SEARCH_SLICE` queries at a time, each
+        block a slice needs read once.  O(q x log + blocks read)."""
         name = self._runs[table.index][slot]
         db = self.handles.db(name)
         cursor = txn.cursor(db)
@@ -1033,7 +1037,31 @@ class Tables:
                 part.first, part.value, part.end = first, value, int.from_bytes(key, "big") if key else 1 << BITS
 
     @staticmethod
+    def _block_position(first: int, value: bytes, low: int, with_ids: bool) -> tuple[int, int, int, int, int]:
+        """(position of the first entry at or above ``low``, count, offset width, id width,
+        where the offsets start) in one block: a bisect over the fixed-width offsets, no
+        decoding (position = count when every entry is below ``low``)."""
+        count, width, id_width, _ = HEADER.unpack_from(value)
+        start = HEADER.size + (ID_BASE.size if with_ids else 0)
+        target = low - first
+        if target <= 0:
+            return 0, count, width, id_width, start
+        if width < 8 and target >> (8 * width):
+            return count, count, width, id_width, start
+        # Fixed-width big-endian offsets sort as byte strings: one C-level bisect.
+        offsets = np.frombuffer(value, dtype=_FIXED[width], count=count, offset=start)
+        return int(offsets.searchsorted(target.to_bytes(width, "big"))), count, width, id_width, start
+
+    @classmethod
+    def _block_holds(cls, first: int, value: bytes, permuted: int, with_ids: bool) -> bool:
+        """Whether one block holds the value ``permuted``.  One bisect."""
+        position, count, width, _, start = cls._block_position(first, value, permuted, with_ids)
+        at = start + position * width
+        return position < count and first + int.from_bytes(value[at : at + width], "big") == permuted
+
+    @classmethod
     def _scan_block(
+        cls,
         first: int,
         value: bytes,
         query: int,
@@ -1047,21 +1075,9 @@ class Tables:
     ) -> None:
         """Entries of one block in [low, high) within ``k`` bits: a bisect over the
         fixed-width offsets, then one step per candidate.  Pure Python, no decoding."""
-        count, width, id_width, _ = HEADER.unpack_from(value)
-        start = HEADER.size + (ID_BASE.size if with_ids else 0)
-        target = low - first
-        lo = 0
-        if target > 0:
-            if width < 8 and target >> (8 * width):
-                return
-            # Fixed-width big-endian offsets sort as byte strings: one C-level bisect.
-            lo = int(
-                np.frombuffer(value, dtype=_FIXED[width], count=count, offset=start).searchsorted(
-                    target.to_bytes(width, "big")
-                )
-            )
+        lowest, count, width, id_width, start = cls._block_position(first, value, low, with_ids)
         ids_at = start + count * width
-        for position in range(lo, count):
+        for position in range(lowest, count):
             stored = first + int.from_bytes(value[start + position * width : start + (position + 1) * width], "big")
             if stored >= high:
                 break

@@ -87,6 +87,29 @@ def test_identical_fingerprints_all_survive_and_match(db_path) -> None:
         assert len(db.query(42)) == 49
 
 
+def test_thousands_of_copies_of_one_fingerprint_are_stored_found_and_removed(db_path) -> None:
+    """One value repeated far beyond a block's 1,024 entries (empty texts, boilerplate pages
+    all fingerprint alike) stays one block of every copy: a batch written as a run, runs
+    merged, single and batch queries, removals, check and compaction all handle it."""
+    near = 42 ^ 0b101
+    with simdb.open(db_path, k=3) as db:
+        db.add_many((f"copy-{i}", 42) for i in range(5000))  # one batch: a run of one value
+        for round_ in range(4):
+            db.add_many((f"near-{round_}-{i}", near) for i in range(6000))  # merged with it
+        expected_near = {f"near-{round_}-{i}" for round_ in range(4) for i in range(6000)}
+        assert {m.key for m in db.query(42, 0)} == {f"copy-{i}" for i in range(5000)}
+        assert {m.key for m in db.query(near, 0)} == expected_near
+        copies = {f"copy-{i}" for i in range(5000)}
+        answers = db.query_many([42, near, 42 ^ (1 << 60)] * 3, k=2)  # near is 2 bits from 42
+        assert all({m.key for m in answer} == copies | expected_near for answer in answers[0::3] + answers[1::3])
+        assert all({m.key for m in answer} == copies for answer in answers[2::3])
+        db.remove_many(f"copy-{i}" for i in range(0, 5000, 2))
+        assert len(db.query(42, 0)) == 2500
+        assert db.check().problems == []
+        db.compact()
+        assert len(db.query(42, 0)) == 2500 and len(db.query_many([near], k=0)[0]) == 24000
+
+
 def test_distance_exactly_k_matches_and_k_plus_one_does_not(db_path) -> None:
     rng = random.Random(5)
     with simdb.open(db_path, k=3) as db:
