@@ -101,8 +101,14 @@ def encode_blocks(values: np.ndarray, ids: np.ndarray | None) -> list[tuple[byte
         over = np.flatnonzero((sizes > BLOCK_BYTES) & (counts > 1))
         if not len(over) or not len(change):  # one value repeated stays one block, however long
             break
-        middles = change[np.minimum(np.searchsorted(change, starts[over] + counts[over] // 2), len(change) - 1)]
-        splits = middles[(middles > starts[over]) & (middles <= lasts[over])]
+        # Split at the first change at or after the middle, else at the last one before it
+        # (a long repeat in the middle of a block ends past the block).
+        at = np.searchsorted(change, starts[over] + counts[over] // 2)
+        after = change[np.minimum(at, len(change) - 1)]
+        before = change[np.maximum(at - 1, 0)]
+        inside_after = (after > starts[over]) & (after <= lasts[over])
+        inside_before = (before > starts[over]) & (before <= lasts[over])
+        splits = np.where(inside_after, after, before)[inside_after | inside_before]
         if not len(splits):
             break
         starts = np.unique(np.concatenate([starts, splits]))

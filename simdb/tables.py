@@ -337,6 +337,7 @@ class Tables:
         self._runs = [
             [f"{prefix}.{t.index:02d}.s{slot:02d}".encode() for slot in range(RUN_SLOTS)] for t in plan.tables
         ]
+        self._run_labels = [[name.decode() for name in runs] for runs in self._runs]  # for problems
         self._filters = (
             [[f"{prefix}.{t.index:02d}.f{slot:02d}".encode() for slot in range(RUN_SLOTS)] for t in plan.tables]
             if filtered
@@ -671,8 +672,10 @@ class Tables:
         self, txn: lmdb.Transaction[bytes], table: Table, slot: int, targets: list[tuple[int, int]]
     ) -> list[tuple[int, int]]:
         """Remove the sorted (permuted, id) ``targets`` from one run (for tables without
-        ids, any one entry of the value per target); returns those it does not hold.  Each
-        touched block is decoded, thinned and rewritten once.  O(blocks touched) numpy steps."""
+        ids, any one entry of the value per target); returns those it does not hold.  Per
+        block the targets fall in, one bisect per distinct value tells whether it holds any;
+        a block that does is decoded, thinned and rewritten once.  One Python step per target
+        and per distinct value, never per stored copy of a value."""
         name = self._runs[table.index][slot]
         db = self.handles.db(name)
         cursor = txn.cursor(db)
@@ -695,7 +698,8 @@ class Tables:
             # Most blocks a removal looks in do not hold it (it is in another run): the
             # probe's bisect over the fixed-width offsets tells, without decoding.
             block_first = int.from_bytes(key, "big")
-            if not any(self._block_holds(block_first, value, permuted, with_ids) for permuted in {p for p, _ in group}):
+            held = {p for p, _ in group}
+            if not any(self._block_holds(block_first, value, permuted, with_ids, name.decode()) for permuted in held):
                 missing.extend(group)
                 continue
             values, block_ids = decode_blocks([(key, value)], with_ids, name.decode())
@@ -798,12 +802,20 @@ class Tables:
         return hits
 
     def _table_matches(
-        self, txn: lmdb.Transaction[bytes], table: Table, shape: int, permuted: np.ndarray, k: int
+        self,
+        txn: lmdb.Transaction[bytes],
+        table: Table,
+        shape: int,
+        permuted: np.ndarray,
+        k: int,
+        *,
+        exact: bool = False,
     ) -> tuple[_Found, _Found]:
         """The entries of one table (its non-empty parts: ``shape``) within ``k`` bits of the
-        permuted queries and sharing their prefix, as (query positions, ids, distances) where
-        the id is at hand (table 0; a recent tree scanned per query), and as (query
-        positions, fingerprints, distances) where it is not.  See :meth:`matches`."""
+        permuted queries and sharing their prefix (equal to them, when ``exact``), as (query
+        positions, ids, distances) where the id is at hand (table 0; a recent tree scanned
+        per query), and as (query positions, fingerprints, distances) where it is not.  See
+        :meth:`matches`."""
         state = self._load(txn, table.index)
         sizes = [state.recent, *state.entries]
         parts = [part for part in range(RUN_SLOTS + 1) if shape >> part & 1]
@@ -813,20 +825,20 @@ class Tables:
         with_ids: list[_Found] = []
         without_ids: list[_Found] = []
         if merged:
-            owners, values, ids, distances = self._merge_parts(txn, table, merged, permuted, k)
+            owners, values, ids, distances = self._merge_parts(txn, table, merged, permuted, k, exact)
             if ids is not None:
                 with_ids.append((owners, ids, distances))
             else:
                 without_ids.append((owners, table.unpermute_array(values), distances))
         order = np.argsort(permuted, kind="stable")
         ordered = permuted[order]
-        lows = ordered & np.uint64(table.prefix_mask)
-        tops = lows | np.uint64(table.prefix_span - 1)
+        lows = ordered if exact else ordered & np.uint64(table.prefix_mask)
+        tops = ordered if exact else lows | np.uint64(table.prefix_span - 1)
         for part in parts:
             if part in merged:
                 continue
             if not part:
-                with_ids.append(self._scan_recent(txn, table, order, ordered, k))
+                with_ids.append(self._scan_recent(txn, table, order, ordered, lows, tops, k))
                 continue
             chosen = np.arange(len(order))
             if filtered:
@@ -842,11 +854,18 @@ class Tables:
         return _joined(with_ids), _joined(without_ids)
 
     def _scan_recent(
-        self, txn: lmdb.Transaction[bytes], table: Table, order: np.ndarray, ordered: np.ndarray, k: int
+        self,
+        txn: lmdb.Transaction[bytes],
+        table: Table,
+        order: np.ndarray,
+        ordered: np.ndarray,
+        lows: np.ndarray,
+        tops: np.ndarray,
+        k: int,
     ) -> _Found:
         """(query positions, ids, distances) of the entries of one table's recent tree within
-        ``k`` bits of the permuted queries ``ordered`` (at positions ``order``) and sharing
-        their prefix: one range scan each (:func:`simdb.btree_tables.scan_entries`), for
+        ``k`` bits of the permuted queries ``ordered`` (at positions ``order``) and in their
+        ranges [low, top]: one range scan each (:func:`simdb.btree_tables.scan_entries`), for
         batches too small to read the tree whole."""
         name = self._recent[table.index]
         cursor = txn.cursor(self.handles.db(name))
@@ -854,11 +873,9 @@ class Tables:
         hits: dict[int, int] = {}
         ids: list[int] = []
         distances: list[int] = []
-        for position, query in zip(order.tolist(), ordered.tolist()):
-            low = query & table.prefix_mask
+        for position, query, low, top in zip(order.tolist(), ordered.tolist(), lows.tolist(), tops.tolist()):
             hits.clear()
-            bound = prefix_bound(low + table.prefix_span)
-            scan_entries(cursor, low.to_bytes(8, "big"), bound, query, k, hits, self.path, name)
+            scan_entries(cursor, low.to_bytes(8, "big"), prefix_bound(top + 1), query, k, hits, self.path, name)
             owners.extend([position] * len(hits))
             ids.extend(hits)
             distances.extend(hits.values())
@@ -985,12 +1002,18 @@ class Tables:
         return np.frombuffer(raw, dtype="<u8").astype(np.uint64)
 
     def _merge_parts(
-        self, txn: lmdb.Transaction[bytes], table: Table, parts: list[int], permuted: np.ndarray, k: int
+        self, txn: lmdb.Transaction[bytes], table: Table, parts: list[int], permuted: np.ndarray, k: int, exact: bool
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
         """Matches of the permuted queries among the entries of some parts of one table,
-        read whole and merged with the queries: (query positions, stored values, ids (table 0
-        only, else None), distances)."""
+        read whole and merged with the queries (sharing their prefix, or equal to them when
+        ``exact``): (query positions, stored values, ids (table 0 only, else None),
+        distances)."""
         values, ids = self._read_parts(txn, table, parts)
+        if exact:
+            starts = np.searchsorted(values, permuted, side="left")
+            counts = np.searchsorted(values, permuted, side="right") - starts
+            owners, positions = np.repeat(np.arange(len(permuted)), counts), expand_ranges(starts, counts)
+            return owners, values[positions], None if ids is None else ids[positions], np.zeros(len(owners), np.int64)
         owners, positions, distances = table.prefix_matches(values, permuted, k)
         return owners, values[positions], None if ids is None else ids[positions], distances.astype(np.int64)
 
@@ -1019,8 +1042,9 @@ class Tables:
                 name = self._recent[table.index]
                 scan_entries(cursor, low.to_bytes(8, "big"), prefix_bound(high), query, k, found, self.path, name)
                 continue
+            where = self._run_labels[table.index][part.part - 1]
             if part.first <= low and high <= part.end:  # inside the block read last time
-                self._scan_block(part.first, part.value, query, low, high, k, with_ids, table, found, resolve)
+                self._scan_block(part.first, part.value, query, low, high, k, with_ids, table, found, resolve, where)
                 continue
             if self._block_at(cursor, low.to_bytes(8, "big")) is None and not cursor.first():
                 continue
@@ -1032,16 +1056,19 @@ class Tables:
                 if first >= high:
                     break
                 value = cursor.value()
-                self._scan_block(first, value, query, low, high, k, with_ids, table, found, resolve)
+                self._scan_block(first, value, query, low, high, k, with_ids, table, found, resolve, where)
                 key = cursor.key() if cursor.next() else b""
                 part.first, part.value, part.end = first, value, int.from_bytes(key, "big") if key else 1 << BITS
 
     @staticmethod
-    def _block_position(first: int, value: bytes, low: int, with_ids: bool) -> tuple[int, int, int, int, int]:
+    def _block_position(
+        first: int, value: bytes, low: int, with_ids: bool, where: str
+    ) -> tuple[int, int, int, int, int]:
         """(position of the first entry at or above ``low``, count, offset width, id width,
         where the offsets start) in one block: a bisect over the fixed-width offsets, no
-        decoding (position = count when every entry is below ``low``)."""
-        count, width, id_width, _ = HEADER.unpack_from(value)
+        decoding (position = count when every entry is below ``low``).  A header that does
+        not add up raises CorruptDatabaseError naming ``where``."""
+        count, width, id_width, _ = block_header(first.to_bytes(8, "big"), value, with_ids, where)
         start = HEADER.size + (ID_BASE.size if with_ids else 0)
         target = low - first
         if target <= 0:
@@ -1053,9 +1080,9 @@ class Tables:
         return int(offsets.searchsorted(target.to_bytes(width, "big"))), count, width, id_width, start
 
     @classmethod
-    def _block_holds(cls, first: int, value: bytes, permuted: int, with_ids: bool) -> bool:
+    def _block_holds(cls, first: int, value: bytes, permuted: int, with_ids: bool, where: str) -> bool:
         """Whether one block holds the value ``permuted``.  One bisect."""
-        position, count, width, _, start = cls._block_position(first, value, permuted, with_ids)
+        position, count, width, _, start = cls._block_position(first, value, permuted, with_ids, where)
         at = start + position * width
         return position < count and first + int.from_bytes(value[at : at + width], "big") == permuted
 
@@ -1072,10 +1099,11 @@ class Tables:
         table: Table,
         found: dict[int, int],
         resolve: dict[int, int],
+        where: str,
     ) -> None:
         """Entries of one block in [low, high) within ``k`` bits: a bisect over the
         fixed-width offsets, then one step per candidate.  Pure Python, no decoding."""
-        lowest, count, width, id_width, start = cls._block_position(first, value, low, with_ids)
+        lowest, count, width, id_width, start = cls._block_position(first, value, low, with_ids, where)
         ids_at = start + count * width
         for position in range(lowest, count):
             stored = first + int.from_bytes(value[start + position * width : start + (position + 1) * width], "big")
@@ -1093,7 +1121,7 @@ class Tables:
     def _resolve(self, txn: lmdb.Transaction[bytes], shape: int, unresolved: _Found) -> _Found:
         """(query positions, ids, distances) of ``unresolved`` (query positions, fingerprints
         found in blocks without ids, distances): each distinct fingerprint looked up exactly in
-        table 0 (a match within 0 bits), where every id of a fingerprint is stored."""
+        table 0 (a range of one value), where every id of a fingerprint is stored."""
         owners, fingerprints, distances = unresolved
         if not len(owners):
             return _NO_MATCHES
@@ -1106,7 +1134,7 @@ class Tables:
         owners, fingerprints, distances = owners[first], fingerprints[first], distances[first]
         table = self.plan.tables[0]
         distinct, which = np.unique(fingerprints, return_inverse=True)
-        exact, ids, _ = self._table_matches(txn, table, shape, table.permute_array(distinct), 0)[0]
+        exact, ids, _ = self._table_matches(txn, table, shape, table.permute_array(distinct), 0, exact=True)[0]
         held = np.bincount(exact, minlength=len(distinct))
         if not held.all():
             raise _not_in_table_0(int(distinct[np.flatnonzero(held == 0)[0]]))

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdb.blocks import encode_blocks, search_blocks
+from simdb.blocks import BLOCK_BYTES, decode_blocks, encode_blocks, search_blocks
 from simdb.errors import CorruptDatabaseError
 
 WORD = (1 << 64) - 1
@@ -54,10 +54,15 @@ def test_search_finds_exactly_the_entries_a_scan_finds(
 ) -> None:
     """Every (query, entry) in the query's range [low, top] within k bits, with its id, and
     nothing else, over blocks of every offset width, repeated values, ranges spanning
-    several blocks and ranges reaching 2**64 - 1."""
+    several blocks and ranges reaching 2**64 - 1; and the encoder keeps blocks to a page
+    except where one value repeats beyond it."""
     stored, ids = _stored(size, spread, repeats, with_ids, seed)
     encoded = encode_blocks(stored, ids if with_ids else None)
     firsts = np.array([int.from_bytes(key, "big") for key, _ in encoded], dtype=np.uint64)
+    # A block is at most a page, unless it is every copy of one value.
+    bounds = [*np.searchsorted(stored, firsts).tolist(), len(stored)]
+    for (_, value), start, stop in zip(encoded, bounds, bounds[1:]):
+        assert len(value) <= BLOCK_BYTES or stored[start] == stored[stop - 1]
     rng = np.random.default_rng(seed)
     near = stored[rng.integers(0, len(stored), 20)] ^ (np.uint64(1) << rng.integers(0, 64, 20, dtype=np.uint64))
     edges = np.array([0, WORD], dtype=np.uint64)
@@ -110,3 +115,24 @@ def test_a_damaged_block_is_refused_with_its_run_named(damage: str) -> None:
             3,
             "t.03.s01",
         )
+
+
+@pytest.mark.parametrize("with_ids", [False, True])
+def test_a_long_repeat_inside_a_block_becomes_a_block_of_its_own(with_ids: bool) -> None:
+    """5,000 copies of one value between 300 distinct values on each side: the copies are
+    one block (offsets 0 bytes wide) and the others keep to a page, instead of one block
+    of every entry with 8-byte offsets."""
+    rng = np.random.default_rng(0)
+    below = rng.integers(0, 1 << 62, 300, dtype=np.uint64)
+    above = rng.integers((1 << 62) + 1, 1 << 63, 300, dtype=np.uint64)
+    stored = np.sort(np.concatenate([below, np.full(5000, 1 << 62, dtype=np.uint64), above]))
+    ids = np.arange(len(stored), dtype=np.uint64) if with_ids else None
+    encoded = encode_blocks(stored, ids)
+    repeat = [value for key, value in encoded if int.from_bytes(key, "big") == 1 << 62]
+    assert len(repeat) == 1 and len(repeat[0]) < 100 + (2 * 5000 if with_ids else 0)  # 2-byte ids
+    assert all(len(value) <= BLOCK_BYTES for value in encoded_values_except(encoded, repeat[0]))
+    assert np.array_equal(decode_blocks(encoded, with_ids, "test")[0], stored)
+
+
+def encoded_values_except(encoded: list[tuple[bytes, bytes]], skipped: bytes) -> list[bytes]:
+    return [value for _, value in encoded if value is not skipped]

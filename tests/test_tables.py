@@ -21,6 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import simdb.tables
 from simdb.blocks import decode_blocks, encode_block, encode_blocks
+from simdb.errors import CorruptDatabaseError
 from simdb.plan import TablePlan
 from simdb.storage import BareHandles
 from simdb.tables import Policy, Tables
@@ -343,3 +344,29 @@ def test_batch_search_follows_ranges_across_many_blocks(
     with env.begin() as txn:
         assert max(entries for _, entries in tables.runs(txn, 0)) > 2 * 1024  # runs of several blocks
         assert tables.probe_many(txn, queries, 3) == [brute(stored, q, 3) for q in queries.tolist()]
+
+
+@pytest.mark.parametrize("change", ["truncate", "short", "count"])
+def test_every_read_path_reports_a_damaged_block_as_damage(tmp_path: Path, change: str) -> None:
+    """A block whose header does not add up to its length raises CorruptDatabaseError from
+    a single probe, a batch probe and a removal alike, never a struct or index error or a
+    wrong answer."""
+    env, tables = new_layer(str(tmp_path), Policy(base=64, ratio=4))
+    fingerprints = np.random.default_rng(2).integers(0, 1 << 64, 3000, dtype=np.uint64, endpoint=False)
+    with env.begin(write=True) as txn:
+        tables.put_many(txn, np.arange(3000, dtype=np.uint64), fingerprints)
+        db = next(db for db in (tables.handles.db(name) for name in tables._runs[0]) if txn.stat(db)["entries"])
+        cursor = txn.cursor(db)
+        assert cursor.first()
+        key, value = cursor.item()
+        first = int.from_bytes(key, "big")
+        damaged = {"truncate": value[:-3], "short": value[:5], "count": bytes([0, 0, 9, 0]) + value[4:]}[change]
+        txn.put(key, damaged, db=db)
+    victim = int(PLAN.tables[0].unpermute(first))  # the block's first entry: every path reads the block
+    with env.begin() as txn:
+        with pytest.raises(CorruptDatabaseError, match="t.00.s"):
+            tables.probe(txn, victim, 0)
+        with pytest.raises(CorruptDatabaseError, match="t.00.s"):
+            tables.probe_many(txn, np.array([victim] * 3, dtype=np.uint64), 0)
+    with env.begin(write=True) as txn, pytest.raises(CorruptDatabaseError, match="t.00.s"):
+        tables.delete_many(txn, [int(np.flatnonzero(fingerprints == np.uint64(victim))[0])], [victim])
