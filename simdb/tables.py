@@ -676,8 +676,8 @@ class Tables:
         block the targets fall in, one bisect per distinct value tells whether it holds any;
         a block that does is decoded, thinned and rewritten once.  One Python step per target
         and per distinct value, never per stored copy of a value."""
-        name = self._runs[table.index][slot]
-        db = self.handles.db(name)
+        label = self._run_labels[table.index][slot]
+        db = self.handles.db(self._runs[table.index][slot])
         cursor = txn.cursor(db)
         with_ids = table.index == 0
         missing: list[tuple[int, int]] = []
@@ -699,10 +699,10 @@ class Tables:
             # probe's bisect over the fixed-width offsets tells, without decoding.
             block_first = int.from_bytes(key, "big")
             held = {p for p, _ in group}
-            if not any(self._block_holds(block_first, value, permuted, with_ids, name.decode()) for permuted in held):
+            if not any(self._block_holds(block_first, value, permuted, with_ids, label) for permuted in held):
                 missing.extend(group)
                 continue
-            values, block_ids = decode_blocks([(key, value)], with_ids, name.decode())
+            values, block_ids = decode_blocks([(key, value)], with_ids, label)
             keep = np.ones(len(values), dtype=bool)
             if block_ids is not None:
                 named = np.flatnonzero(np.isin(values, np.array([permuted for permuted, _ in group], dtype=np.uint64)))
@@ -898,8 +898,8 @@ class Tables:
         (:data:`LIST_KEYS_RATIO`), else by listing the run's block keys once and searching
         them (numpy); either way a slice of :data:`SEARCH_SLICE` queries at a time, each
         block a slice needs read once.  O(q x log + blocks read)."""
-        name = self._runs[table.index][slot]
-        db = self.handles.db(name)
+        label = self._run_labels[table.index][slot]
+        db = self.handles.db(self._runs[table.index][slot])
         cursor = txn.cursor(db)
         blocks_in_run = int(txn.stat(db)["entries"])
         if len(queries) * LIST_KEYS_RATIO < blocks_in_run:
@@ -908,9 +908,7 @@ class Tables:
             keys = list(cursor.iternext(values=False)) if cursor.first() else []
         joined = b"".join(keys)
         if len(joined) != 8 * len(keys):
-            raise CorruptDatabaseError(
-                f"{name.decode()} holds a block key of the wrong length", remedy=Remedy.RUN_CHECK
-            )
+            raise CorruptDatabaseError(f"{label} holds a block key of the wrong length", remedy=Remedy.RUN_CHECK)
         firsts = np.frombuffer(joined, dtype=">u8").astype(np.uint64)
         # Each query's blocks: from the last one starting at or below its low end (or the
         # first) up to the last one starting at or below its top.
@@ -931,7 +929,7 @@ class Tables:
                 lows[pair_query],
                 tops[pair_query],
                 k,
-                name.decode(),
+                label,
             )
             results.append((pair_query[owner], stored, ids, distances))
         if not results:
