@@ -705,7 +705,9 @@ class Tables:
             values, block_ids = decode_blocks([(key, value)], with_ids, label)
             keep = np.ones(len(values), dtype=bool)
             if block_ids is not None:
-                named = np.flatnonzero(np.isin(values, np.array([permuted for permuted, _ in group], dtype=np.uint64)))
+                wanted = np.array([permuted for permuted, _ in group], dtype=np.uint64)
+                # kind="sort": numpy 2.0 overflows building its lookup table from uint64 bounds.
+                named = np.flatnonzero(np.isin(values, wanted, kind="sort"))
                 entries = zip(values[named].tolist(), block_ids[named].tolist())
                 position_of = dict(zip(entries, named.tolist()))
                 for target in group:

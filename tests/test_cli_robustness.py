@@ -446,11 +446,15 @@ def test_ctrl_c_while_starting_up_exits_130_without_a_traceback(tmp_path: Path) 
             # On a loaded machine the signal can land while the interpreter itself is still
             # importing its site module, before any code of simdb runs: not this test's case.
             continue
+        if process.returncode == 3 and "no database at" in stderr and "Traceback" not in stderr:
+            # On a quick start the command has finished (no database there) before the
+            # signal lands: not this test's case either.
+            continue
         assert process.returncode == 130 and "Traceback" not in stderr, stderr
         judged += 1
         if judged == 2:
             break
-    assert judged, "every interrupt landed before the interpreter had started"
+    assert judged, "every interrupt landed before the interpreter had started or after the command ended"
 
 
 def test_a_fifo_is_reported_not_read(tmp_path: Path) -> None:
