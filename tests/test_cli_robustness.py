@@ -440,6 +440,8 @@ def test_ctrl_c_while_starting_up_exits_130_without_a_traceback(tmp_path: Path) 
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            # A shell's background job ignores SIGINT, and a child inherits that: restore it.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         time.sleep(delay)
         process.send_signal(signal.SIGINT)
