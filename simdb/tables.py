@@ -284,6 +284,14 @@ def _not_in_table_0(fingerprint: int) -> CorruptDatabaseError:
     )
 
 
+def _equal_positions(stored: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every entry of the sorted ``stored`` equal to one of ``values``: (positions in
+    ``values``, positions in ``stored``).  Two binary searches per value."""
+    first = np.searchsorted(stored, values, side="left")
+    counts = np.searchsorted(stored, values, side="right") - first
+    return np.repeat(np.arange(len(values)), counts), expand_ranges(first, counts)
+
+
 def _joined(parts: list[_Found]) -> _Found:
     """Matches from several sources as one."""
     if not parts:
@@ -1010,9 +1018,7 @@ class Tables:
         distances)."""
         values, ids = self._read_parts(txn, table, parts)
         if exact:
-            starts = np.searchsorted(values, permuted, side="left")
-            counts = np.searchsorted(values, permuted, side="right") - starts
-            owners, positions = np.repeat(np.arange(len(permuted)), counts), expand_ranges(starts, counts)
+            owners, positions = _equal_positions(values, permuted)
             return owners, values[positions], None if ids is None else ids[positions], np.zeros(len(owners), np.int64)
         owners, positions, distances = table.prefix_matches(values, permuted, k)
         return owners, values[positions], None if ids is None else ids[positions], distances.astype(np.int64)
@@ -1140,10 +1146,8 @@ class Tables:
             raise _not_in_table_0(int(distinct[np.flatnonzero(held == 0)[0]]))
         # Each unresolved entry gets every id of its fingerprint.
         by_fingerprint = np.argsort(exact, kind="stable")
-        starts = np.searchsorted(exact[by_fingerprint], which)
-        counts = held[which]
-        ids_of = ids[by_fingerprint[expand_ranges(starts, counts)]]
-        return np.repeat(owners, counts), ids_of, np.repeat(distances, counts)
+        entries, rows = _equal_positions(exact[by_fingerprint], which)
+        return owners[entries], ids[by_fingerprint[rows]], distances[entries]
 
     def read_table(
         self, txn: lmdb.Transaction[bytes], table: Table, *, every_key: bool = False
@@ -1226,10 +1230,8 @@ class Tables:
             owners, positions, distance = table.prefix_matches(stored, table.permute_array(queries), k)
             if table.index:  # fingerprints only: every id of each fingerprint, from table 0
                 exact = table0.permute_array(table.unpermute_array(stored[positions]))
-                first = np.searchsorted(stored0, exact, side="left")
-                many = np.searchsorted(stored0, exact, side="right") - first
-                owners, distance = np.repeat(owners, many), np.repeat(distance, many)
-                positions = expand_ranges(first, many)
+                matched, positions = _equal_positions(stored0, exact)
+                owners, distance = owners[matched], distance[matched]
             owners_all.append(owners)
             ids_all.append(ids0[positions])
             distances_all.append(distance)
