@@ -11,9 +11,12 @@ and reinterpreted bit for bit, so ``-1`` means ``0xFFFF_FFFF_FFFF_FFFF``.
 How :func:`find_all` runs (no shuffle of the rows), for a plan of T tables (10 for k=3 and
 5 blocks), N rows in P input partitions and W worker threads:
 
-1. **Every worker reads every fingerprint.**  One task per input partition takes its
-   fingerprint column, and each worker's search task gathers them all (8 bytes per row:
-   160 MB at 20M, 8 GB at 1B), fetching the partitions it lacks before it starts.
+1. **Every worker reads every fingerprint** (8 bytes per row: 160 MB at 20M, 8 GB at 1B).
+   For Parquet input each worker's search task reads every file's fingerprint column
+   itself, so no worker waits on another and the scheduler has no data to keep the search
+   tasks beside; an input partition is one file.  For a Dask DataFrame one task per
+   partition takes its fingerprint column, and each search task gathers them all,
+   fetching the partitions it lacks before it starts.
 2. **Each job owns a share of the search.**  :func:`simdb.allpairs.plan_search_jobs` cuts
    the tables into groups that share a radix pass and, for more workers, each group into
    shares of rows by a digit every table of the group has in its prefix (about two jobs
@@ -47,7 +50,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -145,12 +148,56 @@ def _normalise_rows(part: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({KEY: part[KEY].reset_index(drop=True), FINGERPRINT: _fingerprint_column(part[FINGERPRINT])})
 
 
+def _read_rows(path: str, key_dtype: Any) -> pd.DataFrame:
+    """One Parquet file as (key, fingerprint uint64), keys in the dtype Dask reads them as."""
+    part = _normalise_rows(_pandas().read_parquet(path, columns=[KEY, FINGERPRINT]))
+    return part.astype({KEY: key_dtype}) if part[KEY].dtype != key_dtype else part
+
+
+def _read_fingerprints(path: str, rows: int) -> np.ndarray:
+    """The fingerprint column of one Parquet file of ``rows`` rows (its footer's count) as
+    uint64, int64 reinterpreted bit for bit.  Reads that column only, on this thread (the
+    search beside it is the parallel part)."""
+    import pyarrow.parquet as pq
+
+    column = pq.read_table(path, columns=[FINGERPRINT], use_threads=False).column(0)
+    if column.null_count:
+        raise InvalidFingerprintError(f"the fingerprint column of {path} has missing values")
+    if len(column) != rows:
+        raise InvalidInputError(f"{path} changed while it was read: {len(column)} rows, its footer said {rows}")
+    values = column.to_numpy()
+    check_fingerprint_dtype(values.dtype, f"the fingerprint column of {path}")  # files may differ
+    return values.view(np.uint64)
+
+
+def _read_keys(path: str, key_dtype: Any) -> pd.Series:
+    """The key column of one Parquet file, in the dtype Dask reads it as."""
+    import pyarrow.parquet as pq
+
+    keys = pq.read_table(path, columns=[KEY], use_threads=False).column(0).to_pandas()
+    return keys if keys.dtype == key_dtype else keys.astype(key_dtype)
+
+
+def _parquet_file_rows(files: list[str]) -> list[int]:
+    """Each Parquet file's row count, from its footer."""
+    import pyarrow.parquet as pq
+
+    return [int(pq.ParquetFile(path).metadata.num_rows) for path in files]
+
+
 def _as_rows(data: Any, name: str = "fingerprints") -> dd.DataFrame:
     """``data`` as a Dask DataFrame of (key, fingerprint uint64).  Lazy: nothing is read."""
     pd = _pandas()
     dask_dataframe = _dask()
     if isinstance(data, (str, os.PathLike)):
-        frame = dask_dataframe.read_parquet(os.fspath(data), columns=[KEY, FINGERPRINT])
+        # One partition per file, in _parquet_files' order, so that positions in the
+        # files' concatenated fingerprints (which each search task reads itself) fall in
+        # known partitions.  Dask's own reader may split or join files.
+        files = _parquet_files(data)
+        schema = dask_dataframe.read_parquet(files, columns=[KEY, FINGERPRINT])._meta
+        check_fingerprint_dtype(schema[FINGERPRINT].dtype)
+        meta = pd.DataFrame({KEY: schema[KEY].reset_index(drop=True), FINGERPRINT: np.zeros(0, dtype=np.uint64)})
+        return dask_dataframe.from_map(_read_rows, files, key_dtype=meta[KEY].dtype, meta=meta, enforce_metadata=False)
     elif isinstance(data, dask_dataframe.Series):
         frame = data.to_frame(name=FINGERPRINT).reset_index()
         frame = frame.rename(columns={frame.columns[0]: KEY})
@@ -344,10 +391,18 @@ def _partition_offsets(*sizes: int) -> np.ndarray:
     return offsets
 
 
-def _all_fingerprints(*parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(every fingerprint in input order, :func:`_partition_offsets`)."""
-    values = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
-    return values, _partition_offsets(*(part.size for part in parts))
+def _all_fingerprints(*sources: np.ndarray | str) -> tuple[np.ndarray, np.ndarray]:
+    """(every fingerprint in input order, :func:`_partition_offsets`): ``sources`` are each
+    input partition's fingerprints, or the Parquet file they are read from.  One array is
+    filled in place, so a file's column is freed before the next is read."""
+    files = [source for source in sources if isinstance(source, str)]
+    footer_rows = iter(_parquet_file_rows(files))
+    sizes = [next(footer_rows) if isinstance(source, str) else source.size for source in sources]
+    offsets = _partition_offsets(*sizes)
+    values = np.empty(int(offsets[-1]), dtype=np.uint64)
+    for source, size, start in zip(sources, sizes, offsets.tolist()):
+        values[start : start + size] = _read_fingerprints(source, size) if isinstance(source, str) else source
+    return values, offsets
 
 
 #: Pairs on their way to the input partition holding one of their rows: (that row, local
@@ -376,11 +431,28 @@ def _route(
     return buckets
 
 
-def _job_pairs(plan: TablePlan, k: int, jobs: list[SearchJob], threads: int, *parts: np.ndarray) -> list[Bucket]:
+#: Input partitions whose keys one task of the first routing stage adds.  Pairs are routed
+#: twice, by left row to a group of partitions and then by right row to one partition, so
+#: the second stage takes P / ROUTE_GROUP pieces per partition: about P**2 / ROUTE_GROUP
+#: small tasks in all (one per partition pair made the scheduler's overhead the tail of a
+#: 20M run: 0.4 s), while a first-stage task holds the pairs of at most ROUTE_GROUP
+#: partitions.
+ROUTE_GROUP = 8
+
+
+def _group_offsets(offsets: np.ndarray) -> np.ndarray:
+    """The offsets of the routing groups: every :data:`ROUTE_GROUP`-th partition's start,
+    then the total."""
+    return np.concatenate([offsets[:-1:ROUTE_GROUP], offsets[-1:]])
+
+
+def _job_pairs(plan: TablePlan, k: int, jobs: list[SearchJob], threads: int, *parts: np.ndarray | str) -> list[Bucket]:
     """Run a bundle of search jobs over every fingerprint (``parts``: each input
-    partition's) on ``threads`` threads, as :func:`simdb.allpairs.find_all` runs its jobs;
-    their pairs, routed by the left row."""
+    partition's, or the Parquet file holding them) on ``threads`` threads, as
+    :func:`simdb.allpairs.find_all` runs its jobs; their pairs, routed by the left row's
+    group of partitions (:data:`ROUTE_GROUP`)."""
     values, offsets = _all_fingerprints(*parts)
+    offsets = _group_offsets(offsets)
     lefts, rights, distances = [], [], []
     for left, right, distance in _run_jobs(values, plan, k, jobs, _share_pair_blocks, DEFAULT_BLOCK_SIZE, threads):
         lefts.append(left)
@@ -403,23 +475,29 @@ def _merge_buckets(buckets: tuple[Bucket, ...]) -> Bucket:
     )
 
 
-def _key_column(part: pd.DataFrame) -> pd.Series:
-    return part[KEY].reset_index(drop=True)
+def _key_column(part: pd.DataFrame | str, key_dtype: Any) -> pd.Series:
+    """An input partition's keys: its key column, or its Parquet file's (read now)."""
+    return _read_keys(part, key_dtype) if isinstance(part, str) else part[KEY].reset_index(drop=True)
 
 
-def _left_keys(part: pd.DataFrame, offsets: np.ndarray, *buckets: Bucket) -> list[Bucket]:
-    """Pairs whose left row is in this partition: add its key, then route by the right row."""
+def _left_keys(parts: list[pd.DataFrame | str], offsets: np.ndarray, key_dtype: Any, *buckets: Bucket) -> list[Bucket]:
+    """Pairs whose left row is in this group of partitions: add its key, then route by the
+    right row to its partition.  Files are read only when some pair needs their keys."""
     local, other, distance, _ = _merge_buckets(buckets)
-    keys = _key_column(part).take(local).reset_index(drop=True)
+    if not local.size:
+        return _route(other, other, distance, offsets)
+    columns = [_key_column(part, key_dtype) for part in parts]
+    group = columns[0] if len(columns) == 1 else _pandas().concat(columns, ignore_index=True)
+    keys = group.take(local).reset_index(drop=True)
     return _route(other, np.zeros(other.size, dtype=np.int64), distance, offsets, keys)
 
 
-def _right_keys(part: pd.DataFrame, meta: pd.DataFrame, *buckets: Bucket) -> pd.DataFrame:
+def _right_keys(part: pd.DataFrame | str, meta: pd.DataFrame, *buckets: Bucket) -> pd.DataFrame:
     """Pairs whose right row is in this partition: add its key; orient key_a < key_b."""
     local, _, distance, key_a = _merge_buckets(buckets)
-    if key_a is None:
+    if key_a is None or not local.size:
         return meta
-    key_b = _key_column(part).take(local).reset_index(drop=True)
+    key_b = _key_column(part, meta["key_b"].dtype).take(local).reset_index(drop=True)
     return _orient(_pandas().DataFrame({"key_a": key_a, "key_b": key_b, "distance": distance}))
 
 
@@ -429,27 +507,46 @@ def _right_keys(part: pd.DataFrame, meta: pd.DataFrame, *buckets: Bucket) -> pd.
 MAX_JOB_ROWS = 50_000_000
 
 
-def _exchange(
-    data: Any, rows: dd.DataFrame, plan: TablePlan, k: int, workers: int | None
-) -> tuple[list[Any], list[Any], list[list[SearchJob]], int]:
-    """The delayed input partitions, the delayed fingerprints of each, the jobs in one
-    bundle per worker, and the threads each bundle runs on.  For Parquet input the row count comes from the footers,
-    so that no job searches more than :data:`MAX_JOB_ROWS` rows."""
+class _Inputs(NamedTuple):
+    """What the search and routing tasks of :func:`find_all` and :func:`clusters` take."""
+
+    parts: list[Any]  # each input partition: a delayed DataFrame, or its Parquet file
+    fingerprints: list[Any]  # what the search tasks read each partition's fingerprints from
+    offsets: Any  # :func:`_partition_offsets` of the partitions (delayed for a DataFrame)
+    bundles: list[list[SearchJob]]  # the jobs, one bundle per search task
+    threads: int  # threads each search task runs its bundle on
+
+
+def _exchange(data: Any, rows: dd.DataFrame, plan: TablePlan, k: int, workers: int | None) -> _Inputs:
+    """The inputs of the search and routing tasks.  For Parquet input the row counts come
+    from the footers, so that no job searches more than :data:`MAX_JOB_ROWS` rows."""
     from dask import delayed
 
-    parts = rows.to_delayed()
-    # Each bundle's task gathers the partitions' fingerprints itself: a worker then fetches
-    # what it lacks before it starts, rather than from a worker already busy searching (whose
-    # event loop then answers late: measured 8.6 s against about 6.5 s of work on 2 workers).
-    fingerprint_parts = [delayed(_fingerprints_of, pure=True)(p) for p in parts]
-    total = _parquet_rows(data) if isinstance(data, (str, os.PathLike)) else None
+    total = None
+    parts: list[Any]
+    if isinstance(data, (str, os.PathLike)):
+        # Each search task reads every file's fingerprint column itself.  A task that
+        # depended on the partitions' fingerprints went to the worker holding most of them:
+        # measured on 2 workers, both search tasks then ran one after the other on one
+        # worker.  Keys are read by the routing tasks, from the files their pairs need.
+        parts = _parquet_files(data)
+        sources = parts
+        offsets: Any = _partition_offsets(*_parquet_file_rows(parts))
+        total = int(offsets[-1])
+    else:
+        parts = rows.to_delayed()
+        # Each search task gathers the partitions' fingerprints itself: a worker then
+        # fetches what it lacks before it starts, rather than from a worker already busy
+        # searching (whose event loop then answers late).
+        sources = [delayed(_fingerprints_of, pure=True)(p) for p in parts]
+        offsets = delayed(_partition_offsets, pure=True)(*[delayed(len, pure=True)(p) for p in parts])
     # Dask does not place tasks by size, so the jobs go in one bundle per worker, dealt by
     # cost, and a worker's threads share its bundle (and its one copy of the fingerprints).
     # Cutting the search into more jobs instead costs a pass over every row per job:
     # measured on 20M random fingerprints, 12 jobs took 10.7 CPU-s, 4 jobs 9.4 s.
     tasks, threads = _worker_shape(workers)
     jobs = plan_search_jobs(plan, k, tasks * threads, rows=total, max_job_rows=MAX_JOB_ROWS)
-    return parts, fingerprint_parts, bundle_jobs(jobs, tasks), threads
+    return _Inputs(parts, sources, offsets, bundle_jobs(jobs, tasks), threads)
 
 
 # --------------------------------------------------------------------------------------
@@ -491,17 +588,24 @@ def find_all(
     plan = _plan(k, blocks)
     rows = _as_rows(fingerprints)
     _partitions(rows, npartitions)  # validated, kept for compatibility
-    parts, fingerprint_parts, bundles, threads = _exchange(fingerprints, rows, plan, plan.k, workers)
-    offsets = delayed(_partition_offsets, pure=True)(*[delayed(np.size, pure=True)(p) for p in fingerprint_parts])
-    job_out = [delayed(_job_pairs, pure=True)(plan, plan.k, bundle, threads, *fingerprint_parts) for bundle in bundles]
-    # Stage 1: to the partition of the left row (which adds the key), stage 2: of the right row.
+    inputs = _exchange(fingerprints, rows, plan, plan.k, workers)
+    parts = inputs.parts
+    job_out = [
+        delayed(_job_pairs, pure=True)(plan, plan.k, bundle, inputs.threads, *inputs.fingerprints)
+        for bundle in inputs.bundles
+    ]
+    # Stage 1: to the group of partitions holding the left row (which adds the key), stage
+    # 2: to the partition holding the right row.
+    meta = pd.DataFrame({"key_a": rows._meta[KEY], "key_b": rows._meta[KEY], "distance": np.zeros(0, dtype=np.uint8)})
     left_out = [
         delayed(_left_keys, pure=True)(
-            part, offsets, *[delayed(operator.getitem, pure=True)(out, i) for out in job_out]
+            parts[start : start + ROUTE_GROUP],
+            inputs.offsets,
+            meta["key_a"].dtype,
+            *[delayed(operator.getitem, pure=True)(out, group) for out in job_out],
         )
-        for i, part in enumerate(parts)
+        for group, start in enumerate(range(0, len(parts), ROUTE_GROUP))
     ]
-    meta = pd.DataFrame({"key_a": rows._meta[KEY], "key_b": rows._meta[KEY], "distance": np.zeros(0, dtype=np.uint8)})
     right_out = [
         delayed(_right_keys, pure=True)(part, meta, *[delayed(operator.getitem, pure=True)(out, j) for out in left_out])
         for j, part in enumerate(parts)
@@ -581,8 +685,11 @@ def clusters(
     rows = _as_rows(fingerprints)
     _partitions(rows, npartitions)
     fan_in = check_int("fan_in", fan_in, minimum=2)
-    _, fingerprint_parts, bundles, threads = _exchange(fingerprints, rows, plan, plan.k, workers)
-    forests = [delayed(_job_forest, pure=True)(plan, plan.k, bundle, threads, *fingerprint_parts) for bundle in bundles]
+    inputs = _exchange(fingerprints, rows, plan, plan.k, workers)
+    forests = [
+        delayed(_job_forest, pure=True)(plan, plan.k, bundle, inputs.threads, *inputs.fingerprints)
+        for bundle in inputs.bundles
+    ]
     while len(forests) > 1:
         forests = [
             delayed(_merge_forests, pure=True)(*forests[start : start + fan_in])
@@ -607,7 +714,7 @@ def _forest(node_a: np.ndarray, node_b: np.ndarray) -> Forest:
     return nodes, nodes[labels.labels()]
 
 
-def _job_forest(plan: TablePlan, k: int, jobs: list[SearchJob], threads: int, *parts: np.ndarray) -> Forest:
+def _job_forest(plan: TablePlan, k: int, jobs: list[SearchJob], threads: int, *parts: np.ndarray | str) -> Forest:
     """A bundle of jobs' edges (positions) over every fingerprint (``parts``), found on
     ``threads`` threads, reduced to a forest over fingerprint values.  A duplicate group
     becomes self-edges (fp, fp), which keep it a node.  Memory O(N) for a union-find over
@@ -809,16 +916,27 @@ def _run_parquet_job(
     }
 
 
-def _parquet_rows(glob: str | os.PathLike[str]) -> int:
-    """Row count of Parquet files from their footers (no data read)."""
+def _parquet_files(source: str | os.PathLike[str]) -> list[str]:
+    """The Parquet files of a path (a file, or a directory searched as pyarrow does) or a
+    glob (sorted), in the order their rows are read."""
     import pyarrow.dataset as ds
 
-    text = os.fspath(glob)
+    text = os.fspath(source)
     if any(ch in text for ch in "*?["):
         import glob as globbing
 
         files = sorted(globbing.glob(text))
         if not files:
             raise InvalidInputError(f"no Parquet files match {text}")
-        return int(ds.dataset(files, format="parquet").count_rows())
-    return int(ds.dataset(text, format="parquet").count_rows())
+        return files
+    if not os.path.exists(text):
+        raise InvalidInputError(f"no Parquet file or directory at {text}")
+    return list(ds.dataset(text, format="parquet").files)
+
+
+def _parquet_rows(source: str | os.PathLike[str] | list[str]) -> int:
+    """Row count of Parquet files (a path or glob, or the files) from their footers."""
+    import pyarrow.dataset as ds
+
+    files = source if isinstance(source, list) else _parquet_files(source)
+    return int(ds.dataset(files, format="parquet").count_rows())

@@ -137,6 +137,59 @@ def test_parquet_path_with_string_keys_and_int64_bits(client: Client, tmp_path) 
         assert rows(got, distributed.PAIR_COLUMNS) == sorted(expected)
 
 
+def write_files(fingerprints: np.ndarray, directory, sizes: list[int]) -> list[str]:
+    """The fingerprints in Parquet files of the given row counts (a 0 writes an empty file),
+    int keys = positions, small row groups so a file holds several."""
+    assert sum(sizes) == fingerprints.size
+    names, start = [], 0
+    for number, size in enumerate(sizes):
+        frame = pd.DataFrame({"key": np.arange(start, start + size), "fingerprint": fingerprints[start : start + size]})
+        name = str(directory / f"part-{number:03d}.parquet")  # zero-padded: sorted = input order
+        frame.to_parquet(name, index=False, row_group_size=97)
+        names.append(name)
+        start += size
+    return names
+
+
+def test_many_partitions_are_routed_through_groups(client: Client, tmp_path) -> None:
+    """More input partitions than one routing group (ROUTE_GROUP), from a Dask DataFrame and
+    from Parquet files of uneven sizes (one empty, several row groups each)."""
+    fingerprints = clustered_input(3000, seed=13)
+    expected = local_pairs(fingerprints, 3, None)
+    assert distributed.ROUTE_GROUP < 19
+    got = distributed.find_all(as_frame(fingerprints, npartitions=19), k=3).compute()
+    assert rows(got, distributed.PAIR_COLUMNS) == expected
+    sizes = [400, 0, 7, 1000, 93, 300, 200, 100, 250, 150, 1, 299, 200]
+    write_files(fingerprints, tmp_path, sizes)
+    got = distributed.find_all(str(tmp_path / "*.parquet"), k=3).compute()
+    assert rows(got, distributed.PAIR_COLUMNS) == expected
+    labelled = distributed.clusters(str(tmp_path / "*.parquet"), k=3).compute()
+    groups = sorted(sorted(members) for members in labelled.groupby("cluster")["key"].agg(list))
+    assert groups == sorted(find_clusters(fingerprints, k=3))
+
+
+def test_search_tasks_of_parquet_input_read_the_files_themselves(client: Client, tmp_path) -> None:
+    """Each worker's search task reads every file's fingerprints, depending on no other task,
+    so the scheduler has no data to keep the search tasks together: they run on distinct
+    workers."""
+    from dask.distributed import get_task_stream
+
+    fingerprints = random_input(6000, seed=14)
+    write_files(fingerprints, tmp_path, [1575] * 4)
+    result = distributed.find_all(str(tmp_path / "*.parquet"), k=3, workers=2)
+    graph = dict(result.__dask_graph__())
+    search = [key for key in graph if "_job_pairs" in str(key[0] if isinstance(key, tuple) else key)]
+    assert len(search) == 2
+    from dask.core import get_dependencies
+
+    assert all(not get_dependencies(graph, key) for key in search)
+    with get_task_stream(client) as stream:
+        got = result.compute()
+    assert rows(got, distributed.PAIR_COLUMNS) == local_pairs(fingerprints, 3, None)
+    workers = {task["worker"] for task in stream.data if "_job_pairs" in str(task["key"])}
+    assert len(workers) == 2
+
+
 def test_series_input_uses_the_index_as_key(client: Client) -> None:
     fingerprints = random_input(1000, seed=4)
     index = pd.Index([f"k{i}" for i in range(fingerprints.size)])
