@@ -431,28 +431,32 @@ def _route(
     return buckets
 
 
-#: Input partitions whose keys one task of the first routing stage adds.  Pairs are routed
-#: twice, by left row to a group of partitions and then by right row to one partition, so
-#: the second stage takes P / ROUTE_GROUP pieces per partition: about P**2 / ROUTE_GROUP
-#: small tasks in all (one per partition pair made the scheduler's overhead the tail of a
-#: 20M run: 0.4 s), while a first-stage task holds the pairs of at most ROUTE_GROUP
-#: partitions.
+#: Input partitions whose keys one task of the first routing stage adds, at most.  Pairs
+#: are routed twice, by left row to a group of partitions and then by right row to one
+#: partition, so the second stage takes one piece per group for each partition: about
+#: P**2 / ROUTE_GROUP small tasks in all (one per partition pair made the scheduler's
+#: overhead the tail of a 20M run: 0.4 s), while a first-stage task holds the pairs of at
+#: most ROUTE_GROUP partitions.
 ROUTE_GROUP = 8
 
 
-def _group_offsets(offsets: np.ndarray) -> np.ndarray:
-    """The offsets of the routing groups: every :data:`ROUTE_GROUP`-th partition's start,
-    then the total."""
-    return np.concatenate([offsets[:-1:ROUTE_GROUP], offsets[-1:]])
+def _route_group_size(partitions: int, tasks: int) -> int:
+    """Partitions per first-stage routing task: at most :data:`ROUTE_GROUP`, and few enough
+    that there are about four such tasks per search task (each adds the keys of its
+    pairs, the heavy part for inputs with many pairs)."""
+    groups = min(partitions, max(-(-partitions // ROUTE_GROUP), 4 * tasks))
+    return max(1, -(-partitions // max(1, groups)))
 
 
-def _job_pairs(plan: TablePlan, k: int, jobs: list[SearchJob], threads: int, *parts: np.ndarray | str) -> list[Bucket]:
+def _job_pairs(
+    plan: TablePlan, k: int, jobs: list[SearchJob], threads: int, group: int, *parts: np.ndarray | str
+) -> list[Bucket]:
     """Run a bundle of search jobs over every fingerprint (``parts``: each input
     partition's, or the Parquet file holding them) on ``threads`` threads, as
     :func:`simdb.allpairs.find_all` runs its jobs; their pairs, routed by the left row's
-    group of partitions (:data:`ROUTE_GROUP`)."""
+    group of ``group`` partitions (:func:`_route_group_size`)."""
     values, offsets = _all_fingerprints(*parts)
-    offsets = _group_offsets(offsets)
+    offsets = np.concatenate([offsets[:-1:group], offsets[-1:]])
     lefts, rights, distances = [], [], []
     for left, right, distance in _run_jobs(values, plan, k, jobs, _share_pair_blocks, DEFAULT_BLOCK_SIZE, threads):
         lefts.append(left)
@@ -590,8 +594,9 @@ def find_all(
     _partitions(rows, npartitions)  # validated, kept for compatibility
     inputs = _exchange(fingerprints, rows, plan, plan.k, workers)
     parts = inputs.parts
+    group = _route_group_size(len(parts), len(inputs.bundles))
     job_out = [
-        delayed(_job_pairs, pure=True)(plan, plan.k, bundle, inputs.threads, *inputs.fingerprints)
+        delayed(_job_pairs, pure=True)(plan, plan.k, bundle, inputs.threads, group, *inputs.fingerprints)
         for bundle in inputs.bundles
     ]
     # Stage 1: to the group of partitions holding the left row (which adds the key), stage
@@ -599,12 +604,12 @@ def find_all(
     meta = pd.DataFrame({"key_a": rows._meta[KEY], "key_b": rows._meta[KEY], "distance": np.zeros(0, dtype=np.uint8)})
     left_out = [
         delayed(_left_keys, pure=True)(
-            parts[start : start + ROUTE_GROUP],
+            parts[start : start + group],
             inputs.offsets,
             meta["key_a"].dtype,
-            *[delayed(operator.getitem, pure=True)(out, group) for out in job_out],
+            *[delayed(operator.getitem, pure=True)(out, number) for out in job_out],
         )
-        for group, start in enumerate(range(0, len(parts), ROUTE_GROUP))
+        for number, start in enumerate(range(0, len(parts), group))
     ]
     right_out = [
         delayed(_right_keys, pure=True)(part, meta, *[delayed(operator.getitem, pure=True)(out, j) for out in left_out])
