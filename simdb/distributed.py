@@ -29,8 +29,10 @@ How :func:`find_all` runs (no shuffle of the rows), for a plan of T tables (10 f
    Dask does not place tasks by size, and a worker's threads share its task's jobs (as
    :func:`simdb.allpairs.find_all`'s threads do) and its one copy of the fingerprints.
 3. **Positions to keys.**  A job's pairs are positions in the concatenated array; they are
-   routed to the input partition holding the left row (which adds its key), then to the
-   one holding the right row.  Only pairs move, never rows.
+   routed to the group of input partitions holding the left row (which adds its key; a
+   group is a few partitions, so that the second stage is not one task per pair of
+   partitions), then to the partition holding the right row.  Only pairs move, never
+   rows; for Parquet input a file's keys are read only where some pair needs them.
 
 Total work is one process's search plus one O(N) pass per job and the copy of the
 fingerprints to each worker, so W workers are close to W times faster where they do not
@@ -580,10 +582,12 @@ def find_all(
     rows are shuffled.
 
     Cost: the one-process search, cut into about 2 x ``workers`` jobs dealt into one task
-    per worker, each of which reads every fingerprint once (8 bytes per row, copied once to
-    each worker), and each job makes one O(N) pass to pick its rows; the pairs move twice
-    (to the partitions holding their left and right rows) to get their keys.  See the
-    module docstring.  Nothing runs until the result is computed or written.
+    per worker, each of which reads every fingerprint once (8 bytes per row: from the
+    files for Parquet input, else copied once to each worker), and each job makes one O(N)
+    pass to pick its rows; the pairs move twice (to the group of partitions holding their
+    left row, then to the partition holding their right row) to get their keys, about
+    P**2 / 8 small routing tasks for P partitions at most.  See the module docstring.
+    Nothing runs until the result is computed or written.
     """
     dask_dataframe = _dask()  # first: raises DaskNotInstalledError without the extra
     pd = _pandas()
