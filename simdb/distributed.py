@@ -938,9 +938,7 @@ def _parquet_files(source: str | os.PathLike[str]) -> list[str]:
         if not files:
             raise InvalidInputError(f"no Parquet files match {text}")
         return files
-    if not os.path.exists(text):
-        raise InvalidInputError(f"no Parquet file or directory at {text}")
-    return list(ds.dataset(text, format="parquet").files)
+    return list(ds.dataset(text, format="parquet").files)  # FileNotFoundError when missing
 
 
 def _parquet_rows(source: str | os.PathLike[str] | list[str]) -> int:
