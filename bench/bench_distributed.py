@@ -268,10 +268,11 @@ def main() -> None:
             if not args.skip_single:
                 loads.append(os.getloadavg()[0])
                 single[workers] = run_single_machine(input_dir, args.k, args.blocks, workers, args.clusters)
-        for workers in counts:
+
+        def dask_run(workers: int, name: str, **options: Any) -> dict[str, Any]:
             loads.append(os.getloadavg()[0])
-            out = os.path.join(workdir, f"pairs-{workers}")
-            dask_runs[workers] = run_dask(
+            out = os.path.join(workdir, f"{name}-{workers}")
+            return run_dask(
                 input_dir,
                 out,
                 args.k,
@@ -279,24 +280,15 @@ def main() -> None:
                 workers,
                 args.partitions,
                 args.clusters,
-                args.dask_malloc_trim,
                 warm_up=not args.cold,
+                **options,
             )
+
+        for workers in counts:
+            dask_runs[workers] = dask_run(workers, "pairs", malloc_trim=args.dask_malloc_trim)
         if args.dask_threads:  # last: worker threads live in this process, and stay until it ends
             for workers in counts:
-                loads.append(os.getloadavg()[0])
-                out = os.path.join(workdir, f"pairs-threads-{workers}")
-                threaded_runs[workers] = run_dask(
-                    input_dir,
-                    out,
-                    args.k,
-                    args.blocks,
-                    workers,
-                    args.partitions,
-                    args.clusters,
-                    processes=False,
-                    warm_up=not args.cold,
-                )
+                threaded_runs[workers] = dask_run(workers, "pairs-threads", processes=False)
         loads.append(os.getloadavg()[0])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
