@@ -152,20 +152,19 @@ def _normalise_rows(part: pd.DataFrame) -> pd.DataFrame:
 
 def _read_rows(path: str, key_dtype: Any) -> pd.DataFrame:
     """One Parquet file as (key, fingerprint uint64), keys in the dtype Dask reads them as."""
-    part = _normalise_rows(_pandas().read_parquet(path, columns=[KEY, FINGERPRINT]))
-    return part.astype({KEY: key_dtype}) if part[KEY].dtype != key_dtype else part
+    return _pandas().DataFrame({KEY: _read_keys(path, key_dtype), FINGERPRINT: _read_fingerprints(path)})
 
 
-def _read_fingerprints(path: str, rows: int) -> np.ndarray:
-    """The fingerprint column of one Parquet file of ``rows`` rows (its footer's count) as
-    uint64, int64 reinterpreted bit for bit.  Reads that column only, on this thread (the
-    search beside it is the parallel part)."""
+def _read_fingerprints(path: str, rows: int | None = None) -> np.ndarray:
+    """The fingerprint column of one Parquet file (of ``rows`` rows, its footer's count, when
+    given) as uint64, int64 reinterpreted bit for bit.  Reads that column only, on this
+    thread (the search beside it is the parallel part)."""
     import pyarrow.parquet as pq
 
     column = pq.read_table(path, columns=[FINGERPRINT], use_threads=False).column(0)
     if column.null_count:
         raise InvalidFingerprintError(f"the fingerprint column of {path} has missing values")
-    if len(column) != rows:
+    if rows is not None and len(column) != rows:
         raise InvalidInputError(f"{path} changed while it was read: {len(column)} rows, its footer said {rows}")
     values = column.to_numpy()
     check_fingerprint_dtype(values.dtype, f"the fingerprint column of {path}")  # files may differ
@@ -490,11 +489,11 @@ def _left_keys(parts: list[pd.DataFrame | str], offsets: np.ndarray, key_dtype: 
     """Pairs whose left row is in this group of partitions: add its key, then route by the
     right row to its partition.  Files are read only when some pair needs their keys."""
     local, other, distance, _ = _merge_buckets(buckets)
-    if not local.size:
-        return _route(other, other, distance, offsets)
-    columns = [_key_column(part, key_dtype) for part in parts]
-    group = columns[0] if len(columns) == 1 else _pandas().concat(columns, ignore_index=True)
-    keys = group.take(local).reset_index(drop=True)
+    keys = None
+    if local.size:
+        columns = [_key_column(part, key_dtype) for part in parts]
+        group = columns[0] if len(columns) == 1 else _pandas().concat(columns, ignore_index=True)
+        keys = group.take(local).reset_index(drop=True)
     return _route(other, np.zeros(other.size, dtype=np.int64), distance, offsets, keys)
 
 
@@ -941,9 +940,6 @@ def _parquet_files(source: str | os.PathLike[str]) -> list[str]:
     return list(ds.dataset(text, format="parquet").files)  # FileNotFoundError when missing
 
 
-def _parquet_rows(source: str | os.PathLike[str] | list[str]) -> int:
-    """Row count of Parquet files (a path or glob, or the files) from their footers."""
-    import pyarrow.dataset as ds
-
-    files = source if isinstance(source, list) else _parquet_files(source)
-    return int(ds.dataset(files, format="parquet").count_rows())
+def _parquet_rows(source: str | os.PathLike[str]) -> int:
+    """Row count of Parquet files (a path or glob) from their footers."""
+    return sum(_parquet_file_rows(_parquet_files(source)))
