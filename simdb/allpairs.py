@@ -699,7 +699,8 @@ def _job_shares(values: UInt64Array, job: SearchJob) -> list[Int64Array | None]:
     """The sub-shares of one job: for each, the positions in ``values`` of its rows (not
     ascending), or None for all rows.  Rows sharing a prefix share the job's digit, and
     sub-shares are ranges of its values, so they never split a run.  Cost: O(N) to pick the
-    job's rows, one linear radix argsort of their digit; memory 8 bytes per job row."""
+    job's rows, one linear radix argsort of their sub-share numbers (one byte each when
+    there are at most 256 sub-shares); memory 8 bytes per job row."""
     if job.digit is None:
         return [None]
     column = _digit_column(values, job.digit)
@@ -713,12 +714,15 @@ def _job_shares(values: UInt64Array, job: SearchJob) -> list[Int64Array | None]:
     splits = min(job.high - job.low, -(-digits.size // SHARE_ROWS))
     if splits <= 1:
         return [rows]
-    order = np.argsort(digits, kind="stable")  # uint16: a linear-time radix sort
-    edges = [job.low + (job.high - job.low) * part // splits for part in range(splits + 1)]
-    # Every row's digit is in [low, high): only the inner edges need a search (they fit
-    # the digits' dtype, which the outer edge 2**16 would not).
-    inner = np.searchsorted(digits[order], np.array(edges[1:-1], dtype=digits.dtype))
-    bounds = np.concatenate([[0], inner, [digits.size]]).tolist()
+    inner_edges = [job.low + (job.high - job.low) * part // splits for part in range(1, splits)]
+    # Each row's sub-share, through a table over the digit's values (at most 2**16), as
+    # uint8 when it fits: the stable argsort is then one radix pass, not two, and the
+    # bounds are counts, not a search through the sorted digits (a gather of every row).
+    share_dtype = np.uint8 if splits <= 1 << 8 else np.uint16
+    share_of_digit = np.searchsorted(inner_edges, np.arange(1 << job.digit[1]), side="right").astype(share_dtype)
+    share = share_of_digit[digits]
+    order = np.argsort(share, kind="stable")
+    bounds = [0, *np.cumsum(np.bincount(share, minlength=splits)).tolist()]
     if rows is not None:
         order = rows[order]
     return [order[start:stop] for start, stop in itertools.pairwise(bounds) if stop > start]
