@@ -697,10 +697,11 @@ SHARE_ROWS = 1 << 20
 
 def _job_shares(values: UInt64Array, job: SearchJob) -> list[Int64Array | None]:
     """The sub-shares of one job: for each, the positions in ``values`` of its rows
-    (ascending: the sort by sub-share is stable), or None for all rows.  Rows sharing a prefix share the job's digit, and
-    sub-shares are ranges of its values, so they never split a run.  Cost: O(N) to pick the
-    job's rows, one linear radix argsort of their sub-share numbers (one byte each when
-    there are at most 256 sub-shares); memory 8 bytes per job row."""
+    (ascending: the sort by sub-share is stable), or None for all rows.  Rows sharing a
+    prefix share the job's digit, and sub-shares are ranges of its values, so they never
+    split a run.  Cost: O(N) to pick the job's rows, one linear radix argsort of their
+    sub-share numbers (one byte each when there are at most 256 sub-shares); memory 8
+    bytes per job row."""
     if job.digit is None:
         return [None]
     column = _digit_column(values, job.digit)
