@@ -15,7 +15,8 @@ pytest.importorskip("dask.distributed")
 pytest.importorskip("pyarrow")
 
 import dask.dataframe as dd
-from dask.distributed import Client, LocalCluster
+from dask.core import get_dependencies
+from dask.distributed import Client, LocalCluster, get_task_stream
 
 import simdb
 from simdb import distributed
@@ -135,6 +136,9 @@ def test_parquet_path_with_string_keys_and_int64_bits(client: Client, tmp_path) 
     for source in (str(tmp_path / "*.parquet"), tmp_path):  # a glob, and a directory path
         got = distributed.find_all(source, k=3).compute()
         assert rows(got, distributed.PAIR_COLUMNS) == sorted(expected)
+    labelled = distributed.clusters(tmp_path, k=3).compute()  # keys read with the fingerprints
+    groups = sorted(sorted(members) for members in labelled.groupby("cluster")["key"].agg(list))
+    assert groups == sorted(sorted(keys[i] for i in cluster) for cluster in find_clusters(fingerprints, k=3))
 
 
 def write_files(fingerprints: np.ndarray, directory, sizes: list[int]) -> list[str]:
@@ -172,16 +176,12 @@ def test_search_tasks_of_parquet_input_read_the_files_themselves(client: Client,
     """Each worker's search task reads every file's fingerprints, depending on no other task,
     so the scheduler has no data to keep the search tasks together: they run on distinct
     workers."""
-    from dask.distributed import get_task_stream
-
     fingerprints = random_input(6000, seed=14)
     write_files(fingerprints, tmp_path, [1575] * 4)
     result = distributed.find_all(str(tmp_path / "*.parquet"), k=3, workers=2)
     graph = dict(result.__dask_graph__())
     search = [key for key in graph if "_job_pairs" in str(key[0] if isinstance(key, tuple) else key)]
     assert len(search) == 2
-    from dask.core import get_dependencies
-
     assert all(not get_dependencies(graph, key) for key in search)
     with get_task_stream(client) as stream:
         got = result.compute()
