@@ -10,7 +10,8 @@ for the cores:
   ``simdb.allpairs.find_all(workers=W)`` (W threads); wall and CPU time of the search and
   peak RSS of that process.  With ``--clusters``, then ``cluster_labels(workers=W)``, timed
   on its own.
-* **Dask**: a ``LocalCluster`` of W processes with one thread each;
+* **Dask**: a ``LocalCluster`` of W processes with one thread each, warmed by a find_all
+  of 1,000 rows (``--cold``: not);
   ``find_all(glob).to_parquet(out)`` is timed end to end (read, search jobs, routing the
   pairs to their keys, write), then with ``--clusters`` ``clusters(glob).to_parquet()`` on
   its own.  Peak RSS of each worker process (``ru_maxrss`` read on the worker), task
