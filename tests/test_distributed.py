@@ -141,18 +141,16 @@ def test_parquet_path_with_string_keys_and_int64_bits(client: Client, tmp_path) 
     assert groups == sorted(sorted(keys[i] for i in cluster) for cluster in find_clusters(fingerprints, k=3))
 
 
-def write_files(fingerprints: np.ndarray, directory, sizes: list[int]) -> list[str]:
+def write_files(fingerprints: np.ndarray, directory, sizes: list[int]) -> None:
     """The fingerprints in Parquet files of the given row counts (a 0 writes an empty file),
     int keys = positions, small row groups so a file holds several."""
     assert sum(sizes) == fingerprints.size
-    names, start = [], 0
+    start = 0
     for number, size in enumerate(sizes):
         frame = pd.DataFrame({"key": np.arange(start, start + size), "fingerprint": fingerprints[start : start + size]})
-        name = str(directory / f"part-{number:03d}.parquet")  # zero-padded: sorted = input order
-        frame.to_parquet(name, index=False, row_group_size=97)
-        names.append(name)
+        # Zero-padded names: sorted order is input order.
+        frame.to_parquet(directory / f"part-{number:03d}.parquet", index=False, row_group_size=97)
         start += size
-    return names
 
 
 def test_many_partitions_are_routed_through_groups(client: Client, tmp_path) -> None:
