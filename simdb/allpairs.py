@@ -322,11 +322,14 @@ class _RadixOrders:
     (4 or 8 bytes per row); at most ``_MAX_RADIX_DIGITS - 1`` levels.
     """
 
-    def __init__(self, values: UInt64Array) -> None:
+    def __init__(self, values: UInt64Array, sorted_by: Digit | None = None) -> None:
         self.values = values
+        #: A digit the rows are already in stable order of: its pass is free.
+        self.sorted_by = sorted_by
         self.columns: dict[Digit, npt.NDArray[np.uint16]] = {}
-        # (digit, rows sorted by the digits so far, their packed prefix in that order, bits)
-        self.stack: list[tuple[Digit, Int64Array, npt.NDArray[Any], int]] = []
+        # (digit, rows sorted by the digits so far or None when in input order, their packed
+        # prefix in that order, bits)
+        self.stack: list[tuple[Digit, Int64Array | None, npt.NDArray[Any], int]] = []
 
     def column(self, digit: Digit) -> npt.NDArray[np.uint16]:
         """The digit of every row, as uint16 (cached)."""
@@ -334,13 +337,15 @@ class _RadixOrders:
             self.columns[digit] = _digit_column(self.values, digit)
         return self.columns[digit]
 
-    def _pass(self, digit: Digit) -> tuple[Int64Array, Int64Array | None, npt.NDArray[Any], int]:
-        """Sort by ``digit`` on top of the stack: (step, base, packed prefix in base order, bits)."""
+    def _pass(self, digit: Digit) -> tuple[Int64Array | None, Int64Array | None, npt.NDArray[Any], int]:
+        """Sort by ``digit`` on top of the stack: (step, base, packed prefix in base order,
+        bits); a None step or base is the identity."""
         column = self.column(digit)
         if not self.stack:
-            return np.argsort(column, kind="stable"), None, column, digit[1]
+            step = None if digit == self.sorted_by else np.argsort(column, kind="stable")
+            return step, None, column, digit[1]
         _, base, prefix, bits = self.stack[-1]
-        in_base = column[base]
+        in_base = column if base is None else column[base]
         total = bits + digit[1]
         dtype = np.uint32 if total <= 32 else np.uint64
         packed: npt.NDArray[np.unsignedinteger[Any]] = in_base.astype(dtype)
@@ -360,9 +365,13 @@ class _RadixOrders:
         del self.stack[shared:]
         for digit in digits[shared:limit]:
             step, base, packed, bits = self._pass(digit)
-            order = step if base is None else base[step]
-            self.stack.append((digit, order, packed[step], bits))
+            if step is None:
+                self.stack.append((digit, base, packed, bits))
+            else:
+                self.stack.append((digit, step if base is None else base[step], packed[step], bits))
         step, base, packed, _ = self._pass(digits[-1])
+        if step is None:
+            step = np.arange(packed.size)
         ordered = packed[step]
         return _RowOrder(base, step), ordered[1:] == ordered[:-1]
 
@@ -405,12 +414,19 @@ def _packed_order(
 
 
 def _table_passes(
-    values: UInt64Array, plan: TablePlan, k: int, values_sorted: bool, tables: Collection[int] | None = None
+    values: UInt64Array,
+    plan: TablePlan,
+    k: int,
+    values_sorted: bool,
+    tables: Collection[int] | None = None,
+    sorted_by: Digit | None = None,
 ) -> Generator[tuple[_ClaimRule, _RowOrder, npt.NDArray[np.bool_], bool], None, None]:
     """For each table that can report a pair within ``k`` bits (only those in ``tables``
     when given), yield ``(rule, order, same, check_leading)``: rows sorted by table prefix,
     ``same[p]`` when sorted rows p and p+1 share a prefix, and whether the prefix was
-    coarsened (so the leading blocks must be re-checked).  Memory O(N) per table."""
+    coarsened (so the leading blocks must be re-checked).  ``sorted_by``: a digit the
+    values are already in stable order of, whose radix pass is then skipped.  Memory O(N)
+    per table."""
     n = values.size
     index_bits = max(1, (n - 1).bit_length())
     rules = [
@@ -422,7 +438,7 @@ def _table_passes(
     # Radix tables first, grouped by shared low digits; the claim rule does not depend on
     # the order in which tables are visited.
     rules.sort(key=lambda rule: (digits[rule.table.index] is None, digits[rule.table.index] or []))
-    radix = _RadixOrders(values)
+    radix = _RadixOrders(values, sorted_by)
     # Both branches bind ``order``, so a pass's O(N) order is dropped once the next replaces it.
     order: _RowOrder | Int64Array
     for rule in rules:
@@ -496,7 +512,12 @@ def _walk_passes(
 
 
 def _search_rows(
-    array: UInt64Array, plan: TablePlan, k: int, block_size: int, tables: Collection[int] | None = None
+    array: UInt64Array,
+    plan: TablePlan,
+    k: int,
+    block_size: int,
+    tables: Collection[int] | None = None,
+    sorted_by: Digit | None = None,
 ) -> tuple[_Collapsed | None, Iterator[tuple[Int64Array, Int64Array, UInt8Array]]]:
     """Search ``array`` (at least 2 rows), collapsing duplicates only if there are any.
 
@@ -504,9 +525,10 @@ def _search_rows(
     and rows in ``blocks`` are input positions: the first table pass doubles as the duplicate
     check, so distinct input pays no extra sort.  Otherwise rows index
     ``collapsed.uniques``.  ``tables`` restricts the search to those tables (all by default);
-    when none of them can report a pair within ``k``, nothing is searched.
+    when none of them can report a pair within ``k``, nothing is searched.  ``sorted_by``:
+    a digit the rows are already in stable order of (see :func:`_table_passes`).
     """
-    passes = _table_passes(array, plan, k, values_sorted=False, tables=tables)
+    passes = _table_passes(array, plan, k, values_sorted=False, tables=tables, sorted_by=sorted_by)
     # Over all tables the first always qualifies (it claims pairs differing in 0 blocks).
     first = next(passes, None)
     if first is None:
@@ -696,12 +718,12 @@ SHARE_ROWS = 1 << 20
 
 
 def _job_shares(values: UInt64Array, job: SearchJob) -> list[Int64Array | None]:
-    """The sub-shares of one job: for each, the positions in ``values`` of its rows
-    (ascending: the sort by sub-share is stable), or None for all rows.  Rows sharing a
+    """The sub-shares of one job: for each, the positions in ``values`` of its rows in
+    stable order of the job's digit (so that the search skips that radix pass, see
+    :func:`_share_search`), or None for all rows when the job has no digit.  Rows sharing a
     prefix share the job's digit, and sub-shares are ranges of its values, so they never
     split a run.  Cost: O(N) to pick the job's rows, one linear radix argsort of their
-    sub-share numbers (one byte each when there are at most 256 sub-shares); memory 8
-    bytes per job row."""
+    digits (one pass per byte of the digit's width); memory 8 bytes per job row."""
     if job.digit is None:
         return [None]
     column = _digit_column(values, job.digit)
@@ -712,20 +734,16 @@ def _job_shares(values: UInt64Array, job: SearchJob) -> list[Int64Array | None]:
         rows = np.flatnonzero((column >= job.low) & (column < job.high))
         digits = column[rows]
     del column
-    splits = min(job.high - job.low, -(-digits.size // SHARE_ROWS))
-    if splits <= 1:
-        return [rows]
-    inner_edges = [job.low + (job.high - job.low) * part // splits for part in range(1, splits)]
-    # Each row's sub-share, through a table over the digit's values (at most 2**16), as
-    # uint8 when it fits: the stable argsort is then one radix pass, not two, and the
-    # bounds are counts, not a search through the sorted digits (a gather of every row).
-    share_dtype = np.uint8 if splits <= 1 << 8 else np.uint16
-    share_of_digit = np.searchsorted(inner_edges, np.arange(1 << job.digit[1]), side="right").astype(share_dtype)
-    share = share_of_digit[digits]
-    order = np.argsort(share, kind="stable")
-    bounds = [0, *np.cumsum(np.bincount(share, minlength=splits)).tolist()]
+    if job.digit[1] <= 8:
+        digits = digits.astype(np.uint8)
+    order = np.argsort(digits, kind="stable")
     if rows is not None:
         order = rows[order]
+    splits = max(1, min(job.high - job.low, -(-digits.size // SHARE_ROWS)))
+    edges = [job.low + (job.high - job.low) * part // splits for part in range(splits + 1)]
+    # Rows before each edge: counts of the digit's values below it (at most 2**16 of them).
+    below = np.concatenate(([0], np.cumsum(np.bincount(digits, minlength=1 << job.digit[1]))))
+    bounds = below[edges].tolist()
     return [order[start:stop] for start, stop in itertools.pairwise(bounds) if stop > start]
 
 
@@ -742,10 +760,12 @@ def _placed_pair(rows: Int64Array | None, row_a: Int64Array, row_b: Int64Array) 
 def _share_search(
     values: UInt64Array, plan: TablePlan, k: int, job: SearchJob, rows: Int64Array | None, block_size: int
 ) -> tuple[_Collapsed | None, Iterator[tuple[Int64Array, Int64Array, UInt8Array]]]:
+    """Search one sub-share's rows, which :func:`_job_shares` gives in order of the job's
+    digit: the radix pass of that digit, shared by the job's tables, costs nothing."""
     chosen = values if rows is None else values[rows]
     if chosen.size < 2:
         return None, iter(())
-    return _search_rows(chosen, plan, k, block_size, tables=job.tables)
+    return _search_rows(chosen, plan, k, block_size, tables=job.tables, sorted_by=job.digit)
 
 
 def _share_pair_blocks(

@@ -449,6 +449,66 @@ def test_search_jobs_together_report_each_pair_once(data, k, choice, workers):
         allpairs.SHARE_ROWS = saved
 
 
+def few_values(n: int, seed: int) -> np.ndarray:
+    """``n`` fingerprints over a pool of 8, half with one bit flipped: every digit takes few
+    values, each held by many rows."""
+    rng = np.random.default_rng(seed)
+    values = rng.choice(rng.integers(0, 2**64, 8, dtype=np.uint64), n)
+    values[::2] ^= np.uint64(1) << rng.integers(0, 64, values[::2].size).astype(np.uint64)
+    return values
+
+
+@SETTINGS
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(0, 3000),
+    workers=st.sampled_from([1, 2, 5]),
+    share_rows=st.integers(1, 700),
+    blocks=st.sampled_from([4, 5, 8]),
+)
+def test_sub_shares_hold_a_jobs_rows_once_in_stable_order_of_its_digit(seed, n, workers, share_rows, blocks):
+    """The order the search relies on to skip the job digit's radix pass: within a
+    sub-share, rows by digit and, for equal digits, by position; sub-shares in digit order,
+    never splitting a digit value; together, every row of the job's digit range once."""
+    values = few_values(n, seed)
+    saved = allpairs.SHARE_ROWS
+    allpairs.SHARE_ROWS = share_rows
+    try:
+        for job in plan_search_jobs(TablePlan.create(3, blocks), 3, workers):
+            shares = allpairs._job_shares(values, job)
+            source, width = job.digit
+            digit = (values >> np.uint64(source)) & np.uint64((1 << width) - 1)
+            expected = np.flatnonzero((digit >= job.low) & (digit < job.high))
+            rows = np.concatenate([np.empty(0, np.int64), *shares])
+            assert np.array_equal(np.sort(rows), expected)
+            ordered = digit[rows]
+            assert np.all(ordered[1:] >= ordered[:-1])
+            ties = ordered[1:] == ordered[:-1]
+            assert np.all(rows[1:][ties] > rows[:-1][ties])
+    finally:
+        allpairs.SHARE_ROWS = saved
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_jobs_over_few_distinct_digits_report_every_pair(k):
+    """Many rows per digit value and per prefix, searched in sub-shares of a few hundred
+    rows: the pairs of all jobs are the brute-force pairs."""
+    values = few_values(2500, seed=k)
+    saved = allpairs.SHARE_ROWS
+    allpairs.SHARE_ROWS = 300
+    try:
+        for blocks in plans_for(k):
+            plan = TablePlan.create(k, blocks)
+            found: dict[tuple[int, int], int] = {}
+            for job in plan_search_jobs(plan, k, 3):
+                for pair, distance in collect(iter_job_pair_blocks(values, plan, job)).items():
+                    assert pair not in found
+                    found[pair] = distance
+            assert found == brute_pairs(values.tolist(), k)
+    finally:
+        allpairs.SHARE_ROWS = saved
+
+
 @SETTINGS
 @given(costs=st.lists(st.floats(0.01, 100.0), min_size=1, max_size=40), count=st.integers(1, 12))
 def test_bundles_hold_every_job_once_and_stay_even(costs, count):
