@@ -21,6 +21,11 @@ for the cores:
   single-thread workers inside the benchmark process (``processes=False``), so that the
   workers share the fingerprints instead of each receiving a copy.
 
+Each search runs ``--repeats`` times (default 3) in the same process or cluster, and the
+median run is reported beside every run's time.  Both sides get the same treatment: a
+cluster that serves jobs all day has its workers' memory already mapped, as the second
+and later runs do (the first run on a fresh worker also faults in about 1 GB of heap).
+
 The 1-minute load average is sampled before each run and printed: on a shared machine a
 high load makes the wall times, not the CPU times, unreliable.
 
@@ -88,12 +93,16 @@ from simdb.allpairs import cluster_labels, find_all
 from simdb.plan import TablePlan
 table = ds.dataset(sys.argv[1], format="parquet").to_table(columns=["fingerprint"])
 fingerprints = table.column("fingerprint").to_numpy()
-k, blocks, workers = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-start, cpu = time.perf_counter(), os.times()
-pairs, _ = find_all(fingerprints, k=k, blocks=blocks, workers=workers)
-seconds, used = time.perf_counter() - start, os.times()
-result = {"seconds": seconds, "cpu_seconds": used.user + used.system - cpu.user - cpu.system, "pairs": len(pairs)}
-del pairs
+k, blocks, workers, repeats = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[6])
+runs = []
+for _ in range(repeats):
+    start, cpu = time.perf_counter(), os.times()
+    pairs, _ = find_all(fingerprints, k=k, blocks=blocks, workers=workers)
+    seconds, used = time.perf_counter() - start, os.times()
+    runs.append({"seconds": seconds, "cpu_seconds": used.user + used.system - cpu.user - cpu.system})
+    count = len(pairs)
+    del pairs
+result = {**sorted(runs, key=lambda run: run["seconds"])[len(runs) // 2], "runs": runs, "pairs": count}
 if sys.argv[5] == "1":
     start = time.perf_counter()
     labels = cluster_labels(fingerprints, TablePlan.create(k, blocks), workers=workers)
@@ -104,11 +113,15 @@ print(json.dumps(result))
 """
 
 
-def run_single_machine(directory: str, k: int, blocks: int, workers: int, clusters: bool) -> dict[str, Any]:
-    """simdb.allpairs.find_all (then cluster_labels) on ``workers`` threads, in a fresh
-    process (so its peak RSS is its own)."""
+def run_single_machine(
+    directory: str, k: int, blocks: int, workers: int, clusters: bool, repeats: int
+) -> dict[str, Any]:
+    """simdb.allpairs.find_all ``repeats`` times (then cluster_labels once) on ``workers``
+    threads, in a fresh process (so its peak RSS is its own); the median run's times, and
+    every run's under "runs"."""
+    arguments = [directory, str(k), str(blocks), str(workers), "1" if clusters else "0", str(repeats)]
     done = subprocess.run(
-        [sys.executable, "-c", SINGLE_MACHINE, directory, str(k), str(blocks), str(workers), "1" if clusters else "0"],
+        [sys.executable, "-c", SINGLE_MACHINE, *arguments],
         capture_output=True,
         text=True,
         check=True,
@@ -143,10 +156,13 @@ def run_dask(
     malloc_trim: bool = False,
     processes: bool = True,
     warm_up: bool = True,
+    repeats: int = 1,
 ) -> dict[str, Any]:
-    """simdb.distributed.find_all (then clusters) on a fresh LocalCluster, written to Parquet:
-    W worker processes of one thread, or (``processes=False``) W single-thread workers inside
-    this process, beside the scheduler (no copies between workers, no serialisation).
+    """simdb.distributed.find_all ``repeats`` times (then clusters once) on a fresh
+    LocalCluster, written to Parquet: W worker processes of one thread, or
+    (``processes=False``) W single-thread workers inside this process, beside the scheduler
+    (no copies between workers, no serialisation).  Times are the median run's, every run's
+    under "runs"; thread and CPU seconds by task kind are per run (totals / ``repeats``).
 
     With ``warm_up``, a find_all of 1,000 rows runs on the cluster first, untimed, as on a
     cluster that has served a job before: the workers' first imports (pandas, pyarrow,
@@ -174,15 +190,22 @@ def run_dask(
             small = os.path.join(os.path.dirname(out), f"warm-up-{os.path.basename(out)}")
             write_parquet(random_fingerprints(1000), small, 1000)
             find_all(os.path.join(small, "*.parquet"), k=k, blocks=blocks).to_parquet(small + "-pairs")
-        cpu_before = client.run(_worker_cpu_seconds)
-        start = time.perf_counter()
-        pairs = find_all(source, k=k, blocks=blocks, npartitions=partitions)
-        pairs.to_parquet(out, write_index=False)
-        seconds = time.perf_counter() - start
-        cpu_after = client.run(_worker_cpu_seconds)
-        worker_cpu = sorted(cpu_after[address] - cpu_before[address] for address in cpu_after)
+        metrics_before = dict(cluster.scheduler.cumulative_worker_metrics)
+        runs = []
+        for _ in range(repeats):
+            cpu_before = client.run(_worker_cpu_seconds)
+            start = time.perf_counter()
+            pairs = find_all(source, k=k, blocks=blocks, npartitions=partitions)
+            pairs.to_parquet(out, write_index=False)
+            seconds = time.perf_counter() - start
+            cpu_after = client.run(_worker_cpu_seconds)
+            worker_cpu = sorted(cpu_after[address] - cpu_before[address] for address in cpu_after)
+            runs.append({"seconds": seconds, "worker_cpu_seconds": worker_cpu})
         time.sleep(2)  # workers report their metrics with their heartbeats
-        metrics = dict(cluster.scheduler.cumulative_worker_metrics)
+        metrics = {
+            key: (value - metrics_before.get(key, 0)) / repeats
+            for key, value in cluster.scheduler.cumulative_worker_metrics.items()
+        }
         cluster_seconds = None
         if clusters:
             start = time.perf_counter()
@@ -201,13 +224,13 @@ def run_dask(
             if key[2] == "thread-cpu":
                 cpu_seconds += value
     return {
-        "seconds": seconds,
+        **sorted(runs, key=lambda run: run["seconds"])[len(runs) // 2],
+        "runs": runs,
         "cluster_seconds": cluster_seconds,
         "pairs": int(ds.dataset(out, format="parquet").count_rows()),
         "worker_peak_rss": peaks,
         "shuffle_shard_bytes": int(metrics.get(("p2p", "foreground", "shards", "bytes"), 0)),
         "cpu_seconds": cpu_seconds,
-        "worker_cpu_seconds": worker_cpu,
         "thread_seconds": dict(sorted(thread_seconds.items(), key=lambda item: -item[1])),
     }
 
@@ -241,6 +264,12 @@ def main() -> None:
     parser.add_argument(
         "--cold", action="store_true", help="time each Dask run on a fresh cluster, with no warm-up job first"
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs of each search, in the same process or cluster; the median is reported (default 3)",
+    )
     args = parser.parse_args()
 
     from simdb.plan import TablePlan
@@ -268,7 +297,9 @@ def main() -> None:
         for workers in counts:
             if not args.skip_single:
                 loads.append(os.getloadavg()[0])
-                single[workers] = run_single_machine(input_dir, args.k, args.blocks, workers, args.clusters)
+                single[workers] = run_single_machine(
+                    input_dir, args.k, args.blocks, workers, args.clusters, args.repeats
+                )
 
         def dask_run(workers: int, name: str, **options: Any) -> dict[str, Any]:
             loads.append(os.getloadavg()[0])
@@ -282,6 +313,7 @@ def main() -> None:
                 args.partitions,
                 args.clusters,
                 warm_up=not args.cold,
+                repeats=args.repeats,
                 **options,
             )
 
@@ -302,6 +334,7 @@ def main() -> None:
         f"k={args.k}, {args.blocks} blocks, {tables} tables; "
         f"{files} Parquet files ({gib(input_bytes)}); Dask: worker processes x 1 thread, "
         f"{'fresh cluster (--cold)' if args.cold else 'after a 1,000-row warm-up job'}, "
+        f"median of {args.repeats} runs in the same process or cluster, "
         f"MALLOC_TRIM_THRESHOLD_ {'65536 (Dask default)' if args.dask_malloc_trim else 'unset'}; "
         f"1-minute load average during the runs: {min(loads):.1f}-{max(loads):.1f}"
     )
@@ -338,6 +371,16 @@ def main() -> None:
                 f"| {gib(run['worker_peak_rss'][0])} in all |"
             )
     print()
+
+    def all_runs(run: dict[str, Any]) -> str:
+        return " / ".join(f"{each['seconds']:.1f}" for each in run["runs"])
+
+    for workers in counts:
+        if workers in single:
+            print(f"one process, {workers} thread(s): every run {all_runs(single[workers])} s")
+        print(f"Dask, {workers} worker process(es): every run {all_runs(dask_runs[workers])} s")
+        if workers in threaded_runs:
+            print(f"Dask, {workers} worker thread(s): every run {all_runs(threaded_runs[workers])} s")
     for workers in counts:
         run = dask_runs[workers]
         top = ", ".join(f"{name} {value:.1f}" for name, value in list(run["thread_seconds"].items())[:6])
@@ -345,7 +388,7 @@ def main() -> None:
         base_cpu = single.get(1, {}).get("cpu_seconds")
         ratio = f" = {busiest / base_cpu:.2f}x the 1-thread search's CPU time" if base_cpu else ""
         print(
-            f"Dask {workers} worker(s): CPU seconds per worker process during find_all "
+            f"Dask {workers} worker(s): CPU seconds per worker process during the median find_all "
             f"{' / '.join(f'{value:.1f}' for value in run['worker_cpu_seconds'])} (busiest{ratio}); "
             f"thread seconds by task kind: {top}; shuffle bytes: {run['shuffle_shard_bytes']:,}"
         )
