@@ -59,6 +59,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from simdb.arrays import compact
 from simdb.errors import DistanceTooLargeError, InvalidInputError
 from simdb.plan import BITS, Table, TablePlan
 from simdb.validation import check_distance, check_int, fingerprint_array
@@ -1152,7 +1153,7 @@ class ComponentLabeler:
             return
         root_left, root_right = root_left[differ], root_right[differ]
         # Solve the block on a compact numbering of the roots it touches (O(E), not O(n)).
-        nodes, local = _compact(np.concatenate([root_left, root_right]))
+        nodes, local = compact(np.concatenate([root_left, root_right]))
         local_left, local_right = local[: root_left.size], local[root_left.size :]
         label = _hook_and_jump(nodes.size, local_left, local_right)
         # `nodes` is ascending, so the smallest local label is the smallest root.
@@ -1168,18 +1169,6 @@ class ComponentLabeler:
             parent = above
         self._parent = parent
         return parent.copy()
-
-
-def _compact(values: Int64Array) -> tuple[Int64Array, Int64Array]:
-    """(distinct values ascending, position of each value among them), via one argsort."""
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    new_value = np.empty(ordered.size, dtype=bool)
-    new_value[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=new_value[1:])
-    local = np.empty(values.size, dtype=np.int64)
-    local[order] = np.cumsum(new_value) - 1
-    return ordered[new_value], local
 
 
 def _hook_and_jump(m: int, left: Int64Array, right: Int64Array) -> Int64Array:

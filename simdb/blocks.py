@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from simdb.arrays import distinct, expand_ranges
 from simdb.errors import CorruptDatabaseError, Remedy
-from simdb.plan import expand_ranges
 
 #: Largest block value: exactly one LMDB overflow page (4096 bytes less its 16-byte header).
 #: A value that fits in a leaf page would share it with others, and rewrites in the middle
@@ -89,7 +89,7 @@ def encode_blocks(values: np.ndarray, ids: np.ndarray | None) -> list[tuple[byte
     if len(change):
         wanted = np.arange(size, n, size)
         at = np.searchsorted(change, wanted)
-        starts = np.unique(np.concatenate([[0], change[at[at < len(change)]]]))
+        starts = distinct(np.concatenate([[0], change[at[at < len(change)]]]))
     else:
         starts = np.array([0])
     # A block whose offsets came out wider than estimated is split where values change.
@@ -111,7 +111,7 @@ def encode_blocks(values: np.ndarray, ids: np.ndarray | None) -> list[tuple[byte
         splits = np.where(inside_after, after, before)[inside_after | inside_before]
         if not len(splits):
             break
-        starts = np.unique(np.concatenate([starts, splits]))
+        starts = distinct(np.concatenate([starts, splits]))
     counts = np.diff(np.append(starts, n))
     owner = np.repeat(np.arange(len(starts)), counts)
     firsts = values[starts]

@@ -36,6 +36,7 @@ from simdb.allpairs import (
     iter_clusters,
     resolve_workers,
 )
+from simdb.arrays import distinct, search_sorted
 from simdb.batch import Batch, Removals
 from simdb.config import (
     CONFIG_KEY,
@@ -921,7 +922,7 @@ class _KeyNames:
 
     def fetch(self, positions: np.ndarray) -> list[str | None]:
         """The keys at ``positions`` (an int array), None for removed documents."""
-        missing = np.unique(positions[~self._known[positions]])
+        missing = distinct(positions[~self._known[positions]])
         if len(missing) * self.SCAN_SHARE > len(self._ids):
             self._scan_all()
         elif len(missing):
@@ -939,7 +940,7 @@ class _KeyNames:
         database = self._database
         with database._storage.read() as txn:
             found, keys = database._records.all_keys(txn)
-        at = np.minimum(np.searchsorted(found, self._ids), max(len(found) - 1, 0))
+        at = np.minimum(search_sorted(found, self._ids), max(len(found) - 1, 0))
         present = (found[at] == self._ids) if len(found) else np.zeros(len(self._ids), dtype=bool)
         key_array = np.array([*keys, None], dtype=object)
         # numpy's stubs leave None out of ArrayLike; np.where takes it as an object scalar.

@@ -76,6 +76,7 @@ import numpy as np
 import numpy.typing as npt
 
 from simdb import features as _features_module
+from simdb.arrays import distinct
 from simdb.errors import FingerprinterError, InvalidInputError
 from simdb.features import iter_chunks, tokenize
 from simdb.keys import iterate
@@ -223,8 +224,8 @@ def _char_hashes(joined: str, lanes: int) -> UInt64Array:
     if joined.isascii():
         return _ascii_char_table(lanes)[np.frombuffer(joined.encode("ascii"), dtype=np.uint8)]
     codes = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
-    distinct, positions = np.unique(codes, return_inverse=True)
-    return _token_hashes([chr(code) for code in distinct.tolist()], lanes)[positions.reshape(-1)]
+    characters, positions = np.unique(codes, return_inverse=True)
+    return _token_hashes([chr(code) for code in characters.tolist()], lanes)[positions.reshape(-1)]
 
 
 @lru_cache(maxsize=2)
@@ -885,15 +886,15 @@ class Fingerprinter:
         first count every distinct feature (8 bytes each, 16 at 128 bits, plus a count)."""
         one = np.ones(1, dtype=np.int64)
         partial: _Partial | None = None
-        distinct = _DistinctCounter()
+        counter = _DistinctCounter()
         for batch in self._feature_batches(text):
             if self._weighs_distinct():
-                distinct.add(batch)
+                counter.add(batch)
                 continue
             counts = np.array([batch.shape[0]], dtype=np.int64)
             reduced = self._reduce(batch, counts, self._feature_weights(batch, None), sketch)
             partial = reduced if partial is None else partial.merge(reduced)
-        features, multiplicity = distinct.result(self._lanes())
+        features, multiplicity = counter.result(self._lanes())
         # Reduce in slices so the bit matrix stays small for huge texts.
         for start in range(0, features.shape[0], 1 << 16):
             rows = features[start : start + (1 << 16)]
@@ -1057,7 +1058,7 @@ class Fingerprinter:
         """The sorted distinct lane-0 feature hashes of ``text``.  O(n log n); memory
         O(distinct features) plus up to :data:`_MERGE_ROWS` hashes and one chunk's, whatever
         the text's length."""
-        distinct = np.empty(0, dtype=np.uint64)
+        merged = np.empty(0, dtype=np.uint64)
         pending: list[UInt64Array] = []
         pending_rows = 0
         for batch in self._feature_batches(text):
@@ -1065,10 +1066,10 @@ class Fingerprinter:
             pending_rows += batch.shape[0]
             # Merging only once the chunks outweigh what is merged keeps the total work
             # O(n log n); merging every chunk would re-sort the whole set each time.
-            if pending_rows > max(distinct.size, _MERGE_ROWS):
-                distinct = np.unique(np.concatenate([distinct, *pending]))
+            if pending_rows > max(merged.size, _MERGE_ROWS):
+                merged = distinct(np.concatenate([merged, *pending]))
                 pending, pending_rows = [], 0
-        return np.unique(np.concatenate([distinct, *pending])) if pending else distinct
+        return distinct(np.concatenate([merged, *pending])) if pending else merged
 
     def fit_idf(self, texts: Iterable[Text], min_df: int = 2) -> Fingerprinter:
         """A new Fingerprinter with these settings and an IDF table fitted on ``texts``.

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from simdb.arrays import expand_ranges
 from simdb.errors import InvalidInputError
 from simdb.validation import check_distance, check_int
 
@@ -117,13 +118,6 @@ class Table:
         distances = np.bitwise_count(stored[candidates] ^ permuted[owners])
         near = distances <= k
         return owners[near], candidates[near], distances[near]
-
-
-def expand_ranges(starts: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """The positions start, start + 1, ..., start + count - 1 of every range, concatenated:
-    each range's start plus its rank within the range.  O(total count), vectorised."""
-    ranks = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-    return np.repeat(starts, counts) + ranks
 
 
 def _move_blocks(values: UInt64Array, moves: Sequence[tuple[int, int, int]]) -> UInt64Array:

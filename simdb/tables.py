@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import lmdb
 import numpy as np
 
+from simdb.arrays import distinct, expand_ranges
 from simdb.blocks import HEADER, ID_BASE, block_header, decode_blocks, encode_block, encode_blocks, search_blocks
 from simdb.btree_tables import (
     BTreeTables,
@@ -63,7 +64,7 @@ from simdb.btree_tables import (
 )
 from simdb.errors import CorruptDatabaseError, Remedy
 from simdb.keys import table_entry_pairs
-from simdb.plan import BITS, Table, TablePlan, expand_ranges
+from simdb.plan import BITS, Table, TablePlan
 from simdb.storage import BareHandles, Handles
 
 STATE = b"tables.state"
@@ -479,7 +480,7 @@ class Tables:
         if self._filters is not None and len(values):
             # Chunks start where values change, as blocks do: two chunks with the same
             # first value would leave a lookup to whichever sorts last.
-            starts = np.unique(np.searchsorted(values, values[::FILTER_CHUNK], side="left")).tolist()
+            starts = distinct(np.searchsorted(values, values[::FILTER_CHUNK], side="left")).tolist()
             for start, end in zip(starts, [*starts[1:], len(values)]):
                 self._put_filter(txn, table, slot, values[start:end])
         state.levels[slot], state.entries[slot] = level, len(values)
