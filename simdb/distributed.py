@@ -68,6 +68,7 @@ from simdb.allpairs import (
     plan_search_jobs,
     resolve_workers,
 )
+from simdb.arrays import compact, distinct, search_sorted
 from simdb.errors import (
     DASK_INSTALL_HINT,
     DaskNotInstalledError,
@@ -279,7 +280,7 @@ def _cross_table_pairs(part: pd.DataFrame, plan: TablePlan, table: int, k: int) 
     prefix = part["prefix"].to_numpy()
     in_query = part["in_query"].to_numpy()
     in_corpus = part["in_corpus"].to_numpy()
-    useful = np.isin(prefix, np.unique(prefix[in_query])) & np.isin(prefix, np.unique(prefix[in_corpus]))
+    useful = np.isin(prefix, distinct(prefix[in_query])) & np.isin(prefix, distinct(prefix[in_corpus]))
     fingerprints = part[FINGERPRINT].to_numpy()[useful]
     in_query, in_corpus = in_query[useful], in_corpus[useful]
     row_a, row_b, distance = _claimed_blocks(fingerprints, plan, table, k)
@@ -707,19 +708,21 @@ def clusters(
     return rows.map_partitions(_tag_clusters, forests[0], include_singletons, meta=meta)
 
 
-Forest = tuple[np.ndarray, np.ndarray]  # (fingerprints ascending, smallest fingerprint of each one's component)
+#: (fingerprints ascending, the position among them of the smallest fingerprint of each one's
+#: component)
+Forest = tuple[np.ndarray, np.ndarray]
 
 
 def _forest(node_a: np.ndarray, node_b: np.ndarray) -> Forest:
-    """Components of the edges between fingerprint values, as (nodes, label of each).
-    O(E log E)."""
+    """Components of the edges between fingerprint values, as a :data:`Forest`.  O(E log E):
+    one argsort of the 2E endpoints, then union-find on their numbers."""
     if not node_a.size:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64)
-    nodes, local = np.unique(np.concatenate([node_a, node_b]), return_inverse=True)
+    nodes, local = compact(np.concatenate([node_a, node_b]))
     labels = ComponentLabeler(nodes.size)
     labels.add(local[: node_a.size], local[node_a.size :])
     # Nodes are ascending, so the smallest node index is the smallest fingerprint.
-    return nodes, nodes[labels.labels()]
+    return nodes, labels.labels()
 
 
 def _job_forest(plan: TablePlan, k: int, jobs: list[SearchJob], threads: int, *parts: np.ndarray | str) -> Forest:
@@ -737,19 +740,30 @@ def _job_forest(plan: TablePlan, k: int, jobs: list[SearchJob], threads: int, *p
 
 
 def _merge_forests(*forests: Forest) -> Forest:
-    """The union of forests, reduced again to one forest.  O(nodes log nodes)."""
-    return _forest(np.concatenate([f[0] for f in forests]), np.concatenate([f[1] for f in forests]))
+    """The union of forests, reduced again to one forest.  O(nodes log nodes): one sort of
+    every forest's nodes, a search of each forest's (ascending) nodes among them, then
+    union-find over each node's edge to its component's smallest; no argsort."""
+    nodes = distinct(np.concatenate([forest[0] for forest in forests]))
+    lefts, rights = [], []
+    for forest_nodes, smallest in forests:
+        # Ascending keys: numpy starts each search where the last one ended.
+        local = np.searchsorted(nodes, forest_nodes)
+        lefts.append(local)
+        rights.append(local[smallest])
+    labels = ComponentLabeler(nodes.size)
+    labels.add(np.concatenate(lefts), np.concatenate(rights))
+    return nodes, labels.labels()
 
 
-def _tag_clusters(part: pd.DataFrame, table: tuple[np.ndarray, np.ndarray], include_singletons: bool) -> pd.DataFrame:
+def _tag_clusters(part: pd.DataFrame, forest: Forest, include_singletons: bool) -> pd.DataFrame:
     """Each row's cluster label: binary search in the sorted node list.  O(n log nodes)."""
     pd = _pandas()
-    nodes, cluster_of_node = table
+    nodes, smallest = forest
     fingerprints = part[FINGERPRINT].to_numpy()
-    where = np.minimum(np.searchsorted(nodes, fingerprints), max(nodes.size - 1, 0))
+    where = np.minimum(search_sorted(nodes, fingerprints), max(nodes.size - 1, 0))
     found = nodes[where] == fingerprints if nodes.size else np.zeros(fingerprints.size, dtype=bool)
     label = fingerprints.copy()  # a singleton is its own cluster, named by its fingerprint
-    label[found] = cluster_of_node[where[found]]
+    label[found] = nodes[smallest[where[found]]]
     out = pd.DataFrame({KEY: part[KEY].reset_index(drop=True), "cluster": label})
     return out if include_singletons else out[found].reset_index(drop=True)
 
@@ -865,7 +879,7 @@ def run_clusters_job(
 
     written = ds.dataset(summary["out_dir"], format="parquet").to_table(columns=["cluster"]).column("cluster")
     summary["clustered_keys"] = len(written)
-    summary["clusters"] = int(np.unique(written.to_numpy()).size) if len(written) else 0
+    summary["clusters"] = int(distinct(written.to_numpy()).size) if len(written) else 0
     return summary
 
 
