@@ -1088,10 +1088,10 @@ class Fingerprinter:
         known_counts = np.empty(0, dtype=np.int64)
         for text in iterate(texts, "texts"):
             documents += 1
-            distinct = base._distinct_features(_as_text(text))
-            if distinct.size:
-                pending.append(distinct)
-                pending_rows += distinct.size
+            features = base._distinct_features(_as_text(text))
+            if features.size:
+                pending.append(features)
+                pending_rows += features.size
             if pending_rows > 1 << 22:
                 known, known_counts = _merge_counts(known, known_counts, pending)
                 pending, pending_rows = [], 0
