@@ -59,7 +59,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from simdb.arrays import compact
+from simdb.arrays import compact, sort_with_positions
 from simdb.errors import DistanceTooLargeError, InvalidInputError
 from simdb.plan import BITS, Table, TablePlan
 from simdb.validation import check_distance, check_int, fingerprint_array
@@ -723,8 +723,8 @@ def _job_shares(values: UInt64Array, job: SearchJob) -> list[Int64Array | None]:
     stable order of the job's digit (so that the search skips that radix pass, see
     :func:`_share_search`), or None for all rows when the job has no digit.  Rows sharing a
     prefix share the job's digit, and sub-shares are ranges of its values, so they never
-    split a run.  Cost: O(N) to pick the job's rows, one linear radix argsort of their
-    digits (one pass per byte of the digit's width); memory 8 bytes per job row."""
+    split a run.  Cost: O(N) to pick the job's rows, one sort of their packed (digit,
+    position) words; memory 8 bytes per job row."""
     if job.digit is None:
         return [None]
     column = _digit_column(values, job.digit)
@@ -735,11 +735,9 @@ def _job_shares(values: UInt64Array, job: SearchJob) -> list[Int64Array | None]:
         rows = np.flatnonzero((column >= job.low) & (column < job.high))
         digits = column[rows]
     del column
-    if job.digit[1] <= 8:
-        digits = digits.astype(np.uint8)
-    order = np.argsort(digits, kind="stable")
-    if rows is not None:
-        order = rows[order]
+    stable = sort_with_positions(digits, rows)
+    assert stable is not None  # a digit's 16 bits fit beside any position
+    order = stable[0]
     splits = max(1, min(job.high - job.low, -(-digits.size // SHARE_ROWS)))
     edges = [job.low + (job.high - job.low) * part // splits for part in range(splits + 1)]
     # Rows before each edge: counts of the digit's values below it (at most 2**16 of them).

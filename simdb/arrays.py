@@ -38,21 +38,40 @@ def distinct(values: npt.NDArray[ScalarT]) -> npt.NDArray[ScalarT]:
     return ordered[_first_of_runs(ordered)]
 
 
+def sort_with_positions(
+    keys: npt.NDArray[np.integer[Any]], positions: npt.NDArray[np.int64] | None = None
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """(``positions`` in ascending order of their ``keys``, ties in the order of the
+    positions; the keys in that order), or None when the keys are negative or their bits
+    and a position's do not fit in 64.  ``positions`` are non-negative, by default
+    0..n-1.  One in-place sort of packed (key, position) words: numpy sorts those several
+    times faster than an argsort, which also allocates (and faults in) a buffer as large as
+    its result.  O(n log n); memory 8 bytes per key."""
+    n = keys.size
+    if not n:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    top = n - 1 if positions is None else int(positions.max())
+    position_bits = max(1, top.bit_length())
+    if int(keys.min()) < 0 or int(keys.max()).bit_length() + position_bits > 64:
+        return None
+    packed = keys.astype(np.uint64)
+    packed <<= np.uint64(position_bits)
+    packed |= np.arange(n, dtype=np.uint64) if positions is None else positions.view(np.uint64)
+    packed.sort()
+    ordered_positions = (packed & np.uint64((1 << position_bits) - 1)).view(np.int64)
+    packed >>= np.uint64(position_bits)
+    return ordered_positions, packed.view(np.int64)
+
+
 def compact(values: npt.NDArray[IntegerT]) -> tuple[npt.NDArray[IntegerT], npt.NDArray[np.int64]]:
     """(the distinct values ascending, the number of each value among them): ``np.unique``
     with ``return_inverse``.  For non-negative int64 values whose bits fit beside a
-    position's, one sort of packed (value, position) words, which numpy does several times
-    faster than an argsort; otherwise one argsort.  O(n log n); memory O(n)."""
-    n = values.size
-    position_bits = max(1, (n - 1).bit_length())
-    value_bits = int(values.max(initial=0)).bit_length()
-    if values.dtype == np.int64 and n and int(values.min()) >= 0 and value_bits + position_bits <= 64:
-        packed = values.astype(np.uint64) << np.uint64(position_bits)
-        packed |= np.arange(n, dtype=np.uint64)
-        packed.sort()
-        order = (packed & np.uint64((1 << position_bits) - 1)).view(np.int64)
-        packed >>= np.uint64(position_bits)
-        ordered = cast("npt.NDArray[IntegerT]", packed.view(np.int64))
+    position's (union-find roots), one :func:`sort_with_positions`; otherwise one argsort.
+    O(n log n); memory O(n)."""
+    packed = sort_with_positions(values) if values.dtype == np.int64 else None
+    if packed is not None:
+        order, sorted_values = packed
+        ordered = cast("npt.NDArray[IntegerT]", sorted_values)
     else:
         order = np.argsort(values)
         ordered = values[order]
@@ -62,7 +81,7 @@ def compact(values: npt.NDArray[IntegerT]) -> tuple[npt.NDArray[IntegerT], npt.N
     numbers = new_value.astype(np.int64)
     np.cumsum(numbers, out=numbers)
     numbers -= 1
-    local = np.empty(n, dtype=np.int64)
+    local = np.empty(values.size, dtype=np.int64)
     local[order] = numbers
     return ordered[new_value], local
 

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdb.arrays import compact, distinct, expand_ranges, search_sorted
+from simdb.arrays import compact, distinct, expand_ranges, search_sorted, sort_with_positions
 
 SETTINGS = settings(max_examples=200, deadline=None)
 
@@ -53,3 +53,28 @@ def test_expand_ranges_lists_every_position_of_every_range(ranges):
     counts = np.array([count for _, count in ranges], dtype=np.int64)
     expected = [position for start, count in ranges for position in range(start, start + count)]
     assert expand_ranges(starts, counts).tolist() == expected
+
+
+@SETTINGS
+@given(
+    keys=st.one_of(
+        st.lists(st.integers(0, 70), max_size=60).map(lambda v: np.array(v, dtype=np.uint16)),
+        int64_values,
+    ),
+    spread=st.integers(0, 40),
+    given_positions=st.booleans(),
+)
+def test_sort_with_positions_is_a_stable_argsort(keys, spread, given_positions):
+    """Positions in stable key order (ties by position), and the keys in that order; None
+    exactly when a key is negative or its bits and a position's do not fit in 64."""
+    positions = np.arange(keys.size, dtype=np.int64) << spread if given_positions else None
+    result = sort_with_positions(keys, positions)
+    top = int(positions.max()) if given_positions and keys.size else max(keys.size - 1, 0)
+    fits = not keys.size or (int(keys.min()) >= 0 and int(keys.max()).bit_length() + max(1, top.bit_length()) <= 64)
+    assert (result is not None) == fits
+    if result is None:
+        return
+    order = np.argsort(keys, kind="stable")
+    expected = order if positions is None else positions[order]
+    assert np.array_equal(result[0], expected)
+    assert np.array_equal(result[1], keys[order].astype(np.int64))
