@@ -38,6 +38,10 @@ def distinct(values: npt.NDArray[ScalarT]) -> npt.NDArray[ScalarT]:
     return ordered[_first_of_runs(ordered)]
 
 
+#: Positions made at once by :func:`sort_with_positions` (8 MiB of them).
+_SLICE = 1 << 20
+
+
 def sort_with_positions(
     keys: npt.NDArray[np.integer[Any]], positions: npt.NDArray[np.int64] | None = None
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
@@ -56,7 +60,12 @@ def sort_with_positions(
         return None
     packed = keys.astype(np.uint64)
     packed <<= np.uint64(position_bits)
-    packed |= np.arange(n, dtype=np.uint64) if positions is None else positions.view(np.uint64)
+    if positions is not None:
+        packed |= positions.view(np.uint64)
+    else:
+        # In slices, so that the positions never take a second array as large as the keys.
+        for start in range(0, n, _SLICE):
+            packed[start : start + _SLICE] |= np.arange(start, min(n, start + _SLICE), dtype=np.uint64)
     packed.sort()
     ordered_positions = (packed & np.uint64((1 << position_bits) - 1)).view(np.int64)
     packed >>= np.uint64(position_bits)

@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simdb import arrays
 from simdb.arrays import compact, distinct, expand_ranges, search_sorted, sort_with_positions
 
 SETTINGS = settings(max_examples=200, deadline=None)
@@ -63,12 +64,19 @@ def test_expand_ranges_lists_every_position_of_every_range(ranges):
     ),
     spread=st.integers(0, 40),
     given_positions=st.booleans(),
+    slice_size=st.sampled_from([1, 7, arrays._SLICE]),
 )
-def test_sort_with_positions_is_a_stable_argsort(keys, spread, given_positions):
+def test_sort_with_positions_is_a_stable_argsort(keys, spread, given_positions, slice_size):
     """Positions in stable key order (ties by position), and the keys in that order; None
-    exactly when a key is negative or its bits and a position's do not fit in 64."""
+    exactly when a key is negative or its bits and a position's do not fit in 64.  Default
+    positions are made in slices of any size."""
     positions = np.arange(keys.size, dtype=np.int64) << spread if given_positions else None
-    result = sort_with_positions(keys, positions)
+    saved = arrays._SLICE
+    arrays._SLICE = slice_size
+    try:
+        result = sort_with_positions(keys, positions)
+    finally:
+        arrays._SLICE = saved
     top = int(positions.max()) if given_positions and keys.size else max(keys.size - 1, 0)
     fits = not keys.size or (int(keys.min()) >= 0 and int(keys.max()).bit_length() + max(1, top.bit_length()) <= 64)
     assert (result is not None) == fits
