@@ -737,12 +737,12 @@ def _job_shares(values: UInt64Array, job: SearchJob) -> list[Int64Array | None]:
     del column
     stable = sort_with_positions(digits, rows)
     assert stable is not None  # a digit's 16 bits fit beside any position
-    order = stable[0]
+    order, sorted_digits = stable
     splits = max(1, min(job.high - job.low, -(-digits.size // SHARE_ROWS)))
     edges = [job.low + (job.high - job.low) * part // splits for part in range(splits + 1)]
-    # Rows before each edge: counts of the digit's values below it (at most 2**16 of them).
-    below = np.concatenate(([0], np.cumsum(np.bincount(digits, minlength=1 << job.digit[1]))))
-    bounds = below[edges].tolist()
+    # A bisect per edge in the sorted digits (np.bincount would first copy every digit
+    # into an int64 array as large as the order itself).
+    bounds = np.searchsorted(sorted_digits, edges).tolist()
     return [order[start:stop] for start, stop in itertools.pairwise(bounds) if stop > start]
 
 
