@@ -717,7 +717,7 @@ def _forest(node_a: np.ndarray, node_b: np.ndarray) -> Forest:
     """Components of the edges between fingerprint values, as a :data:`Forest`.  O(E log E):
     one argsort of the 2E endpoints, then union-find on their numbers."""
     if not node_a.size:
-        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64)
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
     nodes, local = compact(np.concatenate([node_a, node_b]))
     labels = ComponentLabeler(nodes.size)
     labels.add(local[: node_a.size], local[node_a.size :])
