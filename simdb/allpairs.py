@@ -371,8 +371,8 @@ class _RadixOrders:
             else:
                 self.stack.append((digit, step if base is None else base[step], packed[step], bits))
         step, base, packed, _ = self._pass(digits[-1])
-        if step is None:
-            step = np.arange(packed.size)
+        if step is None:  # rows already in this order: no gather of the packed prefixes
+            return _RowOrder(base, np.arange(packed.size)), packed[1:] == packed[:-1]
         ordered = packed[step]
         return _RowOrder(base, step), ordered[1:] == ordered[:-1]
 
