@@ -61,6 +61,7 @@ import numpy.typing as npt
 
 from simdb.arrays import compact, sort_with_positions
 from simdb.errors import DistanceTooLargeError, InvalidInputError
+from simdb.heap import retained_heap
 from simdb.plan import BITS, Table, TablePlan
 from simdb.validation import check_distance, check_int, fingerprint_array
 
@@ -885,6 +886,23 @@ class _Failure:
 
 
 def _run_jobs(
+    values: UInt64Array,
+    plan: TablePlan,
+    k: int,
+    jobs: Sequence[SearchJob],
+    work: ShareWork,
+    block_size: int,
+    workers: int,
+) -> Iterator[_Item]:
+    """Yield everything ``work`` yields for every sub-share of every job, on ``workers``
+    threads (:func:`_search_jobs`).  In a process with fixed malloc thresholds (a Dask
+    worker), freed memory stays in the heap until the search ends
+    (:func:`simdb.heap.retained_heap`)."""
+    with retained_heap():
+        yield from _search_jobs(values, plan, k, jobs, work, block_size, workers)
+
+
+def _search_jobs(
     values: UInt64Array,
     plan: TablePlan,
     k: int,
