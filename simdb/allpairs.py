@@ -59,7 +59,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from simdb.arrays import compact, sort_with_positions
+from simdb.arrays import compact
 from simdb.errors import DistanceTooLargeError, InvalidInputError
 from simdb.heap import retained_heap
 from simdb.plan import BITS, Table, TablePlan
@@ -723,31 +723,59 @@ def bundle_jobs(jobs: Sequence[SearchJob], count: int) -> list[list[SearchJob]]:
 SHARE_ROWS = 1 << 16
 
 
+#: Rows whose digits a job picks at once: the temporaries stay at 8 MiB whatever the input.
+_PICK_SLICE = 1 << 20
+
+
+def _packed_job_rows(values: UInt64Array, job: SearchJob, digit: Digit, position_bits: int) -> UInt64Array:
+    """``digit << position_bits | position`` for each of the job's rows (those whose digit is
+    in ``[job.low, job.high)``), in input order.  Built slice by slice, so that no array
+    of every row's digit, mask or position is ever made: the one result is all the job
+    allocates.  O(N)."""
+    source, width = digit
+    n = values.size
+    whole = job.low == 0 and job.high >= 1 << width
+    digits = np.empty(min(n, _PICK_SLICE), dtype=np.uint64)
+    packed = np.empty(n if whole else 0, dtype=np.uint64)
+    pieces = []
+    for start in range(0, n, _PICK_SLICE):
+        chunk = values[start : start + _PICK_SLICE]
+        chunk_digits = digits[: chunk.size]
+        np.right_shift(chunk, np.uint64(source), out=chunk_digits)
+        chunk_digits &= np.uint64((1 << width) - 1)
+        if whole:
+            piece = packed[start : start + chunk.size]
+            np.left_shift(chunk_digits, np.uint64(position_bits), out=piece)
+            piece |= np.arange(start, start + chunk.size, dtype=np.uint64)
+        else:
+            kept = np.flatnonzero((chunk_digits >= job.low) & (chunk_digits < job.high))
+            piece = chunk_digits[kept]
+            piece <<= np.uint64(position_bits)
+            piece |= (kept + start).view(np.uint64)
+            pieces.append(piece)
+    return packed if whole else np.concatenate(pieces or [packed])
+
+
 def _job_shares(values: UInt64Array, job: SearchJob) -> list[Int64Array | None]:
     """The sub-shares of one job: for each, the positions in ``values`` of its rows in
     stable order of the job's digit (so that the search skips that radix pass, see
     :func:`_share_search`), or None for all rows when the job has no digit.  Rows sharing a
     prefix share the job's digit, and sub-shares are ranges of its values, so they never
-    split a run.  Cost: O(N) to pick the job's rows, one sort of their packed (digit,
-    position) words; memory 8 bytes per job row."""
+    split a run.  Cost: O(N) to pick the job's rows, one in-place sort of their packed
+    (digit, position) words; memory 8 bytes per job row, and nothing per input row."""
     if job.digit is None:
         return [None]
-    column = _digit_column(values, job.digit)
-    if job.low == 0 and job.high >= 1 << job.digit[1]:
-        rows = None
-        digits = column
-    else:
-        rows = np.flatnonzero((column >= job.low) & (column < job.high))
-        digits = column[rows]
-    del column
-    stable = sort_with_positions(digits, rows)
-    assert stable is not None  # a digit's 16 bits fit beside any position
-    order, sorted_digits = stable
-    splits = max(1, min(job.high - job.low, -(-digits.size // SHARE_ROWS)))
-    edges = [job.low + (job.high - job.low) * part // splits for part in range(splits + 1)]
-    # A bisect per edge in the sorted digits (np.bincount would first copy every digit
-    # into an int64 array as large as the order itself).
-    bounds = np.searchsorted(sorted_digits, edges).tolist()
+    position_bits = max(1, (values.size - 1).bit_length())
+    assert job.digit[1] + position_bits <= 64  # a 16-bit digit beside up to 2**48 positions
+    packed = _packed_job_rows(values, job, job.digit, position_bits)
+    packed.sort()
+    splits = max(1, min(job.high - job.low, -(-packed.size // SHARE_ROWS)))
+    inner_edges = [job.low + (job.high - job.low) * part // splits for part in range(1, splits)]
+    # A digit's words start at digit << position_bits: one bisect per inner edge, in place.
+    starts = np.searchsorted(packed, np.array(inner_edges, dtype=np.uint64) << np.uint64(position_bits))
+    bounds = [0, *starts.tolist(), packed.size]
+    packed &= np.uint64((1 << position_bits) - 1)
+    order = packed.view(np.int64)
     return [order[start:stop] for start, stop in itertools.pairwise(bounds) if stop > start]
 
 

@@ -464,15 +464,19 @@ def few_values(n: int, seed: int) -> np.ndarray:
     n=st.integers(0, 3000),
     workers=st.sampled_from([1, 2, 5]),
     share_rows=st.integers(1, 700),
+    pick_slice=st.integers(1, 1000),
     blocks=st.sampled_from([4, 5, 8]),
 )
-def test_sub_shares_hold_a_jobs_rows_once_in_stable_order_of_its_digit(seed, n, workers, share_rows, blocks):
+def test_sub_shares_hold_a_jobs_rows_once_in_stable_order_of_its_digit(
+    seed, n, workers, share_rows, pick_slice, blocks
+):
     """The order the search relies on to skip the job digit's radix pass: within a
     sub-share, rows by digit and, for equal digits, by position; sub-shares in digit order,
-    never splitting a digit value; together, every row of the job's digit range once."""
+    never splitting a digit value; together, every row of the job's digit range once, also
+    when the rows are picked in many slices."""
     values = few_values(n, seed)
-    saved = allpairs.SHARE_ROWS
-    allpairs.SHARE_ROWS = share_rows
+    saved = allpairs.SHARE_ROWS, allpairs._PICK_SLICE
+    allpairs.SHARE_ROWS, allpairs._PICK_SLICE = share_rows, pick_slice
     try:
         for job in plan_search_jobs(TablePlan.create(3, blocks), 3, workers):
             shares = allpairs._job_shares(values, job)
@@ -486,7 +490,7 @@ def test_sub_shares_hold_a_jobs_rows_once_in_stable_order_of_its_digit(seed, n, 
             ties = ordered[1:] == ordered[:-1]
             assert np.all(rows[1:][ties] > rows[:-1][ties])
     finally:
-        allpairs.SHARE_ROWS = saved
+        allpairs.SHARE_ROWS, allpairs._PICK_SLICE = saved
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
