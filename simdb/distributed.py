@@ -486,15 +486,26 @@ def _key_column(part: pd.DataFrame | str, key_dtype: Any) -> pd.Series:
     return _read_keys(part, key_dtype) if isinstance(part, str) else part[KEY].reset_index(drop=True)
 
 
-def _left_keys(parts: list[pd.DataFrame | str], offsets: np.ndarray, key_dtype: Any, *buckets: Bucket) -> list[Bucket]:
-    """Pairs whose left row is in this group of partitions: add its key, then route by the
-    right row to its partition.  Files are read only when some pair needs their keys."""
+def _left_keys(
+    parts: list[pd.DataFrame | str], first: int, offsets: np.ndarray, key_dtype: Any, *buckets: Bucket
+) -> list[Bucket]:
+    """Pairs whose left row is in this group of partitions (numbers ``first`` on): add its
+    key, then route by the right row to its partition.  Only the files holding some pair's
+    left row are read (random input at 100M: 17 pairs, 17 files of 100 at most)."""
     local, other, distance, _ = _merge_buckets(buckets)
     keys = None
     if local.size:
-        columns = [_key_column(part, key_dtype) for part in parts]
-        group = columns[0] if len(columns) == 1 else _pandas().concat(columns, ignore_index=True)
-        keys = group.take(local).reset_index(drop=True)
+        bounds = offsets[first : first + len(parts) + 1] - offsets[first]
+        part_of_row = np.searchsorted(bounds, local, side="right") - 1
+        # Pairs in order of their left row's partition: each key piece lines up with them.
+        order = np.argsort(part_of_row, kind="stable")
+        local, other, distance, part_of_row = local[order], other[order], distance[order], part_of_row[order]
+        starts = [0, *(np.flatnonzero(np.diff(part_of_row)) + 1).tolist()]
+        pieces = []
+        for start, stop in zip(starts, [*starts[1:], local.size]):
+            part = int(part_of_row[start])
+            pieces.append(_key_column(parts[part], key_dtype).take(local[start:stop] - bounds[part]))
+        keys = (pieces[0] if len(pieces) == 1 else _pandas().concat(pieces)).reset_index(drop=True)
     return _route(other, np.zeros(other.size, dtype=np.int64), distance, offsets, keys)
 
 
@@ -612,6 +623,7 @@ def find_all(
     left_out = [
         delayed(_left_keys, pure=True)(
             parts[start : start + group],
+            start,
             inputs.offsets,
             meta["key_a"].dtype,
             *[delayed(operator.getitem, pure=True)(out, number) for out in job_out],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -186,6 +187,27 @@ def test_search_tasks_of_parquet_input_read_the_files_themselves(client: Client,
     assert rows(got, distributed.PAIR_COLUMNS) == local_pairs(fingerprints, 3, None)
     workers = {task["worker"] for task in stream.data if "_job_pairs" in str(task["key"])}
     assert len(workers) == 2
+
+
+def test_keys_are_read_only_from_the_files_holding_a_pair(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random input with one planted pair: the routing tasks read the key column of the two
+    files holding its rows and no other, even where a routing group holds several files."""
+    fingerprints = np.random.default_rng(15).integers(0, 2**64, 2000, dtype=np.uint64, endpoint=False)
+    fingerprints[250] = fingerprints[1800] ^ np.uint64(0b101)
+    write_files(fingerprints, tmp_path, [200] * 10)
+    read: list[str] = []
+    real_read_keys = distributed._read_keys
+
+    def counting_read_keys(path: str, key_dtype: object) -> pd.Series:
+        read.append(path)
+        return real_read_keys(path, key_dtype)
+
+    monkeypatch.setattr(distributed, "_read_keys", counting_read_keys)
+    result = distributed.find_all(str(tmp_path / "*.parquet"), k=3, workers=2)
+    assert distributed._route_group_size(10, 2) > 1  # the pair's group holds other files
+    got = result.compute(scheduler="synchronous")
+    assert rows(got, distributed.PAIR_COLUMNS) == [(250, 1800, 2)]
+    assert sorted(Path(path).name for path in read) == ["part-001.parquet", "part-009.parquet"]
 
 
 def test_series_input_uses_the_index_as_key(client: Client) -> None:
