@@ -38,6 +38,7 @@ union-find, :class:`ComponentLabeler`, which accepts pairs block by block;
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -661,7 +662,8 @@ def plan_search_jobs(
     rows.  Given the input's ``rows`` and ``max_job_rows``, groups are also cut so that a
     job holds about ``max_job_rows`` rows at most (for uniform fingerprints).  Inside a job
     the rows are searched in sub-shares of about :data:`SHARE_ROWS` (see
-    :func:`iter_job_pair_blocks`).
+    :func:`iter_job_pair_blocks`).  A job's ``cost`` is :func:`_group_cost`'s share, which
+    counts the candidates of each table when ``rows`` is given.
     """
     distance_limit = _check_distance(k, plan)
     rules = [rule for rule in _cached_claim_rules(plan) if rule.min_blocks_differing <= distance_limit]
@@ -680,11 +682,7 @@ def plan_search_jobs(
             top = min(width, _RADIX_DIGIT_BITS)
             filters[key] = (source + width - top, top)
         groups.setdefault(key, []).append(rule.table.index)
-    # A radix group costs one pass per table plus the shared one; a packed table about two.
-    costs = {
-        key: 2.0 if isinstance(key, tuple) and key[0] == "packed" else len(tables) + 1.0
-        for key, tables in groups.items()
-    }
+    costs = {key: _group_cost(plan, tables, rows) for key, tables in groups.items()}
     unit = sum(costs.values()) / (2 * workers) if workers > 1 else math.inf
     jobs = []
     for key, tables in groups.items():
@@ -697,18 +695,72 @@ def plan_search_jobs(
     return sorted(jobs, key=lambda job: -job.cost)
 
 
+def _group_cost(plan: TablePlan, tables: Sequence[int], rows: int | None) -> float:
+    """The relative cost of searching ``tables`` together over ``rows`` uniform fingerprints
+    (0 when unknown): 4 for the pass they share (picking, sorting and gathering the job's
+    rows), and per table 1 plus its expected candidates per row, ``rows / 2**leading_bits``.
+    Fitted to one-thread runs of the four groups of k=3, 5 blocks on 2 cores, whose tables of
+    25 leading bits cost more than those of 26, the more so as rows grow (per group: 20M
+    random 1.11, 0.81, 0.66 and 0.52 s; 100M 10.9-13.2, 6.0-6.3, 4.8-5.0 and 3.6-3.8 s):
+    within about 5% of each group's time at both sizes."""
+    expected = 0 if rows is None else rows
+    return 4.0 + sum(1.0 + expected / (1 << plan.tables[table].leading_bits) for table in tables)
+
+
+def _cut_job(job: SearchJob, cost: float, at_least_one_value: bool) -> tuple[SearchJob | None, SearchJob | None]:
+    """``(head, rest)``: the lowest digit values of ``job``, as many as cost nearest to
+    ``cost`` (costs spread evenly over the digit's values, as for uniform fingerprints), and
+    the others.
+    ``(job, None)`` when the whole job fits or it has no digit to cut; ``(None, job)`` when
+    not one value fits, unless ``at_least_one_value``."""
+    if job.cost <= cost or job.digit is None:
+        return job, None
+    span = job.high - job.low
+    cut = job.low + round(span * cost / job.cost)
+    if at_least_one_value:
+        cut = max(cut, job.low + 1)
+    if cut <= job.low:
+        return None, job
+    if cut >= job.high:
+        return job, None
+    share = (cut - job.low) / span
+    return (
+        dataclasses.replace(job, high=cut, cost=job.cost * share),
+        dataclasses.replace(job, low=cut, cost=job.cost * (1 - share)),
+    )
+
+
 def bundle_jobs(jobs: Sequence[SearchJob], count: int) -> list[list[SearchJob]]:
-    """The jobs dealt into at most ``count`` bundles of about equal cost: each job, largest
-    first, to the bundle with the least so far (Graham's LPT rule, within 4/3 of the best
-    split).  For a scheduler that does not place tasks by size, one bundle per worker keeps
-    the workers evenly loaded without cutting the search into more jobs, each of which costs
-    a pass over every row.  O(jobs x count)."""
-    bundles: list[list[SearchJob]] = [[] for _ in range(min(count, len(jobs)))]
-    totals = [0.0] * len(bundles)
+    """The jobs dealt into at most ``count`` bundles of equal cost, for a scheduler that does
+    not place tasks by size (one bundle per worker).  McNaughton's wrap-around rule: the jobs,
+    largest first, fill one bundle after the other up to ``total / count``, and the job that
+    overflows a bundle is cut there by its digit, the rest going on to the next.  At most
+    ``count - 1`` jobs are cut, each cut costs its two parts a pass over every row, and the
+    bundles differ by at most one digit value's cost (a job without a digit is not cut, and
+    may overflow its bundle).  With costs from :func:`plan_search_jobs`, one job per table
+    group is enough: a greedy deal of whole jobs left 2 workers at 1.83 and 1.63 s of
+    search on 20M random, 18.8 and 15.7 s on 100M.  O(jobs + count)."""
+    target = sum(job.cost for job in jobs) / max(1, count)
+    bundles: list[list[SearchJob]] = []
+    bundle: list[SearchJob] = []
+    dealt = 0.0
     for job in sorted(jobs, key=lambda job: -job.cost):
-        lightest = totals.index(min(totals))
-        bundles[lightest].append(job)
-        totals[lightest] += job.cost
+        rest: SearchJob | None = job
+        while rest is not None:
+            if len(bundles) == count - 1:  # the last bundle takes what is left
+                bundle.append(rest)
+                break
+            # Room up to this bundle's end in the running total, so that rounding a cut to
+            # a digit value never accumulates from bundle to bundle.
+            head, rest = _cut_job(rest, target * (len(bundles) + 1) - dealt, at_least_one_value=not bundle)
+            if head is not None:
+                bundle.append(head)
+                dealt += head.cost
+            if rest is not None or dealt >= target * (len(bundles) + 1):
+                bundles.append(bundle)
+                bundle = []
+    if bundle:
+        bundles.append(bundle)
     return bundles
 
 
@@ -729,31 +781,35 @@ _PICK_SLICE = 1 << 20
 
 def _packed_job_rows(values: UInt64Array, job: SearchJob, digit: Digit, position_bits: int) -> UInt64Array:
     """``digit << position_bits | position`` for each of the job's rows (those whose digit is
-    in ``[job.low, job.high)``), in input order.  Built slice by slice, so that no array
-    of every row's digit, mask or position is ever made: the one result is all the job
-    allocates.  O(N)."""
+    in ``[job.low, job.high)``), in input order.  Built slice by slice into one array, so
+    that no array of every row's digit, mask or position is ever made.  For a job over part
+    of the digit's range that array is sized for every row but written only as far as the
+    job's rows reach: pages never written are never mapped in, so it costs 8 bytes per job
+    row, not per input row, and nothing is copied (joining per-slice pieces instead cost a
+    second array of the job's rows: 1.4 s for a job of 87M rows of 100M).  O(N)."""
     source, width = digit
     n = values.size
     whole = job.low == 0 and job.high >= 1 << width
     digits = np.empty(min(n, _PICK_SLICE), dtype=np.uint64)
-    packed = np.empty(n if whole else 0, dtype=np.uint64)
-    pieces = []
+    packed = np.empty(n, dtype=np.uint64)
+    filled = 0
     for start in range(0, n, _PICK_SLICE):
         chunk = values[start : start + _PICK_SLICE]
         chunk_digits = digits[: chunk.size]
         np.right_shift(chunk, np.uint64(source), out=chunk_digits)
         chunk_digits &= np.uint64((1 << width) - 1)
         if whole:
-            piece = packed[start : start + chunk.size]
-            np.left_shift(chunk_digits, np.uint64(position_bits), out=piece)
-            piece |= np.arange(start, start + chunk.size, dtype=np.uint64)
+            kept_digits = chunk_digits
+            positions = np.arange(start, start + chunk.size, dtype=np.uint64)
         else:
             kept = np.flatnonzero((chunk_digits >= job.low) & (chunk_digits < job.high))
-            piece = chunk_digits[kept]
-            piece <<= np.uint64(position_bits)
-            piece |= (kept + start).view(np.uint64)
-            pieces.append(piece)
-    return packed if whole else np.concatenate(pieces or [packed])
+            kept_digits = chunk_digits[kept]
+            positions = (kept + start).view(np.uint64)
+        piece = packed[filled : filled + kept_digits.size]
+        np.left_shift(kept_digits, np.uint64(position_bits), out=piece)
+        piece |= positions
+        filled += piece.size
+    return packed[:filled]
 
 
 def _job_shares(values: UInt64Array, job: SearchJob) -> list[Int64Array | None]:
@@ -923,92 +979,78 @@ def _run_jobs(
     workers: int,
 ) -> Iterator[_Item]:
     """Yield everything ``work`` yields for every sub-share of every job, on ``workers``
-    threads (:func:`_search_jobs`).  In a process with fixed malloc thresholds (a Dask
-    worker), freed memory stays in the heap until the search ends
-    (:func:`simdb.heap.retained_heap`)."""
-    with retained_heap():
-        yield from _search_jobs(values, plan, k, jobs, work, block_size, workers)
-
-
-def _search_jobs(
-    values: UInt64Array,
-    plan: TablePlan,
-    k: int,
-    jobs: Sequence[SearchJob],
-    work: ShareWork,
-    block_size: int,
-    workers: int,
-) -> Iterator[_Item]:
-    """Yield everything ``work`` yields for every sub-share of every job, on ``workers``
     threads.  A thread that finds no sub-share waiting cuts the next job (largest first)
     into its sub-shares, which any thread then takes: the threads stay balanced at the
     grain of a sub-share, and a job's rows are picked once.  numpy's sorts, gathers and
     ufuncs release the GIL, so the threads search in parallel.  Results pass through a
     bounded queue, so memory stays O(workers * block) beyond the jobs being searched; an
-    exception in a thread is raised here, and closing the iterator stops the threads."""
-    pending_jobs = sorted(jobs, key=lambda job: -job.cost)
-    if workers <= 1:
-        for job in pending_jobs:
-            for rows in _job_shares(values, job):
-                yield from work(values, plan, k, job, rows, block_size)
-        return
-    shares: list[tuple[SearchJob, Int64Array | None]] = []
-    lock = threading.Lock()
-    results: queue.Queue[_Item] = queue.Queue(maxsize=4 * workers)
-    stop = threading.Event()
+    exception in a thread is raised here, and closing the iterator stops the threads.  In a
+    process with fixed malloc thresholds (a Dask worker), freed memory stays in the heap
+    until the search ends (:func:`simdb.heap.retained_heap`)."""
+    with retained_heap():
+        pending_jobs = sorted(jobs, key=lambda job: -job.cost)
+        if workers <= 1:
+            for job in pending_jobs:
+                for rows in _job_shares(values, job):
+                    yield from work(values, plan, k, job, rows, block_size)
+            return
+        shares: list[tuple[SearchJob, Int64Array | None]] = []
+        lock = threading.Lock()
+        results: queue.Queue[_Item] = queue.Queue(maxsize=4 * workers)
+        stop = threading.Event()
 
-    def put(item: _Item) -> bool:
-        while not stop.is_set():
-            try:
-                results.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def next_share() -> tuple[SearchJob, Int64Array | None] | None:
-        while True:
-            with lock:
-                if shares:
-                    return shares.pop()
-                if not pending_jobs:
-                    return None
-                job = pending_jobs.pop(0)
-            cut = [(job, rows) for rows in _job_shares(values, job)]
-            with lock:
-                shares.extend(reversed(cut))
-
-    def run() -> None:
-        try:
+        def put(item: _Item) -> bool:
             while not stop.is_set():
-                share = next_share()
-                if share is None:
-                    break
-                for item in work(values, plan, k, share[0], share[1], block_size):
-                    if not put(item):
-                        return
-        except Exception as error:  # noqa: BLE001 -- handed to the consumer, which re-raises it
-            put(_Failure(error))
-        finally:
-            put(_DONE)
+                try:
+                    results.put(item, timeout=0.05)
+                    return True
+                except queue.Full:
+                    continue
+            return False
 
-    threads = [threading.Thread(target=run, daemon=True) for _ in range(workers)]
-    for thread in threads:
-        thread.start()
-    try:
-        finished = 0
-        while finished < len(threads):
-            item = results.get()
-            if item is _DONE:
-                finished += 1
-            elif isinstance(item, _Failure):
-                raise item.error
-            else:
-                yield item
-    finally:
-        stop.set()
+        def next_share() -> tuple[SearchJob, Int64Array | None] | None:
+            while True:
+                with lock:
+                    if shares:
+                        return shares.pop()
+                    if not pending_jobs:
+                        return None
+                    job = pending_jobs.pop(0)
+                cut = [(job, rows) for rows in _job_shares(values, job)]
+                with lock:
+                    shares.extend(reversed(cut))
+
+        def run() -> None:
+            try:
+                while not stop.is_set():
+                    share = next_share()
+                    if share is None:
+                        break
+                    for item in work(values, plan, k, share[0], share[1], block_size):
+                        if not put(item):
+                            return
+            except Exception as error:  # noqa: BLE001 -- handed to the consumer, which re-raises it
+                put(_Failure(error))
+            finally:
+                put(_DONE)
+
+        threads = [threading.Thread(target=run, daemon=True) for _ in range(workers)]
         for thread in threads:
-            thread.join()
+            thread.start()
+        try:
+            finished = 0
+            while finished < len(threads):
+                item = results.get()
+                if item is _DONE:
+                    finished += 1
+                elif isinstance(item, _Failure):
+                    raise item.error
+                else:
+                    yield item
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
 
 
 # --------------------------------------------------------------------------------------
