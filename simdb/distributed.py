@@ -521,9 +521,8 @@ def _right_keys(part: pd.DataFrame | str, meta: pd.DataFrame, *buckets: Bucket) 
 
 
 #: Rows one job searches at most when the input's size is known (Parquet input).  A job's
-#: working memory peaks at about 9 bytes per row it searches, 17 when it takes a range of
-#: a group's digit (its rows are picked slice by slice, then joined): at most about 1.7 GB
-#: per job, on top of the 8 bytes per input row that every worker holds.  Each cut costs a
+#: working memory peaks at about 9 bytes per row it searches: at most about 0.9 GB per job,
+#: on top of the 8 bytes per input row that every worker holds.  Each cut costs a
 #: pass over every row: at 100M rows, picking and sorting the rows of 8 jobs of 50M took
 #: 5.6-5.9 s on one thread, of 4 jobs of 100M 3.5 s.
 MAX_JOB_ROWS = 100_000_000
