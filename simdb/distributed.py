@@ -18,16 +18,18 @@ How :func:`find_all` runs (no shuffle of the rows), for a plan of T tables (10 f
    partition takes its fingerprint column, and each search task gathers them all,
    fetching the partitions it lacks before it starts.
 2. **Each job owns a share of the search.**  :func:`simdb.allpairs.plan_search_jobs` cuts
-   the tables into groups that share a radix pass and, for more workers, each group into
-   shares of rows by a digit every table of the group has in its prefix (about two jobs
-   per worker thread).
+   the tables into groups that share a radix pass (cut further by a digit every table of
+   the group has in its prefix only where a job would exceed :data:`MAX_JOB_ROWS` rows).
+   :func:`simdb.allpairs.bundle_jobs` deals them into one task per worker of equal
+   estimated cost, since Dask does not place tasks by size: jobs fill one bundle after the
+   other, and the job that overflows a bundle is cut there into two shares of rows by that
+   digit, so at most one cut per worker.
    A job picks its rows (one O(N) pass), sorts only those and reports the pairs its
    tables claim, duplicates collapsed and expanded as on one machine.  Rows sharing a
    prefix are always in the same share, and the claim rule reports each pair in one table,
-   so the jobs' outputs are disjoint and complete: no row moves between them.  The jobs
-   are dealt by cost into one task per worker (:func:`simdb.allpairs.bundle_jobs`), since
-   Dask does not place tasks by size, and a worker's threads share its task's jobs (as
-   :func:`simdb.allpairs.find_all`'s threads do) and its one copy of the fingerprints.
+   so the jobs' outputs are disjoint and complete: no row moves between them.  A worker's
+   threads share its task's jobs (as :func:`simdb.allpairs.find_all`'s threads do) and its
+   one copy of the fingerprints.
 3. **Positions to keys.**  A job's pairs are positions in the concatenated array; they are
    routed to the group of input partitions holding the left row (which adds its key; a
    group is a few partitions, so that the second stage is not one task per pair of
@@ -559,12 +561,12 @@ def _exchange(data: Any, rows: dd.DataFrame, plan: TablePlan, k: int, workers: i
         # searching (whose event loop then answers late).
         sources = [delayed(_fingerprints_of, pure=True)(p) for p in parts]
         offsets = delayed(_partition_offsets, pure=True)(*[delayed(len, pure=True)(p) for p in parts])
-    # Dask does not place tasks by size, so the jobs go in one bundle per worker, dealt by
-    # cost, and a worker's threads share its bundle (and its one copy of the fingerprints).
-    # Cutting the search into more jobs instead costs a pass over every row per job:
-    # measured on 20M random fingerprints, 12 jobs took 10.7 CPU-s, 4 jobs 9.4 s.
+    # Dask does not place tasks by size, so the search goes in one bundle per worker of
+    # equal cost, cutting at most one job per worker, and a worker's threads share its
+    # bundle (and its one copy of the fingerprints) by sub-shares.  Each job costs a pass
+    # over every row: measured on 20M random fingerprints, 12 jobs took 10.7 CPU-s, 4 jobs 9.4 s.
     tasks, threads = _worker_shape(workers)
-    jobs = plan_search_jobs(plan, k, tasks * threads, rows=total, max_job_rows=MAX_JOB_ROWS)
+    jobs = plan_search_jobs(plan, k, 1, rows=total, max_job_rows=MAX_JOB_ROWS)
     return _Inputs(parts, sources, offsets, bundle_jobs(jobs, tasks), threads)
 
 
@@ -594,8 +596,8 @@ def find_all(
     else the local cores).  ``npartitions`` is accepted for compatibility and unused: no
     rows are shuffled.
 
-    Cost: the one-process search, cut into about 2 x ``workers`` jobs dealt into one task
-    per worker, each of which reads every fingerprint once (8 bytes per row: from the
+    Cost: the one-process search, its table groups dealt into one task per worker of equal
+    cost (at most one group cut per worker), each of which reads every fingerprint once (8 bytes per row: from the
     files for Parquet input, else copied once to each worker), and each job makes one O(N)
     pass to pick its rows; the pairs move twice (to the group of partitions holding their
     left row, then to the partition holding their right row) to get their keys, about
