@@ -702,7 +702,9 @@ def _group_cost(plan: TablePlan, tables: Sequence[int], rows: int | None) -> flo
     Fitted to one-thread runs of the four groups of k=3, 5 blocks on 2 cores, whose tables of
     25 leading bits cost more than those of 26, the more so as rows grow (per group: 20M
     random 1.11, 0.81, 0.66 and 0.52 s; 100M 10.9-13.2, 6.0-6.3, 4.8-5.0 and 3.6-3.8 s):
-    within about 5% of each group's time at both sizes."""
+    within about 5% of each group's time at both sizes.  Not on clustered input, where the
+    candidates come from near duplicates and the four groups cost about alike (3.3-3.6 s
+    each at 20M)."""
     expected = 0 if rows is None else rows
     return 4.0 + sum(1.0 + expected / (1 << plan.tables[table].leading_bits) for table in tables)
 
@@ -737,9 +739,10 @@ def bundle_jobs(jobs: Sequence[SearchJob], count: int) -> list[list[SearchJob]]:
     overflows a bundle is cut there by its digit, the rest going on to the next.  At most
     ``count - 1`` jobs are cut, each cut costs its two parts a pass over every row, and the
     bundles differ by at most one digit value's cost (a job without a digit is not cut, and
-    may overflow its bundle).  With costs from :func:`plan_search_jobs`, one job per table
-    group is enough: a greedy deal of whole jobs left 2 workers at 1.83 and 1.63 s of
-    search on 20M random, 18.8 and 15.7 s on 100M.  O(jobs + count)."""
+    may overflow its bundle).  The bundles are as even as the costs are right: with those
+    of :func:`plan_search_jobs`, one thread took 12.4 and 13.1 s for two bundles of 100M
+    random fingerprints, where a greedy deal of whole jobs gave 14.0 and 10.4 s; on 20M
+    clustered ones, 5.9 and 7.8 s against 7.1 and 7.4 s.  O(jobs + count)."""
     target = sum(job.cost for job in jobs) / max(1, count)
     bundles: list[list[SearchJob]] = []
     bundle: list[SearchJob] = []
