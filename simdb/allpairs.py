@@ -753,13 +753,14 @@ def bundle_jobs(jobs: Sequence[SearchJob], count: int) -> list[list[SearchJob]]:
             if len(bundles) == count - 1:  # the last bundle takes what is left
                 bundle.append(rest)
                 break
-            # Room up to this bundle's end in the running total, so that rounding a cut to
+            # This bundle ends at its share of the running total, so that rounding a cut to
             # a digit value never accumulates from bundle to bundle.
-            head, rest = _cut_job(rest, target * (len(bundles) + 1) - dealt, at_least_one_value=not bundle)
+            bundle_end = target * (len(bundles) + 1)
+            head, rest = _cut_job(rest, bundle_end - dealt, at_least_one_value=not bundle)
             if head is not None:
                 bundle.append(head)
                 dealt += head.cost
-            if rest is not None or dealt >= target * (len(bundles) + 1):
+            if rest is not None or dealt >= bundle_end:
                 bundles.append(bundle)
                 bundle = []
     if bundle:

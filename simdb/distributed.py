@@ -497,17 +497,14 @@ def _left_keys(
     local, other, distance, _ = _merge_buckets(buckets)
     keys = None
     if local.size:
-        bounds = offsets[first : first + len(parts) + 1] - offsets[first]
-        part_of_row = np.searchsorted(bounds, local, side="right") - 1
-        # Pairs in order of their left row's partition: each key piece lines up with them.
-        order = np.argsort(part_of_row, kind="stable")
-        local, other, distance, part_of_row = local[order], other[order], distance[order], part_of_row[order]
-        starts = [0, *(np.flatnonzero(np.diff(part_of_row)) + 1).tolist()]
-        pieces = []
-        for start, stop in zip(starts, [*starts[1:], local.size]):
-            part = int(part_of_row[start])
-            pieces.append(_key_column(parts[part], key_dtype).take(local[start:stop] - bounds[part]))
-        keys = (pieces[0] if len(pieces) == 1 else _pandas().concat(pieces)).reset_index(drop=True)
+        # Split by the partition holding the left row, key each piece from its file alone.
+        by_part = _route(local, other, distance, offsets[first : first + len(parts) + 1] - offsets[first])
+        keyed = tuple(
+            (rows, others, distances, _key_column(parts[part], key_dtype).take(rows).reset_index(drop=True))
+            for part, (rows, others, distances, _) in enumerate(by_part)
+            if rows.size
+        )
+        _, other, distance, keys = _merge_buckets(keyed)
     return _route(other, np.zeros(other.size, dtype=np.int64), distance, offsets, keys)
 
 
@@ -597,11 +594,11 @@ def find_all(
     rows are shuffled.
 
     Cost: the one-process search, its table groups dealt into one task per worker of equal
-    cost (at most one group cut per worker), each of which reads every fingerprint once (8 bytes per row: from the
-    files for Parquet input, else copied once to each worker), and each job makes one O(N)
-    pass to pick its rows; the pairs move twice (to the group of partitions holding their
-    left row, then to the partition holding their right row) to get their keys, about
-    P**2 / 8 small routing tasks for P partitions at most.  See the module docstring.
+    cost (at most one group cut per worker), each of which reads every fingerprint once (8
+    bytes per row: from the files for Parquet input, else copied once to each worker), and
+    each job makes one O(N) pass to pick its rows; the pairs move twice (to the group of
+    partitions holding their left row, then to the partition holding their right row) to
+    get their keys, about P**2 / 8 small routing tasks for P partitions at most.  See the module docstring.
     Nothing runs until the result is computed or written.
     """
     dask_dataframe = _dask()  # first: raises DaskNotInstalledError without the extra
