@@ -31,9 +31,9 @@ How :func:`find_all` runs (no shuffle of the rows), for a plan of T tables (10 f
    threads share its task's jobs (as :func:`simdb.allpairs.find_all`'s threads do) and its
    one copy of the fingerprints.
 3. **Positions to keys.**  A job's pairs are positions in the concatenated array; they are
-   routed to the group of input partitions holding the left row (which adds its key; a
-   group is a few partitions, so that the second stage is not one task per pair of
-   partitions), then to the partition holding the right row.  Only pairs move, never
+   routed to the group of input partitions holding the left row, which adds its key, then
+   to the group holding the right row, which adds that key (a group is a few partitions,
+   so that there are not P**2 routing pieces for P partitions).  Only pairs move, never
    rows; for Parquet input a file's keys are read only where some pair needs them.
 
 Total work is one process's search plus one O(N) pass per job and the copy of the
@@ -435,17 +435,17 @@ def _route(
     return buckets
 
 
-#: Input partitions whose keys one task of the first routing stage adds, at most.  Pairs
-#: are routed twice, by left row to a group of partitions and then by right row to one
-#: partition, so the second stage takes one piece per group for each partition: about
-#: P**2 / ROUTE_GROUP small tasks in all (one per partition pair made the scheduler's
-#: overhead the tail of a 20M run: 0.4 s), while a first-stage task holds the pairs of at
-#: most ROUTE_GROUP partitions.
+#: Input partitions whose keys one routing task adds, at most.  Pairs are routed twice, by
+#: left row to a group of partitions and then by right row to a group, so the second stage
+#: takes one piece from each group for each group: G**2 small tasks for G groups (one per
+#: partition pair made the scheduler's overhead the tail of a 20M run: 0.4 s; one per
+#: (group, partition) pair, 140 pieces for 20 files, 0.2-0.35 s; 49 pieces, 0.13-0.17 s),
+#: while a routing task holds the pairs of at most ROUTE_GROUP partitions.
 ROUTE_GROUP = 8
 
 
 def _route_group_size(partitions: int, tasks: int) -> int:
-    """Partitions per first-stage routing task: at most :data:`ROUTE_GROUP`, and few enough
+    """Partitions per routing task: at most :data:`ROUTE_GROUP`, and few enough
     that there are about four such tasks per search task (each adds the keys of its
     pairs, the heavy part for inputs with many pairs)."""
     groups = min(partitions, max(-(-partitions // ROUTE_GROUP), 4 * tasks))
@@ -460,7 +460,7 @@ def _job_pairs(
     :func:`simdb.allpairs.find_all` runs its jobs; their pairs, routed by the left row's
     group of ``group`` partitions (:func:`_route_group_size`)."""
     values, offsets = _all_fingerprints(*parts)
-    offsets = np.concatenate([offsets[:-1:group], offsets[-1:]])
+    offsets = _group_offsets(offsets, group)
     lefts, rights, distances = [], [], []
     for left, right, distance in _run_jobs(values, plan, k, jobs, _share_pair_blocks, DEFAULT_BLOCK_SIZE, threads):
         lefts.append(left)
@@ -488,32 +488,45 @@ def _key_column(part: pd.DataFrame | str, key_dtype: Any) -> pd.Series:
     return _read_keys(part, key_dtype) if isinstance(part, str) else part[KEY].reset_index(drop=True)
 
 
+def _group_offsets(offsets: np.ndarray, group: int) -> np.ndarray:
+    """Where each group of ``group`` consecutive partitions starts, from the partitions'
+    :func:`_partition_offsets` (the last entry: the total)."""
+    return np.concatenate([offsets[:-1:group], offsets[-1:]])
+
+
+def _add_keys(
+    parts: list[pd.DataFrame | str], first: int, offsets: np.ndarray, key_dtype: Any, bucket: Bucket
+) -> tuple[Bucket, pd.Series | None]:
+    """``bucket``'s pairs, whose rows are local to the group of partitions ``parts``
+    (numbers ``first`` on), ordered by the partition holding the row, and the keys of those
+    rows (None when there are no pairs).  Only the files holding some pair's row are read
+    (random input at 100M: 17 pairs, 17 files of 100 at most)."""
+    rows, other, distance, carried = bucket
+    by_part = _route(rows, other, distance, offsets[first : first + len(parts) + 1] - offsets[first], carried)
+    pieces = [(part, piece) for part, piece in enumerate(by_part) if piece[0].size]
+    if not pieces:
+        return bucket, None
+    keys = [_key_column(parts[part], key_dtype).take(piece[0]).reset_index(drop=True) for part, piece in pieces]
+    return _merge_buckets(tuple(piece for _, piece in pieces)), _pandas().concat(keys, ignore_index=True)
+
+
 def _left_keys(
-    parts: list[pd.DataFrame | str], first: int, offsets: np.ndarray, key_dtype: Any, *buckets: Bucket
+    parts: list[pd.DataFrame | str], first: int, offsets: np.ndarray, group: int, key_dtype: Any, *buckets: Bucket
 ) -> list[Bucket]:
-    """Pairs whose left row is in this group of partitions (numbers ``first`` on): add its
-    key, then route by the right row to its partition.  Only the files holding some pair's
-    left row are read (random input at 100M: 17 pairs, 17 files of 100 at most)."""
-    local, other, distance, _ = _merge_buckets(buckets)
-    keys = None
-    if local.size:
-        # Split by the partition holding the left row, key each piece from its file alone.
-        by_part = _route(local, other, distance, offsets[first : first + len(parts) + 1] - offsets[first])
-        keyed = tuple(
-            (rows, others, distances, _key_column(parts[part], key_dtype).take(rows).reset_index(drop=True))
-            for part, (rows, others, distances, _) in enumerate(by_part)
-            if rows.size
-        )
-        _, other, distance, keys = _merge_buckets(keyed)
-    return _route(other, np.zeros(other.size, dtype=np.int64), distance, offsets, keys)
+    """Pairs whose left row is in this group of partitions: add its key, then route them
+    by the right row to its group of ``group`` partitions."""
+    (_, other, distance, _), keys = _add_keys(parts, first, offsets, key_dtype, _merge_buckets(buckets))
+    return _route(other, np.zeros(other.size, dtype=np.int64), distance, _group_offsets(offsets, group), keys)
 
 
-def _right_keys(part: pd.DataFrame | str, meta: pd.DataFrame, *buckets: Bucket) -> pd.DataFrame:
-    """Pairs whose right row is in this partition: add its key; orient key_a < key_b."""
-    local, _, distance, key_a = _merge_buckets(buckets)
-    if key_a is None or not local.size:
+def _right_keys(
+    parts: list[pd.DataFrame | str], first: int, offsets: np.ndarray, meta: pd.DataFrame, *buckets: Bucket
+) -> pd.DataFrame:
+    """Pairs whose right row is in this group of partitions: add its key; orient key_a <
+    key_b."""
+    (_, _, distance, key_a), key_b = _add_keys(parts, first, offsets, meta["key_b"].dtype, _merge_buckets(buckets))
+    if key_b is None:
         return meta
-    key_b = _key_column(part, meta["key_b"].dtype).take(local).reset_index(drop=True)
     return _orient(_pandas().DataFrame({"key_a": key_a, "key_b": key_b, "distance": distance}))
 
 
@@ -582,7 +595,7 @@ def find_all(
 ) -> dd.DataFrame:
     """Every pair of keys whose fingerprints are within ``k`` bits, as a lazy Dask DataFrame
     with columns ``key_a``, ``key_b`` (``key_a < key_b``), ``distance`` (uint8), one
-    partition per input partition.
+    partition per routing group of up to :data:`ROUTE_GROUP` input partitions.
 
     ``fingerprints`` is a Dask DataFrame with columns ``key`` and ``fingerprint``, a Dask
     Series of fingerprints indexed by key, or a path or glob of Parquet files with those two
@@ -597,8 +610,9 @@ def find_all(
     cost (at most one group cut per worker), each of which reads every fingerprint once (8
     bytes per row: from the files for Parquet input, else copied once to each worker), and
     each job makes one O(N) pass to pick its rows; the pairs move twice (to the group of
-    partitions holding their left row, then to the partition holding their right row) to
-    get their keys, about P**2 / 8 small routing tasks for P partitions at most.  See the module docstring.
+    partitions holding their left row, then to the group holding their right row) to get
+    their keys, G**2 small routing tasks for G groups (:func:`_route_group_size`).  See
+    the module docstring.
     Nothing runs until the result is computed or written.
     """
     dask_dataframe = _dask()  # first: raises DaskNotInstalledError without the extra
@@ -615,22 +629,30 @@ def find_all(
         delayed(_job_pairs, pure=True)(plan, plan.k, bundle, inputs.threads, group, *inputs.fingerprints)
         for bundle in inputs.bundles
     ]
-    # Stage 1: to the group of partitions holding the left row (which adds the key), stage
-    # 2: to the partition holding the right row.
+    # Stage 1: to the group of partitions holding the left row (which adds its key), stage
+    # 2: to the group holding the right row (which adds its key).
     meta = pd.DataFrame({"key_a": rows._meta[KEY], "key_b": rows._meta[KEY], "distance": np.zeros(0, dtype=np.uint8)})
+    starts = range(0, len(parts), group)
     left_out = [
         delayed(_left_keys, pure=True)(
             parts[start : start + group],
             start,
             inputs.offsets,
+            group,
             meta["key_a"].dtype,
             *[delayed(operator.getitem, pure=True)(out, number) for out in job_out],
         )
-        for number, start in enumerate(range(0, len(parts), group))
+        for number, start in enumerate(starts)
     ]
     right_out = [
-        delayed(_right_keys, pure=True)(part, meta, *[delayed(operator.getitem, pure=True)(out, j) for out in left_out])
-        for j, part in enumerate(parts)
+        delayed(_right_keys, pure=True)(
+            parts[start : start + group],
+            start,
+            inputs.offsets,
+            meta,
+            *[delayed(operator.getitem, pure=True)(out, number) for out in left_out],
+        )
+        for number, start in enumerate(starts)
     ]
     return dask_dataframe.from_delayed(right_out, meta=meta, verify_meta=False)
 

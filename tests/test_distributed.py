@@ -160,7 +160,10 @@ def test_many_partitions_are_routed_through_groups(client: Client, tmp_path) -> 
     fingerprints = clustered_input(3000, seed=13)
     expected = local_pairs(fingerprints, 3, None)
     assert distributed.ROUTE_GROUP < 19
-    got = distributed.find_all(as_frame(fingerprints, npartitions=19), k=3).compute()
+    result = distributed.find_all(as_frame(fingerprints, npartitions=19), k=3, workers=2)
+    # One output partition per routing group, several input partitions each.
+    assert result.npartitions == -(-19 // distributed._route_group_size(19, 2)) < 19
+    got = result.compute()
     assert rows(got, distributed.PAIR_COLUMNS) == expected
     sizes = [400, 0, 7, 1000, 93, 300, 200, 100, 250, 150, 1, 299, 200]
     write_files(fingerprints, tmp_path, sizes)
