@@ -783,19 +783,22 @@ SHARE_ROWS = 1 << 16
 _PICK_SLICE = 1 << 20
 
 
-def _packed_job_rows(values: UInt64Array, job: SearchJob, digit: Digit, position_bits: int) -> UInt64Array:
+def _packed_job_rows(
+    values: UInt64Array, job: SearchJob, digit: Digit, position_bits: int, picked: UInt64Array
+) -> UInt64Array:
     """``digit << position_bits | position`` for each of the job's rows (those whose digit is
-    in ``[job.low, job.high)``), in input order.  Built slice by slice into one array, so
-    that no array of every row's digit, mask or position is ever made.  For a job over part
-    of the digit's range that array is sized for every row but written only as far as the
-    job's rows reach: pages never written are never mapped in, so it costs 8 bytes per job
-    row, not per input row, and nothing is copied (joining per-slice pieces instead cost a
-    second array of the job's rows: 1.4 s for a job of 87M rows of 100M).  O(N)."""
+    in ``[job.low, job.high)``), in input order, written from the start of ``picked`` (one
+    word per input row).  Built slice by slice, so that no array of every row's digit, mask
+    or position is ever made.  For a job over part of the digit's range ``picked`` is
+    written only as far as the job's rows reach: pages never written are never mapped in,
+    so it costs 8 bytes per job row, not per input row, and nothing is copied (joining
+    per-slice pieces instead cost a second array of the job's rows: 1.4 s for a job of 87M
+    rows of 100M).  O(N)."""
     source, width = digit
     n = values.size
     whole = job.low == 0 and job.high >= 1 << width
     digits = np.empty(min(n, _PICK_SLICE), dtype=np.uint64)
-    packed = np.empty(n, dtype=np.uint64)
+    packed = picked[:n]
     filled = 0
     for start in range(0, n, _PICK_SLICE):
         chunk = values[start : start + _PICK_SLICE]
@@ -816,18 +819,22 @@ def _packed_job_rows(values: UInt64Array, job: SearchJob, digit: Digit, position
     return packed[:filled]
 
 
-def _job_shares(values: UInt64Array, job: SearchJob) -> list[Int64Array | None]:
+def _job_shares(values: UInt64Array, job: SearchJob, picked: UInt64Array | None = None) -> list[Int64Array | None]:
     """The sub-shares of one job: for each, the positions in ``values`` of its rows in
     stable order of the job's digit (so that the search skips that radix pass, see
     :func:`_share_search`), or None for all rows when the job has no digit.  Rows sharing a
     prefix share the job's digit, and sub-shares are ranges of its values, so they never
-    split a run.  Cost: O(N) to pick the job's rows, one in-place sort of their packed
-    (digit, position) words; memory 8 bytes per job row, and nothing per input row."""
+    split a run.  The sub-shares are views of ``picked`` (an array of one word per row in
+    ``values``, made when None), which must outlive them.  Cost: O(N) to pick the job's
+    rows, one in-place sort of their packed (digit, position) words; memory 8 bytes per job
+    row, and nothing per input row."""
     if job.digit is None:
         return [None]
     position_bits = max(1, (values.size - 1).bit_length())
     assert job.digit[1] + position_bits <= 64  # a 16-bit digit beside up to 2**48 positions
-    packed = _packed_job_rows(values, job, job.digit, position_bits)
+    if picked is None:
+        picked = np.empty(values.size, dtype=np.uint64)
+    packed = _packed_job_rows(values, job, job.digit, position_bits, picked)
     packed.sort()
     splits = max(1, min(job.high - job.low, -(-packed.size // SHARE_ROWS)))
     inner_edges = [job.low + (job.high - job.low) * part // splits for part in range(1, splits)]
@@ -990,15 +997,22 @@ def _run_jobs(
     bounded queue, so memory stays O(workers * block) beyond the jobs being searched; an
     exception in a thread is raised here, and closing the iterator stops the threads.  In a
     process with fixed malloc thresholds (a Dask worker), freed memory stays in the heap
-    until the search ends (:func:`simdb.heap.retained_heap`)."""
+    until the search ends (:func:`simdb.heap.retained_heap`).  The arrays that pick a job's
+    rows (one word per input row) pass from a finished job to the next: a fresh one's pages
+    are faulted in again, which cost 0.3-0.4 s of system time in a one-thread search of 20M
+    random fingerprints (3.4 s in all)."""
     with retained_heap():
         pending_jobs = sorted(jobs, key=lambda job: -job.cost)
+        # np.empty maps pages only where a job writes them.
         if workers <= 1:
+            picked = np.empty(values.size, dtype=np.uint64)
             for job in pending_jobs:
-                for rows in _job_shares(values, job):
+                for rows in _job_shares(values, job, picked):
                     yield from work(values, plan, k, job, rows, block_size)
             return
-        shares: list[tuple[SearchJob, Int64Array | None]] = []
+        # A share's ticket: [its job's shares not yet searched, the array they are views of].
+        shares: list[tuple[SearchJob, Int64Array | None, list[Any]]] = []
+        free_picked: list[UInt64Array] = []
         lock = threading.Lock()
         results: queue.Queue[_Item] = queue.Queue(maxsize=4 * workers)
         stop = threading.Event()
@@ -1012,7 +1026,7 @@ def _run_jobs(
                     continue
             return False
 
-        def next_share() -> tuple[SearchJob, Int64Array | None] | None:
+        def next_share() -> tuple[SearchJob, Int64Array | None, list[Any]] | None:
             while True:
                 with lock:
                     if shares:
@@ -1020,9 +1034,13 @@ def _run_jobs(
                     if not pending_jobs:
                         return None
                     job = pending_jobs.pop(0)
-                cut = [(job, rows) for rows in _job_shares(values, job)]
+                    picked = free_picked.pop() if free_picked else np.empty(values.size, dtype=np.uint64)
+                cut = _job_shares(values, job, picked)
+                ticket = [len(cut), picked]
                 with lock:
-                    shares.extend(reversed(cut))
+                    shares.extend((job, rows, ticket) for rows in reversed(cut))
+                    if not cut:
+                        free_picked.append(picked)
 
         def run() -> None:
             try:
@@ -1030,9 +1048,14 @@ def _run_jobs(
                     share = next_share()
                     if share is None:
                         break
-                    for item in work(values, plan, k, share[0], share[1], block_size):
+                    job, rows, ticket = share
+                    for item in work(values, plan, k, job, rows, block_size):
                         if not put(item):
                             return
+                    with lock:
+                        ticket[0] -= 1
+                        if not ticket[0]:
+                            free_picked.append(ticket[1])
             except Exception as error:  # noqa: BLE001 -- handed to the consumer, which re-raises it
                 put(_Failure(error))
             finally:
