@@ -415,16 +415,32 @@ def _all_fingerprints(*sources: np.ndarray | str) -> tuple[np.ndarray, np.ndarra
 Bucket = tuple[np.ndarray, np.ndarray, np.ndarray, Any]
 
 
+#: Partitions up to which :func:`_route` numbers a pair's partition by one comparison per
+#: partition edge rather than a bisection: for the 54M pairs of one search task on 20M
+#: clustered fingerprints (7 groups), numpy's searchsorted took 1.5-1.7 s, the comparisons
+#: 0.2 s; on random positions, 32 partitions: 2.4 s against 0.8 s; 128: 2.7 s against 3.4 s.
+_COMPARED_PARTS = 64
+
+
 def _route(
     row: np.ndarray, other: np.ndarray, distance: np.ndarray, offsets: np.ndarray, keys: Any = None
 ) -> list[Bucket]:
     """Split pairs by the input partition holding ``row`` (a global position): one bucket
-    per partition, ``row`` made local to it.  O(E log E) for one argsort."""
+    per partition, ``row`` made local to it.  O(E log P) to number the partitions (O(E P)
+    for at most :data:`_COMPARED_PARTS`), then one linear radix argsort."""
     parts = offsets.size - 1
     if parts == 1:
         return [(row, other, distance, keys)]
     # A narrow dtype lets numpy's stable argsort be a linear radix sort.
-    part_of_row = (np.searchsorted(offsets, row, side="right") - 1).astype(np.uint16 if parts <= 1 << 16 else np.int64)
+    part_of_row: np.ndarray
+    if parts <= _COMPARED_PARTS:
+        part_of_row = np.zeros(row.size, dtype=np.uint16)
+        for start in offsets[1:-1].tolist():
+            part_of_row += row >= start
+    else:
+        part_of_row = (np.searchsorted(offsets, row, side="right") - 1).astype(
+            np.uint16 if parts <= 1 << 16 else np.int64
+        )
     order = np.argsort(part_of_row, kind="stable")
     bounds = np.searchsorted(part_of_row[order], np.arange(parts + 1))
     buckets = []

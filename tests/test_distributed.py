@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("dask.distributed")
 pytest.importorskip("pyarrow")
@@ -190,6 +192,30 @@ def test_search_tasks_of_parquet_input_read_the_files_themselves(client: Client,
     assert rows(got, distributed.PAIR_COLUMNS) == local_pairs(fingerprints, 3, None)
     workers = {task["worker"] for task in stream.data if "_job_pairs" in str(task["key"])}
     assert len(workers) == 2
+
+
+@pytest.mark.parametrize("parts", [1, 2, 7, distributed._COMPARED_PARTS, distributed._COMPARED_PARTS + 1, 150])
+@settings(max_examples=25, deadline=None)
+@given(pairs=st.integers(0, 400), seed=st.integers(0, 2**32 - 1))
+def test_pairs_are_routed_to_the_partition_holding_their_row(parts, pairs, seed) -> None:
+    """Each bucket holds, in input order, the pairs whose row lies in its partition, the row
+    made local to it; with empty partitions, and on both sides of the number of partitions
+    up to which rows are numbered by comparisons rather than a bisection."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, 6, parts) * rng.integers(0, 2, parts)  # about half empty
+    offsets = distributed._partition_offsets(*sizes.tolist())
+    total = int(offsets[-1])
+    row = rng.integers(0, max(total, 1), pairs if total else 0)
+    other = rng.integers(0, 2**40, row.size)
+    distance = rng.integers(0, 4, row.size).astype(np.uint8)
+    keys = pd.Series([f"k{value}" for value in other.tolist()], dtype=object)
+    buckets = distributed._route(row, other, distance, offsets, keys)
+    assert len(buckets) == parts
+    for part, (local, others, distances, picked_keys) in enumerate(buckets):
+        chosen = np.flatnonzero((row >= offsets[part]) & (row < offsets[part + 1]))
+        assert np.array_equal(local, row[chosen] - offsets[part])
+        assert np.array_equal(others, other[chosen]) and np.array_equal(distances, distance[chosen])
+        assert picked_keys.tolist() == [f"k{value}" for value in other[chosen].tolist()]
 
 
 def test_keys_are_read_only_from_the_files_holding_a_pair(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
