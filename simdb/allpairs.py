@@ -1230,8 +1230,9 @@ class ComponentLabeler:
     smallest index, which :meth:`labels` returns per node.  With positions in insertion order,
     that is the first-added member.
 
-    Cost: :meth:`add` is O(E log E) for a block of E edges plus a root chase whose depth is
-    small in practice (endpoints are path-compressed); :meth:`labels` is O(n log depth).
+    Cost: :meth:`add` is O(E log E) for a block of E edges (O(n) from n / 2 edges that join
+    distinct components) plus a root chase whose depth is small in practice (endpoints are
+    path-compressed); :meth:`labels` is O(n log depth).
     Memory: one int64 per node plus O(E).
     """
 
@@ -1269,6 +1270,13 @@ class ComponentLabeler:
         if not differ.any():
             return
         root_left, root_right = root_left[differ], root_right[differ]
+        if 2 * root_left.size >= self.n:
+            # A block with about as many endpoints as there are nodes: hook and jump over
+            # every node, with no renumbering (whose sort would cost more than it saves:
+            # merging two forests of 8M and 13M nodes, 2.4 s against 3.8 s).  Nodes outside
+            # the block keep their own label, which is not below their parent.
+            np.minimum(self._parent, _hook_and_jump(self.n, root_left, root_right), out=self._parent)
+            return
         # Solve the block on a compact numbering of the roots it touches (O(E), not O(n)).
         nodes, local = compact(np.concatenate([root_left, root_right]))
         local_left, local_right = local[: root_left.size], local[root_left.size :]

@@ -315,6 +315,23 @@ def test_components_match_brute_force_streamed_in_blocks(graph, block):
     assert connected_components(n, left, right).tolist() == brute_components(n, edges)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_a_block_with_as_many_endpoints_as_nodes_keeps_the_joins_before_it(seed):
+    """Small blocks first (solved on a compact numbering of their roots), then one block
+    with an endpoint per node or more (solved over every node): the nodes joined by the
+    first blocks stay joined."""
+    n = 1000
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, n, (300, 2))
+    large = rng.integers(0, n, (600, 2))
+    labeler = ComponentLabeler(n)
+    for start in range(0, len(small), 10):
+        labeler.add(small[start : start + 10, 0], small[start : start + 10, 1])
+    labeler.add(large[:, 0], large[:, 1])
+    edges = [tuple(edge) for edge in np.concatenate([small, large]).tolist()]
+    assert labeler.labels().tolist() == brute_components(n, edges)
+
+
 @pytest.mark.parametrize("block", [1, 7, 10_000])
 def test_long_path_in_adversarial_order(block):
     n = 3000
