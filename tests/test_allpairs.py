@@ -653,8 +653,7 @@ def test_jobs_pick_their_rows_into_arrays_passed_on_from_finished_jobs(monkeypat
     assert len({id(picked) for picked in given}) <= (1 if workers == 1 else 2 * workers)
     expected: dict[tuple[int, int], int] = {}
     for job in jobs:
-        for pair, distance in collect(iter_job_pair_blocks(values, plan, job, block_size=97)).items():
-            expected[pair] = distance
+        expected.update(collect(iter_job_pair_blocks(values, plan, job, block_size=97)))
     assert found == expected
 
 
