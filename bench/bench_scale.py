@@ -163,12 +163,33 @@ def mixed_workload(db: Any, fingerprints: np.ndarray, first_new: int, seconds: f
     return rows
 
 
+def simdb_format() -> int:
+    import simdb
+
+    return simdb.FORMAT_VERSION
+
+
 def run_database(
-    n: int, batch: int, queries: int, rounds: int, k: int, mixed: float = 0.0, faiss_max: int = 30_000_000
+    n: int,
+    batch: int,
+    queries: int,
+    rounds: int,
+    k: int,
+    mixed: float = 0.0,
+    faiss_max: int = 30_000_000,
+    version: int | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The issue #16 targets through the public API: a Database of n random fingerprints
-    under keys ``d<i>``, k=3 in 5 blocks; then, for ``mixed`` seconds, the mixed workload."""
+    under keys ``d<i>``, k=3 in 5 blocks, created in format ``version`` (default: the
+    current one; an older one as the code that still writes it makes it); then, for
+    ``mixed`` seconds, the mixed workload."""
     import simdb
+    import simdb.config
+
+    version = version or simdb.FORMAT_VERSION
+    if version not in simdb.config.READABLE_FORMATS:
+        raise SystemExit(f"--formats: simdb does not write format {version}")
+    simdb.config.FORMAT_VERSION = version  # what open() creates, as tests/conftest.py's creating_format
 
     directory = tempfile.mkdtemp(prefix="bench-scale-db-", dir=os.environ.get("BENCH_DIR"))
     rng = np.random.default_rng(7)
@@ -184,7 +205,7 @@ def run_database(
         next_id += count
         return chunk
 
-    row: dict[str, Any] = {"layout": f"Database (format {simdb.FORMAT_VERSION})", "n": n}
+    row: dict[str, Any] = {"layout": f"Database (format {version})", "n": n}
     with simdb.open(os.path.join(directory, "db"), k=k, blocks=k + 2) as db:
         load = 0.0
         for at in range(0, n, batch):
@@ -205,6 +226,7 @@ def run_database(
         row["writer adds/s"] = len(singles) / _timed(write_singly)
         stats = db.stats()
         row["bytes/entry"] = stats["bytes_per_table_entry"]
+        row["filter bytes/entry"] = stats["filter_bytes_per_table_entry"]
         row["file bytes/doc"] = stats["bytes_per_document"]
         flips = rng.integers(0, 64, (queries, k), dtype=np.uint64)
         chosen = fingerprints[rng.integers(0, next_id, queries)]
@@ -263,6 +285,13 @@ def main() -> None:
         "--mixed", type=float, default=0.0, help="with --layout database: then a mixed workload for SECONDS"
     )
     parser.add_argument(
+        "--formats",
+        type=int,
+        nargs="+",
+        default=None,
+        help="with --layout database: the database formats to create, one run each (default: the current one)",
+    )
+    parser.add_argument(
         "--base", type=int, nargs="+", default=[Policy.base], help="recent entries per table (one run each)"
     )
     parser.add_argument("--ratio", type=int, default=Policy.ratio, help="level size ratio")
@@ -285,12 +314,16 @@ def main() -> None:
     ]
     print(f"# {args.n:,} random fingerprints, k={args.k}, batches of {args.batch:,}; {os.cpu_count()} cores")
     if args.layout == "database":
-        db_columns = [*columns[:5], "writer adds/s", *columns[5:7], "query q/s", "query_many q/s"]
+        db_columns = [*columns[:5], "writer adds/s", *columns[5:6], "filter bytes/entry", *columns[6:7]]
+        db_columns += ["query q/s", "query_many q/s"]
         db_columns += ["faiss query_many q/s", "matches/q", "pairs() s", "pairs() anon peak GiB", "load avg"]
         print("| " + " | ".join(db_columns) + " |")
         print("|" + "---|" * len(db_columns))
-        row, minutes = run_database(args.n, args.batch, args.queries, args.rounds, args.k, args.mixed, args.faiss_max)
-        print_row(row, db_columns)
+        for version in args.formats or [simdb_format()]:
+            row, minutes = run_database(
+                args.n, args.batch, args.queries, args.rounds, args.k, args.mixed, args.faiss_max, version
+            )
+            print_row(row, db_columns)
         if minutes:
             print(f"\nMixed workload after the above, {args.mixed:g} s: cycles of 100 adds and 10 removals")
             print("through db.writer(), and 20 single queries.\n")

@@ -330,3 +330,7 @@ class BTreeTables:
     def page_counts(self, txn: lmdb.Transaction[bytes]) -> list[int]:
         """LMDB pages (branch, leaf and overflow) per table, for stats.  O(tables)."""
         return [pages_in_use(txn, self.handles.db(name)) for name in self._names]
+
+    def filter_pages(self, txn: lmdb.Transaction[bytes]) -> int:
+        """Pages of filters, for stats: B-tree tables keep none."""
+        return 0

@@ -37,9 +37,11 @@ if TYPE_CHECKING:
 #: stores the tables log-structured, in size-tiered runs (:mod:`simdb.tables`); formats 1 and
 #: 2 keep one B-tree per table and are read and written as they are (export and import to
 #: convert one).  Format 5 stores the key index log-structured too (:mod:`simdb.key_index`);
-#: format 4 (development builds of 0.2.0) keeps its B-tree key index.
-FORMAT_VERSION = 5
-READABLE_FORMATS = (1, 2, 4, 5)
+#: format 4 (development builds of 0.2.0) keeps its B-tree key index.  Format 6 adds a filter
+#: of each sparse run's prefixes (:mod:`simdb.prefix_filters`); format 5 databases are read
+#: and written without them.
+FORMAT_VERSION = 6
+READABLE_FORMATS = (1, 2, 4, 5, 6)
 #: Formats no release reads: 3 held leveled tables (development builds of 0.2.0 only).
 RETIRED_FORMATS = (3,)
 #: The default index: k=5 in 6 blocks (6 tables).  A query at the default threshold then

@@ -675,6 +675,7 @@ class Database:
             documents = self._records.count(txn)
             page_size = int(txn.stat(storage.db(META))["psize"])
             table_pages = self._tables.page_counts(txn)
+            filter_pages = self._tables.filter_pages(txn)
             info = storage.env.info()
             sketch_count = self._records.sketch_count(txn)
         leading = [table.leading_bits for table in self.plan.tables]
@@ -694,6 +695,10 @@ class Database:
             "size_bytes": size,
             "bytes_per_document": size / documents if documents else None,
             "bytes_per_table_entry": (sum(table_pages) * page_size / (documents * len(leading))) if documents else None,
+            # The runs' prefix filters (format 6), beside the entries they answer for.
+            "filter_bytes_per_table_entry": (filter_pages * page_size / (documents * len(leading)))
+            if documents
+            else None,
             "map_size": int(info["map_size"]),
             "generation": storage.generation,
             "fingerprinter": self._fingerprinter.to_dict() if self._fingerprinter is not None else None,

@@ -122,6 +122,7 @@ class RunKeyIndex:
             prefix=KEY_RUNS_PREFIX,
             state=KEY_RUNS_STATE,
             filtered=True,
+            prefix_filters=False,
             label="key index",
         )
 

@@ -65,6 +65,7 @@ from simdb.btree_tables import (
 from simdb.errors import CorruptDatabaseError, Remedy
 from simdb.keys import table_entry_pairs
 from simdb.plan import BITS, Table, TablePlan
+from simdb.prefix_filters import PrefixFilters, filter_masks
 from simdb.storage import BareHandles, Handles
 
 STATE = b"tables.state"
@@ -102,8 +103,7 @@ LIST_KEYS_RATIO = 10
 #: Queries whose blocks a batch search reads and searches at a time: bounds the copy of the
 #: blocks (at most a few per query, 4 KB each).
 SEARCH_SLICE = 8192
-_FILTER_WORD_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd multipliers: top bits depend on all bits
-_FILTER_BIT_MIX = np.uint64(0xC2B2AE3D27D4EB4F)
+_FILTER_WORD_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: a product's top bits depend on every bit
 _SLOTS = struct.Struct(">Q" + "BQ" * RUN_SLOTS)  # recent entries, then per slot: level (0: free), entries
 _MERGE = struct.Struct(">BIQ")  # target slot, source slot mask, cursor
 _SHAPE = struct.Struct(">Q")  # per table: bit 0 the recent tree, bit slot + 1 a run in use
@@ -166,11 +166,7 @@ def _filter_probes(values: np.ndarray, word_bits: int) -> tuple[np.ndarray, np.n
     sorted run) still spread over every word.  O(n) numpy."""
     values = np.asarray(values, dtype=np.uint64)
     words = (values * _FILTER_WORD_MIX) >> np.uint64(64 - word_bits)
-    mixed = values * _FILTER_BIT_MIX
-    masks = np.zeros(len(values), dtype=np.uint64)
-    for probe in range(FILTER_PROBES):
-        masks |= np.uint64(1) << ((mixed >> np.uint64(58 - 6 * probe)) & np.uint64(63))
-    return words, masks
+    return words, filter_masks(values, FILTER_PROBES)
 
 
 def encode_filter(values: np.ndarray) -> bytes:
@@ -324,13 +320,16 @@ class Tables:
         prefix: str = "t",
         state: bytes = STATE,
         filtered: bool = False,
+        prefix_filters: bool = True,
         label: str = "table",
     ) -> None:
         """``prefix`` names the sub-databases (``prefix.NN.r``, ``prefix.NN.sSS``) and
         ``state`` the one holding the bookkeeping, so that two layers share an environment;
         ``filtered`` keeps a Bloom filter per run (``prefix.NN.fSS``), for a plan of exact
-        lookups (every table's prefix is the whole fingerprint); ``label`` names a table in
-        problems ("table 3")."""
+        lookups (every table's prefix is the whole fingerprint); ``prefix_filters`` keeps a
+        filter of each sparse run's prefixes for single probes (:mod:`simdb.prefix_filters`,
+        ``prefix.NN.p``; not in a filtered layer); ``label`` names a table in problems
+        ("table 3")."""
         self.plan = plan
         self.handles = handles
         self.policy = policy
@@ -341,6 +340,8 @@ class Tables:
             raise ValueError("a policy merges at least 2 runs, with a positive base and chunk")
         if filtered and any(table.prefix_span != 1 for table in plan.tables):
             raise ValueError("a filtered layer answers exact lookups: every prefix must be the whole fingerprint")
+        if filtered and prefix_filters:
+            raise ValueError("a filtered layer keeps its own filters: prefix_filters must be off")
         self._state = state
         self._recent = [f"{prefix}.{t.index:02d}.r".encode() for t in plan.tables]
         self._runs = [
@@ -354,12 +355,18 @@ class Tables:
         )
         # Filter chunks read so far, per filter sub-database (see _run_filter).
         self._filter_cache: dict[bytes, _RunFilter] = {}
+        self._prefix_filters = PrefixFilters(plan, handles, prefix, state, RUN_SLOTS) if prefix_filters else None
 
     @property
     def names(self) -> list[bytes]:
         """Every sub-database the layer uses (for the environment's max_dbs and handles)."""
+        return [self._state, *self._recent, *(name for runs in self._runs for name in runs), *self.filter_names]
+
+    @property
+    def filter_names(self) -> list[bytes]:
+        """The sub-databases of the runs' filters (chunked or prefix filters)."""
         filters = [name for slots in self._filters for name in slots] if self._filters is not None else []
-        return [self._state, *self._recent, *(name for runs in self._runs for name in runs), *filters]
+        return filters + (self._prefix_filters.names if self._prefix_filters is not None else [])
 
     def create(self, txn: lmdb.Transaction[bytes]) -> None:
         """Create the sub-databases (idempotent)."""
@@ -483,6 +490,8 @@ class Tables:
             starts = distinct(np.searchsorted(values, values[::FILTER_CHUNK], side="left")).tolist()
             for start, end in zip(starts, [*starts[1:], len(values)]):
                 self._put_filter(txn, table, slot, values[start:end])
+        if self._prefix_filters is not None:
+            self._prefix_filters.write_run(txn, table, slot, values)
         state.levels[slot], state.entries[slot] = level, len(values)
 
     def _put_filter(self, txn: lmdb.Transaction[bytes], table: Table, slot: int, values: np.ndarray) -> None:
@@ -500,6 +509,8 @@ class Tables:
         state.levels[slot] = 0
         if self._filters is not None:
             txn.drop(self.handles.db(self._filters[table.index][slot]), delete=False)
+        if self._prefix_filters is not None:
+            self._prefix_filters.drop(txn, table, slot)
 
     def _flush_recent(self, txn: lmdb.Transaction[bytes], table: Table, state: _TableState) -> None:
         """Move the whole recent tree into a new run at level 1."""
@@ -580,6 +591,11 @@ class Tables:
         Returns the entries moved (at least 1)."""
         merge = state.merges[target]
         with_ids = table.index == 0
+        filter_words = 0
+        if self._prefix_filters is not None:
+            # Sized for every entry the merge moves: the target's and the sources' together.
+            merging = state.entries[target] + sum(state.entries[slot] for slot in merge.sources)
+            filter_words = self._prefix_filters.start(txn, table, target, merging)
         share = max(self.policy.chunk // len(merge.sources), 1)
         start = merge.cursor.to_bytes(8, "big")
         read: list[list[tuple[bytes, bytes]]] = []
@@ -631,6 +647,8 @@ class Tables:
             blocks = encode_blocks(values, ids_out)
             txn.cursor(self.handles.db(self._runs[table.index][target])).putmulti(blocks, append=True)
             self._put_filter(txn, table, target, values)
+            if self._prefix_filters is not None:
+                self._prefix_filters.add(txn, table, target, values, filter_words)
             state.entries[target] += moved
         if bound == 1 << BITS:  # every source is empty now
             for slot in merge.sources:
@@ -641,6 +659,8 @@ class Tables:
                     )
                 self._free(txn, table, state, slot)
             del state.merges[target]
+            if self._prefix_filters is not None:
+                self._prefix_filters.complete(txn, table, target)
         else:
             merge.cursor = bound
         return max(moved, 1)
@@ -760,26 +780,27 @@ class Tables:
 
     def probe(self, txn: lmdb.Transaction[bytes], fingerprint: int, k: int) -> dict[int, int]:
         """Ids of stored fingerprints within ``k`` bits of ``fingerprint``, with distances:
-        per table one range scan of the recent tree and one seek and bisect per level."""
+        per table one range scan of the recent tree and one seek and bisect per run, except
+        the runs whose prefix filter rules the query out."""
         found: dict[int, int] = {}
         resolve: dict[int, int] = {}  # original fingerprints found in id-less blocks
         shape = self.shape(txn)
-        for table in self.plan.tables:
-            query = table.permute(fingerprint)
+        queries = [(table, table.permute(fingerprint)) for table in self.plan.tables]
+        for (table, query), parts in zip(queries, self._probed_parts(txn, shape, queries)):
             low = query & table.prefix_mask
-            parts = self._parts(txn, table, shape[table.index])
             self._probe_table(parts, table, query, low, low + table.prefix_span, k, found, resolve)
         if resolve:
             # An exact probe of table 0 per fingerprint: a few are found, and one query's
             # numpy overhead (resolve) would cost more than they do.
             table = self.plan.tables[0]
-            parts = self._parts(txn, table, shape[0])
-            for fingerprint, distance in resolve.items():
+            exact_queries = [(table, table.permute(fingerprint)) for fingerprint in resolve]
+            for (_, permuted), distance, parts in zip(
+                exact_queries, resolve.values(), self._probed_parts(txn, shape, exact_queries)
+            ):
                 exact: dict[int, int] = {}
-                permuted = table.permute(fingerprint)
                 self._probe_table(parts, table, permuted, permuted, permuted + 1, 0, exact, {})
                 if not exact:
-                    raise _not_in_table_0(fingerprint)
+                    raise _not_in_table_0(table.unpermute(permuted))
                 found.update(dict.fromkeys(exact, distance))
         return found
 
@@ -1025,9 +1046,26 @@ class Tables:
         return owners, values[positions], None if ids is None else ids[positions], distances.astype(np.int64)
 
     def _parts(self, txn: lmdb.Transaction[bytes], table: Table, shape: int) -> list[_Part]:
-        """A cursor on each non-empty part of one table (part 0: the recent tree)."""
-        names = [self._recent[table.index], *self._runs[table.index]]
-        return [_Part(part, txn.cursor(self.handles.db(name))) for part, name in enumerate(names) if shape >> part & 1]
+        """A cursor on each part of one table in ``shape`` (bit 0: the recent tree, bit
+        slot + 1: a run)."""
+        parts: list[_Part] = []
+        while shape:
+            part = (shape & -shape).bit_length() - 1
+            shape &= shape - 1
+            name = self._runs[table.index][part - 1] if part else self._recent[table.index]
+            parts.append(_Part(part, txn.cursor(self.handles.db(name))))
+        return parts
+
+    def _probed_parts(
+        self, txn: lmdb.Transaction[bytes], shape: list[int], queries: list[tuple[Table, int]]
+    ) -> list[list[_Part]]:
+        """For each (table, permuted query), a cursor on each non-empty part of the table
+        that its prefix filter (if any) does not rule out."""
+        ruled_out = self._prefix_filters.ruled_out(txn, queries) if self._prefix_filters is not None else None
+        return [
+            self._parts(txn, table, shape[table.index] & ~(ruled_out[at] if ruled_out is not None else 0))
+            for at, (table, _) in enumerate(queries)
+        ]
 
     def _probe_table(
         self,
@@ -1258,6 +1296,7 @@ class Tables:
             prefix=self._prefix,
             state=self._state,
             filtered=self._filters is not None,
+            prefix_filters=self._prefix_filters is not None,
             label=self.label,
         )
         with target.begin(write=True) as txn:
@@ -1290,6 +1329,10 @@ class Tables:
             )
             for table in self.plan.tables
         ]
+
+    def filter_pages(self, txn: lmdb.Transaction[bytes]) -> int:
+        """LMDB pages of the runs' filters, for stats.  O(filter sub-databases)."""
+        return sum(pages_in_use(txn, self.handles.db(name)) for name in self.filter_names)
 
     def verify(self, txn: lmdb.Transaction[bytes], expected: tuple[np.ndarray, np.ndarray] | None = None) -> list[str]:
         """Problems found: damaged or misordered blocks (header, length, CRC, order within
@@ -1385,19 +1428,14 @@ class Tables:
                     yield f"{name.decode()}: the block at {key.hex()} is on the wrong side of its merge's cursor"
                 previous_last = int(values[-1])
                 entries += count
-                if self._filters is not None:
+                if self._filters is not None or self._prefix_filters is not None:
                     stored.append(values)
             if stored:
-                run_values = np.concatenate(stored)
-                try:
-                    missed = int((~self._filter_passes(txn, table, slot, run_values, cached=False)).sum())
-                except CorruptDatabaseError as exc:
-                    yield exc.message
-                else:
-                    if missed:
-                        yield f"{name.decode()}: {missed} entries are missing from the run's filter"
+                yield from self._verify_filters(txn, table, slot, np.concatenate(stored))
             if entries and not state.levels[slot]:
                 yield f"{name.decode()}: holds {entries} entries in a slot its state calls free"
+            elif not state.levels[slot] and self._prefix_filters and self._prefix_filters.kept(txn, table, slot):
+                yield f"{name.decode()}: its slot is free but keeps a prefix filter"
             elif self._filters is not None and not state.levels[slot]:
                 chunks = txn.stat(self.handles.db(self._filters[table.index][slot]))["entries"]
                 if chunks:
@@ -1405,10 +1443,32 @@ class Tables:
             elif entries != state.entries[slot]:
                 yield f"{name.decode()}: holds {entries} entries, its state says {state.entries[slot]}"
 
+    def _verify_filters(
+        self, txn: lmdb.Transaction[bytes], table: Table, slot: int, values: np.ndarray
+    ) -> Iterator[str]:
+        """Problems of one run's filter, as stored: damage, or entries it rules out."""
+        label = self._run_labels[table.index][slot]
+        try:
+            if self._filters is not None:
+                missed = int((~self._filter_passes(txn, table, slot, values, cached=False)).sum())
+                if missed:
+                    yield f"{label}: {missed} entries are missing from the run's filter"
+            loaded = self._prefix_filters.load(txn, table, slot) if self._prefix_filters is not None else None
+        except CorruptDatabaseError as exc:
+            yield exc.message
+            return
+        if loaded is not None and self._prefix_filters is not None:
+            missed = int((~self._prefix_filters.holds(table, loaded[0], values)).sum())
+            if missed:
+                yield f"{label}: {missed} entries are missing from the run's prefix filter"
+
 
 #: The first database format whose tables are :class:`Tables`; formats 1 and 2 keep one
 #: B-tree per table (:class:`simdb.btree_tables.BTreeTables`) and are still read and written.
 FIRST_LOG_STRUCTURED_FORMAT = 4
+#: The first format whose runs keep prefix filters (:mod:`simdb.prefix_filters`); format 4
+#: and 5 databases are read and written without them.
+FIRST_PREFIX_FILTER_FORMAT = 6
 
 TableLayer = BTreeTables | Tables
 
@@ -1416,5 +1476,5 @@ TableLayer = BTreeTables | Tables
 def layer_for(format_version: int, plan: TablePlan, handles: Handles, path: object = None) -> TableLayer:
     """The tables layer of a database in ``format_version``.  O(tables)."""
     if format_version >= FIRST_LOG_STRUCTURED_FORMAT:
-        return Tables(plan, handles, path=path)
+        return Tables(plan, handles, path=path, prefix_filters=format_version >= FIRST_PREFIX_FILTER_FORMAT)
     return BTreeTables(plan, handles, path)

@@ -270,16 +270,16 @@ def test_a_format_1_database_opens_and_works_with_fingerprint_estimates(db_path)
             env.open_db(SKETCHES, create=False)
 
 
-def test_new_databases_are_format_5_and_a_newer_format_is_refused(db_path) -> None:
+def test_new_databases_are_format_6_and_a_newer_format_is_refused(db_path) -> None:
     with simdb.open(db_path) as db:
         db.add("a", text="some words here")
-        assert db.stats()["format_version"] == simdb.FORMAT_VERSION == 5
+        assert db.stats()["format_version"] == simdb.FORMAT_VERSION == 6
         assert db.stats()["sketch_count"] == 1
         env = db._storage.env
         with env.begin(write=True) as txn:
             meta = env.open_db(b"meta", txn=txn)
             config = codec.unpack(txn.get(CONFIG_KEY, db=meta), "config")
-            txn.put(CONFIG_KEY, codec.pack({**config, "format_version": 6}, "config"), db=meta)
+            txn.put(CONFIG_KEY, codec.pack({**config, "format_version": 7}, "config"), db=meta)
     with pytest.raises(simdb.FormatVersionError):
         simdb.open(db_path)
 

@@ -1,0 +1,194 @@
+"""The runs' prefix filters (simdb/prefix_filters.py): checked against each run's prefixes read
+back whole, against a process that changes the runs under a cached filter, and for damage."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import lmdb
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+import simdb
+import simdb.tables
+from simdb.plan import BITS, TablePlan
+from simdb.prefix_filters import filter_mask, filter_masks
+from simdb.storage import BareHandles
+from simdb.tables import RUN_SLOTS, Policy, Tables
+
+ROOT = Path(__file__).resolve().parent.parent
+PLAN = TablePlan.create(3, 5)
+
+
+def _layer(directory: Path, policy: Policy) -> tuple[lmdb.Environment, Tables]:
+    env = lmdb.open(str(directory), max_dbs=512, map_size=1 << 30, sync=False)
+    tables = Tables(PLAN, BareHandles(env), policy)
+    with env.begin(write=True) as txn:
+        tables.create(txn)
+    return env, tables
+
+
+@given(st.lists(st.integers(0, (1 << 64) - 1), min_size=1, max_size=50), st.integers(1, 8))
+def test_one_value_s_mask_is_the_arrays(values: list[int], probes: int) -> None:
+    masks = filter_masks(np.array(values, dtype=np.uint64), probes).tolist()
+    assert [filter_mask(value, probes) for value in values] == masks
+    assert all(0 < mask.bit_count() <= probes for mask in masks)
+
+
+def test_filters_rule_out_only_runs_without_the_query_s_prefix(tmp_path: Path, monkeypatch) -> None:
+    """Many runs of random fingerprints, some merged and some still merging (little merge
+    work per add): for queries that share a prefix with stored entries and for random ones,
+    a run is ruled out only when none of its entries has the query's prefix (read back
+    whole), and most runs without it are ruled out."""
+    monkeypatch.setattr(simdb.tables, "MERGE_WORK", 1)
+    env, tables = _layer(tmp_path, Policy(base=512, ratio=4, chunk=700))
+    rng = np.random.default_rng(3)
+    sizes = [20_000, 300, 2000, 700, 100, 900, 5000, 5000, 5000, 5000, 300, 700, 100]
+    stored = rng.integers(0, 1 << 64, sum(sizes), dtype=np.uint64, endpoint=False)
+    start = 0
+    for size in sizes:
+        with env.begin(write=True) as txn:
+            tables.put_many(txn, np.arange(start, start + size, dtype=np.uint64), stored[start : start + size])
+        start += size
+    near = stored[rng.integers(0, start, 300)] ^ rng.integers(0, 1 << 30, 300, dtype=np.uint64)
+    queries = np.concatenate([near, rng.integers(0, 1 << 64, 300, dtype=np.uint64, endpoint=False)])
+    kept_without_prefix = absent = 0
+    with env.begin() as txn:
+        assert tables.verify(txn) == []
+        state = [tables._load(txn, table.index) for table in PLAN.tables]
+        assert any(table_state.merges for table_state in state)  # targets not yet complete
+        for table in PLAN.tables:
+            shift = np.uint64(BITS - table.leading_bits)
+            slots = [slot for slot in range(RUN_SLOTS) if state[table.index].levels[slot]]
+            prefixes = {
+                slot: set((np.concatenate([v for v, _ in tables._decoded_run(txn, table, slot)]) >> shift).tolist())
+                for slot in slots
+            }
+            permuted = table.permute_array(queries)
+            ruled = tables._prefix_filters.ruled_out(txn, [(table, query) for query in permuted.tolist()])
+            for query, out in zip((permuted >> shift).tolist(), ruled):
+                for slot in slots:
+                    held = query in prefixes[slot]
+                    assert not (held and out >> (slot + 1) & 1), (table.index, slot)
+                    if not held and slot not in state[table.index].merges:
+                        absent += 1
+                        kept_without_prefix += not out >> (slot + 1) & 1
+    assert absent > 10_000
+    assert kept_without_prefix < 0.05 * absent, (kept_without_prefix, absent)
+
+
+WRITER_SCRIPT = """
+import sys, simdb
+with simdb.open(sys.argv[1]) as db:
+    db.add_many([(f"other-{i}", i * 0x9E3779B97F4A7C15 % (1 << 64)) for i in range(int(sys.argv[2]))],
+                batch_size=int(sys.argv[3]))
+"""
+
+
+def test_queries_find_what_another_process_added_after_the_filters_were_cached(db_path: Path) -> None:
+    """A process queries (caching every run's filter); another adds enough to make new
+    runs, merge them and free and refill their slots; the first then finds every
+    document the other added, at distance 0 and 3."""
+    mix = 0x9E3779B97F4A7C15
+    with simdb.open(db_path, k=3, blocks=5) as db:
+        db.add_many([(f"mine-{i}", i * 7919) for i in range(40_000)], batch_size=20_000)
+        assert all(db.query(i * 7919, k=0) for i in range(0, 40_000, 97))  # filters cached
+        subprocess.run([sys.executable, "-c", WRITER_SCRIPT, str(db_path), "150000", "17000"], check=True, cwd=ROOT)
+        for i in range(0, 150_000, 31):
+            fingerprint = i * mix % (1 << 64)
+            assert f"other-{i}" in {match.key for match in db.query(fingerprint, k=0)}
+            assert f"other-{i}" in {match.key for match in db.query(fingerprint ^ 0b1011 << 20, k=3)}
+        assert db.check()
+
+
+def test_check_reports_a_cleared_filter_and_one_left_on_a_free_slot(db_path: Path) -> None:
+    """A run's filter with its words zeroed, and a filter page in a slot no run holds."""
+    rng = np.random.default_rng(4)
+    with simdb.open(db_path, k=3, blocks=5) as db:
+        db.add_many([(f"d{i}", fp) for i, fp in enumerate(rng.integers(0, 1 << 63, 50_000).tolist())])
+        assert db.check()
+        tables = db._tables
+        filters = tables._prefix_filters
+        table = tables.plan.tables[2]
+        with db._storage.read() as txn:
+            slot = next(slot for slot in range(RUN_SLOTS) if filters.load(txn, table, slot) is not None)
+        name = filters.names[2]
+
+        def clear(txn: lmdb.Transaction[bytes]) -> None:
+            cursor = txn.cursor(db._storage.db(name))
+            assert cursor.set_range(bytes((slot,)))
+            while cursor.key()[:1] == bytes((slot,)) and cursor.key()[1:] != b"\xff" * 4:
+                cursor.put(cursor.key(), bytes(len(cursor.value())))
+                cursor.next()
+
+        db._storage.write(clear)
+        problems = db.check().problems
+        assert any(f"t.02.s{slot:02d}" in p and "missing from the run's prefix filter" in p for p in problems)
+
+        with db._storage.read() as txn:
+            free = next(s for s in range(RUN_SLOTS) if not tables._load(txn, table.index).levels[s])
+        db._storage.write(lambda txn: txn.put(bytes((free,)) + bytes(4), bytes(8), db=db._storage.db(name)))
+        problems = db.check().problems
+        assert any(f"t.02.s{free:02d}" in p and "free but keeps a prefix filter" in p for p in problems)
+
+
+def test_a_single_query_probes_the_runs_its_filters_pass(db_path: Path, monkeypatch) -> None:
+    """With several runs a table, a query for a stored fingerprint seeks in about one run a
+    table (the one holding it), not in every run."""
+    rng = np.random.default_rng(5)
+    fingerprints = rng.integers(0, 1 << 64, 120_000, dtype=np.uint64, endpoint=False).tolist()
+    with simdb.open(db_path, k=3, blocks=5) as db:
+        for start in range(0, 120_000, 20_000):
+            db.add_many([(f"d{i}", fingerprints[i]) for i in range(start, start + 20_000)], batch_size=20_000)
+        with db._storage.read() as txn:
+            runs = sum(len(db._tables.runs(txn, table.index)) - 1 for table in db.plan.tables)
+        assert runs >= 3 * len(db.plan.tables)
+        probed: list[int] = []
+        original = Tables._parts
+
+        def counted(self, txn, table, shape):  # type: ignore[no-untyped-def]
+            parts = original(self, txn, table, shape)
+            probed.append(sum(1 for part in parts if part.part))
+            return parts
+
+        monkeypatch.setattr(Tables, "_parts", counted)
+        for i in range(0, 120_000, 400):
+            assert f"d{i}" in {match.key for match in db.query(fingerprints[i], k=3)}
+        # The run holding the fingerprint in each table, and in table 0 again to find its
+        # id; without filters every run would be probed (runs + runs of table 0).
+        per_query = sum(probed) / 300
+        assert per_query <= len(db.plan.tables) + 1 + 0.1 * runs, (per_query, runs)
+
+
+def test_a_reader_never_uses_the_filter_of_a_run_whose_slot_was_freed_and_taken_again(tmp_path: Path) -> None:
+    """Two layers over one environment, each with its own filter cache, as two processes:
+    one writes, the other probes after every commit.  With 13-bit prefixes, runs of 8,192
+    entries are dense (no filter), so merges complete into unfiltered targets, freeing
+    slots that later merges take as targets while the reader still holds the old filters;
+    the reader finds every stored fingerprint after every commit all the same."""
+    plan = TablePlan.create(4, 5)
+    assert max(table.leading_bits for table in plan.tables) == 13
+    env = lmdb.open(str(tmp_path), max_dbs=512, map_size=1 << 30, sync=False)
+    writer, reader = (Tables(plan, BareHandles(env), Policy(base=2048, ratio=4, chunk=3000)) for _ in range(2))
+    with env.begin(write=True) as txn:
+        writer.create(txn)
+        reader.create(txn)
+    rng = np.random.default_rng(6)
+    stored = rng.integers(0, 1 << 64, 60_000, dtype=np.uint64, endpoint=False)
+    dense_targets = 0
+    # Batches under the base go to the recent trees: most commits make no new run (whose
+    # filter would change the generation anyway) and only step the merges.
+    for start in range(0, len(stored), 300):
+        with env.begin(write=True) as txn:
+            writer.put_many(txn, np.arange(start, start + 300, dtype=np.uint64), stored[start : start + 300])
+        with env.begin() as txn:
+            for table in plan.tables:
+                for target in writer._load(txn, table.index).merges:
+                    header = writer._prefix_filters._header(txn, table, target)
+                    dense_targets += header is not None and header[0] == 0
+            for doc_id in rng.integers(0, start + 300, 40).tolist():
+                assert doc_id in reader.probe(txn, int(stored[doc_id]), 0), (start, doc_id)
+    assert dense_targets
