@@ -136,6 +136,10 @@ class PrefixFilters:
         self.names = [f"{prefix}.{table.index:02d}.p".encode() for table in plan.tables]
         self._state = state
         self._cache: dict[int, _TableFilters] = {}
+        # The generations last seen and each table's lookups as of them (see ruled_out).
+        self._held: tuple[bytes, list[list[tuple[int, array[int], int]]]] | None = None
+        # Per table: shifts from a permuted value to its prefix and to the prefix's top bits.
+        self._geometry = [(BITS - table.leading_bits, *_top_shift(table)) for table in plan.tables]
 
     # -- writing -------------------------------------------------------------------------
 
@@ -299,19 +303,28 @@ class PrefixFilters:
     def ruled_out(self, txn: lmdb.Transaction[bytes], queries: Sequence[tuple[Table, int]]) -> list[int]:
         """For each (table, permuted query), a mask of the table's run slots (bit slot + 1,
         as in a table's shape) whose complete filter says they hold no entry with the
-        query's prefix.  One get, then a word lookup per filter (Python), after
-        :meth:`_complete_filters`."""
+        query's prefix.  One get, then a word lookup per filter (Python); the tables whose
+        generation changed since the last call are read first (:meth:`_complete_filters`)."""
         generations = txn.get(GENERATIONS, db=self.handles.db(self._state))
         if generations is None or len(generations) != 8 * len(self.plan.tables):
             return [0] * len(queries)
+        held = self._held
+        if held is None or held[0] != generations:
+            held = (
+                generations,
+                [
+                    self._complete_filters(txn, table, generations[8 * table.index : 8 * table.index + 8])
+                    for table in self.plan.tables
+                ],
+            )
+            self._held = held  # one assignment: threads see both parts or neither
         out: list[int] = []
         for table, query in queries:
+            prefix_shift, top_shift, top_bits = self._geometry[table.index]
+            mask = filter_mask(query >> prefix_shift, PROBES)
+            top = query >> top_shift
             ruled = 0
-            mask = filter_mask(query >> (BITS - table.leading_bits), PROBES)
-            shift, top_bits = _top_shift(table)
-            top = query >> shift
-            at = 8 * table.index
-            for shape_bit, words, size in self._complete_filters(txn, table, generations[at : at + 8]):
+            for shape_bit, words, size in held[1][table.index]:
                 if words[top * size >> top_bits] & mask != mask:
                     ruled |= shape_bit
             out.append(ruled)
