@@ -25,6 +25,8 @@ Layout, per table ``NN`` of the plan:
   ``prefix.NN.f31``: per run slot, its Bloom filter in chunks, keyed by the chunk's first
   value (8 bytes big-endian) and a random 8-byte nonce; a chunk answers for the values
   from its first up to the next chunk's first.
+- Otherwise (format 6 tables), ``prefix.NN.p``: each sparse run's filter of its prefixes,
+  as :mod:`simdb.prefix_filters` lays it out.
 
 Merging is size-tiered: a run holds about ``base * ratio**(level-1)`` entries, and ``ratio``
 runs of one level merge into one run of the next, so an entry is written once per level,
@@ -35,8 +37,9 @@ is in exactly one place at every commit, a crash leaves the last committed state
 step's work is bounded (about ``chunk`` entries), never a whole table.
 
 Costs: a probe is one range scan of the recent tree and one seek plus one in-block bisect per
-run per table (about (ratio - 1) runs per level); a delete searches the recent tree, then the
-runs, rewriting one block per run it touches.
+run per table (about (ratio - 1) runs per level) whose prefix filter passes (the dense runs,
+those holding the prefix, and about 2% of the others); a delete searches the recent tree,
+then the runs, rewriting one block per run it touches.
 """
 
 from __future__ import annotations
@@ -1388,7 +1391,8 @@ class Tables:
     def _verify_structure(self, txn: lmdb.Transaction[bytes], table: Table) -> Iterator[str]:
         """Problems of one table's blocks and state: damaged, misordered or overlapping
         blocks, counts that disagree with the state, entries on the wrong side of a merge's
-        cursor, entries in a slot the state calls free."""
+        cursor, entries in a slot the state calls free, damaged filters, entries a run's
+        filter rules out, and filters kept by a free slot."""
         with_ids = table.index == 0
         try:
             state = self._load(txn, table.index)
@@ -1404,6 +1408,15 @@ class Tables:
             previous_last = -1
             entries = 0
             stored: list[np.ndarray] = []  # a filtered run's values, for its filter
+            prefix_filter: np.ndarray | None = None  # its prefix filter's words, checked block by block
+            missed_prefixes = 0
+            if self._prefix_filters is not None:
+                try:
+                    loaded = self._prefix_filters.load(txn, table, slot)
+                except CorruptDatabaseError as exc:
+                    yield exc.message
+                else:
+                    prefix_filter = loaded[0] if loaded is not None else None
             for key, value in txn.cursor(self.handles.db(name)):
                 try:
                     count, width, id_width, crc = block_header(key, value, with_ids, name.decode())
@@ -1428,10 +1441,21 @@ class Tables:
                     yield f"{name.decode()}: the block at {key.hex()} is on the wrong side of its merge's cursor"
                 previous_last = int(values[-1])
                 entries += count
-                if self._filters is not None or self._prefix_filters is not None:
+                if self._filters is not None:
                     stored.append(values)
+                if prefix_filter is not None and self._prefix_filters is not None:
+                    missed_prefixes += int((~self._prefix_filters.holds(table, prefix_filter, values)).sum())
             if stored:
-                yield from self._verify_filters(txn, table, slot, np.concatenate(stored))
+                run_values = np.concatenate(stored)
+                try:
+                    missed = int((~self._filter_passes(txn, table, slot, run_values, cached=False)).sum())
+                except CorruptDatabaseError as exc:
+                    yield exc.message
+                else:
+                    if missed:
+                        yield f"{name.decode()}: {missed} entries are missing from the run's filter"
+            if missed_prefixes:
+                yield f"{name.decode()}: {missed_prefixes} entries are missing from the run's prefix filter"
             if entries and not state.levels[slot]:
                 yield f"{name.decode()}: holds {entries} entries in a slot its state calls free"
             elif not state.levels[slot] and self._prefix_filters and self._prefix_filters.kept(txn, table, slot):
@@ -1442,25 +1466,6 @@ class Tables:
                     yield f"{name.decode()}: its slot is free but holds {chunks} filter chunks"
             elif entries != state.entries[slot]:
                 yield f"{name.decode()}: holds {entries} entries, its state says {state.entries[slot]}"
-
-    def _verify_filters(
-        self, txn: lmdb.Transaction[bytes], table: Table, slot: int, values: np.ndarray
-    ) -> Iterator[str]:
-        """Problems of one run's filter, as stored: damage, or entries it rules out."""
-        label = self._run_labels[table.index][slot]
-        try:
-            if self._filters is not None:
-                missed = int((~self._filter_passes(txn, table, slot, values, cached=False)).sum())
-                if missed:
-                    yield f"{label}: {missed} entries are missing from the run's filter"
-            loaded = self._prefix_filters.load(txn, table, slot) if self._prefix_filters is not None else None
-        except CorruptDatabaseError as exc:
-            yield exc.message
-            return
-        if loaded is not None and self._prefix_filters is not None:
-            missed = int((~self._prefix_filters.holds(table, loaded[0], values)).sum())
-            if missed:
-                yield f"{label}: {missed} entries are missing from the run's prefix filter"
 
 
 #: The first database format whose tables are :class:`Tables`; formats 1 and 2 keep one
