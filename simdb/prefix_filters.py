@@ -104,23 +104,30 @@ def _words_and_masks(table: Table, permuted: np.ndarray, words: int) -> tuple[np
     return at, filter_masks(permuted >> np.uint64(BITS - table.leading_bits), PROBES)
 
 
+#: A complete filter's pages a reader has read so far, by page number.
+_Pages = dict[int, "array[int]"]
+
+
 @dataclass(frozen=True)
 class _HeldFilter:
     """One complete filter as a reader holds it: its nonce, its bit in the table's shape
-    (slot + 1), its words and their count."""
+    (slot + 1), its slot, its word count, and the pages read so far (a complete filter
+    never changes, so pages read under its nonce stay right)."""
 
     nonce: bytes
     shape_bit: int
-    words: array[int]
+    slot: int
     size: int
+    pages: _Pages
 
 
 @dataclass(frozen=True)
 class _TableFilters:
     generation: bytes
     by_slot: dict[int, _HeldFilter]
-    # (shape bit, words, word count) of each filter: what a query reads, without attributes.
-    lookups: list[tuple[int, array[int], int]]
+    # (shape bit, slot, word count, pages) of each filter: what a query reads, without
+    # attribute lookups.
+    lookups: list[tuple[int, int, int, _Pages]]
 
 
 class PrefixFilters:
@@ -137,7 +144,7 @@ class PrefixFilters:
         self._state = state
         self._cache: dict[int, _TableFilters] = {}
         # The generations last seen and each table's lookups as of them (see ruled_out).
-        self._held: tuple[bytes, list[list[tuple[int, array[int], int]]]] | None = None
+        self._held: tuple[bytes, list[list[tuple[int, int, int, _Pages]]]] | None = None
         # Per table: shifts from a permuted value to its prefix and to the prefix's top bits.
         self._geometry = [(BITS - table.leading_bits, *_top_shift(table)) for table in plan.tables]
 
@@ -274,10 +281,10 @@ class PrefixFilters:
 
     def _complete_filters(
         self, txn: lmdb.Transaction[bytes], table: Table, generation: bytes
-    ) -> list[tuple[int, array[int], int]]:
-        """(shape bit, words, word count) of each complete filter of one table as of
-        ``txn``: cached while its generation is unchanged, else a header get per slot and a
-        read of each filter not held."""
+    ) -> list[tuple[int, int, int, _Pages]]:
+        """(shape bit, slot, word count, pages read so far) of each complete filter of one
+        table as of ``txn``: cached while its generation is unchanged, else a header get per
+        slot (a filter whose nonce is unchanged keeps its pages)."""
         held = self._cache.get(table.index)
         if held is not None and held.generation == generation:
             return held.lookups
@@ -286,25 +293,37 @@ class PrefixFilters:
             header = self._header(txn, table, slot)
             if header is None or not header[0] or not header[1]:
                 continue
-            nonce = header[2]
+            words, _, nonce = header
             cached = held.by_slot.get(slot) if held is not None else None
             if cached is None or cached.nonce != nonce:
-                loaded = self.load(txn, table, slot)
-                assert loaded is not None
-                words = array("Q", loaded[0].astype("<u8").tobytes())
-                if sys.byteorder == "big":
-                    words.byteswap()
-                cached = _HeldFilter(nonce, 2 << slot, words, len(words))
+                cached = _HeldFilter(nonce, 2 << slot, slot, words, {})
             by_slot[slot] = cached
-        lookups = [(run.shape_bit, run.words, run.size) for run in by_slot.values()]
+        lookups = [(run.shape_bit, run.slot, run.size, run.pages) for run in by_slot.values()]
         self._cache[table.index] = _TableFilters(generation, by_slot, lookups)
         return lookups
+
+    def _page(self, txn: lmdb.Transaction[bytes], table: Table, slot: int, page: int, words: int) -> array[int]:
+        """One page of a complete filter of ``words`` words, as stored (zeros where none
+        was written: no entry of that page's prefixes).  One get."""
+        length = min(PAGE_WORDS, words - page * PAGE_WORDS)
+        raw = txn.get(_KEY.pack(slot, page), db=self.handles.db(self.names[table.index]))
+        if raw is None:
+            return array("Q", bytes(8 * length))
+        if len(raw) != 8 * length:
+            raise self._damaged(table, slot)
+        page_words = array("Q", raw)
+        if sys.byteorder == "big":
+            page_words.byteswap()
+        return page_words
 
     def ruled_out(self, txn: lmdb.Transaction[bytes], queries: Sequence[tuple[Table, int]]) -> list[int]:
         """For each (table, permuted query), a mask of the table's run slots (bit slot + 1,
         as in a table's shape) whose complete filter says they hold no entry with the
-        query's prefix.  One get, then a word lookup per filter (Python); the tables whose
-        generation changed since the last call are read first (:meth:`_complete_filters`)."""
+        query's prefix.  One get, then a word lookup per filter (Python), reading each page
+        the first time a query needs it (so a process holds only the pages its queries
+        touched, and its first query reads a page per filter, not every filter); the tables
+        whose generation changed since the last call are read first
+        (:meth:`_complete_filters`)."""
         generations = txn.get(GENERATIONS, db=self.handles.db(self._state))
         if generations is None or len(generations) != 8 * len(self.plan.tables):
             return [0] * len(queries)
@@ -324,8 +343,14 @@ class PrefixFilters:
             mask = filter_mask(query >> prefix_shift, PROBES)
             top = query >> top_shift
             ruled = 0
-            for shape_bit, words, size in held[1][table.index]:
-                if words[top * size >> top_bits] & mask != mask:
+            for shape_bit, slot, size, pages in held[1][table.index]:
+                page, at = divmod(top * size >> top_bits, PAGE_WORDS)
+                page_words = pages.get(page)
+                if page_words is None:
+                    # Read in this transaction, whose generation is the held one: the
+                    # slot's filter is the complete one of the held nonce.
+                    page_words = pages[page] = self._page(txn, table, slot, page, size)
+                if page_words[at] & mask != mask:
                     ruled |= shape_bit
             out.append(ruled)
         return out
