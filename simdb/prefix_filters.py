@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 import os
 import struct
-import sys
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -132,9 +131,10 @@ class _TableFilters:
 
 class PrefixFilters:
     """The prefix filters of a plan's tables of ``slots`` run slots each, over sub-databases
-    ``{prefix}.NN.p`` and the generations key of the tables' state sub-database ``state``.  Every method takes the
-    caller's transaction; the object keeps only the complete filters it has read, checked
-    against the stored generations on each use."""
+    ``{prefix}.NN.p`` and the generations key of the tables' state sub-database ``state``.
+    Every method takes the caller's transaction; the object keeps only the headers and the
+    pages of complete filters that its queries have read, checked against the stored
+    generations on each use."""
 
     def __init__(self, plan: TablePlan, handles: Handles, prefix: str, state: bytes, slots: int) -> None:
         self.plan = plan
@@ -247,18 +247,20 @@ class PrefixFilters:
         return CorruptDatabaseError(f"{name} holds a damaged filter of run slot {slot}", remedy=Remedy.RUN_CHECK)
 
     def _page_words(self, raw: bytes, length: int, table: Table, slot: int) -> np.ndarray:
+        """A stored page's ``length`` words (damage when it holds another number)."""
         if len(raw) != 8 * length:
             raise self._damaged(table, slot)
         return np.frombuffer(raw, dtype="<u8").astype(np.uint64)
 
-    def load(self, txn: lmdb.Transaction[bytes], table: Table, slot: int) -> tuple[np.ndarray, bool] | None:
-        """(words, complete) of a run's filter as stored, or None when it has none.  Pages
-        never written (no entry of theirs) read as zeros.  A get per page."""
+    def load(self, txn: lmdb.Transaction[bytes], table: Table, slot: int) -> np.ndarray | None:
+        """The words of a run's filter as stored, complete or not (for verify), or None when
+        it has none.  Pages never written (no entry of theirs) read as zeros.  A step per
+        page."""
         header = self._header(txn, table, slot)
         if header is None or not header[0]:
             return None
         words = header[0]
-        filter_words_ = np.zeros(words, dtype=np.uint64)
+        stored_words = np.zeros(words, dtype=np.uint64)
         cursor = txn.cursor(self.handles.db(self.names[table.index]))
         found = cursor.set_range(_KEY.pack(slot, 0))
         while found:
@@ -269,9 +271,9 @@ class PrefixFilters:
             if start >= words:
                 raise self._damaged(table, slot)
             length = min(PAGE_WORDS, words - start)
-            filter_words_[start : start + length] = self._page_words(cursor.value(), length, table, slot)
+            stored_words[start : start + length] = self._page_words(cursor.value(), length, table, slot)
             found = cursor.next()
-        return filter_words_, header[1]
+        return stored_words
 
     def holds(self, table: Table, words: np.ndarray, values: np.ndarray) -> np.ndarray:
         """Whether a filter's ``words`` pass each permuted value (False: the run holds no
@@ -309,12 +311,7 @@ class PrefixFilters:
         raw = txn.get(_KEY.pack(slot, page), db=self.handles.db(self.names[table.index]))
         if raw is None:
             return array("Q", bytes(8 * length))
-        if len(raw) != 8 * length:
-            raise self._damaged(table, slot)
-        page_words = array("Q", raw)
-        if sys.byteorder == "big":
-            page_words.byteswap()
-        return page_words
+        return array("Q", self._page_words(raw, length, table, slot).tobytes())  # native order
 
     def ruled_out(self, txn: lmdb.Transaction[bytes], queries: Sequence[tuple[Table, int]]) -> list[int]:
         """For each (table, permuted query), a mask of the table's run slots (bit slot + 1,

@@ -1412,11 +1412,9 @@ class Tables:
             missed_prefixes = 0
             if self._prefix_filters is not None:
                 try:
-                    loaded = self._prefix_filters.load(txn, table, slot)
+                    prefix_filter = self._prefix_filters.load(txn, table, slot)
                 except CorruptDatabaseError as exc:
                     yield exc.message
-                else:
-                    prefix_filter = loaded[0] if loaded is not None else None
             for key, value in txn.cursor(self.handles.db(name)):
                 try:
                     count, width, id_width, crc = block_header(key, value, with_ids, name.decode())
