@@ -87,7 +87,9 @@ def filter_words(table: Table, entries: int) -> int:
     most queries anyway."""
     if entries <= 0 or entries >= 1 << table.leading_bits:
         return 0
-    return max(1, math.ceil(entries * BITS_PER_ENTRY / 64))
+    # Below 2**32 words: a prefix's top bits (at most 32) times the count then fits the
+    # uint64 product the numpy side computes, and both sides agree on every word.
+    return min(max(1, math.ceil(entries * BITS_PER_ENTRY / 64)), (1 << _TOP_BITS) - 1)
 
 
 def _top_shift(table: Table) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import simdb
 import simdb.tables
 from simdb.plan import BITS, TablePlan
-from simdb.prefix_filters import filter_mask, filter_masks
+from simdb.prefix_filters import _words_and_masks, filter_mask, filter_masks, filter_words
 from simdb.storage import BareHandles
 from simdb.tables import RUN_SLOTS, Policy, Tables
 
@@ -192,3 +192,14 @@ def test_a_reader_never_uses_the_filter_of_a_run_whose_slot_was_freed_and_taken_
             for doc_id in rng.integers(0, start + 300, 40).tolist():
                 assert doc_id in reader.probe(txn, int(stored[doc_id]), 0), (start, doc_id)
     assert dense_targets
+
+
+@given(st.integers(0, (1 << 64) - 1), st.integers(1, 1 << 40))
+def test_numpy_and_python_agree_on_a_prefix_s_word_for_any_run_size(permuted: int, entries: int) -> None:
+    """The writer's word (numpy, uint64) and the reader's (Python integers) for a run of any
+    size in a plan of 64-bit prefixes, where a run is sparse up to 2**64 entries."""
+    table = TablePlan.create(0, 1).tables[0]
+    words = filter_words(table, entries)
+    assert 0 < words < 1 << 32
+    numpy_word = int(_words_and_masks(table, np.array([permuted], dtype=np.uint64), words)[0][0])
+    assert numpy_word == (permuted >> 32) * words >> 32 < words
