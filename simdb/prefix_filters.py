@@ -111,12 +111,11 @@ _Pages = dict[int, "array[int]"]
 
 @dataclass(frozen=True)
 class _HeldFilter:
-    """One complete filter as a reader holds it: its nonce, its bit in the table's shape
-    (slot + 1), its slot, its word count, and the pages read so far (a complete filter
-    never changes, so pages read under its nonce stay right)."""
+    """One complete filter as a reader holds it: its nonce, its slot, its word count, and
+    the pages read so far (a complete filter never changes, so pages read under its nonce
+    stay right)."""
 
     nonce: bytes
-    shape_bit: int
     slot: int
     size: int
     pages: _Pages
@@ -300,9 +299,9 @@ class PrefixFilters:
             words, _, nonce = header
             cached = held.by_slot.get(slot) if held is not None else None
             if cached is None or cached.nonce != nonce:
-                cached = _HeldFilter(nonce, 2 << slot, slot, words, {})
+                cached = _HeldFilter(nonce, slot, words, {})
             by_slot[slot] = cached
-        lookups = [(run.shape_bit, run.slot, run.size, run.pages) for run in by_slot.values()]
+        lookups = [(2 << run.slot, run.slot, run.size, run.pages) for run in by_slot.values()]
         self._cache[table.index] = _TableFilters(generation, by_slot, lookups)
         return lookups
 
