@@ -787,11 +787,18 @@ class Tables:
         the runs whose prefix filter rules the query out."""
         found: dict[int, int] = {}
         resolve: dict[int, int] = {}  # original fingerprints found in id-less blocks
+        # Fingerprints found in table 0's blocks: every id of theirs is in ``found`` already
+        # (table 0 holds every entry, and the probe covered their prefix), so they need no
+        # exact probe.  A match is in table 0 in about 6 of 10 cases (k=3, 5 blocks).
+        settled: dict[int, int] = {}
         shape = self.shape(txn)
         queries = [(table, table.permute(fingerprint)) for table in self.plan.tables]
         for (table, query), parts in zip(queries, self._probed_parts(txn, shape, queries)):
             low = query & table.prefix_mask
-            self._probe_table(parts, table, query, low, low + table.prefix_span, k, found, resolve)
+            fingerprints = resolve if table.index else settled
+            self._probe_table(parts, table, query, low, low + table.prefix_span, k, found, fingerprints)
+        for fingerprint in settled.keys() & resolve.keys():
+            del resolve[fingerprint]
         if resolve:
             # An exact probe of table 0 per fingerprint: a few are found, and one query's
             # numpy overhead (resolve) would cost more than they do.
@@ -1079,10 +1086,11 @@ class Tables:
         high: int,
         k: int,
         found: dict[int, int],
-        resolve: dict[int, int],
+        fingerprints: dict[int, int],
     ) -> None:
         """Entries of one table in [low, high) within ``k`` bits of ``query`` (permuted): ids
-        into ``found``; fingerprints from id-less blocks into ``resolve``."""
+        into ``found`` where they are at hand (the recent tree; table 0's blocks), and the
+        original fingerprint of each entry found in a block into ``fingerprints``."""
         with_ids = table.index == 0
         for part in parts:
             cursor = part.cursor
@@ -1092,7 +1100,9 @@ class Tables:
                 continue
             where = self._run_labels[table.index][part.part - 1]
             if part.first <= low and high <= part.end:  # inside the block read last time
-                self._scan_block(part.first, part.value, query, low, high, k, with_ids, table, found, resolve, where)
+                self._scan_block(
+                    part.first, part.value, query, low, high, k, with_ids, table, found, fingerprints, where
+                )
                 continue
             if self._block_at(cursor, low.to_bytes(8, "big")) is None and not cursor.first():
                 continue
@@ -1104,7 +1114,7 @@ class Tables:
                 if first >= high:
                     break
                 value = cursor.value()
-                self._scan_block(first, value, query, low, high, k, with_ids, table, found, resolve, where)
+                self._scan_block(first, value, query, low, high, k, with_ids, table, found, fingerprints, where)
                 key = cursor.key() if cursor.next() else b""
                 part.first, part.value, part.end = first, value, int.from_bytes(key, "big") if key else 1 << BITS
 
@@ -1146,11 +1156,12 @@ class Tables:
         with_ids: bool,
         table: Table,
         found: dict[int, int],
-        resolve: dict[int, int],
+        fingerprints: dict[int, int],
         where: str,
     ) -> None:
-        """Entries of one block in [low, high) within ``k`` bits: a bisect over the
-        fixed-width offsets, then one step per candidate.  Pure Python, no decoding."""
+        """Entries of one block in [low, high) within ``k`` bits, as :meth:`_probe_table`
+        reports them: a bisect over the fixed-width offsets, then one step per candidate.
+        Pure Python, no decoding."""
         lowest, count, width, id_width, start = cls._block_position(first, value, low, with_ids, where)
         ids_at = start + count * width
         for position in range(lowest, count):
@@ -1163,8 +1174,7 @@ class Tables:
                     base = ID_BASE.unpack_from(value, HEADER.size)[0]
                     at = ids_at + position * id_width
                     found[base + int.from_bytes(value[at : at + id_width], "big")] = distance
-                else:
-                    resolve[table.unpermute(stored)] = distance
+                fingerprints[table.unpermute(stored)] = distance
 
     def _resolve(self, txn: lmdb.Transaction[bytes], shape: int, unresolved: _Found) -> _Found:
         """(query positions, ids, distances) of ``unresolved`` (query positions, fingerprints
