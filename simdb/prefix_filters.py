@@ -14,7 +14,9 @@ the page number (4 bytes big-endian), and a header keyed by the slot and ``0xFFF
 word count (0: the run has no filter), whether the filter is complete, and a random nonce.
 The tables' state sub-database holds, under :data:`GENERATIONS`, 8 random bytes per table,
 changed whenever a complete filter appears or goes, so that a reader checks its cached
-filters with one get per query.
+filters with one get per query.  A reader keeps the complete filters it uses in one
+zero-filled array that numpy maps lazily, reading a page the first time a query needs it,
+and checks all of a query's (table, filter) pairs with a few numpy calls.
 
 A prefix's word is ``top * words >> top_bits`` (``top``: the prefix's leading bits, at most
 32): monotone in the key, so a merge step, which appends entries in key order, sets bits in
@@ -30,7 +32,7 @@ from __future__ import annotations
 import math
 import os
 import struct
-from array import array
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -105,29 +107,67 @@ def _words_and_masks(table: Table, permuted: np.ndarray, words: int) -> tuple[np
     return at, filter_masks(permuted >> np.uint64(BITS - table.leading_bits), PROBES)
 
 
-#: A complete filter's pages a reader has read so far, by page number.
-_Pages = dict[int, "array[int]"]
-
-
 @dataclass(frozen=True)
-class _HeldFilter:
-    """One complete filter as a reader holds it: its nonce, its slot, its word count, and
-    the pages read so far (a complete filter never changes, so pages read under its nonce
-    stay right)."""
+class _Filter:
+    """One complete filter, as a reader finds it: its slot, its word count and its nonce (a
+    complete filter never changes, so words read under its nonce stay right)."""
 
-    nonce: bytes
     slot: int
     size: int
-    pages: _Pages
+    nonce: bytes
+
+
+class _Arena:
+    """The complete filters a reader uses, each in its own page-aligned region of one
+    zero-filled array, with a flag per page read so far.  numpy maps zeros lazily, so only
+    the pages that queries read take memory.  A region is given out once, so a thread
+    still holding an older generation's regions reads the filters it held."""
+
+    def __init__(self, pages: int) -> None:
+        self.words = np.zeros(pages * PAGE_WORDS, dtype=np.uint64)
+        self.loaded = np.zeros(pages, dtype=bool)
+        self.given = 0
+
+    def region(self, words: int) -> int:
+        """The first word of a fresh region of ``words`` words (the caller checked room)."""
+        first = self.given
+        self.given += _page_count(words)
+        return first * PAGE_WORDS
+
+    @property
+    def free(self) -> int:
+        """Pages not given out yet."""
+        return len(self.loaded) - self.given
+
+
+def _page_count(words: int) -> int:
+    """Pages that ``words`` words take."""
+    return -(-words // PAGE_WORDS)
 
 
 @dataclass(frozen=True)
-class _TableFilters:
-    generation: bytes
-    by_slot: dict[int, _HeldFilter]
-    # (shape bit, slot, word count, pages) of each filter: what a query reads, without
-    # attribute lookups.
-    lookups: list[tuple[int, int, int, _Pages]]
+class _Lookups:
+    """Every (query, complete filter of the query's table) pair for one sequence of queried
+    tables, as arrays: what :meth:`PrefixFilters.ruled_out` computes with."""
+
+    owners: np.ndarray  # query position
+    tables: np.ndarray  # table index
+    slots: np.ndarray
+    bases: np.ndarray  # uint64: the filter's first word in the arena
+    sizes: np.ndarray  # uint64: its word count
+    top_bits: np.ndarray  # uint64: its table's top bits (see _top_shift)
+    shape_bits: np.ndarray  # float64, exact below 2**53: the run's bit in its table's shape
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What a reader holds as of one value of the stored generations: the arena, each
+    table's complete filters with their regions, and the lookups built so far."""
+
+    generations: bytes
+    arena: _Arena
+    tables: list[list[tuple[_Filter, int]]]  # per table: (filter, first word in the arena)
+    lookups: dict[tuple[int, ...], _Lookups]
 
 
 class PrefixFilters:
@@ -143,9 +183,13 @@ class PrefixFilters:
         self.handles = handles
         self.names = [f"{prefix}.{table.index:02d}.p".encode() for table in plan.tables]
         self._state = state
-        self._cache: dict[int, _TableFilters] = {}
-        # The generations last seen and each table's lookups as of them (see ruled_out).
-        self._held: tuple[bytes, list[list[tuple[int, int, int, _Pages]]]] | None = None
+        # Per table: its generation last read and its complete filters as of it.
+        self._found: dict[int, tuple[bytes, list[_Filter]]] = {}
+        # Each filter's region in the current arena, by (table index, filter).
+        self._regions: dict[tuple[int, _Filter], int] = {}
+        self._arena: _Arena | None = None
+        self._held: _Held | None = None  # as of the generations last seen (see ruled_out)
+        self._holding = threading.Lock()  # regions are given out by one thread at a time
         # Per table: shifts from a permuted value to its prefix and to the prefix's top bits.
         self._geometry = [(BITS - table.leading_bits, *_top_shift(table)) for table in plan.tables]
 
@@ -282,73 +326,117 @@ class PrefixFilters:
         at, masks = _words_and_masks(table, np.asarray(values, dtype=np.uint64), len(words))
         return (words[at.astype(np.int64)] & masks) == masks
 
-    def _complete_filters(
-        self, txn: lmdb.Transaction[bytes], table: Table, generation: bytes
-    ) -> list[tuple[int, int, int, _Pages]]:
-        """(shape bit, slot, word count, pages read so far) of each complete filter of one
-        table as of ``txn``: cached while its generation is unchanged, else a header get per
-        slot (a filter whose nonce is unchanged keeps its pages)."""
-        held = self._cache.get(table.index)
-        if held is not None and held.generation == generation:
-            return held.lookups
-        by_slot: dict[int, _HeldFilter] = {}
+    def _complete_filters(self, txn: lmdb.Transaction[bytes], table: Table, generation: bytes) -> list[_Filter]:
+        """The complete filters of one table as of ``txn``: kept while its generation is
+        unchanged, else a header get per slot."""
+        found = self._found.get(table.index)
+        if found is not None and found[0] == generation:
+            return found[1]
+        filters: list[_Filter] = []
         for slot in range(self.slots):
             header = self._header(txn, table, slot)
-            if header is None or not header[0] or not header[1]:
-                continue
-            words, _, nonce = header
-            cached = held.by_slot.get(slot) if held is not None else None
-            if cached is None or cached.nonce != nonce:
-                cached = _HeldFilter(nonce, slot, words, {})
-            by_slot[slot] = cached
-        lookups = [(2 << run.slot, run.slot, run.size, run.pages) for run in by_slot.values()]
-        self._cache[table.index] = _TableFilters(generation, by_slot, lookups)
+            if header is not None and header[0] and header[1]:
+                filters.append(_Filter(slot, header[0], header[2]))
+        self._found[table.index] = (generation, filters)
+        return filters
+
+    def _hold(self, txn: lmdb.Transaction[bytes], generations: bytes) -> _Held:
+        """What a reader holds as of ``generations`` (read in ``txn``): the tables whose
+        generation changed are read again (:meth:`_complete_filters`), and their new filters
+        get regions in the arena.  A filter whose nonce is unchanged keeps its region and the
+        words read into it.  When the arena lacks room, a new one twice the size of the
+        filters held is made, and every filter's words are read again as queries need them."""
+        with self._holding:
+            held = self._held
+            if held is not None and held.generations == generations:
+                return held
+            per_table = [
+                self._complete_filters(txn, table, generations[8 * table.index : 8 * table.index + 8])
+                for table in self.plan.tables
+            ]
+            wanted = [(index, found) for index, filters in enumerate(per_table) for found in filters]
+            fresh = [key for key in wanted if key not in self._regions]
+            arena = self._arena
+            if arena is None or arena.free < sum(_page_count(found.size) for _, found in fresh):
+                arena = _Arena(2 * sum(_page_count(found.size) for _, found in wanted) + 64)
+                self._regions, fresh = {}, wanted
+            for key in fresh:
+                self._regions[key] = arena.region(key[1].size)
+            self._regions = {key: self._regions[key] for key in wanted}
+            regions = [
+                [(found, self._regions[index, found]) for found in filters] for index, filters in enumerate(per_table)
+            ]
+            held = _Held(generations, arena, regions, {})
+            self._arena, self._held = arena, held
+            return held
+
+    def _lookups(self, held: _Held, tables: tuple[int, ...]) -> _Lookups:
+        """The lookups of queries of ``tables`` (in order), as of ``held``: built once."""
+        lookups = held.lookups.get(tables)
+        if lookups is not None:
+            return lookups
+        rows = [(at, table, found, base) for at, table in enumerate(tables) for found, base in held.tables[table]]
+        lookups = _Lookups(
+            np.array([row[0] for row in rows], dtype=np.int64),
+            np.array([row[1] for row in rows], dtype=np.int64),
+            np.array([row[2].slot for row in rows], dtype=np.int64),
+            np.array([row[3] for row in rows], dtype=np.uint64),
+            np.array([row[2].size for row in rows], dtype=np.uint64),
+            np.array([self._geometry[row[1]][2] for row in rows], dtype=np.uint64),
+            np.array([2 << row[2].slot for row in rows], dtype=np.float64),
+        )
+        held.lookups[tables] = lookups
         return lookups
 
-    def _page(self, txn: lmdb.Transaction[bytes], table: Table, slot: int, page: int, words: int) -> array[int]:
-        """One page of a complete filter of ``words`` words, as stored (zeros where none
-        was written: no entry of that page's prefixes).  One get."""
-        length = min(PAGE_WORDS, words - page * PAGE_WORDS)
-        raw = txn.get(_KEY.pack(slot, page), db=self.handles.db(self.names[table.index]))
-        if raw is None:
-            return array("Q", bytes(8 * length))
-        return array("Q", self._page_words(raw, length, table, slot).tobytes())  # native order
+    def _read_pages(
+        self, txn: lmdb.Transaction[bytes], arena: _Arena, lookups: _Lookups, rows: np.ndarray, at: np.ndarray
+    ) -> None:
+        """Read into the arena the filter page holding word ``at`` of each of ``rows`` of
+        ``lookups`` (zeros where none was written: no entry of that page's prefixes), then
+        flag it read.  One get per page."""
+        for row in rows.tolist():
+            table = self.plan.tables[int(lookups.tables[row])]
+            slot, base, size = int(lookups.slots[row]), int(lookups.bases[row]), int(lookups.sizes[row])
+            page = (int(at[row]) - base) // PAGE_WORDS
+            start = base + page * PAGE_WORDS
+            raw = txn.get(_KEY.pack(slot, page), db=self.handles.db(self.names[table.index]))
+            if raw is not None:
+                length = min(PAGE_WORDS, size - page * PAGE_WORDS)
+                arena.words[start : start + length] = self._page_words(raw, length, table, slot)
+            # Flagged after its words are in, so another thread never reads a flagged page
+            # before them.
+            arena.loaded[start // PAGE_WORDS] = True
 
     def ruled_out(self, txn: lmdb.Transaction[bytes], queries: Sequence[tuple[Table, int]]) -> list[int]:
         """For each (table, permuted query), a mask of the table's run slots (bit slot + 1,
         as in a table's shape) whose complete filter says they hold no entry with the
-        query's prefix.  One get, then a word lookup per filter (Python), reading each page
-        the first time a query needs it (so a process holds only the pages its queries
-        touched, and its first query reads a page per filter, not every filter); the tables
-        whose generation changed since the last call are read first
-        (:meth:`_complete_filters`)."""
+        query's prefix.  One get, a few Python operations per query, then about fifteen numpy
+        calls over every (query, filter) pair, reading each filter page the first time a
+        query needs it (so a process holds only the pages its queries touched); when the
+        stored generations changed since the last call, :meth:`_hold` first."""
         generations = txn.get(GENERATIONS, db=self.handles.db(self._state))
         if generations is None or len(generations) != 8 * len(self.plan.tables):
             return [0] * len(queries)
         held = self._held
-        if held is None or held[0] != generations:
-            held = (
-                generations,
-                [
-                    self._complete_filters(txn, table, generations[8 * table.index : 8 * table.index + 8])
-                    for table in self.plan.tables
-                ],
-            )
-            self._held = held  # one assignment: threads see both parts or neither
-        out: list[int] = []
+        if held is None or held.generations != generations:
+            # Read in this transaction, whose generations are the held ones from now on, so
+            # the pages read below are those of the held nonces.
+            held = self._hold(txn, generations)
+        lookups = self._lookups(held, tuple(table.index for table, _ in queries))
+        if not len(lookups.owners):
+            return [0] * len(queries)
+        tops: list[int] = []
+        masks: list[int] = []
         for table, query in queries:
-            prefix_shift, top_shift, top_bits = self._geometry[table.index]
-            mask = filter_mask(query >> prefix_shift, PROBES)
-            top = query >> top_shift
-            ruled = 0
-            for shape_bit, slot, size, pages in held[1][table.index]:
-                page, at = divmod(top * size >> top_bits, PAGE_WORDS)
-                page_words = pages.get(page)
-                if page_words is None:
-                    # Read in this transaction, whose generation is the held one: the
-                    # slot's filter is the complete one of the held nonce.
-                    page_words = pages[page] = self._page(txn, table, slot, page, size)
-                if page_words[at] & mask != mask:
-                    ruled |= shape_bit
-            out.append(ruled)
-        return out
+            prefix_shift, top_shift, _ = self._geometry[table.index]
+            tops.append(query >> top_shift)
+            masks.append(filter_mask(query >> prefix_shift, PROBES))
+        owners, arena = lookups.owners, held.arena
+        at = lookups.bases + (np.array(tops, dtype=np.uint64)[owners] * lookups.sizes >> lookups.top_bits)
+        unread = ~arena.loaded[at // np.uint64(PAGE_WORDS)]
+        if unread.any():
+            self._read_pages(txn, arena, lookups, np.flatnonzero(unread), at)
+        wanted = np.array(masks, dtype=np.uint64)[owners]
+        passes = (arena.words[at] & wanted) == wanted
+        ruled = np.bincount(owners, weights=np.where(passes, 0.0, lookups.shape_bits), minlength=len(queries))
+        return ruled.astype(np.int64).tolist()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import lmdb
@@ -193,6 +194,52 @@ def test_a_reader_never_uses_the_filter_of_a_run_whose_slot_was_freed_and_taken_
             for doc_id in rng.integers(0, start + 300, 40).tolist():
                 assert doc_id in reader.probe(txn, int(stored[doc_id]), 0), (start, doc_id)
     assert dense_targets
+
+
+def test_threads_probing_through_one_layer_s_filters_beside_a_writer_find_every_entry(tmp_path: Path) -> None:
+    """Reader threads share one layer (so one filter arena) while a writer's merges change
+    the generations again and again, making the arena fill up and be replaced; each thread
+    finds every entry committed before its transaction began.  The thread switch interval
+    is set short so that threads interleave inside ruled_out."""
+    plan = TablePlan.create(4, 5)
+    env = lmdb.open(str(tmp_path), max_dbs=512, map_size=1 << 30, sync=False, max_readers=64)
+    writer, reader = (Tables(plan, BareHandles(env), Policy(base=2048, ratio=4, chunk=3000)) for _ in range(2))
+    with env.begin(write=True) as txn:
+        writer.create(txn)
+        reader.create(txn)
+    stored = np.random.default_rng(8).integers(0, 1 << 64, 40_000, dtype=np.uint64, endpoint=False)
+    committed = [0]
+    arenas: set[int] = set()
+    misses: list[tuple[int, int]] = []
+    done = threading.Event()
+
+    def probe_committed(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        while not done.is_set():
+            count = committed[0]
+            with env.begin() as txn:
+                for doc_id in rng.integers(0, max(count, 1), 20).tolist():
+                    if count and doc_id not in reader.probe(txn, int(stored[doc_id]), 1):
+                        misses.append((count, doc_id))
+            arenas.add(id(reader._prefix_filters._arena))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    threads = [threading.Thread(target=probe_committed, args=(seed,)) for seed in range(3)]
+    try:
+        for thread in threads:
+            thread.start()
+        for start in range(0, len(stored), 500):
+            with env.begin(write=True) as txn:
+                writer.put_many(txn, np.arange(start, start + 500, dtype=np.uint64), stored[start : start + 500])
+            committed[0] = start + 500
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join()
+        sys.setswitchinterval(interval)
+    assert not misses
+    assert len(arenas) > 2  # the arena was replaced while threads read through it
 
 
 @given(st.integers(0, (1 << 64) - 1), st.integers(1, 1 << 40))
