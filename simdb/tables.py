@@ -114,18 +114,6 @@ _FIXED = [np.dtype(f"S{width}") for width in range(1, 9)]
 _FIXED.insert(0, _FIXED[0])  # width 0 never reaches the search: every offset is 0
 
 
-@dataclass
-class _Part:
-    """A cursor on one part of a table during probes (part 0: the recent tree, part
-    slot + 1: a run), and the last block it read."""
-
-    part: int
-    cursor: lmdb.Cursor[bytes]
-    first: int = 1 << BITS  # the last block read: its first value, value, and the next block's first
-    value: bytes = b""
-    end: int = 0
-
-
 @dataclass(frozen=True)
 class Policy:
     """Merge policy: the recent tree holds up to ``base`` entries per table before it becomes
@@ -796,7 +784,7 @@ class Tables:
         for (table, query), parts in zip(queries, self._probed_parts(txn, shape, queries)):
             low = query & table.prefix_mask
             fingerprints = resolve if table.index else settled
-            self._probe_table(parts, table, query, low, low + table.prefix_span, k, found, fingerprints)
+            self._probe_table(txn, parts, table, query, low, low + table.prefix_span, k, found, fingerprints)
         for fingerprint in settled.keys() & resolve.keys():
             del resolve[fingerprint]
         if resolve:
@@ -808,7 +796,7 @@ class Tables:
                 exact_queries, resolve.values(), self._probed_parts(txn, shape, exact_queries)
             ):
                 exact: dict[int, int] = {}
-                self._probe_table(parts, table, permuted, permuted, permuted + 1, 0, exact, {})
+                self._probe_table(txn, parts, table, permuted, permuted, permuted + 1, 0, exact, {})
                 if not exact:
                     raise _not_in_table_0(table.unpermute(permuted))
                 found.update(dict.fromkeys(exact, distance))
@@ -1055,31 +1043,21 @@ class Tables:
         owners, positions, distances = table.prefix_matches(values, permuted, k)
         return owners, values[positions], None if ids is None else ids[positions], distances.astype(np.int64)
 
-    def _parts(self, txn: lmdb.Transaction[bytes], table: Table, shape: int) -> list[_Part]:
-        """A cursor on each part of one table in ``shape`` (bit 0: the recent tree, bit
-        slot + 1: a run)."""
-        parts: list[_Part] = []
-        while shape:
-            part = (shape & -shape).bit_length() - 1
-            shape &= shape - 1
-            name = self._runs[table.index][part - 1] if part else self._recent[table.index]
-            parts.append(_Part(part, txn.cursor(self.handles.db(name))))
-        return parts
-
     def _probed_parts(
         self, txn: lmdb.Transaction[bytes], shape: list[int], queries: list[tuple[Table, int]]
-    ) -> list[list[_Part]]:
-        """For each (table, permuted query), a cursor on each non-empty part of the table
-        that its prefix filter (if any) does not rule out."""
-        ruled_out = self._prefix_filters.ruled_out(txn, queries) if self._prefix_filters is not None else None
-        return [
-            self._parts(txn, table, shape[table.index] & ~(ruled_out[at] if ruled_out is not None else 0))
-            for at, (table, _) in enumerate(queries)
-        ]
+    ) -> list[int]:
+        """For each (table, permuted query), the parts of the table to probe (bit 0: the
+        recent tree, bit slot + 1: a run): those in ``shape`` that its prefix filters (if
+        any) do not rule out."""
+        if self._prefix_filters is None:
+            return [shape[table.index] for table, _ in queries]
+        ruled_out = self._prefix_filters.ruled_out(txn, queries)
+        return [shape[table.index] & ~ruled for (table, _), ruled in zip(queries, ruled_out)]
 
     def _probe_table(
         self,
-        parts: list[_Part],
+        txn: lmdb.Transaction[bytes],
+        parts: int,
         table: Table,
         query: int,
         low: int,
@@ -1088,24 +1066,23 @@ class Tables:
         found: dict[int, int],
         fingerprints: dict[int, int],
     ) -> None:
-        """Entries of one table in [low, high) within ``k`` bits of ``query`` (permuted): ids
-        into ``found`` where they are at hand (the recent tree; table 0's blocks), and the
-        original fingerprint of each entry found in a block into ``fingerprints``."""
+        """Entries of some ``parts`` of one table (as in :meth:`_probed_parts`) in [low,
+        high) within ``k`` bits of ``query`` (permuted): ids into ``found`` where they are at
+        hand (the recent tree; table 0's blocks), and the original fingerprint of each entry
+        found in a block into ``fingerprints``.  A cursor and a seek per part."""
         with_ids = table.index == 0
-        for part in parts:
-            cursor = part.cursor
-            if not part.part:
+        while parts:
+            part = (parts & -parts).bit_length() - 1
+            parts &= parts - 1
+            if not part:
                 name = self._recent[table.index]
+                cursor = txn.cursor(self.handles.db(name))
                 scan_entries(cursor, low.to_bytes(8, "big"), prefix_bound(high), query, k, found, self.path, name)
                 continue
-            where = self._run_labels[table.index][part.part - 1]
-            if part.first <= low and high <= part.end:  # inside the block read last time
-                self._scan_block(
-                    part.first, part.value, query, low, high, k, with_ids, table, found, fingerprints, where
-                )
-                continue
+            cursor = txn.cursor(self.handles.db(self._runs[table.index][part - 1]))
             if self._block_at(cursor, low.to_bytes(8, "big")) is None and not cursor.first():
                 continue
+            where = self._run_labels[table.index][part - 1]
             # Only the values of blocks that start below ``high`` are fetched: a block's
             # value is a whole overflow page.
             key = cursor.key()
@@ -1113,10 +1090,10 @@ class Tables:
                 first = int.from_bytes(key, "big")
                 if first >= high:
                     break
-                value = cursor.value()
-                self._scan_block(first, value, query, low, high, k, with_ids, table, found, fingerprints, where)
+                self._scan_block(
+                    first, cursor.value(), query, low, high, k, with_ids, table, found, fingerprints, where
+                )
                 key = cursor.key() if cursor.next() else b""
-                part.first, part.value, part.end = first, value, int.from_bytes(key, "big") if key else 1 << BITS
 
     @staticmethod
     def _block_position(

@@ -147,15 +147,14 @@ def test_a_single_query_probes_the_runs_its_filters_pass(db_path: Path, monkeypa
         with db._storage.read() as txn:
             runs = sum(len(db._tables.runs(txn, table.index)) - 1 for table in db.plan.tables)
         assert runs >= 3 * len(db.plan.tables)
-        probed: list[int] = []
-        original = Tables._parts
+        probed: list[int] = []  # runs probed, per table probe
+        original = Tables._probe_table
 
-        def counted(self, txn, table, shape):  # type: ignore[no-untyped-def]
-            parts = original(self, txn, table, shape)
-            probed.append(sum(1 for part in parts if part.part))
-            return parts
+        def counted(self, txn, parts, *args):  # type: ignore[no-untyped-def]
+            probed.append((parts >> 1).bit_count())
+            return original(self, txn, parts, *args)
 
-        monkeypatch.setattr(Tables, "_parts", counted)
+        monkeypatch.setattr(Tables, "_probe_table", counted)
         for i in range(0, 120_000, 400):
             assert f"d{i}" in {match.key for match in db.query(fingerprints[i], k=3)}
         # The run holding the fingerprint in each table; without filters every run would be
