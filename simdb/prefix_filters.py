@@ -292,10 +292,11 @@ class PrefixFilters:
         return CorruptDatabaseError(f"{name} holds a damaged filter of run slot {slot}", remedy=Remedy.RUN_CHECK)
 
     def _page_words(self, raw: bytes, length: int, table: Table, slot: int) -> np.ndarray:
-        """A stored page's ``length`` words (damage when it holds another number)."""
+        """A stored page's ``length`` words, a view of ``raw`` (damage when it holds another
+        number)."""
         if len(raw) != 8 * length:
             raise self._damaged(table, slot)
-        return np.frombuffer(raw, dtype="<u8").astype(np.uint64)
+        return np.frombuffer(raw, dtype="<u8")
 
     def load(self, txn: lmdb.Transaction[bytes], table: Table, slot: int) -> np.ndarray | None:
         """The words of a run's filter as stored, complete or not (for verify), or None when
@@ -391,21 +392,23 @@ class PrefixFilters:
     def _read_pages(
         self, txn: lmdb.Transaction[bytes], arena: _Arena, lookups: _Lookups, rows: np.ndarray, at: np.ndarray
     ) -> None:
-        """Read into the arena the filter page holding word ``at`` of each of ``rows`` of
-        ``lookups`` (zeros where none was written: no entry of that page's prefixes), then
-        flag it read.  One get per page."""
-        for row in rows.tolist():
-            table = self.plan.tables[int(lookups.tables[row])]
-            slot, base, size = int(lookups.slots[row]), int(lookups.bases[row]), int(lookups.sizes[row])
-            page = (int(at[row]) - base) // PAGE_WORDS
-            start = base + page * PAGE_WORDS
-            raw = txn.get(_KEY.pack(slot, page), db=self.handles.db(self.names[table.index]))
+        """Read into the arena each filter page holding the word ``at`` of one of ``rows``
+        of ``lookups`` (zeros where none was written: no entry of that page's prefixes),
+        then flag it read.  One get per page."""
+        arena_pages, first = np.unique(at[rows] // np.uint64(PAGE_WORDS), return_index=True)
+        picked = rows[first]
+        pages = arena_pages - lookups.bases[picked] // np.uint64(PAGE_WORDS)  # bases are page-aligned
+        lengths = np.minimum(lookups.sizes[picked] - pages * np.uint64(PAGE_WORDS), PAGE_WORDS)
+        tables, slots = lookups.tables[picked].tolist(), lookups.slots[picked].tolist()
+        rows_read = zip(arena_pages.tolist(), tables, slots, pages.tolist(), lengths.tolist())
+        for arena_page, table, slot, page, length in rows_read:
+            raw = txn.get(_KEY.pack(slot, page), db=self.handles.db(self.names[table]))
             if raw is not None:
-                length = min(PAGE_WORDS, size - page * PAGE_WORDS)
-                arena.words[start : start + length] = self._page_words(raw, length, table, slot)
+                start = arena_page * PAGE_WORDS
+                arena.words[start : start + length] = self._page_words(raw, length, self.plan.tables[table], slot)
             # Flagged after its words are in, so another thread never reads a flagged page
             # before them.
-            arena.loaded[start // PAGE_WORDS] = True
+            arena.loaded[arena_page] = True
 
     def ruled_out(self, txn: lmdb.Transaction[bytes], queries: Sequence[tuple[Table, int]]) -> list[int]:
         """For each (table, permuted query), a mask of the table's run slots (bit slot + 1,
