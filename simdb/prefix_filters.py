@@ -51,6 +51,8 @@ BITS_PER_ENTRY = 10
 PROBES = 3
 #: Words in a page: 4,064 bytes, one LMDB overflow page.
 PAGE_WORDS = 508
+#: Sequences of queried tables whose lookup arrays a reader keeps (see PrefixFilters._lookups).
+HELD_LOOKUPS = 32
 #: Key in the tables' state sub-database: 8 random bytes per table (see the module docstring).
 GENERATIONS = b"filters"
 _HEADER_PAGE = 0xFFFFFFFF
@@ -372,7 +374,9 @@ class PrefixFilters:
             return held
 
     def _lookups(self, held: _Held, tables: tuple[int, ...]) -> _Lookups:
-        """The lookups of queries of ``tables`` (in order), as of ``held``: built once."""
+        """The lookups of queries of ``tables`` (in order), as of ``held``: built once for
+        up to :data:`HELD_LOOKUPS` sequences (a query's tables, and table 0 repeated for
+        the few fingerprints a query turns into ids)."""
         lookups = held.lookups.get(tables)
         if lookups is not None:
             return lookups
@@ -386,7 +390,8 @@ class PrefixFilters:
             np.array([self._geometry[row[1]][2] for row in rows], dtype=np.uint64),
             np.array([2 << row[2].slot for row in rows], dtype=np.float64),
         )
-        held.lookups[tables] = lookups
+        if len(held.lookups) < HELD_LOOKUPS:
+            held.lookups[tables] = lookups
         return lookups
 
     def _read_pages(
