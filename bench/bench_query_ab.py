@@ -1,0 +1,95 @@
+"""Single `Database.query()` throughput of two or more source trees of simdb on one database,
+side by side (issue #16): each tree answers the same queries in its own fresh process, the
+trees taking turns, so a change to the query path is measured as a ratio on one machine.
+
+    git worktree add /tmp/simdb-before <commit>
+    python bench/bench_query_ab.py --db /tmp/db100m --n 100000000 --trees /tmp/simdb-before .
+
+The database (random fingerprints, k=3, 5 blocks, batches of 100,000 through ``add_many``) is
+built by the first tree when ``--db`` does not exist yet, and kept.  Queries are stored
+fingerprints with one bit flipped; each process times three phases of ``--queries`` queries
+each: its first queries (filter pages and table pages read as they are needed), then two
+more, and prints q/s for each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+BATCH = 100_000
+
+_WORKER = """
+import json, sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import simdb
+assert simdb.__file__.startswith(sys.argv[1]), simdb.__file__
+queries = np.load(sys.argv[3]).tolist()
+per_phase = len(queries) // 3
+rates = []
+with simdb.open(sys.argv[2]) as db:
+    for phase in range(3):
+        chunk = queries[phase * per_phase : (phase + 1) * per_phase]
+        start = time.perf_counter()
+        for query in chunk:
+            db.query(query)
+        rates.append(len(chunk) / (time.perf_counter() - start))
+print(json.dumps(rates))
+"""
+
+
+def build(tree: str, path: str, fingerprints: np.ndarray) -> None:
+    """Add ``fingerprints`` to a new database at ``path`` with the code of ``tree``."""
+    script = (
+        "import sys\nimport numpy as np\nsys.path.insert(0, sys.argv[1])\nimport simdb\n"
+        "values = np.load(sys.argv[3])\n"
+        "with simdb.open(sys.argv[2], k=3, blocks=5) as db:\n"
+        f"    for at in range(0, len(values), {BATCH}):\n"
+        f"        chunk = values[at : at + {BATCH}].tolist()\n"
+        f"        db.add_many([(f'd{{at + i}}', v) for i, v in enumerate(chunk)], batch_size={BATCH})\n"
+    )
+    saved = path + ".npy"
+    np.save(saved, fingerprints)
+    subprocess.run([sys.executable, "-c", script, tree, path, saved], check=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", required=True, help="database path; built when missing")
+    parser.add_argument("--n", type=int, default=10_000_000, help="fingerprints, when building")
+    parser.add_argument("--trees", nargs="+", required=True, help="source trees (each holds simdb/)")
+    parser.add_argument("--queries", type=int, default=10_000, help="queries per phase")
+    parser.add_argument("--rounds", type=int, default=2, help="turns per tree")
+    args = parser.parse_args()
+    trees = [os.path.abspath(tree) for tree in args.trees]
+    rng = np.random.default_rng(11)
+    if not os.path.exists(args.db):
+        start = time.perf_counter()
+        build(trees[0], args.db, rng.integers(0, 1 << 64, args.n, dtype=np.uint64, endpoint=False))
+        print(f"# built {args.n:,} in {time.perf_counter() - start:.0f} s with {trees[0]}")
+    stored = np.load(args.db + ".npy", mmap_mode="r")
+    print(f"# {len(stored):,} random fingerprints, k=3; {os.cpu_count()} cores; q/s per phase of {args.queries:,}")
+    print("| tree | round | first | second | third |")
+    print("|---|---|---|---|---|")
+    for round_number in range(args.rounds):
+        picked = rng.integers(0, len(stored), 3 * args.queries)
+        flips = np.uint64(1) << rng.integers(0, 64, len(picked)).astype(np.uint64)
+        queries_path = args.db + ".queries.npy"
+        np.save(queries_path, stored[picked] ^ flips)
+        for tree in trees:
+            output = subprocess.run(
+                [sys.executable, "-c", _WORKER, tree, args.db, queries_path], check=True, capture_output=True, text=True
+            ).stdout
+            rates = json.loads(output)
+            print(f"| {tree} | {round_number + 1} | " + " | ".join(f"{rate:,.0f}" for rate in rates) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
