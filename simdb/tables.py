@@ -777,7 +777,8 @@ class Tables:
         resolve: dict[int, int] = {}  # original fingerprints found in id-less blocks
         # Fingerprints found in table 0's blocks: every id of theirs is in ``found`` already
         # (table 0 holds every entry, and the probe covered their prefix), so they need no
-        # exact probe.  A match is in table 0 in about 6 of 10 cases (k=3, 5 blocks).
+        # exact probe.  With 5 blocks, a match 1 bit away shares table 0's prefix in 6 of 10
+        # cases.
         settled: dict[int, int] = {}
         shape = self.shape(txn)
         queries = [(table, table.permute(fingerprint)) for table in self.plan.tables]
