@@ -15,8 +15,8 @@ word count (0: the run has no filter), whether the filter is complete, and a ran
 The tables' state sub-database holds, under :data:`GENERATIONS`, 8 random bytes per table,
 changed whenever a complete filter appears or goes, so that a reader checks its cached
 filters with one get per query.  A reader keeps the complete filters it uses in one
-zero-filled array that numpy maps lazily, reading a page the first time a query needs it,
-and checks all of a query's (table, filter) pairs with a few numpy calls.
+zero-filled mapping whose pages take memory only once written, reads a page the first time
+a query needs it, and checks all of a query's (table, filter) pairs with a few numpy calls.
 
 A prefix's word is ``top * words >> top_bits`` (``top``: the prefix's leading bits, at most
 32): monotone in the key, so a merge step, which appends entries in key order, sets bits in
@@ -30,6 +30,7 @@ completes it.  Removals leave bits set, which can only cost a seek.
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import struct
 import threading
@@ -121,12 +122,12 @@ class _Filter:
 
 class _Arena:
     """The complete filters a reader uses, each in its own page-aligned region of one
-    zero-filled array, with a flag per page read so far.  numpy maps zeros lazily, so only
-    the pages that queries read take memory.  A region is given out once, so a thread
+    zero-filled array, with a flag per page read so far.  Only the pages that queries read
+    take memory (:func:`_zero_words`).  A region is given out once, so a thread
     still holding an older generation's regions reads the filters it held."""
 
     def __init__(self, pages: int) -> None:
-        self.words = np.zeros(pages * PAGE_WORDS, dtype=np.uint64)
+        self.words = _zero_words(pages * PAGE_WORDS)
         self.loaded = np.zeros(pages, dtype=bool)
         self.given = 0
 
@@ -140,6 +141,19 @@ class _Arena:
     def free(self) -> int:
         """Pages not given out yet."""
         return len(self.loaded) - self.given
+
+
+def _zero_words(count: int) -> np.ndarray:
+    """``count`` zero words in a private anonymous mapping, which the kernel backs page by page
+    as they are written.  Transparent huge pages are refused where the platform allows it:
+    numpy asks for them on arrays from 4 MiB, and one word written would then take 2 MiB
+    (filter pages are read at random, so soon every huge page would be)."""
+    if not hasattr(mmap, "MAP_PRIVATE"):  # Windows: no such flags; numpy's zeros are lazy there too
+        return np.zeros(count, dtype=np.uint64)
+    mapping = mmap.mmap(-1, 8 * max(count, 1), flags=mmap.MAP_PRIVATE)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        mapping.madvise(mmap.MADV_NOHUGEPAGE)
+    return np.frombuffer(mapping, dtype=np.uint64, count=count)
 
 
 def _page_count(words: int) -> int:
@@ -374,9 +388,10 @@ class PrefixFilters:
             return held
 
     def _lookups(self, held: _Held, tables: tuple[int, ...]) -> _Lookups:
-        """The lookups of queries of ``tables`` (in order), as of ``held``: built once for
-        up to :data:`HELD_LOOKUPS` sequences (a query's tables, and table 0 repeated for
-        the few fingerprints a query turns into ids)."""
+        """The lookups of queries of ``tables`` (in order), as of ``held``: kept for up to
+        :data:`HELD_LOOKUPS` sequences no longer than the plan (a query's tables, and table 0
+        repeated for the few fingerprints a query turns into ids), so what is kept stays
+        small whatever the queries match."""
         lookups = held.lookups.get(tables)
         if lookups is not None:
             return lookups
@@ -390,7 +405,7 @@ class PrefixFilters:
             np.array([self._geometry[row[1]][2] for row in rows], dtype=np.uint64),
             np.array([2 << row[2].slot for row in rows], dtype=np.float64),
         )
-        if len(held.lookups) < HELD_LOOKUPS:
+        if len(tables) <= len(self.plan.tables) and len(held.lookups) < HELD_LOOKUPS:
             held.lookups[tables] = lookups
         return lookups
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import lmdb
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -239,6 +240,30 @@ def test_threads_probing_through_one_layer_s_filters_beside_a_writer_find_every_
         sys.setswitchinterval(interval)
     assert not misses
     assert len(arenas) > 2  # the arena was replaced while threads read through it
+
+
+def _anonymous_kib() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("RssAnon:"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux's /proc")
+def test_a_reader_s_filters_take_memory_only_for_the_pages_its_queries_read(tmp_path: Path) -> None:
+    """A few queries read a few hundred 4 KB filter pages of about 12 MB of filters: the
+    reader's anonymous memory grows by about what they read, not by the filters' size (where
+    transparent huge pages are on, one word written to numpy's own zeros would take 2 MB)."""
+    env, tables = _layer(tmp_path, Policy(base=4096, ratio=4, chunk=1 << 16))
+    stored = np.random.default_rng(9).integers(0, 1 << 64, 1_000_000, dtype=np.uint64, endpoint=False)
+    with env.begin(write=True) as txn:
+        tables.put_many(txn, np.arange(len(stored), dtype=np.uint64), stored)
+    with env.begin() as txn:
+        assert tables.filter_pages(txn) * 4096 > 10 << 20
+        before = _anonymous_kib()
+        for doc_id in range(0, 10_000, 1_000):
+            assert doc_id in tables.probe(txn, int(stored[doc_id]), 3)
+        grown = _anonymous_kib() - before
+    env.close()
+    assert grown < 4 << 10, f"{grown} KiB for about 100 filter pages"
 
 
 @given(st.integers(0, (1 << 64) - 1), st.integers(1, 1 << 40))
