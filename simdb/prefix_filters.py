@@ -148,7 +148,7 @@ def _zero_words(count: int) -> np.ndarray:
     as they are written.  Transparent huge pages are refused where the platform allows it:
     numpy asks for them on arrays from 4 MiB, and one word written would then take 2 MiB
     (filter pages are read at random, so soon every huge page would be)."""
-    if not hasattr(mmap, "MAP_PRIVATE"):  # Windows: no such flags; numpy's zeros are lazy there too
+    if not hasattr(mmap, "MAP_PRIVATE"):  # Windows has no mmap flags: numpy's zeros there
         return np.zeros(count, dtype=np.uint64)
     mapping = mmap.mmap(-1, 8 * max(count, 1), flags=mmap.MAP_PRIVATE)
     if hasattr(mmap, "MADV_NOHUGEPAGE"):
