@@ -110,8 +110,6 @@ _FILTER_WORD_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: a product's top bits de
 _SLOTS = struct.Struct(">Q" + "BQ" * RUN_SLOTS)  # recent entries, then per slot: level (0: free), entries
 _MERGE = struct.Struct(">BIQ")  # target slot, source slot mask, cursor
 _SHAPE = struct.Struct(">Q")  # per table: bit 0 the recent tree, bit slot + 1 a run in use
-_FIXED = [np.dtype(f"S{width}") for width in range(1, 9)]
-_FIXED.insert(0, _FIXED[0])  # width 0 never reaches the search: every offset is 0
 
 
 @dataclass(frozen=True)
@@ -1091,9 +1089,11 @@ class Tables:
                 first = int.from_bytes(key, "big")
                 if first >= high:
                     break
-                self._scan_block(
+                # The next block is read only when the range may go on past this one's end.
+                if not self._scan_block(
                     first, cursor.value(), query, low, high, k, with_ids, table, found, fingerprints, where
-                )
+                ):
+                    break
                 key = cursor.key() if cursor.next() else b""
 
     @staticmethod
@@ -1111,9 +1111,19 @@ class Tables:
             return 0, count, width, id_width, start
         if width < 8 and target >> (8 * width):
             return count, count, width, id_width, start
-        # Fixed-width big-endian offsets sort as byte strings: one C-level bisect.
-        offsets = np.frombuffer(value, dtype=_FIXED[width], count=count, offset=start)
-        return int(offsets.searchsorted(target.to_bytes(width, "big"))), count, width, id_width, start
+        # Fixed-width big-endian offsets sort as byte strings.  A bisect in Python over slices
+        # (about 10 steps): measured 1.0 us a block against 1.6 us for numpy's frombuffer and
+        # searchsorted, whose call overhead a single block does not repay.
+        wanted = target.to_bytes(width, "big")
+        lowest, highest = 0, count
+        while lowest < highest:
+            middle = (lowest + highest) >> 1
+            at = start + middle * width
+            if value[at : at + width] < wanted:
+                lowest = middle + 1
+            else:
+                highest = middle
+        return lowest, count, width, id_width, start
 
     @classmethod
     def _block_holds(cls, first: int, value: bytes, permuted: int, with_ids: bool, where: str) -> bool:
@@ -1136,16 +1146,17 @@ class Tables:
         found: dict[int, int],
         fingerprints: dict[int, int],
         where: str,
-    ) -> None:
+    ) -> bool:
         """Entries of one block in [low, high) within ``k`` bits, as :meth:`_probe_table`
         reports them: a bisect over the fixed-width offsets, then one step per candidate.
-        Pure Python, no decoding."""
+        Pure Python, no decoding.  Whether the range may go on in the next block (no entry
+        at or above ``high`` here)."""
         lowest, count, width, id_width, start = cls._block_position(first, value, low, with_ids, where)
         ids_at = start + count * width
         for position in range(lowest, count):
             stored = first + int.from_bytes(value[start + position * width : start + (position + 1) * width], "big")
             if stored >= high:
-                break
+                return False
             distance = (stored ^ query).bit_count()
             if distance <= k:
                 if with_ids:
@@ -1153,6 +1164,7 @@ class Tables:
                     at = ids_at + position * id_width
                     found[base + int.from_bytes(value[at : at + id_width], "big")] = distance
                 fingerprints[table.unpermute(stored)] = distance
+        return True
 
     def _resolve(self, txn: lmdb.Transaction[bytes], shape: int, unresolved: _Found) -> _Found:
         """(query positions, ids, distances) of ``unresolved`` (query positions, fingerprints
