@@ -114,13 +114,26 @@ _SHAPE = struct.Struct(">Q")  # per table: bit 0 the recent tree, bit slot + 1 a
 
 @dataclass(frozen=True)
 class Policy:
-    """Merge policy: the recent tree holds up to ``base`` entries per table before it becomes
-    a run at level 1; ``ratio`` whole runs of one level merge into one run of the next; a
-    merge step moves about ``chunk`` entries."""
+    """Merge policy: a batch of at least ``run_at`` entries (``base``, if that is smaller)
+    becomes a run of its own, and a smaller one goes into the recent tree, which holds up to
+    ``base`` entries per table before it becomes a run at level 1; ``ratio`` whole runs of
+    one level merge into one run of the next; a merge step moves about ``chunk`` entries.
+
+    ``run_at`` is a quarter of ``base``, so a level holds runs at most 4 times smaller than
+    its nominal size, and there is at most one level more.  Below it, the recent tree costs
+    more: an entry is put into each table's B-tree, then read back and written again at the
+    flush.  Measured bulk loads of 2M documents: batches of 10,000 at 134k docs/s through the
+    recent tree and 273k docs/s as runs; batches of 16,384 (runs already) 314k docs/s."""
 
     base: int = 16_384
     ratio: int = 4
     chunk: int = 65_536
+    run_at: int = 4_096
+
+    @property
+    def smallest_run(self) -> int:
+        """The fewest entries a batch needs to become a run of its own."""
+        return min(self.run_at, self.base)
 
     def level_for(self, entries: int) -> int:
         """The level of a new run of ``entries``: level i holds runs of about
@@ -325,8 +338,8 @@ class Tables:
         self.path = path
         self.label = label
         self._prefix = prefix
-        if policy.ratio < 2 or policy.base < 1 or policy.chunk < 1:
-            raise ValueError("a policy merges at least 2 runs, with a positive base and chunk")
+        if policy.ratio < 2 or policy.base < 1 or policy.chunk < 1 or policy.run_at < 1:
+            raise ValueError("a policy merges at least 2 runs, with a positive base, chunk and run_at")
         if filtered and any(table.prefix_span != 1 for table in plan.tables):
             raise ValueError("a filtered layer answers exact lookups: every prefix must be the whole fingerprint")
         if filtered and prefix_filters:
@@ -418,11 +431,11 @@ class Tables:
     ) -> None:
         """Add entries for new (id, fingerprint) pairs; ids must not be stored already.
         ``alongside`` (the caller's other writes of the batch) runs first.  A batch of at
-        least ``base`` becomes a new run of each table, written once in key order; a smaller
-        one goes into the recent trees, which become a run when they pass ``base``.  Then
-        merge steps run in the same transaction, up to ``MERGE_WORK`` entry moves per entry
-        added (:meth:`merge`), so merging keeps pace with the adds and a crash never leaves
-        a merge half done.  Cost: O(n log n) numpy plus n B-tree puts per table for a small
+        least :attr:`Policy.smallest_run` becomes a new run of each table, written once in
+        key order; a smaller one goes into the recent trees, which become a run when they
+        pass ``base``.  Then merge steps run in the same transaction, up to ``MERGE_WORK``
+        entry moves per entry added (:meth:`merge`), so merging keeps pace with the adds and
+        a crash never leaves a merge half done.  Cost: O(n log n) numpy plus n B-tree puts per table for a small
         batch, plus the merge steps (amortised: an entry is rewritten once per level, about
         log_ratio(N / base) times)."""
         if alongside is not None:
@@ -433,7 +446,7 @@ class Tables:
             return
         for table in self.plan.tables:
             state = self._load(txn, table.index)
-            if len(ids) >= self.policy.base:
+            if len(ids) >= self.policy.smallest_run:
                 permuted = table.permute_array(fingerprints)
                 if table.index == 0:
                     order = np.argsort(permuted, kind="stable")

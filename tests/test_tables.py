@@ -29,7 +29,9 @@ from tests.tables_worker import model, open_layer
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAN = TablePlan.create(3)
-TINY = Policy(base=8, ratio=2, chunk=12)
+# Batches of 4-7 become runs below the recent tree's size, as batches of 4,096-16,383 do by
+# default; smaller ones go into the recent tree.
+TINY = Policy(base=8, ratio=2, chunk=12, run_at=4)
 
 
 def brute(stored: dict[int, int], query: int, k: int) -> dict[int, int]:
