@@ -119,8 +119,8 @@ class Policy:
     ``base`` entries per table before it becomes a run at level 1; ``ratio`` whole runs of
     one level merge into one run of the next; a merge step moves about ``chunk`` entries.
 
-    ``run_at`` is a quarter of ``base``, so a level holds runs at most 4 times smaller than
-    its nominal size, and there is at most one level more.  Below it, the recent tree costs
+    By default ``run_at`` is a quarter of ``base``, so a level holds runs at most 4 times
+    smaller than its nominal size, and there is at most one level more.  Below it, the recent tree costs
     more: an entry is put into each table's B-tree, then read back and written again at the
     flush.  Measured bulk loads of 2M documents: batches of 10,000 at 134k docs/s through the
     recent tree and 273k docs/s as runs; batches of 16,384 (runs already) 314k docs/s."""
@@ -455,9 +455,9 @@ class Tables:
         key order; a smaller one goes into the recent trees, which become a run when they
         pass ``base``.  Then merge steps run in the same transaction, up to ``MERGE_WORK``
         entry moves per entry added (:meth:`merge`), so merging keeps pace with the adds and
-        a crash never leaves a merge half done.  Cost: O(n log n) numpy plus n B-tree puts per table for a small
-        batch, plus the merge steps (amortised: an entry is rewritten once per level, about
-        log_ratio(N / base) times)."""
+        a crash never leaves a merge half done.  Cost: O(n log n) numpy plus n B-tree puts
+        per table for a small batch, plus the merge steps (amortised: an entry is rewritten
+        once per level, about log_ratio(N / base) times)."""
         if alongside is not None:
             alongside()
         ids = np.asarray(ids, dtype=np.uint64)
@@ -1029,8 +1029,8 @@ class Tables:
         """Whether each of ``values`` may be in one run, by the run's filter chunks (False:
         it is not); ``probes``: theirs (:func:`filter_probes`), when the caller checks them
         against several runs.  O(n log chunks) numpy after :meth:`_run_filter`, a dozen calls
-        whatever the number of chunks (a call per chunk cost a batch of 10,000 lookups about
-        20 ms at 100M documents, where the key index has about 1,500 chunks)."""
+        whatever the number of chunks (a dozen per chunk cost about 7 ms a batch of
+        10,000 lookups at 20M documents, profiled, and chunks grow in number with the index)."""
         assert self._filters is not None
         name = self._filters[table.index][slot]
         run_filter = self._run_filter(txn, name, cached)
