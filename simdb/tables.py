@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -208,19 +209,70 @@ def filter_holds(
 # -- the layer -------------------------------------------------------------------------------
 
 
+class _ChunkWords:
+    """Room for a run's filter chunk words, shared by the :class:`_RunFilter` values built
+    on it, each of which holds a prefix.  Chunks are appended in place only by the holder
+    of the prefix that ends where the words written so far end (claimed under the lock),
+    so no words that another holder (another thread) reads are ever written; anyone else
+    copies into fresh room.  Room doubles, so appending costs O(words appended),
+    amortised: a merge target gains a chunk at every step, and copying its whole filter
+    each time cost 12-296 ms a step for a 128 MB filter (measured)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.words = np.empty(capacity, dtype=np.uint64)
+        self.used = 0
+        self.lock = threading.Lock()
+
+
 @dataclass(frozen=True)
 class _RunFilter:
     """One run's filter chunks as a process last read them: how many, the last key, and per
-    chunk (in key order) its key, first value and words."""
+    chunk (in key order) its key, first value, and where its words are."""
 
     count: int
     last: bytes
     keys: list[bytes]
     firsts: np.ndarray
-    words: list[np.ndarray]  # views of ``joined``
-    joined: np.ndarray  # every chunk's words, in key order
+    joined: np.ndarray  # every chunk's words, in key order: a prefix of ``room``
     starts: np.ndarray  # int64: each chunk's first word in ``joined``
     shifts: np.ndarray  # uint64: each chunk's :func:`_word_shift`
+    room: _ChunkWords
+
+    @staticmethod
+    def build(
+        count: int, last: bytes, keys: list[bytes], chunks: list[np.ndarray], held: _RunFilter | None = None
+    ) -> _RunFilter:
+        """The filters of ``chunks`` under ``keys`` (which sort after ``held``'s) appended to
+        those of ``held``, if any: ``count`` chunks in all, ``last`` the last key.
+        O(words appended), amortised, plus O(chunks)."""
+        sizes = [len(words) for words in chunks]
+        before = 0 if held is None else len(held.joined)
+        total = before + sum(sizes)
+        room = None if held is None else held.room
+        if room is not None:
+            with room.lock:
+                if room.used == before and total <= len(room.words):
+                    room.used = total  # claimed: only this holder writes past ``before``
+                else:
+                    room = None
+        if room is None:
+            room = _ChunkWords(max(2 * total, 16))
+            if held is not None:
+                room.words[:before] = held.joined
+            room.used = total
+        starts = np.zeros(len(sizes), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        starts += before
+        for start, words in zip(starts.tolist(), chunks):
+            room.words[start : start + len(words)] = words
+        firsts = np.frombuffer(b"".join(key[:8] for key in keys), dtype=">u8").astype(np.uint64)
+        shifts = np.array([_word_shift(size) for size in sizes], dtype=np.uint64)
+        if held is not None:
+            keys = held.keys + keys
+            firsts = np.concatenate([held.firsts, firsts])
+            starts = np.concatenate([held.starts, starts])
+            shifts = np.concatenate([held.shifts, shifts])
+        return _RunFilter(count, last, keys, firsts, room.words[:total], starts, shifts, room)
 
 
 @dataclass
@@ -1053,25 +1105,21 @@ class Tables:
         """The filter chunks of one run.  Chunks are only ever appended (in key order, each
         under a key ending in a random nonce) or dropped with their run, so the count and
         the last key tell whether the cached list is still the stored one: two LMDB calls.
-        Otherwise (or when not ``cached``: what is stored, for verify) the keys are listed
-        and the chunks not held are read."""
+        Otherwise (or when not ``cached``: what is stored, for verify) the keys are listed;
+        when the cached keys begin them, only the chunks after those are read and appended,
+        else every chunk is read."""
         db = self.handles.db(name)
         cursor = txn.cursor(db)
         count, last = int(txn.stat(db)["entries"]), cursor.key() if cursor.last() else b""
         held = self._filter_cache.get(name) if cached else None
         if held is not None and (held.count, held.last) == (count, last):
             return held
-        known = dict(zip(held.keys, held.words)) if held is not None else {}
         keys = list(cursor.iternext(values=False)) if cursor.first() else []
-        chunks = [known[key] if key in known else self._filter_chunk(txn, db, name, key) for key in keys]
-        firsts = np.frombuffer(b"".join(key[:8] for key in keys), dtype=">u8").astype(np.uint64)
-        sizes = [len(words) for words in chunks]
-        starts = np.zeros(len(sizes), dtype=np.int64)
-        np.cumsum(sizes[:-1], out=starts[1:])
-        joined = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint64)
-        words = [joined[start : start + size] for start, size in zip(starts.tolist(), sizes)]
-        shifts = np.array([_word_shift(size) for size in sizes], dtype=np.uint64)
-        run_filter = _RunFilter(count, last, keys, firsts, words, joined, starts, shifts)
+        if held is not None and keys[: len(held.keys)] != held.keys:
+            held = None  # another run took the slot, or cached chunks were never committed
+        fresh = keys if held is None else keys[len(held.keys) :]
+        chunks = [self._filter_chunk(txn, db, name, key) for key in fresh]
+        run_filter = _RunFilter.build(count, last, fresh, chunks, held)
         if cached:
             self._filter_cache[name] = run_filter
         return run_filter

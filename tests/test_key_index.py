@@ -220,6 +220,29 @@ def test_lookups_through_runs_of_many_filter_chunks_find_every_key(tmp_path: Pat
     assert absent == {}
 
 
+def test_filter_chunks_appended_by_two_holders_never_overwrite_each_other() -> None:
+    """Two threads holding the same cached run filter each append the chunks their
+    snapshots see: the first appends in place, the second must copy, so neither's words
+    change under the other (and the first holder's words stay as they were)."""
+    from simdb.tables import _RunFilter
+
+    def chunk(seed: int, size: int) -> np.ndarray:
+        return np.random.default_rng(seed).integers(0, 1 << 64, size, dtype=np.uint64)
+
+    def key(first: int) -> bytes:
+        return first.to_bytes(8, "big") + bytes(8)
+
+    base = _RunFilter.build(1, key(10), [key(10)], [chunk(1, 4)])
+    first = _RunFilter.build(2, key(20), [key(20)], [chunk(2, 2)], base)
+    second = _RunFilter.build(2, key(30), [key(30)], [chunk(3, 2)], base)
+    third = _RunFilter.build(3, key(40), [key(40)], [chunk(4, 12)], first)  # beyond the room of 16 words
+    assert base.joined.tolist() == chunk(1, 4).tolist()
+    assert first.joined.tolist() == chunk(1, 4).tolist() + chunk(2, 2).tolist()
+    assert second.joined.tolist() == chunk(1, 4).tolist() + chunk(3, 2).tolist()
+    assert third.joined.tolist() == chunk(1, 4).tolist() + chunk(2, 2).tolist() + chunk(4, 12).tolist()
+    assert third.starts.tolist() == [0, 4, 6] and third.firsts.tolist() == [10, 20, 40]
+
+
 def colliding_index_key(encoded_key: bytes) -> bytes:
     """An index key whose first 8 bytes (the stored hash) take one of 16 values: many keys
     share each, as crafted or unlucky keys would."""
