@@ -60,6 +60,23 @@ def build(tree: str, path: str, fingerprints: np.ndarray) -> None:
     subprocess.run([sys.executable, "-c", script, tree, path, saved], check=True)
 
 
+def stored_fingerprints(tree: str, path: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """The fingerprints of the database at ``path``, which is built first with the code of
+    ``tree`` from ``n`` random fingerprints when it does not exist yet."""
+    if not os.path.exists(path):
+        start = time.perf_counter()
+        build(tree, path, rng.integers(0, 1 << 64, n, dtype=np.uint64, endpoint=False))
+        print(f"# built {n:,} in {time.perf_counter() - start:.0f} s with {tree}")
+    return np.load(path + ".npy", mmap_mode="r")
+
+
+def near_queries(stored: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` stored fingerprints, picked at random, each with one bit flipped."""
+    picked = rng.integers(0, len(stored), count)
+    flips = np.uint64(1) << rng.integers(0, 64, len(picked)).astype(np.uint64)
+    return stored[picked] ^ flips
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", required=True, help="database path; built when missing")
@@ -70,19 +87,13 @@ def main() -> None:
     args = parser.parse_args()
     trees = [os.path.abspath(tree) for tree in args.trees]
     rng = np.random.default_rng(11)
-    if not os.path.exists(args.db):
-        start = time.perf_counter()
-        build(trees[0], args.db, rng.integers(0, 1 << 64, args.n, dtype=np.uint64, endpoint=False))
-        print(f"# built {args.n:,} in {time.perf_counter() - start:.0f} s with {trees[0]}")
-    stored = np.load(args.db + ".npy", mmap_mode="r")
+    stored = stored_fingerprints(trees[0], args.db, args.n, rng)
     print(f"# {len(stored):,} random fingerprints, k=3; {os.cpu_count()} cores; q/s per phase of {args.queries:,}")
     print("| tree | round | first | second | third |")
     print("|---|---|---|---|---|")
     for round_number in range(args.rounds):
-        picked = rng.integers(0, len(stored), 3 * args.queries)
-        flips = np.uint64(1) << rng.integers(0, 64, len(picked)).astype(np.uint64)
         queries_path = args.db + ".queries.npy"
-        np.save(queries_path, stored[picked] ^ flips)
+        np.save(queries_path, near_queries(stored, 3 * args.queries, rng))
         for tree in trees:
             output = subprocess.run(
                 [sys.executable, "-c", _WORKER, tree, args.db, queries_path], check=True, capture_output=True, text=True

@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 import numpy as np
-from bench_query_ab import build
+from bench_query_ab import near_queries, stored_fingerprints
 
 import simdb
 from simdb.tables import Tables
@@ -85,13 +85,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="turns of each")
     args = parser.parse_args()
     rng = np.random.default_rng(13)
-    if not os.path.exists(args.db):
-        here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-        build(here, args.db, rng.integers(0, 1 << 64, args.n, dtype=np.uint64, endpoint=False))
-    stored = np.load(args.db + ".npy", mmap_mode="r")
-    picked = rng.integers(0, len(stored), args.warm + args.queries)
-    flips = np.uint64(1) << rng.integers(0, 64, len(picked)).astype(np.uint64)
-    queries = (stored[picked] ^ flips).tolist()
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    stored = stored_fingerprints(here, args.db, args.n, rng)
+    queries = near_queries(stored, args.warm + args.queries, rng).tolist()
     with simdb.open(args.db) as db:
         queried(db, queries[: args.warm])
         timed = queries[args.warm :]
