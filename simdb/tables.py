@@ -121,10 +121,11 @@ class Policy:
     one level merge into one run of the next; a merge step moves about ``chunk`` entries.
 
     By default ``run_at`` is a quarter of ``base``, so a level holds runs at most 4 times
-    smaller than its nominal size, and there is at most one level more.  Below it, the recent tree costs
-    more: an entry is put into each table's B-tree, then read back and written again at the
-    flush.  Measured bulk loads of 2M documents: batches of 10,000 at 134k docs/s through the
-    recent tree and 273k docs/s as runs; batches of 16,384 (runs already) 314k docs/s."""
+    smaller than its nominal size, and there is at most one level more.  Below it, the
+    recent tree costs more: an entry is put into each table's B-tree, then read back and
+    written again at the flush.  Measured bulk loads of 2M documents: batches of 10,000 at
+    134k docs/s through the recent tree and 273k docs/s as runs; batches of 16,384 (runs
+    already) 314k docs/s."""
 
     base: int = 16_384
     ratio: int = 4
