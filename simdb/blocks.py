@@ -41,26 +41,36 @@ def _width(values: np.ndarray) -> np.ndarray:
     return widths
 
 
-def _pack(values: np.ndarray, widths: np.ndarray) -> bytes:
-    """Each value big-endian in its own width of bytes, concatenated.  O(n), vectorised: a
-    strided copy when every width is the same (the usual case), else a masked one."""
-    full = np.ascontiguousarray(values.astype(">u8")).view(np.uint8).reshape(-1, 8)
-    if len(widths) and widths.min() == widths.max():
-        return full[:, 8 - int(widths[0]) :].tobytes()
-    keep = np.arange(8)[None, :] >= (8 - widths)[:, None]
-    return full[keep].tobytes()
+def _fields(big_endian: np.ndarray, width: int) -> np.ndarray:
+    """The low ``width`` bytes of each value of a contiguous big-endian uint64 array, as a
+    view of ``width``-byte items 8 bytes apart: copying to or from it is one strided loop,
+    2.5x faster than through an (n, 8) byte slice, which numpy copies row by row."""
+    return np.ndarray((len(big_endian),), dtype=f"V{width}", buffer=big_endian, offset=8 - width, strides=(8,))
 
 
-def _unpack(buffer: bytes, widths: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`_pack`.  O(n), vectorised."""
-    full = np.zeros((len(widths), 8), dtype=np.uint8)
-    packed = np.frombuffer(buffer, dtype=np.uint8)
+def _pack(values: np.ndarray, widths: np.ndarray, counts: np.ndarray) -> bytes:
+    """Values big-endian, block i's ``counts[i]`` of them in ``widths[i]`` bytes each,
+    concatenated.  O(n), vectorised: a strided copy when every block has the same width
+    (the usual case), else a masked one."""
+    big_endian = values.astype(">u8")
     if len(widths) and widths.min() == widths.max():
         width = int(widths[0])
-        full[:, 8 - width :] = packed.reshape(-1, width) if width else packed.reshape(len(widths), 0)
+        return _fields(big_endian, width).tobytes() if width else b""
+    keep = np.arange(8)[None, :] >= (8 - np.repeat(widths, counts))[:, None]
+    return big_endian.view(np.uint8).reshape(-1, 8)[keep].tobytes()
+
+
+def _unpack(buffer: bytes, widths: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`_pack`.  O(n), vectorised."""
+    big_endian = np.zeros(int(counts.sum()), dtype=">u8")
+    if len(widths) and widths.min() == widths.max():
+        width = int(widths[0])
+        if width:
+            _fields(big_endian, width)[:] = np.frombuffer(buffer, dtype=f"V{width}")
     else:
-        full[np.arange(8)[None, :] >= (8 - widths)[:, None]] = packed
-    return full.view(">u8").ravel().astype(np.uint64)
+        keep = np.arange(8)[None, :] >= (8 - np.repeat(widths, counts))[:, None]
+        big_endian.view(np.uint8).reshape(-1, 8)[keep] = np.frombuffer(buffer, dtype=np.uint8)
+    return big_endian.astype(np.uint64)
 
 
 def encode_blocks(values: np.ndarray, ids: np.ndarray | None) -> list[tuple[bytes, bytes]]:
@@ -85,13 +95,11 @@ def encode_blocks(values: np.ndarray, ids: np.ndarray | None) -> list[tuple[byte
             for width in range(1, 9)
         )
         size = max(size, 8)
-    change = np.flatnonzero(values[1:] != values[:-1]) + 1  # positions where a new value starts
-    if len(change):
-        wanted = np.arange(size, n, size)
-        at = np.searchsorted(change, wanted)
-        starts = distinct(np.concatenate([[0], change[at[at < len(change)]]]))
-    else:
-        starts = np.array([0])
+    # A block starts every ``size`` entries, each start moved forward to where a new value
+    # starts: the first position past the previous entry's value (a bisect per block,
+    # rather than a pass over every entry to list where values change).
+    cuts = np.searchsorted(values, values[np.arange(size, n, size) - 1], side="right")
+    starts = distinct(np.concatenate([[0], cuts[cuts < n]]))
     # A block whose offsets came out wider than estimated is split where values change.
     for _ in range(8):
         counts = np.diff(np.append(starts, n))
@@ -99,13 +107,14 @@ def encode_blocks(values: np.ndarray, ids: np.ndarray | None) -> list[tuple[byte
         spans = values[lasts] - values[starts]
         sizes = header + counts * (_width(spans) + id_bytes)
         over = np.flatnonzero((sizes > BLOCK_BYTES) & (counts > 1))
-        if not len(over) or not len(change):  # one value repeated stays one block, however long
+        if not len(over):
             break
-        # Split at the first change at or after the middle, else at the last one before it
-        # (a long repeat in the middle of a block ends past the block).
-        at = np.searchsorted(change, starts[over] + counts[over] // 2)
-        after = change[np.minimum(at, len(change) - 1)]
-        before = change[np.maximum(at - 1, 0)]
+        # Split at the first change of value at or past the middle, else at the last one
+        # before it (a long repeat in the middle of a block ends past the block); one value
+        # repeated stays one block, however long.
+        middle = values[starts[over] + counts[over] // 2 - 1]
+        after = np.searchsorted(values, middle, side="right")
+        before = np.searchsorted(values, middle, side="left")
         inside_after = (after > starts[over]) & (after <= lasts[over])
         inside_before = (before > starts[over]) & (before <= lasts[over])
         splits = np.where(inside_after, after, before)[inside_after | inside_before]
@@ -113,18 +122,16 @@ def encode_blocks(values: np.ndarray, ids: np.ndarray | None) -> list[tuple[byte
             break
         starts = distinct(np.concatenate([starts, splits]))
     counts = np.diff(np.append(starts, n))
-    owner = np.repeat(np.arange(len(starts)), counts)
     firsts = values[starts]
-    offsets = values - firsts[owner]
     lasts = np.append(starts[1:], n) - 1
-    fp_widths = _width(offsets[lasts])
-    fp_bytes = _pack(offsets, fp_widths[owner])
+    fp_widths = _width(values[lasts] - firsts)
+    fp_bytes = _pack(values - np.repeat(firsts, counts), fp_widths, counts)
     fp_ends = np.cumsum(counts * fp_widths).tolist()
     if ids is not None:
         id_base = np.minimum.reduceat(ids, starts)
-        id_offsets = ids - id_base[owner]
+        id_offsets = ids - np.repeat(id_base, counts)
         id_widths = _width(np.maximum.reduceat(id_offsets, starts))
-        id_buffer = _pack(id_offsets, id_widths[owner])
+        id_buffer = _pack(id_offsets, id_widths, counts)
         id_ends = np.cumsum(counts * id_widths).tolist()
         id_base_list = id_base.tolist()
         id_width_list = id_widths.tolist()
@@ -158,12 +165,13 @@ def encode_block(values: np.ndarray, ids: np.ndarray | None) -> tuple[bytes, byt
     wider, so never larger).  A few numpy calls, not the block-sizing search."""
     first = int(values[0])
     fp_width = (int(values[-1]) - first).bit_length() + 7 >> 3
-    body = _pack(values - values[0], np.full(len(values), fp_width))
+    one_block = np.array([len(values)])
+    body = _pack(values - values[0], np.array([fp_width]), one_block)
     id_width = 0
     if ids is not None:
         id_base = int(ids.min())
         id_width = (int(ids.max()) - id_base).bit_length() + 7 >> 3
-        body = ID_BASE.pack(id_base) + body + _pack(ids - ids.min(), np.full(len(ids), id_width))
+        body = ID_BASE.pack(id_base) + body + _pack(ids - ids.min(), np.array([id_width]), one_block)
     key = first.to_bytes(8, "big")
     return key, _block_value(key, len(values), fp_width, id_width, body)
 
@@ -190,13 +198,12 @@ def decode_blocks(pairs: list[tuple[bytes, bytes]], with_ids: bool, where: str) 
             id_bases.append(ID_BASE.unpack_from(value, HEADER.size)[0])
             id_parts.append(value[middle:])
     count_array = np.array(counts, dtype=np.int64)
-    owner = np.repeat(np.arange(len(counts)), count_array)
-    values = _unpack(b"".join(fp_parts), np.array(fp_widths, dtype=np.int64)[owner])
-    values += np.array(firsts, dtype=np.uint64)[owner]
+    values = _unpack(b"".join(fp_parts), np.array(fp_widths, dtype=np.int64), count_array)
+    values += np.repeat(np.array(firsts, dtype=np.uint64), count_array)
     if not with_ids:
         return values, None
-    ids = _unpack(b"".join(id_parts), np.array(id_widths, dtype=np.int64)[owner])
-    ids += np.array(id_bases, dtype=np.uint64)[owner]
+    ids = _unpack(b"".join(id_parts), np.array(id_widths, dtype=np.int64), count_array)
+    ids += np.repeat(np.array(id_bases, dtype=np.uint64), count_array)
     return values, ids
 
 
