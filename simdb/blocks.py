@@ -48,28 +48,35 @@ def _fields(big_endian: np.ndarray, width: int) -> np.ndarray:
     return np.ndarray((len(big_endian),), dtype=f"V{width}", buffer=big_endian, offset=8 - width, strides=(8,))
 
 
+def _segments(widths: np.ndarray, counts: np.ndarray) -> list[tuple[int, int, int]]:
+    """(width, first entry, end entry) of each stretch of consecutive blocks of one width,
+    for blocks of ``counts`` entries and ``widths`` bytes each: usually one or two (a step's
+    last block, holding fewer entries, may come out narrower)."""
+    changes = (np.flatnonzero(widths[1:] != widths[:-1]) + 1).tolist()
+    ends = np.cumsum(counts).tolist()
+    firsts = [0, *changes]
+    lasts = [*changes, len(widths)]
+    return [(int(widths[first]), ends[first - 1] if first else 0, ends[last - 1]) for first, last in zip(firsts, lasts)]
+
+
 def _pack(values: np.ndarray, widths: np.ndarray, counts: np.ndarray) -> bytes:
     """Values big-endian, block i's ``counts[i]`` of them in ``widths[i]`` bytes each,
-    concatenated.  O(n), vectorised: a strided copy when every block has the same width
-    (the usual case), else a masked one."""
+    concatenated.  O(n) in one strided copy per stretch of blocks of one width."""
     big_endian = values.astype(">u8")
-    if len(widths) and widths.min() == widths.max():
-        width = int(widths[0])
-        return _fields(big_endian, width).tobytes() if width else b""
-    keep = np.arange(8)[None, :] >= (8 - np.repeat(widths, counts))[:, None]
-    return big_endian.view(np.uint8).reshape(-1, 8)[keep].tobytes()
+    return b"".join(
+        _fields(big_endian[start:end], width).tobytes() for width, start, end in _segments(widths, counts) if width
+    )
 
 
 def _unpack(buffer: bytes, widths: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`_pack`.  O(n), vectorised."""
+    """Inverse of :func:`_pack`.  O(n) in one strided copy per stretch of blocks of one width."""
     big_endian = np.zeros(int(counts.sum()), dtype=">u8")
-    if len(widths) and widths.min() == widths.max():
-        width = int(widths[0])
+    at = 0
+    for width, start, end in _segments(widths, counts):
         if width:
-            _fields(big_endian, width)[:] = np.frombuffer(buffer, dtype=f"V{width}")
-    else:
-        keep = np.arange(8)[None, :] >= (8 - np.repeat(widths, counts))[:, None]
-        big_endian.view(np.uint8).reshape(-1, 8)[keep] = np.frombuffer(buffer, dtype=np.uint8)
+            items = np.frombuffer(buffer, dtype=f"V{width}", count=end - start, offset=at)
+            _fields(big_endian[start:end], width)[:] = items
+            at += (end - start) * width
     return big_endian.astype(np.uint64)
 
 
