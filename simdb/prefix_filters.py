@@ -62,17 +62,34 @@ _HEADER = struct.Struct(">Q?8s")  # words, complete, nonce
 _BIT_MIX_INT = 0xC2B2AE3D27D4EB4F  # odd: a product's top bits depend on every bit
 _BIT_MIX = np.uint64(_BIT_MIX_INT)
 _WORD = (1 << 64) - 1
+_ONE = np.uint64(1)
 _TOP_BITS = 32
+#: Values per slice of :func:`filter_masks`: over 65,536 values at once its temporaries
+#: leave the core's cache, and it took 12 ns a value with 3 probes, against 3 ns in slices
+#: of 16,384 (this 2-core machine).
+_MASK_SLICE = 16_384
 
 
 def filter_masks(values: np.ndarray, probes: int) -> np.ndarray:
     """The bits each value sets in its word of a blocked Bloom filter: ``probes`` 6-bit fields
     of the value times an odd constant, each naming one of the word's 64 bits.  The one
-    kernel for every filter of the package.  O(n) numpy."""
-    mixed = np.asarray(values, dtype=np.uint64) * _BIT_MIX
-    masks = np.uint64(1) << (mixed >> np.uint64(58))
-    for probe in range(1, probes):
-        masks |= np.uint64(1) << ((mixed >> np.uint64(58 - 6 * probe)) & np.uint64(63))
+    kernel for every filter of the package.  O(n) numpy, in slices of :data:`_MASK_SLICE`
+    values with in-place operations, so that its temporaries stay in the core's cache."""
+    values = np.asarray(values, dtype=np.uint64)
+    masks = np.empty_like(values)
+    mixed = np.empty(min(len(values), _MASK_SLICE), dtype=np.uint64)
+    bit = np.empty_like(mixed)
+    for start in range(0, len(values), _MASK_SLICE):
+        part = values[start : start + _MASK_SLICE]
+        out, product, field = masks[start : start + len(part)], mixed[: len(part)], bit[: len(part)]
+        np.multiply(part, _BIT_MIX, out=product)
+        np.right_shift(product, np.uint64(58), out=out)
+        np.left_shift(_ONE, out, out=out)
+        for probe in range(1, probes):
+            np.right_shift(product, np.uint64(58 - 6 * probe), out=field)
+            np.bitwise_and(field, np.uint64(63), out=field)
+            np.left_shift(_ONE, field, out=field)
+            np.bitwise_or(out, field, out=out)
     return masks
 
 
