@@ -1,5 +1,6 @@
 """The search inside stored blocks (simdb.blocks.search_blocks) against a brute-force scan
-of the decoded entries, and its refusal of damaged blocks."""
+of the decoded entries, and its refusal of damaged blocks; the encoded blocks read byte by
+byte as their layout says."""
 
 from __future__ import annotations
 
