@@ -24,3 +24,8 @@ if (
     and signal.getsignal(signal.SIGINT) is signal.default_int_handler
 ):
     signal.signal(signal.SIGINT, _exit_quietly)
+
+# Before anything imports numpy, which reads its CPU settings once (see cpu_dispatch).
+from .cpu_dispatch import keep_sorts_off_avx512_on_zen4  # noqa: E402
+
+keep_sorts_off_avx512_on_zen4()

@@ -1,0 +1,115 @@
+"""numpy's sorts on AMD Zen 4: the command line keeps them off AVX-512.
+
+numpy dispatches its quicksort and argsort of 64-bit values to x86-simd-sort's AVX-512
+kernels wherever the CPU has AVX-512.  On AMD Zen 4 (family 0x19 with AVX-512) those kernels
+store through ``vpcompressq`` to memory, which that core runs in microcode.  There they are
+slower than numpy's AVX2 kernels, which the same process gets once AVX-512 is off for
+numpy's dispatch.  Measured on a 2-core Zen 4 machine with numpy 2.4.6 (see "AMD Zen 4" in
+bench/RESULTS.md):
+
+- sorting random uint64: 78 ns a value, against 17 ns with AVX2;
+- ``simdb.allpairs.find_all`` of 20M fingerprints: 12.6 s, against 6.5 s;
+- ``Database.pairs()`` of 10M documents: 6.0-6.5 s, against 5.1 s.
+
+numpy reads ``NPY_DISABLE_CPU_FEATURES`` once, when it is imported, so the ``simdb``
+process sets it before anything imports numpy.  The library never does so: that would change
+the kernels of every numpy call in the program that embeds it.  A variable the user already
+set, even to nothing, is left alone, so ``NPY_DISABLE_CPU_FEATURES=`` keeps numpy's choice.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+
+VARIABLE = "NPY_DISABLE_CPU_FEATURES"
+#: Zen 4's family; Zen 5 (0x1A) stores a compressed vector at full speed.
+ZEN4_FAMILY = 0x19
+#: numpy's name for its AVX-512 group of 64-bit sorts: "X86_V4" from numpy 2.4, which
+#: regrouped its x86 targets; "AVX512_SKX" before.  numpy warns (ImportWarning) about a
+#: name it does not dispatch on, so only the installed version's name is set.
+FIRST_X86_V4_NUMPY = (2, 4)
+
+
+def first_cpu(cpuinfo: str) -> dict[str, str]:
+    """The fields of the first processor in ``/proc/cpuinfo`` text."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        name, _, value = line.partition(":")
+        fields[name.strip()] = value.strip()
+    return fields
+
+
+def is_zen4_with_avx512(cpuinfo: str) -> bool:
+    """Whether ``/proc/cpuinfo`` text describes an AMD family 0x19 CPU with AVX-512."""
+    cpu = first_cpu(cpuinfo)
+    try:
+        family = int(cpu.get("cpu family", ""))
+    except ValueError:
+        return False
+    return (
+        cpu.get("vendor_id") == "AuthenticAMD" and family == ZEN4_FAMILY and "avx512f" in cpu.get("flags", "").split()
+    )
+
+
+def avx512_sort_group(numpy_version: str) -> str:
+    """The ``NPY_DISABLE_CPU_FEATURES`` value that turns off numpy's AVX-512 64-bit sorts."""
+    try:
+        major_minor = tuple(int(part) for part in numpy_version.split(".")[:2])
+    except ValueError:
+        return "X86_V4"
+    return "X86_V4" if major_minor >= FIRST_X86_V4_NUMPY else "AVX512_SKX"
+
+
+def sort_dispatch_setting(
+    environ: Mapping[str, str], cpuinfo: str, numpy_version: Callable[[], str | None]
+) -> str | None:
+    """The value to give ``NPY_DISABLE_CPU_FEATURES``, or None to leave the environment as it
+    is: on a Zen 4 CPU with AVX-512, when neither numpy variable is set and numpy is
+    installed (``numpy_version`` is asked only then)."""
+    if VARIABLE in environ or "NPY_ENABLE_CPU_FEATURES" in environ or not is_zen4_with_avx512(cpuinfo):
+        return None
+    version = numpy_version()
+    return None if version is None else avx512_sort_group(version)
+
+
+def _read_first_cpu(path: str = "/proc/cpuinfo") -> str:
+    """The first processor's block of ``/proc/cpuinfo`` (empty where there is none).  Only
+    that block is read: the kernel writes the file one CPU at a time, and on a machine of
+    many cores the whole of it takes milliseconds."""
+    lines: list[str] = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                if not line.strip() and lines:
+                    break
+                lines.append(line)
+    except OSError:
+        return ""
+    return "".join(lines)
+
+
+def _installed_numpy() -> str | None:
+    from importlib import metadata  # only on a Zen 4: it imports email, zipfile and more
+
+    try:
+        return metadata.version("numpy")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def keep_sorts_off_avx512_on_zen4() -> None:
+    """Set ``NPY_DISABLE_CPU_FEATURES`` for this process and its children (Dask workers) as
+    :func:`sort_dispatch_setting` says.  Does nothing once numpy is imported (it has chosen
+    its kernels) or outside Linux.  Costs one read of the first CPU's ``/proc/cpuinfo``
+    block, and on a Zen 4 a look at numpy's installed version."""
+    if "numpy" in sys.modules or not sys.platform.startswith("linux"):
+        return
+    setting = sort_dispatch_setting(os.environ, _read_first_cpu(), _installed_numpy)
+    if setting is not None:
+        os.environ[VARIABLE] = setting
