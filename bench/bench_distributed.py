@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import shutil
 import subprocess
@@ -52,6 +51,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+from machine import describe
 
 
 def random_fingerprints(n: int, seed: int = 0) -> np.ndarray:
@@ -329,7 +329,7 @@ def main() -> None:
     tables = len(plan.tables)
     files = -(-args.n // args.rows_per_file)
     print(
-        f"machine: {os.cpu_count()} cores, Python {platform.python_version()}; "
+        f"machine: {describe()}; "
         f"{args.n:,} {args.kind} fingerprints ({distinct:,} distinct), "
         f"k={args.k}, {args.blocks} blocks, {tables} tables; "
         f"{files} Parquet files ({gib(input_bytes)}); Dask: worker processes x 1 thread, "

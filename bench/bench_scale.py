@@ -28,6 +28,7 @@ from typing import Any
 
 import lmdb
 import numpy as np
+from machine import describe
 
 from simdb.btree_tables import BTreeTables
 from simdb.plan import TablePlan
@@ -35,6 +36,15 @@ from simdb.storage import BareHandles
 from simdb.tables import Policy, TableLayer, Tables
 
 MAP = 1 << 40
+
+
+def bench_dir() -> str | None:
+    """$BENCH_DIR, made if missing (the databases go there), else None: the system's
+    temporary directory."""
+    directory = os.environ.get("BENCH_DIR")
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    return directory or None
 
 
 def _timed(work: Callable[[], Any]) -> float:
@@ -45,7 +55,7 @@ def _timed(work: Callable[[], Any]) -> float:
 
 def run(layout: str, n: int, batch: int, queries: int, rounds: int, k: int, policy: Policy) -> dict[str, Any]:
     plan = TablePlan.create(k)
-    directory = tempfile.mkdtemp(prefix=f"bench-scale-{layout}-", dir=os.environ.get("BENCH_DIR"))
+    directory = tempfile.mkdtemp(prefix=f"bench-scale-{layout}-", dir=bench_dir())
     # Both layers have one interface; Tables.put_many merges inline, within its merge budget.
     env = lmdb.open(directory, max_dbs=4096, map_size=MAP, readahead=False)  # room for any layer's sub-databases
     handles = BareHandles(env)
@@ -212,7 +222,7 @@ def run_database(
         raise SystemExit(f"--formats: simdb does not write format {version}")
     simdb.config.FORMAT_VERSION = version  # what open() creates, as tests/conftest.py's creating_format
 
-    directory = tempfile.mkdtemp(prefix="bench-scale-db-", dir=os.environ.get("BENCH_DIR"))
+    directory = tempfile.mkdtemp(prefix="bench-scale-db-", dir=bench_dir())
     rng = np.random.default_rng(7)
     extra = rounds * 10_000 + rounds * 10 * 100 + 20_000 + int(mixed * 20_000)
     fingerprints = rng.integers(0, 1 << 64, n + extra, dtype=np.uint64, endpoint=False)
@@ -346,7 +356,7 @@ def main() -> None:
         "matches/q",
         "load avg",
     ]
-    print(f"# {args.n:,} random fingerprints, k={args.k}, batches of {args.batch:,}; {os.cpu_count()} cores")
+    print(f"# {args.n:,} random fingerprints, k={args.k}, batches of {args.batch:,}; {describe()}")
     if args.layout == "database":
         db_columns = [*columns[:5], "writer adds/s", *columns[5:6], "filter bytes/entry", *columns[6:7]]
         db_columns += ["query q/s", "map in s", "query q/s, mapped in", "query_many q/s"]
