@@ -178,7 +178,7 @@ def encode_block(values: np.ndarray, ids: np.ndarray | None) -> tuple[bytes, byt
     if ids is not None:
         id_base = int(ids.min())
         id_width = (int(ids.max()) - id_base).bit_length() + 7 >> 3
-        body = ID_BASE.pack(id_base) + body + _pack(ids - ids.min(), np.array([id_width]), one_block)
+        body = ID_BASE.pack(id_base) + body + _pack(ids - ids.dtype.type(id_base), np.array([id_width]), one_block)
     key = first.to_bytes(8, "big")
     return key, _block_value(key, len(values), fp_width, id_width, body)
 
