@@ -1,20 +1,24 @@
-"""numpy's sorts on AMD Zen 4: the command line keeps them off AVX-512.
+"""numpy's sorts on AMD Zen 4: the command line keeps numpy off AVX-512 there.
 
 numpy dispatches its quicksort and argsort of 64-bit values to x86-simd-sort's AVX-512
 kernels wherever the CPU has AVX-512.  On AMD Zen 4 (family 0x19 with AVX-512) those kernels
-store through ``vpcompressq`` to memory, which that core runs in microcode.  There they are
-slower than numpy's AVX2 kernels, which the same process gets once AVX-512 is off for
-numpy's dispatch.  Measured on a 2-core Zen 4 machine with numpy 2.4.6 (see "AMD Zen 4" in
-bench/RESULTS.md):
+store through ``vpcompressq`` to memory, which that core runs in microcode, and they are
+slower than numpy's AVX2 kernels.  ``NPY_DISABLE_CPU_FEATURES`` set to numpy's AVX-512 group
+sends every numpy kernel of the process to its AVX2 version instead: a large gain for the
+sorts, a small loss elsewhere (Zen 4 runs 512-bit vectors as two 256-bit halves; ``np.exp``,
+which simdb calls only on small arrays, loses its AVX-512 library).  Measured on a 2-core
+Zen 4 machine with numpy 2.4.6 ("AMD Zen 4" in bench/RESULTS.md):
 
-- sorting random uint64: 78 ns a value, against 17 ns with AVX2;
-- ``simdb.allpairs.find_all`` of 20M fingerprints: 12.6 s, against 6.5 s;
-- ``Database.pairs()`` of 10M documents: 6.0-6.5 s, against 5.1 s.
+- sorting random uint64: 78 ns a value, against 17 ns;
+- ``simdb.allpairs.find_all`` of 20M fingerprints: 12.0-12.2 s, against 5.8-6.5 s;
+- ``simdb pairs`` on 10M documents: 6.7-7.1 s, against 4.8-5.8 s.
 
-numpy reads ``NPY_DISABLE_CPU_FEATURES`` once, when it is imported, so the ``simdb``
-process sets it before anything imports numpy.  The library never does so: that would change
-the kernels of every numpy call in the program that embeds it.  A variable the user already
-set, even to nothing, is left alone, so ``NPY_DISABLE_CPU_FEATURES=`` keeps numpy's choice.
+numpy reads the variable once, when it is imported, so this package (the ``simdb`` command)
+sets it before anything imports numpy, on Linux, where ``/proc/cpuinfo`` names the CPU.
+Child processes inherit it: the workers of a local Dask cluster that the command starts.
+The library never sets it: that would change the kernels of every numpy call in the program
+that embeds it.  A variable the user already set, even to nothing, is left alone, so
+``NPY_DISABLE_CPU_FEATURES=`` keeps numpy's choice.
 """
 
 from __future__ import annotations
@@ -24,11 +28,12 @@ import sys
 from collections.abc import Callable, Mapping
 
 VARIABLE = "NPY_DISABLE_CPU_FEATURES"
-#: Zen 4's family; Zen 5 (0x1A) stores a compressed vector at full speed.
+#: Zen 4's family (Zen 3 shares it, without AVX-512); Zen 5 (0x1A) stores a compressed
+#: vector at full speed.
 ZEN4_FAMILY = 0x19
-#: numpy's name for its AVX-512 group of 64-bit sorts: "X86_V4" from numpy 2.4, which
-#: regrouped its x86 targets; "AVX512_SKX" before.  numpy warns (ImportWarning) about a
-#: name it does not dispatch on, so only the installed version's name is set.
+#: numpy's name for its AVX-512 group: "X86_V4" from numpy 2.4, which regrouped its x86
+#: targets; "AVX512_SKX" before.  numpy warns (ImportWarning, an error under ``-W error``)
+#: about a name it does not dispatch on, so only the installed version's name is set.
 FIRST_X86_V4_NUMPY = (2, 4)
 
 
@@ -57,8 +62,8 @@ def is_zen4_with_avx512(cpuinfo: str) -> bool:
     )
 
 
-def avx512_sort_group(numpy_version: str) -> str:
-    """The ``NPY_DISABLE_CPU_FEATURES`` value that turns off numpy's AVX-512 64-bit sorts."""
+def avx512_group(numpy_version: str) -> str:
+    """The ``NPY_DISABLE_CPU_FEATURES`` value that turns off numpy's AVX-512 kernels."""
     try:
         major_minor = tuple(int(part) for part in numpy_version.split(".")[:2])
     except ValueError:
@@ -75,13 +80,13 @@ def sort_dispatch_setting(
     if VARIABLE in environ or "NPY_ENABLE_CPU_FEATURES" in environ or not is_zen4_with_avx512(cpuinfo):
         return None
     version = numpy_version()
-    return None if version is None else avx512_sort_group(version)
+    return None if version is None else avx512_group(version)
 
 
-def _read_first_cpu(path: str = "/proc/cpuinfo") -> str:
-    """The first processor's block of ``/proc/cpuinfo`` (empty where there is none).  Only
-    that block is read: the kernel writes the file one CPU at a time, and on a machine of
-    many cores the whole of it takes milliseconds."""
+def read_first_cpu(path: str = "/proc/cpuinfo") -> str:
+    """The first processor's block of ``/proc/cpuinfo`` (empty where it cannot be read).
+    Only that block is read: the kernel writes the file one CPU at a time, and on a machine
+    of many cores the whole of it takes milliseconds."""
     lines: list[str] = []
     try:
         with open(path, encoding="utf-8", errors="replace") as cpuinfo:
@@ -95,7 +100,9 @@ def _read_first_cpu(path: str = "/proc/cpuinfo") -> str:
 
 
 def _installed_numpy() -> str | None:
-    from importlib import metadata  # only on a Zen 4: it imports email, zipfile and more
+    # Only on a Zen 4: importing importlib.metadata (email, zipfile and more) and reading
+    # the version take about 25 ms, against about 0.6 s for the command's whole start.
+    from importlib import metadata
 
     try:
         return metadata.version("numpy")
@@ -103,13 +110,28 @@ def _installed_numpy() -> str | None:
         return None
 
 
+def import_numpy_with(setting: str) -> None:
+    """Import numpy with ``NPY_DISABLE_CPU_FEATURES`` set to ``setting``.  A numpy built to
+    require those features refuses to start without them (RuntimeError): then the process
+    runs again from the start as it was invoked, with the variable set to nothing, so that
+    it keeps numpy's own choice."""
+    os.environ[VARIABLE] = setting
+    try:
+        import numpy  # noqa: F401 -- numpy reads the variable here, once
+    except RuntimeError:
+        os.environ[VARIABLE] = ""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+
+
 def keep_sorts_off_avx512_on_zen4() -> None:
-    """Set ``NPY_DISABLE_CPU_FEATURES`` for this process and its children (Dask workers) as
-    :func:`sort_dispatch_setting` says.  Does nothing once numpy is imported (it has chosen
-    its kernels) or outside Linux.  Costs one read of the first CPU's ``/proc/cpuinfo``
-    block, and on a Zen 4 a look at numpy's installed version."""
+    """Import numpy as :func:`sort_dispatch_setting` says (:func:`import_numpy_with`), where it
+    says anything.  Does nothing once numpy is imported (it has chosen its kernels) or
+    outside Linux.  Costs one read of the first CPU's ``/proc/cpuinfo`` block, and on a Zen 4
+    a look at numpy's installed version."""
     if "numpy" in sys.modules or not sys.platform.startswith("linux"):
         return
-    setting = sort_dispatch_setting(os.environ, _read_first_cpu(), _installed_numpy)
+    setting = sort_dispatch_setting(os.environ, read_first_cpu(), _installed_numpy)
     if setting is not None:
-        os.environ[VARIABLE] = setting
+        import_numpy_with(setting)

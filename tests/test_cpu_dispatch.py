@@ -1,6 +1,8 @@
 """The command line keeps numpy's sorts off AVX-512 on AMD Zen 4 (simdb_cli/cpu_dispatch.py):
-the decision for each kind of CPU, environment and numpy version, and in a real process
-that the setting reaches numpy before numpy chooses its kernels."""
+the decision for each kind of CPU, environment and numpy version; and in real processes,
+that the setting reaches numpy before numpy chooses its kernels, that a process which
+imported numpy first is left alone, and that a numpy which refuses the setting gets the
+process run again without it."""
 
 from __future__ import annotations
 
@@ -8,10 +10,11 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-from simdb_cli.cpu_dispatch import VARIABLE, first_cpu, is_zen4_with_avx512, sort_dispatch_setting
+from simdb_cli.cpu_dispatch import VARIABLE, first_cpu, is_zen4_with_avx512, read_first_cpu, sort_dispatch_setting
 
 
 def cpuinfo(vendor: str, family: int | str, flags: str, processors: int = 2) -> str:
@@ -45,10 +48,19 @@ def test_a_flag_word_inside_another_does_not_count() -> None:
     assert not is_zen4_with_avx512(cpuinfo("AuthenticAMD", "twenty-five", "avx512f"))
 
 
-def test_only_the_first_processor_is_read() -> None:
+def test_only_the_first_processor_is_read(tmp_path: Path) -> None:
     text = cpuinfo("AuthenticAMD", 25, "avx2", processors=1) + "\n" + cpuinfo("AuthenticAMD", 25, "avx512f", 1)
     assert first_cpu(text)["flags"] == "avx2"
     assert not is_zen4_with_avx512(text)
+    source = tmp_path / "cpuinfo"
+    source.write_text(text)
+    read = read_first_cpu(str(source))
+    assert "avx512f" not in read and first_cpu(read) == first_cpu(text)
+
+
+def test_an_unreadable_cpuinfo_reads_as_nothing(tmp_path: Path) -> None:
+    assert read_first_cpu(str(tmp_path / "missing")) == ""
+    assert sort_dispatch_setting({}, read_first_cpu(str(tmp_path / "missing")), never_asked) is None
 
 
 @pytest.mark.parametrize(
@@ -122,3 +134,44 @@ def test_the_command_line_process_sets_it_before_numpy_chooses_its_kernels() -> 
 def test_the_command_line_process_keeps_a_users_empty_setting() -> None:
     probed = _probe({**_without_numpy_settings(), VARIABLE: ""})
     assert probed["setting"] == ""
+
+
+def test_a_process_that_imported_numpy_first_is_left_alone() -> None:
+    script = "import json, os, numpy, simdb_cli; print(json.dumps(os.environ.get('NPY_DISABLE_CPU_FEATURES')))"
+    run = subprocess.run(
+        [sys.executable, "-c", script], env=_without_numpy_settings(), capture_output=True, text=True, check=True
+    )
+    assert json.loads(run.stdout) is None
+
+
+_REFUSED = """
+import importlib.util, json, os, sys
+print("start", flush=True)
+spec = importlib.util.spec_from_file_location("cpu_dispatch", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+if "NPY_DISABLE_CPU_FEATURES" not in os.environ:
+    module.import_numpy_with(sys.argv[2])
+import numpy
+print(json.dumps(os.environ["NPY_DISABLE_CPU_FEATURES"]))
+"""
+
+
+def test_a_numpy_that_refuses_the_setting_gets_the_process_run_again_without_it() -> None:
+    # Turning off a feature of numpy's baseline (what a numpy built to require AVX-512 would
+    # have) makes numpy refuse to start: the process must start again, as it was invoked,
+    # with the variable set to nothing, and then import numpy.
+    import simdb_cli.cpu_dispatch
+
+    baseline = np._core._multiarray_umath.__cpu_baseline__
+    if not baseline:
+        pytest.skip("this numpy has no baseline features to refuse")
+    run = subprocess.run(
+        [sys.executable, "-c", _REFUSED, simdb_cli.cpu_dispatch.__file__, baseline[0]],
+        env=_without_numpy_settings(),
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines == ["start", "start", json.dumps("")]
