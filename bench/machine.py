@@ -9,16 +9,13 @@ import os
 import platform
 
 import numpy as np
-from simdb_cli.cpu_dispatch import first_cpu
+from simdb_cli.cpu_dispatch import first_cpu, read_first_cpu
 
 
 def describe() -> str:
     """For example "2 cores, AMD EPYC (AuthenticAMD family 25), numpy 2.4.6 sorting on AVX2
     (NPY_DISABLE_CPU_FEATURES=X86_V4), Python 3.11.7"."""
-    cpu: dict[str, str] = {}
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as source:
-            cpu = first_cpu(source.read())
+    cpu = first_cpu(read_first_cpu())
     model = cpu.get("model name", platform.processor() or platform.machine())
     vendor = f" ({cpu['vendor_id']} family {cpu.get('cpu family', '?')})" if "vendor_id" in cpu else ""
     features = np._core._multiarray_umath.__cpu_features__
