@@ -44,6 +44,8 @@ import errno
 import os
 import re
 import stat
+import subprocess
+import sys
 import threading
 import time
 import weakref
@@ -371,8 +373,75 @@ def _remove_generation(directory: Path, name: str) -> None:
 
 
 def _used_bytes(env: lmdb.Environment) -> int:
-    """Bytes of the data file that hold pages: everything up to the last page in use."""
+    """Bytes of the data file up to its last page number (some of the last pages may be
+    free and never written: see Storage._check_file_length)."""
     return int((env.info()["last_pgno"] + 1) * env.stat()["psize"])
+
+
+#: Run in a new process by :func:`_free_pages_at_most`: prints how many of a data file's pages
+#: can be free (all but the two meta pages and the pages of the main database and of every
+#: sub-database named in it; the free list's own pages count as free).  A page in use that is
+#: missing from the file kills that process (SIGBUS), not the caller.
+_FREE_PAGES_PROBE = """
+import sys, lmdb
+def opened(max_dbs):
+    return lmdb.open(sys.argv[1], subdir=False, readonly=True, max_dbs=max_dbs, max_readers=int(sys.argv[2]))
+def pages(stat):
+    return stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
+env = opened(0)
+with env.begin() as txn:
+    names = list(txn.cursor().iternext(values=False))
+env.close()
+env = opened(len(names) + 1)
+in_use = pages(env.stat())
+for name in names:
+    try:
+        handle = env.open_db(name, create=False)
+    except lmdb.Error:
+        continue  # a record of the main database that is not a sub-database
+    with env.begin() as txn:
+        in_use += pages(txn.stat(handle))
+print(env.info()["last_pgno"] + 1 - 2 - in_use)
+"""
+
+
+def _free_pages_at_most(data_file: Path) -> int | None:
+    """How many pages of ``data_file`` can be free (:data:`_FREE_PAGES_PROBE`), or None when
+    the probe could not tell: it died reading a page in use past the file's end, or there
+    is no interpreter to run it in.  Costs a Python start, about 0.1 s."""
+    if not sys.executable:
+        return None
+    arguments = [str(data_file), str(MAX_READERS)]
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", _FREE_PAGES_PROBE, *arguments], capture_output=True, text=True, timeout=300
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if probe.returncode != 0 or not probe.stdout.strip().lstrip("-").isdigit():
+        return None
+    return int(probe.stdout)
+
+
+def _check_file_length(env: lmdb.Environment, data_file: Path) -> None:
+    """Refuse a data file that lost pages in use, before anything reads one: reading a page
+    past the file's end faults (SIGBUS).  A sound file may end before its last page number,
+    when the pages past its end are free: LMDB never writes a page that a transaction took
+    and gave back (one that put and deleted a large value, say), and it can be the last one.
+    So a short file is refused only when more pages are missing than can be free, which a
+    new process counts (:func:`_free_pages_at_most`).  A file of full length costs a stat."""
+    needed, actual = _used_bytes(env), data_file.stat().st_size
+    missing = -(-(needed - actual) // env.stat()["psize"])
+    if missing <= 0:
+        return
+    free = _free_pages_at_most(data_file)
+    if free is None or missing > free:
+        env.close()
+        raise CorruptDatabaseError(
+            f"{data_file} is truncated: {actual} bytes, but its pages in use reach past them "
+            f"({missing} pages missing, " + ("unreadable" if free is None else f"at most {max(free, 0)} free") + ")",
+            "restore it from a backup or an export",
+        )
 
 
 class Storage:
@@ -526,7 +595,7 @@ class Storage:
             if held is None or _identity(data_file) != held:
                 env.close()  # replaced while LMDB opened it: which file it holds is unknown
                 continue
-            self._check_file_length(env, data_file)
+            _check_file_length(env, data_file)
             env.reader_check()  # clear reader slots left by killed processes
             if self._open_handles(env, name, mark_initialised=creating):
                 self._env, self.generation, self._identity = env, name, held
@@ -534,18 +603,6 @@ class Storage:
             env.close()  # superseded while we opened it, as above (only a writable open says so)
             _remove_generation(self.path, name)
         raise StorageError(f"{self.path} keeps changing generation; cannot open it")
-
-    @staticmethod
-    def _check_file_length(env: lmdb.Environment, data_file: Path) -> None:
-        # A truncated file would fault (SIGBUS) on the first read past its end; catch it here.
-        needed = _used_bytes(env)
-        actual = data_file.stat().st_size
-        if actual < needed:
-            env.close()
-            raise CorruptDatabaseError(
-                f"{data_file} is truncated: {actual} bytes, but its pages reach {needed}",
-                "restore it from a backup or an export",
-            )
 
     @property
     def env(self) -> lmdb.Environment:

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import lmdb
 import msgpack
 import pytest
 from hypothesis import assume, given, settings
@@ -126,6 +127,36 @@ def test_disk_full_rejects_the_batch_whole(db_path) -> None:
         assert len(db) in (1_000, 1_001)  # the small write either fit under the limit or not
         db.add_many(as_items(range(100), prefix="later"))
         assert db.check()
+
+
+def test_a_file_that_ends_before_its_free_last_pages_opens(db_path) -> None:
+    # LMDB never writes a page that one transaction took and gave back, and that page can
+    # be the file's last: the file then ends before its last page number, and is sound.
+    # Made here as LMDB makes it: free pages exist (a value put, then deleted), then one
+    # transaction puts a larger value (taking those pages and new ones at the end) and
+    # deletes it again.
+    with simdb.open(db_path, k=3) as db:
+        db.add_many(as_items(range(2_000)))
+        data_file = db._storage.path / db._storage.generation
+    env = lmdb.open(str(data_file), subdir=False, max_dbs=4)
+    scratch = env.open_db(b"scratch")
+    with env.begin(write=True) as txn:
+        txn.put(b"small", b"s" * (100 << 10), db=scratch)
+    with env.begin(write=True) as txn:
+        txn.delete(b"small", db=scratch)
+    with env.begin(write=True) as txn:
+        txn.put(b"large", b"l" * (1 << 20), db=scratch)
+        txn.delete(b"large", db=scratch)
+        txn.drop(scratch, delete=True)
+    last_page_end = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+    env.close()
+    assert data_file.stat().st_size < last_page_end  # the situation this test is about
+    with simdb.open(db_path) as db:
+        assert len(db) == 2_000 and db.check()
+        assert db.get("doc-1999").fingerprint == 1999
+        db.add_many(as_items(range(100), prefix="later"))
+    with simdb.open(db_path, readonly=True) as db:
+        assert len(db) == 2_100
 
 
 def test_a_truncated_data_file_is_refused(db_path) -> None:
