@@ -85,6 +85,9 @@ LOCK_FILE_BYTES = 192 + 64 * (MAX_READERS - 1)
 _INITIALISED = "initialised"  # CURRENT's second line once the first data file was made
 DISK_FULL_MARGIN = 1 << 20  # an I/O error with less free than this is taken as a full disk
 READ_RECHECK_SECONDS = 0.02  # how stale a reader may be after another process compacts
+#: Key in a superseded generation's main database, put by the compaction that superseded it
+#: in the transaction that swapped ``CURRENT``: a reader's snapshot holding it moves on.
+SUPERSEDED_BY = b"\x00simdb superseded by"
 READER_CHECK_INTERVAL = 5.0  # seconds between sweeps for slots of dead readers
 _NO_SPACE = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
@@ -782,8 +785,10 @@ class Storage:
 
     @contextmanager
     def read(self) -> Iterator[lmdb.Transaction[bytes]]:
-        """A read-only snapshot transaction: one LMDB begin, and a read of ``CURRENT`` at
-        most every READ_RECHECK_SECONDS to follow a compaction made by another process."""
+        """A read-only snapshot transaction: one LMDB begin and one get, which follows a
+        compaction that another process made (:data:`SUPERSEDED_BY`) before any write to the
+        new generation was acknowledged; and a read of ``CURRENT`` at most every
+        READ_RECHECK_SECONDS, for a compaction killed between its swap and its commit."""
         while True:
             self._lock.acquire_shared()
             try:
@@ -794,6 +799,9 @@ class Storage:
                     txn = self._begin(env, write=False)
                     if txn is None:
                         action = "adopt"
+                    elif txn.get(SUPERSEDED_BY) is not None:
+                        txn.abort()
+                        txn, action = None, "reopen"
                 if txn is not None:  # the same test as action is None, in a form mypy narrows
                     try:
                         yield txn
@@ -922,6 +930,9 @@ class Storage:
                 if self._read_current()[0] != name:  # else the swap happened; only its fsync failed
                     _remove_generation(self.path, name)
                 raise _os_error(exc, f"pointing {self.path / CURRENT} at {name}", _NOT_COMPACTED) from None
+            # Committed before the write lock is released, so before any writer can commit to
+            # the new generation: a reader's snapshot begun after such a commit holds the key.
+            txn.put(SUPERSEDED_BY, name.encode())
             compacted[:] = [(source, before)]
 
         self.write(build)

@@ -3,6 +3,7 @@ damaged files, read-only beside a writer, concurrent ``if_new`` writers, and hos
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -206,6 +207,52 @@ def test_read_only_beside_a_writing_process(db_path) -> None:
         assert writer.returncode == 0, err
         assert len(db) == 200 * GROUP_SIZE  # it sees the writer's last commit, too
     assert seen == sorted(seen) and len(set(seen)) > 2
+
+
+COMPACTING_WRITER = """
+import sys, time, simdb
+with simdb.open(sys.argv[1]) as db:
+    for done in range(int(sys.argv[2])):
+        db.compact()
+        db.add("after-%d" % done, 0x9E3779B97F4A7C15 * (done + 1) % 2**64)
+        print(done, flush=True)  # acknowledged: add() returned
+        time.sleep(0.1)
+"""
+
+
+def test_a_reader_sees_writes_acknowledged_after_another_process_compacted(db_path) -> None:
+    # A writer process compacts (a new generation), adds a document and only then tells
+    # the reader, which has been querying all along: its next query must find it.  Readers
+    # re-read CURRENT only every 20 ms, so a busy one learns of the compaction from the
+    # old generation itself (it says what superseded it).
+    rounds = 20
+    with simdb.open(db_path, k=3) as db:
+        db.add_many(as_items(range(1_000)))
+    writer = subprocess.Popen(
+        [sys.executable, "-c", COMPACTING_WRITER, str(db_path), str(rounds)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert writer.stdout is not None
+    acks = writer.stdout.fileno()
+    os.set_blocking(acks, False)
+    missed, acknowledged, pending = [], 0, ""
+    with simdb.open(db_path, readonly=True) as db:
+        deadline = time.monotonic() + 120
+        while acknowledged < rounds and time.monotonic() < deadline:
+            db.query(12345, k=3)  # busy: its last look at CURRENT is under 20 ms old
+            with contextlib.suppress(BlockingIOError):
+                pending += os.read(acks, 4096).decode()
+            while "\n" in pending:
+                line, pending = pending.split("\n", 1)
+                done = int(line)
+                acknowledged += 1
+                fingerprint = 0x9E3779B97F4A7C15 * (done + 1) % 2**64
+                if f"after-{done}" not in {match.key for match in db.query(fingerprint, k=0)}:
+                    missed.append(done)
+    writer.wait(timeout=60)
+    assert writer.returncode == 0, writer.stderr.read().decode() if writer.stderr else ""
+    assert acknowledged == rounds and missed == []
 
 
 IF_NEW_WRITER = """
