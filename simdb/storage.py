@@ -799,7 +799,9 @@ class Storage:
                     txn = self._begin(env, write=False)
                     if txn is None:
                         action = "adopt"
-                    elif txn.get(SUPERSEDED_BY) is not None:
+                    elif txn.get(SUPERSEDED_BY) is not None and self._superseded():
+                        # (Checked against CURRENT too: a copy of a directory taken during
+                        # a compaction may hold the key in the live generation.)
                         txn.abort()
                         txn, action = None, "reopen"
                 if txn is not None:  # the same test as action is None, in a form mypy narrows

@@ -9,6 +9,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import simdb
+from simdb.storage import SUPERSEDED_BY
 from tests.conftest import as_items, creating_format
 from tests.proc_worker import GROUP_SIZE, group_items
 from tests.test_processes import acknowledged, start
@@ -253,6 +255,30 @@ def test_a_reader_sees_writes_acknowledged_after_another_process_compacted(db_pa
     writer.wait(timeout=60)
     assert writer.returncode == 0, writer.stderr.read().decode() if writer.stderr else ""
     assert acknowledged == rounds and missed == []
+
+
+def test_a_live_generation_holding_the_superseded_key_is_still_read(db_path) -> None:
+    # A copy of a directory taken during a compaction can pair the old CURRENT with an old
+    # generation that already names its successor: reads go on (no endless reopening).
+    with simdb.open(db_path, k=3) as db:
+        db.add_many(as_items(range(100)))
+        data_file = db._storage.path / db._storage.generation
+    env = lmdb.open(str(data_file), subdir=False, max_dbs=4)
+    with env.begin(write=True) as txn:
+        txn.put(SUPERSEDED_BY, b"data-000099.mdb")
+    env.close()
+    answers: list[object] = []
+
+    def read_both_ways() -> None:
+        for readonly in (True, False):
+            with simdb.open(db_path, readonly=readonly) as db:
+                answers.append(([match.key for match in db.query(42, k=0)], len(db)))
+
+    reading = threading.Thread(target=read_both_ways, daemon=True)
+    reading.start()
+    reading.join(timeout=60)
+    assert not reading.is_alive(), "reads kept reopening the generation"
+    assert answers == [(["doc-42"], 100)] * 2
 
 
 IF_NEW_WRITER = """
