@@ -14,7 +14,8 @@ Zen 4 machine with numpy 2.4.6 ("AMD Zen 4" in bench/RESULTS.md):
 - ``simdb pairs`` on 10M documents: 6.7-7.1 s, against 4.8-5.8 s.
 
 numpy reads the variable once, when it is imported, so this package (the ``simdb`` command)
-sets it before anything imports numpy, on Linux, where ``/proc/cpuinfo`` names the CPU.
+sets it before anything imports numpy, on Linux, where ``/proc/cpuinfo`` names the CPU, and
+with numpy 2.4 or later (:data:`FIRST_HELPED_NUMPY`).
 Child processes inherit it: the workers of a local Dask cluster that the command starts.
 The library never sets it: that would change the kernels of every numpy call in the program
 that embeds it.  A variable the user already set, even to nothing, is left alone, so
@@ -31,10 +32,11 @@ VARIABLE = "NPY_DISABLE_CPU_FEATURES"
 #: Zen 4's family (Zen 3 shares it, without AVX-512); Zen 5 (0x1A) stores a compressed
 #: vector at full speed.
 ZEN4_FAMILY = 0x19
-#: numpy's name for its AVX-512 group: "X86_V4" from numpy 2.4, which regrouped its x86
-#: targets; "AVX512_SKX" before.  numpy warns (ImportWarning, an error under ``-W error``)
-#: about a name it does not dispatch on, so only the installed version's name is set.
-FIRST_X86_V4_NUMPY = (2, 4)
+#: The first numpy whose sorts the setting helps.  numpy 2.4 regrouped its x86 targets, and
+#: "X86_V4" turns its AVX-512 group off for AVX2 kernels.  numpy 2.0 and 2.3 sorted random
+#: uint64 at 65-77 ns a value on the Zen 4 measured here whether or not "AVX512_SKX" (their
+#: name for the group) was off, so older versions are left alone.
+FIRST_HELPED_NUMPY = (2, 4)
 
 
 def first_cpu(cpuinfo: str) -> dict[str, str]:
@@ -62,21 +64,22 @@ def is_zen4_with_avx512(cpuinfo: str) -> bool:
     )
 
 
-def avx512_group(numpy_version: str) -> str:
-    """The ``NPY_DISABLE_CPU_FEATURES`` value that turns off numpy's AVX-512 kernels."""
+def avx512_group(numpy_version: str) -> str | None:
+    """The ``NPY_DISABLE_CPU_FEATURES`` value that sends numpy's sorts to its AVX2 kernels, or
+    None for a numpy where it does not (see :data:`FIRST_HELPED_NUMPY`)."""
     try:
         major_minor = tuple(int(part) for part in numpy_version.split(".")[:2])
     except ValueError:
-        return "X86_V4"
-    return "X86_V4" if major_minor >= FIRST_X86_V4_NUMPY else "AVX512_SKX"
+        return None
+    return "X86_V4" if major_minor >= FIRST_HELPED_NUMPY else None
 
 
 def sort_dispatch_setting(
     environ: Mapping[str, str], cpuinfo: str, numpy_version: Callable[[], str | None]
 ) -> str | None:
     """The value to give ``NPY_DISABLE_CPU_FEATURES``, or None to leave the environment as it
-    is: on a Zen 4 CPU with AVX-512, when neither numpy variable is set and numpy is
-    installed (``numpy_version`` is asked only then)."""
+    is: on a Zen 4 CPU with AVX-512, when neither numpy variable is set and numpy 2.4 or
+    later is installed (``numpy_version`` is asked only then)."""
     if VARIABLE in environ or "NPY_ENABLE_CPU_FEATURES" in environ or not is_zen4_with_avx512(cpuinfo):
         return None
     version = numpy_version()

@@ -70,11 +70,12 @@ def test_an_unreadable_cpuinfo_reads_as_nothing(tmp_path: Path) -> None:
         ("2.4.0", "X86_V4"),
         ("2.5.0.dev0", "X86_V4"),
         ("3.0.0", "X86_V4"),
-        ("2.3.5", "AVX512_SKX"),
-        ("2.0.0", "AVX512_SKX"),
+        ("2.3.5", None),  # measured: its sorts are as slow with or without AVX-512
+        ("2.0.0", None),
+        ("unknown", None),
     ],
 )
-def test_zen4_gets_the_installed_numpys_name_for_its_avx512_sorts(version: str, expected: str) -> None:
+def test_zen4_gets_the_setting_where_numpy_is_new_enough_to_gain(version: str, expected: str | None) -> None:
     assert sort_dispatch_setting({}, ZEN4, lambda: version) == expected
 
 
