@@ -377,7 +377,7 @@ def _remove_generation(directory: Path, name: str) -> None:
 
 def _used_bytes(env: lmdb.Environment) -> int:
     """Bytes of the data file up to its last page number (some of the last pages may be
-    free and never written: see Storage._check_file_length)."""
+    free and never written: see _check_file_length)."""
     return int((env.info()["last_pgno"] + 1) * env.stat()["psize"])
 
 
@@ -433,8 +433,8 @@ def _check_file_length(env: lmdb.Environment, data_file: Path) -> None:
     and gave back (one that put and deleted a large value, say), and it can be the last one.
     So a short file is refused only when more pages are missing than can be free, which a
     new process counts (:func:`_free_pages_at_most`).  A file of full length costs a stat."""
-    needed, actual = _used_bytes(env), data_file.stat().st_size
-    missing = -(-(needed - actual) // env.stat()["psize"])
+    actual = data_file.stat().st_size
+    missing = env.info()["last_pgno"] + 1 - actual // env.stat()["psize"]  # pages not wholly in the file
     if missing <= 0:
         return
     free = _free_pages_at_most(data_file)
