@@ -238,6 +238,17 @@ class DatabaseClosedError(DatabaseError):
     """The database was used after ``close()``."""
 
 
+class InheritedHandleError(DatabaseClosedError):
+    """A database that was open when this process was forked was used or opened here.
+    LMDB forbids both: the child holds none of the parent's file locks, so its writes could
+    be lost, and closing the parent's environment here would expose the parent's reads."""
+
+    default_hint = (
+        "open the database only after forking (multiprocessing's 'spawn' start method does), "
+        "or close it before the fork"
+    )
+
+
 class WriterClosedError(DatabaseClosedError):
     """A batching writer (:meth:`Database.writer`) was used after ``close()`` or its ``with``
     block."""

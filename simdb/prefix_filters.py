@@ -201,6 +201,7 @@ class _Held:
     arena: _Arena
     tables: list[list[tuple[_Filter, int]]]  # per table: (filter, first word in the arena)
     lookups: dict[tuple[int, ...], _Lookups]
+    regions: dict[tuple[int, _Filter], int]  # each filter's first word, by (table index, filter)
 
 
 class PrefixFilters:
@@ -218,10 +219,9 @@ class PrefixFilters:
         self._state = state
         # Per table: its generation last read and its complete filters as of it.
         self._found: dict[int, tuple[bytes, list[_Filter]]] = {}
-        # Each filter's region in the current arena, by (table index, filter).
-        self._regions: dict[tuple[int, _Filter], int] = {}
-        self._arena: _Arena | None = None
-        self._held: _Held | None = None  # as of the generations last seen (see ruled_out)
+        # As of the generations last seen (see ruled_out): replaced whole, in one assignment,
+        # so an interrupt can never leave regions of one arena beside another arena.
+        self._held: _Held | None = None
         self._holding = threading.Lock()  # regions are given out by one thread at a time
         # Per table: shifts from a permuted value to its prefix and to the prefix's top bits.
         self._geometry = [(BITS - table.leading_bits, *_top_shift(table)) for table in plan.tables]
@@ -389,19 +389,18 @@ class PrefixFilters:
                 for table in self.plan.tables
             ]
             wanted = [(index, found) for index, filters in enumerate(per_table) for found in filters]
-            fresh = [key for key in wanted if key not in self._regions]
-            arena = self._arena
+            arena, kept = (None, {}) if held is None else (held.arena, held.regions)
+            fresh = [key for key in wanted if key not in kept]
             if arena is None or arena.free < sum(_page_count(found.size) for _, found in fresh):
                 arena = _Arena(2 * sum(_page_count(found.size) for _, found in wanted) + 64)
-                self._regions, fresh = {}, wanted
+                kept, fresh = {}, wanted
+            # A new dict: the held one stays as it was until the assignment below.
+            regions = {key: kept[key] for key in wanted if key in kept}
             for key in fresh:
-                self._regions[key] = arena.region(key[1].size)
-            self._regions = {key: self._regions[key] for key in wanted}
-            regions = [
-                [(found, self._regions[index, found]) for found in filters] for index, filters in enumerate(per_table)
-            ]
-            held = _Held(generations, arena, regions, {})
-            self._arena, self._held = arena, held
+                regions[key] = arena.region(key[1].size)
+            tables = [[(found, regions[index, found]) for found in filters] for index, filters in enumerate(per_table)]
+            held = _Held(generations, arena, tables, {}, regions)
+            self._held = held
             return held
 
     def _lookups(self, held: _Held, tables: tuple[int, ...]) -> _Lookups:

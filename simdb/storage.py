@@ -51,6 +51,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -63,6 +64,7 @@ from simdb.errors import (
     DatabaseError,
     DatabaseMissingError,
     DiskFullError,
+    InheritedHandleError,
     NotADatabaseError,
     ReadOnlyError,
     StorageError,
@@ -144,10 +146,11 @@ _DAMAGE = (
     lmdb.BadChecksumError,
 )
 
-#: The environment this process has open on each data file, by the file's (st_dev, st_ino).
-#: LMDB allows one per file per process; weak references, so that an environment dropped
-#: without close() frees its file too.
-_open_environments: dict[tuple[int, int], weakref.ref[lmdb.Environment]] = {}
+#: The environment this process has open on each data file, by the file's (st_dev, st_ino),
+#: with the process that opened it (a forked child inherits the table).  LMDB allows one
+#: per file per process; weak references, so that an environment dropped without close()
+#: frees its file too.
+_open_environments: dict[tuple[int, int], tuple[weakref.ref[lmdb.Environment], int]] = {}
 _open_environments_lock = threading.Lock()
 
 
@@ -170,14 +173,17 @@ def _open_environment(
     ``identity`` (LMDB would refuse it too, but with neither class nor code); the new one is
     recorded.  Costs a dictionary scan of this process's open files."""
     with _open_environments_lock:
-        for held, reference in list(_open_environments.items()):
+        for held, (reference, _) in list(_open_environments.items()):
             if not _is_open(reference()):
                 del _open_environments[held]
         if identity is not None and identity in _open_environments:
+            if _open_environments[identity][1] != os.getpid():
+                forked = f"the database at {database} was open when this process was forked"
+                raise InheritedHandleError(forked, path=database)
             raise AlreadyOpenError(f"the database at {database} is already open in this process", path=database)
         env = lmdb.open(str(data_file), **options)  # type: ignore[arg-type]
         if identity is not None:
-            _open_environments[identity] = weakref.ref(env)
+            _open_environments[identity] = (weakref.ref(env), os.getpid())
         return env
 
 
@@ -272,6 +278,13 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+#: How often a thread waiting on a _SharedLock looks again without being woken: an interrupt
+#: (KeyboardInterrupt, or whatever a signal handler raises) can land between a release and
+#: its wake-up, and the waiter must not sleep on after that.
+_LOCK_RECHECK_SECONDS = 0.05
+_WAITING, _HOLDING = "waiting", "holding"  # an exclusive hold's states
+
+
 class _SharedLock:
     """Many holders of ``shared`` or one of ``exclusive``; used so that map resizes and
     generation swaps never happen under a live transaction of this process.
@@ -279,56 +292,66 @@ class _SharedLock:
     Writer-preferring: while an ``exclusive`` waits, no thread takes a *new* ``shared``, so a
     thread querying in a loop cannot starve writes and compactions.  A thread that already
     holds ``shared`` may take it again (nested reads) without waiting, or it would wait for
-    an exclusive that waits for it."""
+    an exclusive that waits for it.
+
+    Safe against interrupts, which a signal handler (Ctrl-C) raises between any two
+    bytecodes of the main thread, ``finally`` blocks included.  Every hold is one entry
+    under a token of its own, made in one step under the mutex and given back by
+    :attr:`drop`, the dict's own ``pop``: one C call, which no interrupt can split, in a
+    ``finally`` that the acquiring call is inside.  So an interrupt never leaves a hold
+    behind, and a wake-up it skips costs a waiter at most :data:`_LOCK_RECHECK_SECONDS`.
+    The mutex is a plain lock entered by ``with``, whose C ``__enter__`` returns inside the
+    protected block (``threading.Condition``'s Python ``__enter__`` can be interrupted after
+    it acquired, which left the lock held for good)."""
 
     def __init__(self) -> None:
-        self._condition = threading.Condition(threading.Lock())
-        self._shared = 0
-        self._exclusive = False
-        self._exclusive_waiting = 0
-        self._held = threading.local()  # .depth: how many shared this thread holds
+        self._mutex = threading.Lock()
+        self._changed = threading.Condition(self._mutex)
+        # token -> thread ident of a shared hold, or _WAITING / _HOLDING of an exclusive one.
+        self._holds: dict[object, int | str] = {}
+        #: ``drop(token, None)`` gives back the hold of ``token``, if it has one.
+        self.drop = self._holds.pop
 
-    def acquire_shared(self) -> None:
-        depth: int = getattr(self._held, "depth", 0)
-        with self._condition:
-            while self._exclusive or (self._exclusive_waiting and not depth):
-                self._condition.wait()
-            self._shared += 1
-        self._held.depth = depth + 1
+    def acquire_shared(self, token: object) -> None:
+        """Hold ``shared`` under ``token``, a fresh object that the caller gives back with
+        ``drop(token, None)`` and then :meth:`wake`, in a ``finally`` around this call."""
+        thread = threading.get_ident()
+        with self._mutex:
+            while True:
+                holds = list(self._holds.values())  # one C call: drop() needs no mutex
+                if _HOLDING not in holds and (_WAITING not in holds or thread in holds):
+                    break
+                self._changed.wait(_LOCK_RECHECK_SECONDS)
+            self._holds[token] = thread
 
-    def release_shared(self) -> None:
-        self._held.depth -= 1
-        with self._condition:
-            self._shared -= 1
-            if not self._shared:
-                self._condition.notify_all()
+    def wake(self) -> None:
+        """Wake the waiting threads (after a drop)."""
+        with self._mutex:
+            self._changed.notify_all()
 
     @contextmanager
     def shared(self) -> Iterator[None]:
-        self.acquire_shared()
+        token = object()
         try:
+            self.acquire_shared(token)
             yield
         finally:
-            self.release_shared()
+            self.drop(token, None)
+            self.wake()
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        with self._condition:
-            self._exclusive_waiting += 1
-            try:
-                while self._exclusive or self._shared:
-                    self._condition.wait()
-            finally:
-                self._exclusive_waiting -= 1
-                if not self._exclusive_waiting:
-                    self._condition.notify_all()  # readers held back only by this waiter
-            self._exclusive = True
+        token = object()
         try:
+            with self._mutex:
+                self._holds[token] = _WAITING
+                while any(hold is _HOLDING or isinstance(hold, int) for hold in list(self._holds.values())):
+                    self._changed.wait(_LOCK_RECHECK_SECONDS)
+                self._holds[token] = _HOLDING
             yield
         finally:
-            with self._condition:
-                self._exclusive = False
-                self._condition.notify_all()
+            self.drop(token, None)
+            self.wake()
 
 
 def _fsync_directory(path: Path) -> None:
@@ -447,6 +470,40 @@ def _check_file_length(env: lmdb.Environment, data_file: Path) -> None:
         )
 
 
+@dataclass(frozen=True)
+class _Live:
+    """The generation a Storage has open.  Replaced whole, in one assignment, so that no
+    thread and no interrupt ever finds an environment beside another generation's name or
+    handles."""
+
+    env: lmdb.Environment
+    name: str
+    identity: tuple[int, int] | None  # (st_dev, st_ino) of its data file
+    handles: dict[bytes, lmdb._Database]
+
+
+#: Every Storage of this process, so that a forked child can disown them (see _inherit).
+_storages: weakref.WeakSet[Storage] = weakref.WeakSet()
+#: The environments a forked child inherited: kept, so that they are never closed there.
+_inherited_environments: list[lmdb.Environment] = []
+
+
+def _after_fork_in_child() -> None:
+    # LMDB forbids using an environment after fork(): the child holds none of its file
+    # locks, so a third process could take the database for unused and reset its lock file
+    # under the child's writes.  Nor may the child close it: mdb_env_close there clears
+    # the reader slots of the parent's running transactions (measured with py-lmdb 3.0).
+    # And while it stays open, py-lmdb refuses to open the same file again here.  So the
+    # child gets InheritedHandleError on every use and every open of such a database.
+    global _open_environments_lock
+    _open_environments_lock = threading.Lock()  # a parent thread may have held it at the fork
+    for storage in list(_storages):
+        storage._inherit()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Storage:
     """One simdb directory's LMDB environment.  Use :meth:`open`."""
 
@@ -458,13 +515,11 @@ class Storage:
         self._initial_map_size = map_size
         self._lock = _SharedLock()
         self._write_mutex = threading.Lock()
-        self._env: lmdb.Environment | None = None
         self._next_read_check = 0.0
         self._last_reader_check = time.monotonic()
-        self.generation = ""
-        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the open generation's data file
-        self._db_handles: dict[bytes, lmdb._Database] = {}
-        self._open_generation()
+        self._inherited = False  # set in a child process forked after the open
+        self._live: _Live | None = self._open_generation()
+        _storages.add(self)
 
     # -- opening -------------------------------------------------------------------------
 
@@ -542,8 +597,9 @@ class Storage:
             )
         return name, bool(flags)
 
-    def _open_generation(self) -> None:
-        """Open the generation ``CURRENT`` names; retries if a compaction swaps it meanwhile."""
+    def _open_generation(self) -> _Live:
+        """Open the generation ``CURRENT`` names; retries if a compaction swaps it meanwhile.
+        Changes nothing of this object: the caller puts the result in place."""
         for _ in range(100):
             name, initialised = self._read_current()
             data_file = self.path / name
@@ -600,21 +656,36 @@ class Storage:
                 continue
             _check_file_length(env, data_file)
             env.reader_check()  # clear reader slots left by killed processes
-            if self._open_handles(env, name, mark_initialised=creating):
-                self._env, self.generation, self._identity = env, name, held
-                return
+            handles = self._open_handles(env, name, mark_initialised=creating)
+            if handles is not None:
+                return _Live(env, name, held, handles)
             env.close()  # superseded while we opened it, as above (only a writable open says so)
             _remove_generation(self.path, name)
         raise StorageError(f"{self.path} keeps changing generation; cannot open it")
 
+    def _current(self) -> _Live:
+        live = self._live
+        if live is None:
+            if self._inherited:
+                raise InheritedHandleError(
+                    f"the database at {self.path} was open when this process was forked", path=self.path
+                )
+            raise DatabaseClosedError(f"the database at {self.path} is closed")
+        return live
+
     @property
     def env(self) -> lmdb.Environment:
-        if self._env is None:
-            raise DatabaseClosedError(f"the database at {self.path} is closed")
-        return self._env
+        return self._current().env
 
-    def _open_handles(self, env: lmdb.Environment, name: str, *, mark_initialised: bool = False) -> bool:
-        """Open the named sub-databases of ``env`` (generation ``name``); False if a
+    @property
+    def generation(self) -> str:
+        """The name of the data file open here."""
+        return self._current().name
+
+    def _open_handles(
+        self, env: lmdb.Environment, name: str, *, mark_initialised: bool = False
+    ) -> dict[bytes, lmdb._Database] | None:
+        """Open the named sub-databases of ``env`` (generation ``name``); None if a
         compaction swapped generations first.  A writable open does it in a write
         transaction, so it waits for another process's writer to commit; holding that lock
         it removes leftovers and, with ``mark_initialised`` (this open made the first data
@@ -644,12 +715,11 @@ class Storage:
                 env.close()
                 raise translate(exc, self.path, self.path) from None
             if txn is None:
-                self._db_handles = handles
-                return True
+                return handles
             try:
                 current, initialised = self._read_current()
                 if current != name:
-                    return False
+                    return None
                 if mark_initialised and not initialised and name == FIRST_GENERATION:
                     _point_current_at(self.path, name)
                 self._sweep_leftovers(name)
@@ -665,8 +735,7 @@ class Storage:
                 raise
             finally:
                 txn.abort()  # a no-op after commit
-            self._db_handles = handles
-            return True
+            return handles
         env.close()
         raise StorageError(f"the map of {self.path} keeps growing; cannot open it")
 
@@ -692,24 +761,42 @@ class Storage:
 
     def db(self, name: bytes) -> lmdb._Database:
         """The handle of a named sub-database."""
-        handle = self._db_handles.get(name)
+        handle = self._current().handles.get(name)
         if handle is None:
             raise NotADatabaseError(f"{self.path} has no {name.decode()} sub-database", "is it a simdb database?")
         return handle
 
     def create(self, txn: lmdb.Transaction[bytes], name: bytes) -> None:
         """Create a named sub-database inside a write transaction."""
-        self._db_handles[name] = self.env.open_db(name, txn=txn, create=True)
+        live = self._current()
+        live.handles[name] = live.env.open_db(name, txn=txn, create=True)
 
     def close(self) -> None:
+        """Close the environment, once this process's running reads have ended.  In a
+        process forked after the open, only forget it: closing there could clear the reader
+        slots of the parent's running transactions."""
+        if self._inherited:
+            return
         with self._lock.exclusive():
-            if self._env is not None:
-                self._env.close()
-                self._env = None
+            live, self._live = self._live, None  # first: an interrupt then leaves it closed
+            if live is not None:
+                live.env.close()
 
     @property
     def closed(self) -> bool:
-        return self._env is None
+        return self._live is None
+
+    def _inherit(self) -> None:
+        """In a child process forked after the open: LMDB forbids using the environment
+        here, so every later use raises InheritedHandleError.  The environment is kept, never
+        closed (see :meth:`close`); the locks, which a parent thread may have held at the
+        fork, are made anew so that nothing here waits on them."""
+        if self._live is not None:
+            _inherited_environments.append(self._live.env)
+        self._live = None
+        self._inherited = True
+        self._lock = _SharedLock()
+        self._write_mutex = threading.Lock()
 
     # -- transactions --------------------------------------------------------------------
 
@@ -717,7 +804,8 @@ class Storage:
         """Whether ``CURRENT`` names a generation other than the one open here, or the same
         name now belongs to another file (the database was removed and made again at this
         path): one open and read of ``CURRENT`` and one stat."""
-        return self._read_current()[0] != self.generation or _identity(self.path / self.generation) != self._identity
+        live = self._current()
+        return self._read_current()[0] != live.name or _identity(self.path / live.name) != live.identity
 
     def _reader_should_move(self) -> bool:
         # A reader of a superseded generation still sees a consistent snapshot, only an
@@ -729,12 +817,26 @@ class Storage:
         self._next_read_check = now + READ_RECHECK_SECONDS
         return self._superseded()
 
-    def _reopen(self, stale_env: lmdb.Environment) -> None:
+    def _holds(self, env: lmdb.Environment) -> bool:
+        """Whether ``env`` is the environment open here."""
+        live = self._live
+        return live is not None and live.env is env
+
+    def _reopen(self, stale_env: lmdb.Environment, same_file: bool = False) -> None:
+        """Replace the open generation, if it is still ``stale_env`` (another thread may have
+        replaced it already), by the one ``CURRENT`` names, once this process's running reads
+        have ended.  The new one is opened beside the old one, which is closed only after it
+        is in place, so a failure or an interrupt leaves this handle on the old generation,
+        working.  ``same_file`` (new sub-database handles in the same file, which LMDB lets a
+        process open only once) closes first, so a failure there leaves it closed."""
         with self._lock.exclusive():
-            if self._env is stale_env:  # another thread may have reopened already
+            if not self._holds(stale_env):
+                return
+            if same_file:
+                self._live = None
                 stale_env.close()
-                self._env = None
-                self._open_generation()
+            self._live = self._open_generation()
+            stale_env.close()
 
     @staticmethod
     def _room_needed(env: lmdb.Environment, reserve: int) -> int:
@@ -753,7 +855,7 @@ class Storage:
             if not self._room_needed(env, reserve):
                 return
         with self._lock.exclusive():
-            if self._env is env:  # else reopened meanwhile; write() grows it if it must
+            if self._holds(env):  # else reopened meanwhile; write() grows it if it must
                 new_size = self._room_needed(env, reserve)  # again: another thread may have grown it
                 if new_size:
                     env.set_mapsize(new_size)
@@ -762,11 +864,11 @@ class Storage:
         """Reopen the environment with handles for these named sub-databases."""
         self._names = names
         self.max_dbs = len(names) + 1
-        self._reopen(self.env)
+        self._reopen(self.env, same_file=True)
 
     def _adopt_map_size(self, stale_env: lmdb.Environment, grow: bool) -> None:
         with self._lock.exclusive():
-            if self._env is not stale_env:
+            if not self._holds(stale_env):
                 return
             if grow:
                 stale_env.set_mapsize(2 * stale_env.info()["map_size"])
@@ -790,8 +892,9 @@ class Storage:
         new generation was acknowledged; and a read of ``CURRENT`` at most every
         READ_RECHECK_SECONDS, for a compaction killed between its swap and its commit."""
         while True:
-            self._lock.acquire_shared()
+            token = object()
             try:
+                self._lock.acquire_shared(token)
                 env = self.env
                 action = "reopen" if self._reader_should_move() else None
                 txn = None
@@ -813,7 +916,8 @@ class Storage:
                         txn.abort()
                     return
             finally:
-                self._lock.release_shared()
+                self._lock.drop(token, None)  # first: one C call (see _SharedLock)
+                self._lock.wake()
             if action == "adopt":
                 self._adopt_map_size(env, grow=False)
             else:
@@ -836,15 +940,16 @@ class Storage:
         with self._write_mutex:
             if reserve:
                 self._ensure_room(reserve)
-            if time.monotonic() - self._last_reader_check > READER_CHECK_INTERVAL:
-                # A reader killed mid-transaction pins old pages until its slot is cleared;
-                # a long-running writer must clear them itself or the file grows without end.
-                self.env.reader_check()
-                self._last_reader_check = time.monotonic()
             while True:
                 action = None
-                with self._lock.shared():
+                with self._lock.shared():  # so that no other thread closes env meanwhile
                     env = self.env
+                    if time.monotonic() - self._last_reader_check > READER_CHECK_INTERVAL:
+                        # A reader killed mid-transaction pins old pages until its slot is
+                        # cleared; a long-running writer must clear them itself or the file
+                        # grows without end.
+                        env.reader_check()
+                        self._last_reader_check = time.monotonic()
                     txn = self._begin(env, write=True)
                     if txn is None:
                         action = "adopt"
@@ -968,14 +1073,17 @@ class Storage:
         """Bytes of the live data file, following a compaction made by another process
         first.  A stat, and a read of ``CURRENT`` when the file has gone."""
         for _ in range(100):
-            env, name = self.env, self.generation
-            try:
-                return (self.path / name).stat().st_size
-            except FileNotFoundError:
-                if not self._superseded():
-                    hint = "restore the database from a backup or an export"
-                    raise CorruptDatabaseError(f"{self.path / name} is missing", hint) from None
-                self._reopen(env)
+            # Under the shared lock: a compaction by another thread of this process removes
+            # the old file only after it has moved this object to the new one.
+            with self._lock.shared():
+                live = self._current()
+                try:
+                    return (self.path / live.name).stat().st_size
+                except FileNotFoundError:
+                    if not self._superseded():
+                        hint = "restore the database from a backup or an export"
+                        raise CorruptDatabaseError(f"{self.path / live.name} is missing", hint) from None
+            self._reopen(live.env)
         raise StorageError(f"{self.path} keeps changing generation")
 
 

@@ -221,7 +221,9 @@ def test_threads_probing_through_one_layer_s_filters_beside_a_writer_find_every_
                 for doc_id in rng.integers(0, max(count, 1), 20).tolist():
                     if count and doc_id not in reader.probe(txn, int(stored[doc_id]), 1):
                         misses.append((count, doc_id))
-            arenas.add(id(reader._prefix_filters._arena))
+            held = reader._prefix_filters._held
+            if held is not None:
+                arenas.add(id(held.arena))
 
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
