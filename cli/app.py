@@ -1492,6 +1492,7 @@ def import_command(
             error.hint,
             remedy=error.remedy,
         ) from None
+    header.stored = database.fingerprinter  # the settings every later header must give
     with database:
         code = run_ingest(
             database,

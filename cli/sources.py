@@ -1123,12 +1123,16 @@ def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = N
 @dataclass
 class ExportHeader:
     """The settings line of the first JSONL export read: where it is (None if no header
-    was read), and the k, blocks and fingerprint settings it gives."""
+    was read), and the k, blocks and fingerprint settings it gives.  ``stored`` is the
+    fingerprint settings of the database being imported into, once it is open: every later
+    header must give the same settings as it (or, without it, as the first header), since
+    one database holds fingerprints of one kind only."""
 
     where: str | None = None
     k: int | None = None
     blocks: int | None = None
     fingerprinter: Fingerprinter | None = None
+    stored: Fingerprinter | None = None
 
 
 def read_export(
@@ -1232,7 +1236,20 @@ def _read_header(record: dict[str, Any], where: str, header: ExportHeader) -> st
             return f"header fingerprinter settings cannot be used: {reason}"
     if header.where is None:
         header.where, header.k, header.blocks, header.fingerprinter = where, k, blocks, fingerprinter
+    expected, named = (header.stored, "the database's") if header.stored is not None else (header.fingerprinter, None)
+    if fingerprinter is not None and expected is not None and fingerprinter != expected:
+        return (
+            f"its fingerprints were made with other settings ({_settings_words(fingerprinter)}) than "
+            + (named or f"those of {header.where}")
+            + f" ({_settings_words(expected)}); import it into a database of its own"
+        )
     return None
+
+
+def _settings_words(fingerprinter: Fingerprinter) -> str:
+    return (
+        f"{fingerprinter.kind}, {fingerprinter.features} {fingerprinter.ngram}-grams, {fingerprinter.weights} weights"
+    )
 
 
 _EXPORT_HEADER = re.compile(rb'"simdb"\s*:\s*"export"')

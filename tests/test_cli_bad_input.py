@@ -591,3 +591,32 @@ def test_float_and_fingerprint_errors_are_short_and_say_what_is_wrong(tmp_path: 
     assert len(result.stderr) < 400
     result = run("query", "--fingerprint", "1" * 30, "--db", tmp_path / "db")
     assert result.exit_code == 2 and "too large for 64 bits" in result.stderr, result.output
+
+
+def test_import_refuses_exports_made_with_other_fingerprint_settings_in_any_position(tmp_path: Path) -> None:
+    """Found by an adversarial probe: only the first export's settings were compared with
+    the database, so a later file (or one after a TSV file) put simhash fingerprints into
+    a minhash database, where queries of their own text then found nothing."""
+    (tmp_path / "a.txt").write_text(prose(1))
+    (tmp_path / "b.txt").write_text(prose(2))
+    for name, kind in (("mh", "minhash"), ("sh", "simhash")):
+        text = tmp_path / ("a.txt" if kind == "minhash" else "b.txt")
+        assert run("add", text, "--db", tmp_path / name, "--kind", kind, "--workers", "1").exit_code == 0
+        assert run("export", "--db", tmp_path / name, "-o", tmp_path / f"{name}.jsonl").exit_code == 0
+    (tmp_path / "plain.tsv").write_text("x\t0x1\n")
+    for files, database in (
+        (["mh.jsonl", "sh.jsonl"], "new"),  # a new database takes the first header's settings
+        (["plain.tsv", "sh.jsonl"], "mh"),  # an existing minhash database, no header first
+    ):
+        result = run("import", *(tmp_path / name for name in files), "--db", tmp_path / database)
+        assert result.exit_code == 2 and f"{tmp_path / 'sh.jsonl'}:1" in result.stderr, result.output
+        assert "other settings" in result.stderr
+        one_line(result.stderr)
+        imported = simdb.open(tmp_path / database, readonly=True)
+        assert imported.fingerprinter is not None and imported.fingerprinter.kind == "minhash"
+        # Every stored text document is found by its own text: nothing of sh.jsonl got in.
+        for key in list(imported.keys()):
+            if key.endswith(".txt"):
+                assert key in {match.key for match in imported.query(text=(tmp_path / key).read_text())}
+        assert not any(key.endswith("b.txt") for key in list(imported.keys()))
+        imported.close()
