@@ -844,14 +844,22 @@ def export_parquet(db: Database, path: str | os.PathLike[str]) -> int:
         target = target / "fingerprints.parquet"
     schema = pa.schema([(KEY, pa.string()), (FINGERPRINT, pa.uint64())])
     written = 0
-    with pq.ParquetWriter(target, schema) as writer:
-        for keys, fingerprints in _document_chunks(db, EXPORT_CHUNK):
-            table = pa.table(
-                {KEY: pa.array(keys, pa.string()), FINGERPRINT: pa.array(np.array(fingerprints, dtype=np.uint64))},
-                schema=schema,
-            )
-            writer.write_table(table)
-            written += len(keys)
+    # Written under another name and renamed over the target only when whole: an export cut
+    # short (Ctrl-C) used to leave a valid-looking file of fewer rows in place of an earlier one.
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        with pq.ParquetWriter(partial, schema) as writer:
+            for keys, fingerprints in _document_chunks(db, EXPORT_CHUNK):
+                table = pa.table(
+                    {KEY: pa.array(keys, pa.string()), FINGERPRINT: pa.array(np.array(fingerprints, dtype=np.uint64))},
+                    schema=schema,
+                )
+                writer.write_table(table)
+                written += len(keys)
+        os.replace(partial, target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     return written
 
 

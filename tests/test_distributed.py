@@ -316,6 +316,30 @@ def test_export_then_pairs_job_matches_database_pairs(client: Client, tmp_path) 
         distributed.run_pairs_job(str(tmp_path / "*.parquet"), tmp_path / "pairs", scheduler=client.scheduler.address)
 
 
+def test_an_export_cut_short_leaves_the_earlier_file_whole(tmp_path, monkeypatch) -> None:
+    """Found by an adversarial probe: Ctrl-C during ``export --format parquet`` replaced an
+    earlier export by a valid Parquet file of fewer rows."""
+    target = tmp_path / "fingerprints.parquet"
+    with simdb.open(str(tmp_path / "db"), k=3) as db:
+        db.add_many((f"doc-{i}", i) for i in range(50))
+        assert distributed.export_parquet(db, target) == 50
+        db.add_many((f"more-{i}", i) for i in range(50))
+        monkeypatch.setattr(distributed, "EXPORT_CHUNK", 10)
+        chunks = distributed._document_chunks
+
+        def interrupted(database: simdb.Database, size: int) -> Iterator[tuple[list[str], list[int]]]:
+            for number, chunk in enumerate(chunks(database, size)):
+                if number == 3:
+                    raise KeyboardInterrupt
+                yield chunk
+
+        monkeypatch.setattr(distributed, "_document_chunks", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            distributed.export_parquet(db, target)
+    assert pd.read_parquet(target)["key"].tolist() == [f"doc-{i}" for i in range(50)]
+    assert [path.name for path in tmp_path.iterdir() if path.name.endswith(".partial")] == []
+
+
 def test_pairs_job_without_scheduler_starts_its_own_cluster(tmp_path) -> None:
     fingerprints = random_input(500, seed=9)
     pd.DataFrame({"key": np.arange(fingerprints.size), "fingerprint": fingerprints}).to_parquet(tmp_path / "in.parquet")
