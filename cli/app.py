@@ -407,8 +407,9 @@ def add(
         bool,
         typer.Option(
             "--prune",
-            help="After adding, remove the stored documents under the PATH arguments whose files are gone "
-            "(keys equal to a PATH's key or below it, as a directory; URLs never).",
+            help="After adding, remove the stored documents under the PATH arguments whose files are gone: "
+            "a PATH's own key, and below a directory the keys its walk would read (-r, --glob, --exclude); "
+            "URLs never.",
         ),
     ] = False,
     encoding: EncodingOption = None,
@@ -535,7 +536,7 @@ def add(
         if path_inputs or jsonl_inputs:  # texts fix the text settings of a new database
             ingest.texts(text_items)
         if prune:
-            ingest.prune(path_arguments, key_base)
+            ingest.prune(path_arguments, rules)
 
     with (
         dry_run_target(db, dry_run) as target,

@@ -20,7 +20,7 @@ from .errors import EXIT_INTERRUPTED, EXIT_USAGE, error_message
 from .filekeys import prefix_of, stale_keys, under
 from .output import err, json_line, out
 from .signals import interrupts_in_this_process_only
-from .sources import Input, Intake, Item
+from .sources import Input, Intake, Item, PathRules
 
 #: Characters of text handed to the database and not yet committed, at most (plus one
 #: document): a batch of large documents is cut short at this size, so memory follows it,
@@ -208,15 +208,19 @@ class Ingest:
             **self._if_new_options,
         )
 
-    def prune(self, paths: Iterable[str], key_base: str | None) -> None:
+    def prune(self, paths: Iterable[str], rules: PathRules) -> None:
         """Remove the stored documents under ``paths`` (see :func:`.filekeys.prefix_of`)
-        whose files are gone (``add --prune``), reporting each with --json.  Cost: one scan
-        of the stored keys per path, one stat per key under it, one removal batch."""
+        whose files are gone (``add --prune``), reporting each with --json.  Under a
+        directory, only keys that its walk would have read (``rules``: recursion, --glob,
+        --exclude) are candidates, so that documents added otherwise (JSONL ids, keys of
+        --fingerprints) are not taken for deleted files.  Cost: one scan of the stored keys
+        per path, one stat per candidate, one removal batch."""
         stale: dict[str, None] = {}
         for path in paths:
-            exact, prefix = prefix_of(path, key_base)
+            exact, prefix = prefix_of(path, rules.key_base)
             candidates = self.database.keys(prefix=exact if prefix is None else prefix)
-            stale.update((key, None) for key in stale_keys(candidates, key_base) if under(key, exact, prefix))
+            walked = (key for key in candidates if under(key, exact, prefix) and _walked(key, prefix, rules))
+            stale.update((key, None) for key in stale_keys(walked, rules.key_base))
         if not stale:
             return
         if self.stop.is_set():
@@ -431,3 +435,15 @@ def total_bytes(inputs: Iterable[Input]) -> int | None:
     sizes = [item.size for item in inputs]
     # any() has ruled out None, but mypy cannot narrow the list's items through it.
     return None if any(size is None for size in sizes) else sum(sizes)  # type: ignore[arg-type]
+
+
+def _walked(key: str, prefix: str | None, rules: PathRules) -> bool:
+    """Whether the walk of a directory whose keys start with ``prefix`` would have read the
+    file keyed ``key`` (None: a file argument, always): below it at most one level unless
+    recursive, through no excluded directory, with a name that --glob and --exclude let in."""
+    if prefix is None:
+        return True
+    *directories, name = key[len(prefix) :].split(os.sep)
+    if directories and not rules.recursive:
+        return False
+    return not any(rules.excluded(directory) for directory in directories) and rules.wanted(name)

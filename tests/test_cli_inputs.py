@@ -195,6 +195,30 @@ def test_prune_removes_keys_whose_files_are_gone_under_the_paths_only(
     assert "; 1 unchanged" not in text.stdout and "2 unchanged" in text.stdout
 
 
+def test_prune_removes_only_keys_that_the_walk_would_have_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by an adversarial probe: ``add . -r --glob '*.txt' --prune`` removed documents
+    that never were files (JSONL ids, keys of --fingerprints), none of which a walk for
+    *.txt files could have read."""
+    monkeypatch.chdir(tmp_path)
+    write_tree(tmp_path, ["docs/a.txt", "docs/b.txt", "docs/sub/c.txt", "docs/skip/d.txt", "notes.md"])
+    (tmp_path / "pages.jsonl").write_text(json.dumps({"id": "doc-1", "text": prose(60)}) + "\n")
+    (tmp_path / "hashes.tsv").write_text("precomputed-1\t0x0123456789abcdef\n")
+    db = tmp_path / "db"
+    assert add(".", "-r", "--glob", "*.txt", "--glob", "*.md", "--db", db).exit_code == 0
+    assert add("--jsonl", "pages.jsonl", "--fingerprints", "hashes.tsv", "--db", db).exit_code == 0
+    for name in ("docs/a.txt", "docs/sub/c.txt", "docs/skip/d.txt", "notes.md"):
+        (tmp_path / name).unlink()
+    result = add(".", "-r", "--glob", "*.txt", "--exclude", "skip", "--prune", "--db", db, "--json")
+    assert result.exit_code == 0, result.output
+    pruned = {line["key"] for line in json_lines(result.stdout) if line.get("event") == "pruned"}
+    # Gone and in the walk's scope: pruned.  notes.md (not *.txt), docs/skip/d.txt (an
+    # excluded directory), doc-1 and precomputed-1 (never files) are outside it.
+    assert pruned == {"docs/a.txt", "docs/sub/c.txt"}
+    assert set(stored(db)) == {"docs/b.txt", "docs/skip/d.txt", "notes.md", "doc-1", "precomputed-1"}
+    flat = add("docs", "--prune", "--db", db, "--json")  # not recursive: docs/skip/ is out of scope
+    assert {line["key"] for line in json_lines(flat.stdout) if line.get("event") == "pruned"} == set()
+
+
 # -- remove's report -------------------------------------------------------------------------------
 
 
