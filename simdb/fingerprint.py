@@ -64,6 +64,8 @@ import math
 import multiprocessing
 import os
 import signal
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -1168,9 +1170,14 @@ _WORKER_SKETCH = False
 _WorkerResult = tuple[bytes | list[int], list[bytes]]
 
 
-def _init_worker(fingerprinter: Fingerprinter, texts: Sequence[Text], sketch: bool) -> None:
-    """Set up a pool worker: ignore SIGINT and remember the settings and the shared texts.
-    Under fork the arguments are inherited, not pickled, so this costs nothing per text."""
+#: How often a pool worker looks whether the process that started it is still there.
+_PARENT_CHECK_SECONDS = 0.5
+
+
+def _init_worker(fingerprinter: Fingerprinter, texts: Sequence[Text], sketch: bool, parent: int) -> None:
+    """Set up a pool worker: ignore SIGINT, remember the settings and the shared texts, and
+    end when the process ``parent`` is gone.  Under fork the arguments are inherited, not
+    pickled, so this costs nothing per text."""
     global _WORKER_FINGERPRINTER, _WORKER_TEXTS, _WORKER_SKETCH
     # Ctrl-C reaches the whole process group; the parent decides what it means, and the
     # workers end with the pool instead of each printing a KeyboardInterrupt.
@@ -1178,6 +1185,16 @@ def _init_worker(fingerprinter: Fingerprinter, texts: Sequence[Text], sketch: bo
     _WORKER_FINGERPRINTER = fingerprinter
     _WORKER_TEXTS = texts
     _WORKER_SKETCH = sketch
+    threading.Thread(target=_end_with_parent, args=(parent,), daemon=True, name="simdb-parent-watch").start()
+
+
+def _end_with_parent(parent: int) -> None:
+    # A parent killed by SIGTERM or SIGKILL shuts no pool down, and a worker waiting for
+    # work never learns it (forked siblings keep the pipes open): without this, workers
+    # lived on for good, holding the parent's stdout, so `simdb add ... | tee` never ended.
+    while os.getppid() == parent:
+        time.sleep(_PARENT_CHECK_SECONDS)
+    os._exit(1)
 
 
 def _fingerprint_chunk(texts: Sequence[Text]) -> _WorkerResult:
@@ -1250,7 +1267,7 @@ def _iter_in_pool(
     # without pickling, rather than through a global of this process, which another
     # thread's call could replace before the fork.
     with ProcessPoolExecutor(
-        workers, mp_context=context, initializer=_init_worker, initargs=(fingerprinter, shared, sketch)
+        workers, mp_context=context, initializer=_init_worker, initargs=(fingerprinter, shared, sketch, os.getpid())
     ) as pool:
         if shared:
             # Several ranges per worker, so a worker slowed by other load takes fewer of

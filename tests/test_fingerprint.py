@@ -9,13 +9,20 @@ reference implementation, not by the code under test.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
+import os
 import pickle
 import random
 import re
+import signal
+import subprocess
+import sys
+import time
 import tracemalloc
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import mmh3
@@ -722,3 +729,46 @@ def test_unknown_stopword_language_names_the_setting() -> None:
     assert "the" in stopword_list("english") and "dont" in stopword_list("english")
     with pytest.raises(InvalidInputError, match="stopwords"):
         stopword_list("latin")
+
+
+_POOL_PARENT = """
+import itertools, sys
+import simdb
+texts = (f"text number {i} with some words in it" for i in itertools.count())  # endless
+fingerprinter = simdb.Fingerprinter()
+for number, _ in enumerate(fingerprinter.iter_fingerprints(texts, workers=2)):
+    if number == 1000:
+        print("running", flush=True)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_pool_workers_end_when_their_parent_is_killed(tmp_path) -> None:
+    """Found by an adversarial probe: SIGTERM or SIGKILL to `simdb add --workers 2` left its
+    fingerprinting workers running for good, holding its stdout (`simdb add | tee` never
+    ended) and the database's files."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _POOL_PARENT], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().strip() == "running"
+
+        def session_members() -> list[int]:
+            members = []
+            for entry in Path("/proc").iterdir():
+                if entry.name.isdigit():
+                    with contextlib.suppress(OSError):
+                        if os.getsid(int(entry.name)) == parent.pid and entry.name != str(parent.pid):
+                            members.append(int(entry.name))
+            return members
+
+        assert len(session_members()) >= 2  # the two workers
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while session_members() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert session_members() == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(parent.pid, signal.SIGKILL)
