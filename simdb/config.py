@@ -26,7 +26,7 @@ from simdb.errors import (
     damaged,
 )
 from simdb.keys import describe
-from simdb.plan import BITS, TablePlan
+from simdb.plan import BITS, MAX_DATABASE_TABLES, TablePlan
 from simdb.storage import Storage
 
 if TYPE_CHECKING:
@@ -64,8 +64,8 @@ def new_plan(k: int | None, blocks: int | None) -> TablePlan:
     """The plan of a new database: :data:`DEFAULT_K` in :data:`DEFAULT_BLOCKS` blocks when
     neither is given, else the given k with the given or default block count."""
     if k is None:
-        return TablePlan.create(DEFAULT_K, DEFAULT_BLOCKS if blocks is None else blocks)
-    return TablePlan.create(k, blocks)
+        return TablePlan.create(DEFAULT_K, DEFAULT_BLOCKS if blocks is None else blocks, max_tables=MAX_DATABASE_TABLES)
+    return TablePlan.create(k, blocks, max_tables=MAX_DATABASE_TABLES)
 
 
 class Config:

@@ -37,13 +37,20 @@ UInt64Array = npt.NDArray[np.uint64]
 
 #: A plan may have at most this many tables: each one is a full copy of the index.
 MAX_TABLES = 10_000
+#: A new database's plan may have at most this many: each table is some 30 LMDB
+#: sub-databases, every one opened at every open.  With k=9 in 14 blocks (2,002 tables) an
+#: empty database took 34 s to create and 51 s per query; databases made before this limit
+#: keep their plans (up to MAX_TABLES).
+MAX_DATABASE_TABLES = 256
 
 
-def default_blocks(k: int, bits: int = BITS, target_leading_bits: int = TARGET_LEADING_BITS) -> int:
+def default_blocks(
+    k: int, bits: int = BITS, target_leading_bits: int = TARGET_LEADING_BITS, max_tables: int = MAX_TABLES
+) -> int:
     """Return the smallest block count m > k whose shortest table prefix has at least
-    ``target_leading_bits`` bits, among those needing at most :data:`MAX_TABLES` tables;
+    ``target_leading_bits`` bits, among those needing at most ``max_tables`` tables;
     when none reaches it (large k), the allowed m with the longest prefixes.  O(bits)."""
-    allowed = [blocks for blocks in range(k + 1, bits + 1) if math.comb(blocks, k) <= MAX_TABLES]
+    allowed = [blocks for blocks in range(k + 1, bits + 1) if math.comb(blocks, k) <= max_tables]
     for blocks in allowed:
         if sum(block_widths(bits, blocks)[-(blocks - k) :]) >= target_leading_bits:
             return blocks
@@ -145,20 +152,20 @@ class TablePlan:
     bits: int = BITS
 
     @classmethod
-    def create(cls, k: int, blocks: int | None = None, bits: int = BITS) -> TablePlan:
-        """Validate ``k`` and ``blocks`` and build the plan; ``blocks=None`` picks
-        :func:`default_blocks`."""
+    def create(cls, k: int, blocks: int | None = None, bits: int = BITS, max_tables: int = MAX_TABLES) -> TablePlan:
+        """Validate ``k`` and ``blocks`` and build the plan of at most ``max_tables`` tables;
+        ``blocks=None`` picks :func:`default_blocks`."""
         if bits != BITS:
             raise InvalidInputError(
                 f"bits={bits!r} is not supported by the index", "the index stores 64-bit fingerprints"
             )
         k = check_distance(k, maximum=bits - 1)
         if blocks is None:
-            blocks = default_blocks(k, bits)
+            blocks = default_blocks(k, bits, max_tables=max_tables)
         blocks = check_int("blocks", blocks, minimum=k + 1, maximum=bits, hint=f"k={k} needs more than {k} blocks")
-        if math.comb(blocks, k) > MAX_TABLES:
+        if math.comb(blocks, k) > max_tables:
             raise InvalidInputError(
-                f"blocks={blocks}, k={k} needs {math.comb(blocks, k)} tables",
+                f"blocks={blocks}, k={k} needs {math.comb(blocks, k)} tables, more than {max_tables}",
                 "choose fewer blocks or a smaller k",
             )
         return cls(k=k, blocks=blocks, bits=bits)

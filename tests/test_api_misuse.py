@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simdb
+import simdb.config
 from simdb.codec import MAX_DEPTH
 from simdb.keys import parse_fingerprint
 from simdb.plan import MAX_TABLES, TARGET_LEADING_BITS, TablePlan
@@ -102,6 +103,27 @@ def test_every_k_has_a_default_plan_within_the_table_limit() -> None:
         assert len(plan.tables) <= MAX_TABLES
         if k <= 11:  # up to here some plan reaches the target prefix within the limit
             assert min(table.leading_bits for table in plan.tables) >= TARGET_LEADING_BITS
+
+
+def test_a_new_database_keeps_to_the_table_limit_and_older_larger_plans_still_open(tmp_path, monkeypatch) -> None:
+    """Found by an adversarial probe: k=10 (3,003 tables of some 30 sub-databases each) took
+    34 s to create an empty database and 51 s per query.  A new database now gets a plan
+    of at most MAX_DATABASE_TABLES tables (or a clear error for blocks that need more); a
+    database made earlier with more keeps its plan and works."""
+    for k in (9, 10, 16):
+        with simdb.open(tmp_path / f"k{k}", k=k) as db:
+            assert db.stats()["tables"] <= simdb.config.MAX_DATABASE_TABLES
+    with pytest.raises(simdb.InvalidInputError, match="tables"):
+        simdb.open(tmp_path / "too-many", k=8, blocks=14)
+    assert not (tmp_path / "too-many").exists()
+    stored = dict(as_items(range(0, 1 << 20, 4099)))
+    with monkeypatch.context() as patch:
+        patch.setattr(simdb.config, "MAX_DATABASE_TABLES", MAX_TABLES)
+        with simdb.open(tmp_path / "older", k=8) as db:  # 495 tables, as before the limit
+            db.add_many(stored.items())
+    with simdb.open(tmp_path / "older") as db:
+        assert db.stats()["tables"] > simdb.config.MAX_DATABASE_TABLES
+        assert sorted((m.key, m.distance) for m in db.query(12345)) == brute_force_query(stored, 12345, 8)
 
 
 # -- metadata ----------------------------------------------------------------------------------
