@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
@@ -23,6 +24,8 @@ def output_file(path: str) -> Iterator[IO[str]]:
     error, so a failed export never truncates an earlier one; the temporary is removed on
     failure.  Costs one rename; a device or FIFO is written directly."""
     if path == "-":
+        if sys.stdout is None:  # closed before the command started (>&-): as a closed pipe
+            raise BrokenPipeError(errno.EBADF, "stdout is closed")
         yield sys.stdout
         output.flush()  # inside the command's error handling, naming stdout
         return

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import errno
 import json
 import os
 import sys
@@ -90,7 +91,7 @@ def keep_going_if_stdout_closes() -> Iterator[None]:
         yield
     finally:
         try:
-            _write(sys.stdout.flush)  # what is still buffered fails here if the reader is gone
+            _write("flush")  # what is still buffered fails here if the reader is gone
         finally:
             _keep_going = False
 
@@ -105,12 +106,17 @@ def silence_stdout() -> None:
         pass  # not a real file (a test runner's buffer): nothing to silence
 
 
-def _write(action: Callable[..., object], *args: str) -> None:
+def _write(method: str, *args: str) -> None:
+    """Call ``method`` of stdout with ``args``.  A stdout closed before the command started
+    (``simdb ... >&-``: Python then has none) counts as a closed pipe."""
     global _muted
     if _muted:
         return
     try:
-        action(*args)
+        stream = sys.stdout
+        if stream is None:
+            raise BrokenPipeError(errno.EBADF, "stdout is closed")
+        getattr(stream, method)(*args)
     except BrokenPipeError:
         if not _keep_going:
             raise
@@ -122,18 +128,18 @@ def _write(action: Callable[..., object], *args: str) -> None:
 
 def out(line: str = "") -> None:
     """Write one line of results to stdout."""
-    _write(sys.stdout.write, line + "\n")
+    _write("write", line + "\n")
 
 
 def write_raw(text: str) -> None:
     """Write ``text`` to stdout as it is (no line break added)."""
-    _write(sys.stdout.write, text)
+    _write("write", text)
 
 
 def flush() -> None:
     """Flush stdout, so a failing write (a full disk) is reported while the command still
     can, not ignored by Python at exit."""
-    _write(sys.stdout.flush)
+    _write("flush")
 
 
 def err(line: str) -> None:

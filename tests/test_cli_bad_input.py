@@ -620,3 +620,26 @@ def test_import_refuses_exports_made_with_other_fingerprint_settings_in_any_posi
                 assert key in {match.key for match in imported.query(text=(tmp_path / key).read_text())}
         assert not any(key.endswith("b.txt") for key in list(imported.keys()))
         imported.close()
+
+
+def test_a_closed_stdout_is_a_closed_pipe_not_an_unexpected_error(tmp_path: Path) -> None:
+    """Found by an adversarial probe: with stdout closed (``simdb add ... >&-``) Python has
+    no sys.stdout, and every command failed with "unexpected AttributeError", exit 3, though
+    add had stored every document."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for number in range(20):
+        (docs / f"{number}.txt").write_text(prose(number))
+    db = tmp_path / "db"
+    commands = (["add", docs, "--workers", "1"], ["keys"], ["export"], ["stats"], ["query", "--fingerprint", "0x1"])
+    for command in commands:
+        result = subprocess.run(
+            [sys.executable, "-m", "simdb_cli.app", *map(str, command), "--db", str(db)],
+            capture_output=False,
+            stderr=subprocess.PIPE,
+            preexec_fn=lambda: os.close(1),  # the child's stdout, closed before it starts
+            timeout=120,
+            check=False,
+        )
+        assert b"unexpected" not in result.stderr and result.returncode in (0, 1), (command, result.stderr)
+    assert len(stored(db)) == 20
