@@ -688,7 +688,7 @@ def plan_search_jobs(
     for key, tables in groups.items():
         digit = filters[key]
         values = 1 << digit[1]
-        shares = min(values, max(min_shares, round(costs[key] / unit)))
+        shares = min(values, max(1, min_shares, round(costs[key] / unit)))  # at least one job: 0 rows too
         edges = [values * share // shares for share in range(shares + 1)]
         for low, high in itertools.pairwise(edges):
             jobs.append(SearchJob(tuple(tables), digit, low, high, costs[key] / shares))

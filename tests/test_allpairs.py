@@ -697,3 +697,22 @@ def test_jobs_are_cut_to_bound_the_rows_each_one_searches():
     assert reported == len(found)  # no pair reported by two jobs
     pairs, distances = find_all(values, k=3, workers=1)
     assert found == dict(zip(map(tuple, pairs.tolist()), distances.tolist()))
+
+
+@pytest.mark.parametrize("workers", [1, 2, 8])
+def test_an_empty_input_is_planned_into_jobs_that_cover_every_digit(workers: int) -> None:
+    """Found by an adversarial probe: `simdb pairs --parquet` of a 0-row export failed with
+    "unexpected ZeroDivisionError": with rows=0 a small group got no job at all."""
+    plan = TablePlan.create(3)
+    jobs = plan_search_jobs(plan, 3, workers, rows=0, max_job_rows=1 << 20)
+    by_group: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+    for job in jobs:
+        by_group.setdefault(job.tables, []).append((job.low, job.high))
+    covered = sorted(table for tables in by_group for table in tables)
+    assert covered == list(range(len(plan.tables)))  # every table searched, once
+    for tables, ranges in by_group.items():
+        digit = next(job.digit for job in jobs if job.tables == tables)
+        assert digit is not None
+        ranges.sort()
+        assert ranges[0][0] == 0 and ranges[-1][1] == 1 << digit[1]
+        assert all(high == low for (_, high), (low, _) in itertools.pairwise(ranges))
