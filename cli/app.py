@@ -1417,12 +1417,12 @@ def export(
                     )
                     + "\n"
                 )
-                for document in database.items():
+                for document in database.items(snapshot=True):
                     field, meta = export_meta(document.meta)
                     fingerprint = hex_fingerprint(document.fingerprint)
                     stream.write(json_line({"key": document.key, "fingerprint": fingerprint, field: meta}) + "\n")
             else:
-                for document in database.items():
+                for document in database.items(snapshot=True):
                     if any(mark in document.key for mark in "\t\n\r"):
                         raise simdb.InvalidInputError(
                             f"key {document.key!r} holds a tab or line break, which TSV cannot carry",

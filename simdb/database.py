@@ -22,6 +22,7 @@ import os
 import pathlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from itertools import islice
@@ -635,13 +636,25 @@ class Database:
         with self._storage.read() as txn:
             return self._records.count(txn)
 
-    def items(self, *, chunk: int = 10_000) -> Iterator[Document]:
+    def items(self, *, chunk: int = 10_000, snapshot: bool = False) -> Iterator[Document]:
         """Every document, in insertion order.  Reads ``chunk`` documents per transaction,
         so a slow consumer never pins old pages (documents changed meanwhile may be seen in
-        their new state, or not at all if removed)."""
+        their new state, or not at all if removed).  With ``snapshot``, one transaction for
+        all: the documents as of one moment, every batch whole or not at all, as a backup
+        needs; until the last is read, pages that writers free are not reused, so the file
+        may grow, and this process's compactions and map growth wait for it."""
+        if snapshot:
+            with self._storage.read() as txn:
+                yield from self._documents_after(lambda: nullcontext(txn), chunk)
+        else:
+            yield from self._documents_after(self._storage.read, chunk)
+
+    def _documents_after(
+        self, reading: Callable[[], AbstractContextManager[lmdb.Transaction[bytes]]], chunk: int
+    ) -> Iterator[Document]:
         after = b""
         while True:
-            with self._storage.read() as txn:
+            with reading() as txn:
                 rows = self._records.chunk_after(txn, after, chunk)
             if rows:
                 after = rows[-1][0]

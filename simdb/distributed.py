@@ -867,7 +867,7 @@ def _document_chunks(db: Database, size: int) -> Iterator[tuple[list[str], list[
     """(keys, fingerprints) of the database in insertion order, ``size`` at a time."""
     keys: list[str] = []
     fingerprints: list[int] = []
-    for document in db.items():
+    for document in db.items(snapshot=True):  # one moment, as a backup needs
         keys.append(document.key)
         fingerprints.append(document.fingerprint)
         if len(keys) >= size:

@@ -512,3 +512,22 @@ def test_each_table_format_answers_like_a_brute_force_scan_through_adds_removals
             for query in [flip_bits(rng.choice(roots), rng.randint(0, 3), rng) for _ in range(40)]:
                 got = sorted((match.key, match.distance) for match in db.query(query, k=3))
                 assert got == brute_force_query(stored, query, 3), (stage, query)
+
+
+def test_items_as_a_snapshot_see_each_batch_whole(db_path) -> None:
+    """Found by an adversarial probe: ``simdb export`` read 10,000 documents per read
+    transaction, so a batch committed during an export could appear in it in part (the
+    first document old, the last new).  ``items(snapshot=True)``, which export uses, reads
+    every document as of one moment."""
+    db = simdb.open(db_path, k=3)
+    db.add_many((f"doc-{i}", i) for i in range(100))
+    for snapshot in (False, True):
+        documents = db.items(chunk=10, snapshot=snapshot)
+        first = next(documents)
+        db.add_many([("doc-0", 1000), ("doc-99", 1099)])  # one batch, during the read
+        last = list(documents)[-1]
+        assert (first.key, first.fingerprint, last.key) == ("doc-0", 0, "doc-99")
+        # A snapshot sees the batch in neither; chunked reads see its second half only.
+        assert last.fingerprint == (99 if snapshot else 1099)
+        db.add_many([("doc-0", 0), ("doc-99", 99)])
+    db.close()
