@@ -49,6 +49,7 @@ per table (see its docstring).
 
 from __future__ import annotations
 
+import logging
 import operator
 import os
 import time
@@ -147,10 +148,18 @@ def _fingerprint_column(values: pd.Series) -> np.ndarray:
     return values.to_numpy(dtype=np.int64 if signed else np.uint64).view(np.uint64)
 
 
+def _plain_key_dtype(dtype: Any) -> Any:
+    """The dtype keys are handled in: a categorical's (dictionary-encoded Parquet keys) is
+    its categories' dtype, since pairs order their keys and unordered categories refuse to."""
+    return dtype.categories.dtype if isinstance(dtype, _pandas().CategoricalDtype) else dtype
+
+
 def _normalise_rows(part: pd.DataFrame) -> pd.DataFrame:
     """One input partition as (key, fingerprint uint64) with a fresh index."""
     pd = _pandas()
-    return pd.DataFrame({KEY: part[KEY].reset_index(drop=True), FINGERPRINT: _fingerprint_column(part[FINGERPRINT])})
+    keys = part[KEY].reset_index(drop=True)
+    keys = keys.astype(_plain_key_dtype(keys.dtype))
+    return pd.DataFrame({KEY: keys, FINGERPRINT: _fingerprint_column(part[FINGERPRINT])})
 
 
 def _read_rows(path: str, key_dtype: Any) -> pd.DataFrame:
@@ -200,7 +209,8 @@ def _as_rows(data: Any, name: str = "fingerprints") -> dd.DataFrame:
         files = _parquet_files(data)
         schema = dask_dataframe.read_parquet(files, columns=[KEY, FINGERPRINT])._meta
         check_fingerprint_dtype(schema[FINGERPRINT].dtype)
-        meta = pd.DataFrame({KEY: schema[KEY].reset_index(drop=True), FINGERPRINT: np.zeros(0, dtype=np.uint64)})
+        keys = schema[KEY].reset_index(drop=True)
+        meta = pd.DataFrame({KEY: keys.astype(_plain_key_dtype(keys.dtype)), FINGERPRINT: np.zeros(0, dtype=np.uint64)})
         return dask_dataframe.from_map(_read_rows, files, key_dtype=meta[KEY].dtype, meta=meta, enforce_metadata=False)
     elif isinstance(data, dask_dataframe.Series):
         frame = data.to_frame(name=FINGERPRINT).reset_index()
@@ -218,7 +228,8 @@ def _as_rows(data: Any, name: str = "fingerprints") -> dd.DataFrame:
             f"{name} must be a Dask DataFrame or Series, or a Parquet path or glob, not {type(data).__name__}"
         )
     check_fingerprint_dtype(frame[FINGERPRINT].dtype)
-    meta = pd.DataFrame({KEY: frame._meta[KEY].reset_index(drop=True), FINGERPRINT: np.zeros(0, dtype=np.uint64)})
+    keys = frame._meta[KEY].reset_index(drop=True)
+    meta = pd.DataFrame({KEY: keys.astype(_plain_key_dtype(keys.dtype)), FINGERPRINT: np.zeros(0, dtype=np.uint64)})
     return frame.map_partitions(_normalise_rows, meta=meta)
 
 
@@ -306,7 +317,11 @@ def _cross_table_pairs(part: pd.DataFrame, plan: TablePlan, table: int, k: int) 
 
 
 def _orient(part: pd.DataFrame) -> pd.DataFrame:
-    """Swap each pair so that key_a < key_b (an order users can rely on)."""
+    """Swap each pair so that key_a < key_b (an order users can rely on), and drop pairs of
+    a key with itself (a key given on two rows of the input)."""
+    same = (part["key_a"] == part["key_b"]).to_numpy(dtype=bool)
+    if same.any():
+        part = part[~same]
     key_a, key_b = part["key_a"], part["key_b"]
     swap = (key_a > key_b).to_numpy(dtype=bool)
     if not swap.any():
@@ -974,8 +989,14 @@ def _run_parquet_job(
     cluster = None
     try:
         if local:
+            # Its workers' logs stay quiet: a task's failure reaches the caller as the
+            # exception itself, and a worker's "Compute Failed" traceback only repeated it.
             cluster = LocalCluster(
-                n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True, dashboard_address=":0"
+                n_workers=workers or os.cpu_count() or 1,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+                silence_logs=logging.CRITICAL,
             )
         with Client(cluster if cluster is not None else scheduler) as client:
             rows = _parquet_rows(parquet_glob)

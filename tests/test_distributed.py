@@ -3,6 +3,7 @@ search in simdb.allpairs (itself checked against brute force in test_allpairs.py
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -338,6 +339,39 @@ def test_an_export_cut_short_leaves_the_earlier_file_whole(tmp_path, monkeypatch
             distributed.export_parquet(db, target)
     assert pd.read_parquet(target)["key"].tolist() == [f"doc-{i}" for i in range(50)]
     assert [path.name for path in tmp_path.iterdir() if path.name.endswith(".partial")] == []
+
+
+def test_pairs_job_takes_dictionary_encoded_keys_and_never_pairs_a_key_with_itself(client: Client, tmp_path) -> None:
+    """Found by an adversarial probe: dictionary-encoded Parquet keys failed with
+    "unexpected TypeError: Unordered Categoricals ...", and a key on rows of two files was
+    paired with itself."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shards = {"s1": (["a1", "a2", "dup"], [1, 3, 7]), "s2": (["b1", "dup"], [2, 7])}
+    for encoded in (False, True):
+        directory = tmp_path / ("dictionary" if encoded else "plain")
+        directory.mkdir()
+        for name, (keys, values) in shards.items():
+            key_column = pa.array(keys).dictionary_encode() if encoded else pa.array(keys)
+            table = pa.table({"key": key_column, "fingerprint": pa.array(values, pa.uint64())})
+            pq.write_table(table, directory / f"{name}.parquet")
+        distributed.run_pairs_job(
+            str(directory / "*.parquet"), directory / "pairs", k=3, scheduler=client.scheduler.address
+        )
+    plain, encoded_pairs = (
+        rows(pd.read_parquet(tmp_path / name / "pairs"), distributed.PAIR_COLUMNS) for name in ("plain", "dictionary")
+    )
+    assert plain == encoded_pairs
+    assert all(key_a < key_b for key_a, key_b, _ in plain)  # so never a key with itself
+    # Every pair of distinct keys within 3 bits, by brute force over the rows.
+    rows_in = [(key, value) for keys, values in shards.values() for key, value in zip(keys, values)]
+    expected = sorted(
+        (min(a, b), max(a, b), (x ^ y).bit_count())
+        for (a, x), (b, y) in itertools.combinations(rows_in, 2)
+        if a != b and (x ^ y).bit_count() <= 3
+    )
+    assert plain == expected
 
 
 def test_pairs_job_without_scheduler_starts_its_own_cluster(tmp_path) -> None:
