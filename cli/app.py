@@ -23,10 +23,10 @@ import os
 import signal
 import sys
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -1657,7 +1657,23 @@ def main() -> None:
         app(prog_name="simdb")
     except KeyboardInterrupt:  # before a command's own handling began (parsing arguments)
         err("simdb: interrupted")
-        sys.exit(EXIT_INTERRUPTED)
+        _leave_interrupted()
+    except SystemExit as leaving:
+        if leaving.code == EXIT_INTERRUPTED:
+            _leave_interrupted()
+        raise
+
+
+def _leave_interrupted() -> NoReturn:
+    """Exit with EXIT_INTERRUPTED at once, output flushed.  Python's own exit would first
+    join the worker processes of a pool that Ctrl-C cut short while it started, which can
+    wait for good (2 runs in 100 of an adversarial probe's); such workers end by themselves
+    once this process is gone (see simdb.fingerprint)."""
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(Exception):  # a closed pipe, or no stream at all
+            if stream is not None:
+                stream.flush()
+    os._exit(EXIT_INTERRUPTED)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ Ctrl-C during ``add``, a closed pipe, and the README's Quick start command."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -171,3 +172,41 @@ def test_quick_start_demo_runs_end_to_end(tmp_path: Path) -> None:
     with simdb.open(tmp_path / "simdb-demo" / "db", readonly=True) as database:
         assert len(database) == 300
         assert database.check()
+
+
+_INTERRUPTED_WITH_A_STUCK_WORKER = """
+import multiprocessing, time
+import simdb_cli.app as cli
+
+def interrupted(**options):
+    # As when Ctrl-C cut a fingerprinting pool short while it started: a worker process
+    # lives on, waiting for work that never comes.
+    multiprocessing.get_context("fork").Process(target=time.sleep, args=(3600,)).start()
+    raise KeyboardInterrupt
+
+cli.app = interrupted
+cli.main()
+"""
+
+
+def test_an_interrupted_command_exits_without_waiting_for_stuck_workers(tmp_path: Path) -> None:
+    """Found by an adversarial probe: after Ctrl-C, `simdb add --workers 2` printed its
+    summary and then hung for good in Python's exit, which joins every worker process (2
+    runs in 100).  An interrupted command now exits 130 at once."""
+    stderr_path = tmp_path / "stderr"
+    with open(stderr_path, "w") as stderr:  # a file: the stuck worker keeps pipes open
+        process = subprocess.Popen(
+            [sys.executable, "-c", _INTERRUPTED_WITH_A_STUCK_WORKER],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    try:
+        returncode = process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        returncode = None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # the stuck worker, which outlives it
+    assert returncode == 130, "the interrupted command waited for its stuck worker"
+    assert "interrupted" in stderr_path.read_text()
