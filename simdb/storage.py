@@ -178,13 +178,16 @@ def _open_environment(
                 del _open_environments[held]
         if identity is not None and identity in _open_environments:
             if _open_environments[identity][1] != os.getpid():
-                forked = f"the database at {database} was open when this process was forked"
-                raise InheritedHandleError(forked, path=database)
+                raise _inherited_error(database)
             raise AlreadyOpenError(f"the database at {database} is already open in this process", path=database)
         env = lmdb.open(str(data_file), **options)  # type: ignore[arg-type]
         if identity is not None:
             _open_environments[identity] = (weakref.ref(env), os.getpid())
         return env
+
+
+def _inherited_error(database: Path) -> InheritedHandleError:
+    return InheritedHandleError(f"the database at {database} was open when this process was forked", path=database)
 
 
 def _os_error(exc: OSError, what: str, hint: str = _BATCH_NOT_STORED) -> DatabaseError:
@@ -667,9 +670,7 @@ class Storage:
         live = self._live
         if live is None:
             if self._inherited:
-                raise InheritedHandleError(
-                    f"the database at {self.path} was open when this process was forked", path=self.path
-                )
+                raise _inherited_error(self.path)
             raise DatabaseClosedError(f"the database at {self.path} is closed")
         return live
 
@@ -835,8 +836,10 @@ class Storage:
             if same_file:
                 self._live = None
                 stale_env.close()
-            self._live = self._open_generation()
-            stale_env.close()
+                self._live = self._open_generation()
+            else:
+                self._live = self._open_generation()
+                stale_env.close()
 
     @staticmethod
     def _room_needed(env: lmdb.Environment, reserve: int) -> int:

@@ -76,11 +76,22 @@ def test_compaction_beside_a_writer_loses_nothing(db_path) -> None:
         assert len(generations) == 1, generations  # old generations are gone
 
 
-def kill_at_random(process: subprocess.Popen[str], rng: random.Random, low: float, high: float) -> str:
+def kill_at_random(
+    process: subprocess.Popen[str], rng: random.Random, low: float, high: float, after_acks: int = 0
+) -> str:
+    """SIGKILL ``process`` between ``low`` and ``high`` seconds after it acknowledged
+    ``after_acks`` batches (after its start when 0), and return all it printed."""
+    printed = []
+    if after_acks:
+        assert process.stdout is not None
+        for line in process.stdout:  # a slow machine starts and writes slowly: wait for the work
+            printed.append(line)
+            if line.startswith("ACK ") and int(line.split()[1]) + 1 >= after_acks:
+                break
     time.sleep(rng.uniform(low, high))
     process.send_signal(signal.SIGKILL)
     out, _ = process.communicate(timeout=60)
-    return out
+    return "".join(printed) + out
 
 
 TRIALS = int(os.environ.get("SIMDB_CRASH_TRIALS", "30"))
@@ -95,7 +106,7 @@ def test_sigkill_during_table_merges_loses_no_acknowledged_batch(tmp_path, trial
     rng = random.Random(1000 + trial)
     path = tmp_path / "db"
     process = start("merging_writer", path, 0, 100_000, 5)
-    out = kill_at_random(process, rng, 0.5, 2.5)
+    out = kill_at_random(process, rng, 0.0, 2.0, after_acks=51)
     done = set(acknowledged(out))
     removed = {int(line.split()[1]) for line in out.splitlines() if line.startswith("REMOVED ")}
     assert len(done) > 50, out[-500:]  # enough commits for merges below the first level
