@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -24,9 +22,7 @@ def output_file(path: str) -> Iterator[IO[str]]:
     error, so a failed export never truncates an earlier one; the temporary is removed on
     failure.  Costs one rename; a device or FIFO is written directly."""
     if path == "-":
-        if sys.stdout is None:  # closed before the command started (>&-): as a closed pipe
-            raise BrokenPipeError(errno.EBADF, "stdout is closed")
-        yield sys.stdout
+        yield output.stdout()
         output.flush()  # inside the command's error handling, naming stdout
         return
     target = Path(path)

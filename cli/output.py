@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import chain, islice
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 from rich.console import Console
 from rich.progress import (
@@ -106,17 +106,21 @@ def silence_stdout() -> None:
         pass  # not a real file (a test runner's buffer): nothing to silence
 
 
+def stdout() -> IO[str]:
+    """``sys.stdout``; a stdout closed before the command started (``simdb ... >&-``: Python
+    then has none) raises BrokenPipeError, so it counts as a closed pipe."""
+    if sys.stdout is None:
+        raise BrokenPipeError(errno.EBADF, "stdout is closed")
+    return sys.stdout
+
+
 def _write(method: str, *args: str) -> None:
-    """Call ``method`` of stdout with ``args``.  A stdout closed before the command started
-    (``simdb ... >&-``: Python then has none) counts as a closed pipe."""
+    """Call ``method`` of :func:`stdout` with ``args``."""
     global _muted
     if _muted:
         return
     try:
-        stream = sys.stdout
-        if stream is None:
-            raise BrokenPipeError(errno.EBADF, "stdout is closed")
-        getattr(stream, method)(*args)
+        getattr(stdout(), method)(*args)
     except BrokenPipeError:
         if not _keep_going:
             raise

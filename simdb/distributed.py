@@ -148,18 +148,22 @@ def _fingerprint_column(values: pd.Series) -> np.ndarray:
     return values.to_numpy(dtype=np.int64 if signed else np.uint64).view(np.uint64)
 
 
-def _plain_key_dtype(dtype: Any) -> Any:
-    """The dtype keys are handled in: a categorical's (dictionary-encoded Parquet keys) is
-    its categories' dtype, since pairs order their keys and unordered categories refuse to."""
-    return dtype.categories.dtype if isinstance(dtype, _pandas().CategoricalDtype) else dtype
+def _plain_keys(keys: pd.Series) -> pd.Series:
+    """``keys`` with a fresh index, in the dtype keys are handled in: categorical keys
+    (dictionary-encoded Parquet) as their categories' dtype, since pairs order their keys
+    and unordered categories refuse to."""
+    keys = keys.reset_index(drop=True)
+    return keys.astype(keys.dtype.categories.dtype) if isinstance(keys.dtype, _pandas().CategoricalDtype) else keys
+
+
+def _rows_meta(keys: pd.Series) -> pd.DataFrame:
+    """The empty (key, fingerprint uint64) frame that describes partitions of these keys."""
+    return _pandas().DataFrame({KEY: _plain_keys(keys), FINGERPRINT: np.zeros(0, dtype=np.uint64)})
 
 
 def _normalise_rows(part: pd.DataFrame) -> pd.DataFrame:
     """One input partition as (key, fingerprint uint64) with a fresh index."""
-    pd = _pandas()
-    keys = part[KEY].reset_index(drop=True)
-    keys = keys.astype(_plain_key_dtype(keys.dtype))
-    return pd.DataFrame({KEY: keys, FINGERPRINT: _fingerprint_column(part[FINGERPRINT])})
+    return _pandas().DataFrame({KEY: _plain_keys(part[KEY]), FINGERPRINT: _fingerprint_column(part[FINGERPRINT])})
 
 
 def _read_rows(path: str, key_dtype: Any) -> pd.DataFrame:
@@ -200,7 +204,6 @@ def _parquet_file_rows(files: list[str]) -> list[int]:
 
 def _as_rows(data: Any, name: str = "fingerprints") -> dd.DataFrame:
     """``data`` as a Dask DataFrame of (key, fingerprint uint64).  Lazy: nothing is read."""
-    pd = _pandas()
     dask_dataframe = _dask()
     if isinstance(data, (str, os.PathLike)):
         # One partition per file, in _parquet_files' order, so that positions in the
@@ -209,8 +212,7 @@ def _as_rows(data: Any, name: str = "fingerprints") -> dd.DataFrame:
         files = _parquet_files(data)
         schema = dask_dataframe.read_parquet(files, columns=[KEY, FINGERPRINT])._meta
         check_fingerprint_dtype(schema[FINGERPRINT].dtype)
-        keys = schema[KEY].reset_index(drop=True)
-        meta = pd.DataFrame({KEY: keys.astype(_plain_key_dtype(keys.dtype)), FINGERPRINT: np.zeros(0, dtype=np.uint64)})
+        meta = _rows_meta(schema[KEY])
         return dask_dataframe.from_map(_read_rows, files, key_dtype=meta[KEY].dtype, meta=meta, enforce_metadata=False)
     elif isinstance(data, dask_dataframe.Series):
         frame = data.to_frame(name=FINGERPRINT).reset_index()
@@ -228,9 +230,7 @@ def _as_rows(data: Any, name: str = "fingerprints") -> dd.DataFrame:
             f"{name} must be a Dask DataFrame or Series, or a Parquet path or glob, not {type(data).__name__}"
         )
     check_fingerprint_dtype(frame[FINGERPRINT].dtype)
-    keys = frame._meta[KEY].reset_index(drop=True)
-    meta = pd.DataFrame({KEY: keys.astype(_plain_key_dtype(keys.dtype)), FINGERPRINT: np.zeros(0, dtype=np.uint64)})
-    return frame.map_partitions(_normalise_rows, meta=meta)
+    return frame.map_partitions(_normalise_rows, meta=_rows_meta(frame._meta[KEY]))
 
 
 def _plan(k: Any, blocks: Any) -> TablePlan:

@@ -895,6 +895,8 @@ class Storage:
         new generation was acknowledged; and a read of ``CURRENT`` at most every
         READ_RECHECK_SECONDS, for a compaction killed between its swap and its commit."""
         while True:
+            # _SharedLock.shared() inline: one more generator context here would add one
+            # more window in which an interrupt leaves the hold until its traceback is freed.
             token = object()
             try:
                 self._lock.acquire_shared(token)
