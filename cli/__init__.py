@@ -4,8 +4,11 @@ Everything that imports typer or rich lives in this package, so ``import simdb``
 of them.  The entry point is :func:`simdb_cli.app.main`.
 """
 
+# Only modules that interpreter start-up has loaded already, and the built-in _signal: the
+# Python-level `signal` module takes long enough to import (it builds enums) that a Ctrl-C
+# often lands inside it, before the handler below is in place.
+import _signal  # type: ignore[import-not-found]  # no stub; the C half of signal
 import os
-import signal
 import sys
 from types import FrameType
 
@@ -21,9 +24,9 @@ def _exit_quietly(signum: int, frame: FrameType | None) -> None:
 # python -m) leaves the handler alone, as does a SIGINT that was set to be ignored.
 if (
     os.path.splitext(os.path.basename(sys.argv[0] if sys.argv else ""))[0] == "simdb"
-    and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler
 ):
-    signal.signal(signal.SIGINT, _exit_quietly)
+    _signal.signal(_signal.SIGINT, _exit_quietly)
 
 # Before anything imports numpy, which reads its CPU settings once (see cpu_dispatch).
 from .cpu_dispatch import keep_sorts_off_avx512_on_zen4  # noqa: E402

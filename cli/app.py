@@ -33,7 +33,7 @@ import typer
 import simdb
 from simdb import InvalidInputError, InvalidKeyError, NotADatabaseError
 from simdb.database import DEFAULT_K
-from simdb.errors import DASK_INSTALL_HINT, DaskNotInstalledError
+from simdb.errors import DASK_INSTALL_HINT, ConfigMismatchError, DaskNotInstalledError
 
 from . import _exit_quietly, output
 from .atomic import output_file
@@ -95,6 +95,7 @@ from .sources import (
     decode,
     expand_paths,
     export_meta,
+    other_settings,
     read_documents,
     read_export,
     read_fingerprint_tsv,
@@ -130,10 +131,12 @@ def chosen_db(context: typer.Context, param: typer.CallbackParam, value: str) ->
     (``simdb --db PATH pairs``), else $SIMDB_PATH, else the default."""
     source = context.get_parameter_source(param.name) if param.name is not None else None
     # By name: typer carries its own copy of click, whose ParameterSource is not click's.
-    if source is not None and source.name == "COMMANDLINE":
-        return value
-    before_command = context.find_root().params.get("db")
-    return before_command if isinstance(before_command, str) else value
+    if source is None or source.name != "COMMANDLINE":
+        before_command = context.find_root().params.get("db")
+        value = before_command if isinstance(before_command, str) else value
+    if not value:  # "" would put a database's files loose in the working directory
+        raise typer.BadParameter("is empty: give a database directory, such as --db ./simdb-data")
+    return value
 
 
 DbOption = Annotated[
@@ -221,7 +224,7 @@ _KIND_HELP = (
 )
 _WEIGHTS_HELP = (
     "SimHash feature weights: tf (every occurrence counts), binary (each distinct feature once, the default) "
-    "or log (1 + log of the count); minhash always uses binary."
+    "or log (1 + log of the count); with --kind simhash only (minhash fingerprints the set of features)."
 )
 FeaturesOption = Annotated[str | None, typer.Option("--features", help=_FEATURES_HELP + FIXED, show_default=False)]
 NgramOption = Annotated[int | None, typer.Option("--ngram", min=1, help=_NGRAM_HELP + FIXED, show_default=False)]
@@ -329,6 +332,14 @@ def checked_threshold(threshold: float | None) -> float | None:
                 f"give a number above 0 and at most 1, such as {simdb.DEFAULT_THRESHOLD}"
             ) from None
     return threshold
+
+
+def stdin_read_once(*inputs: tuple[str, list[str] | None]) -> None:
+    """A usage error unless at most one of the (option, values) ``inputs`` is '-' (stdin),
+    once: a second reader would find stdin already consumed and read nothing."""
+    readers = [option for option, values in inputs for value in values or () if value == "-"]
+    if len(readers) > 1:
+        raise usage_error(f"stdin can be read once, but '-' was given to {' and '.join(readers)}")
 
 
 def read_argument_text(text: str) -> str:
@@ -497,6 +508,9 @@ def add(
         )
     if checked_threshold(threshold) is not None and not if_new:
         raise usage_error("--threshold goes with --if-new (add stores every document otherwise)")
+    stdin_read_once(
+        ("PATHS", paths), ("--files-from", files_from), ("--jsonl", jsonl), ("--fingerprints", fingerprints)
+    )
     rules = path_rules(recursive, glob, exclude, key_base)
     text_encoding = encoding_of(encoding)
     intake = Intake(on_problem=problem_printer(json_output), on_notice=quiet_or(print_notice, quiet))
@@ -506,11 +520,14 @@ def add(
     )
     jsonl_inputs = stream_inputs(jsonl or [], JSONL, intake)
     inputs = fingerprint_inputs + path_inputs + jsonl_inputs
-    if not inputs and not prune:  # nothing to read: don't create a database for a typo
+    named = [path for path in paths or [] if path != "-"]
+    # Only lists of paths, all empty, are a pipeline that found nothing, as an empty --jsonl
+    # stream is, and end as it does below; anything else read nothing by mistake.
+    if not inputs and not prune and (intake.failed or named):
         if not intake.failed:  # else the missing inputs were reported
             matching = f" matching --glob {' or '.join(map(repr, glob))}" if glob else ""
             deeper = "" if recursive else " (-r also reads subdirectories)"
-            err(f"simdb: nothing to add: no files{matching} in {', '.join(paths or [])}{deeper}")
+            err(f"simdb: nothing to add: no files{matching} in {', '.join(named)}{deeper}")
         print_summary(intake, json_output)
         raise typer.Exit(EXIT_USAGE)
     fingerprinter = make_fingerprinter(features, ngram, stopwords, kind=kind, weights=weights)
@@ -611,7 +628,7 @@ def query(
     limit: Annotated[
         int | None,
         typer.Option(
-            "--limit", min=0, help="Show at most this many matches (the nearest) per query.", show_default=False
+            "--limit", min=1, help="Show at most this many matches (the nearest) per query.", show_default=False
         ),
     ] = None,
     db: DbOption = DEFAULT_DB_PATH,
@@ -634,8 +651,7 @@ def query(
         raise usage_error("give exactly one of TEXT, --file FILE (or --files-from LIST) or --fingerprint HEX")
     if not file_mode and (recursive or glob or exclude or null or key_base or exclude_self or encoding):
         raise usage_error("-r, --glob, --exclude, -0, --key-base, --exclude-self and --encoding go with --file")
-    if (file or []).count("-") + (files_from or []).count("-") > 1:
-        raise usage_error("stdin can be read once: give '-' to one of --file and --files-from")
+    stdin_read_once(("--file", file), ("--files-from", files_from))
     checked_threshold(threshold)
     shown_as = output_format(file_format, json_output)
     with open_existing(db) as database:
@@ -1485,6 +1501,13 @@ def import_command(
     documents = chain([first], items) if first is not None else iter(())
     try:
         database = simdb.open(db, k=k, blocks=blocks, fingerprinter=header.fingerprinter)
+    except ConfigMismatchError as error:
+        if error.setting != "fingerprinter" or header.fingerprinter is None:
+            raise
+        # The settings came from the export's header, not from options: name the file.
+        raise InvalidInputError(
+            f"{header.where}: {other_settings(header.fingerprinter, error.stored, 'the database at ' + db)}"
+        ) from None
     except InvalidInputError as error:
         if not from_header:
             raise

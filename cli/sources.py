@@ -1238,12 +1238,17 @@ def _read_header(record: dict[str, Any], where: str, header: ExportHeader) -> st
         header.where, header.k, header.blocks, header.fingerprinter = where, k, blocks, fingerprinter
     expected, named = (header.stored, "the database's") if header.stored is not None else (header.fingerprinter, None)
     if fingerprinter is not None and expected is not None and fingerprinter != expected:
-        return (
-            f"its fingerprints were made with other settings ({_settings_words(fingerprinter)}) than "
-            + (named or f"those of {header.where}")
-            + f" ({_settings_words(expected)}); import it into a database of its own"
-        )
+        return other_settings(fingerprinter, expected, named or f"those of {header.where}")
     return None
+
+
+def other_settings(given: Fingerprinter, expected: Fingerprinter, expected_name: str) -> str:
+    """Why an export whose fingerprints ``given`` made cannot go where ``expected`` (named
+    ``expected_name``) makes them: one database holds fingerprints of one kind."""
+    return (
+        f"its fingerprints were made with other settings ({_settings_words(given)}) than {expected_name} "
+        f"({_settings_words(expected)}); import it into a database of its own"
+    )
 
 
 def _settings_words(fingerprinter: Fingerprinter) -> str:

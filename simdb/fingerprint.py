@@ -501,8 +501,9 @@ class Fingerprinter:
     * ``ngram`` — tokens per feature: default 3 for word shingles, 5 for characters, 1 for
       ``"word"`` (word shingles with ``ngram=1`` *are* ``"word"`` and are stored as such).
     * ``bits`` — 64 (the database's width), 32 or 128.
-    * ``weights`` — ``"tf"`` (every occurrence counts; streams in bounded memory) or
-      ``"binary"`` (each distinct feature counts once).
+    * ``weights`` — ``"binary"`` (each distinct feature counts once, the default), ``"tf"``
+      (every occurrence counts; streams in bounded memory) or ``"log"``.  SimHash only:
+      ``kind="minhash"`` takes the set of features and refuses any other weighting.
     * ``stopwords`` — ``None`` (the default: every word counts) or a language of
       :data:`simdb.stopwords.STOPWORD_LISTS`, whose stop words are dropped before features
       are formed.
@@ -546,7 +547,7 @@ class Fingerprinter:
         features: str = "word-shingle",
         ngram: int | None = None,
         bits: int = 64,
-        weights: str = "binary",
+        weights: str | None = None,
         stopwords: str | None = None,
         split_unspaced: bool = True,
         kind: str = "minhash",
@@ -567,7 +568,8 @@ class Fingerprinter:
         if features == "word-shingle" and ngram == 1:
             features = "word"
         _check_choice("bits", bits, FINGERPRINT_BITS)
-        _check_choice("weights", weights, WEIGHT_KINDS)
+        if weights is not None:
+            _check_choice("weights", weights, WEIGHT_KINDS)
         stopword_set = frozenset() if stopwords is None else stopword_list(stopwords)
         if not isinstance(split_unspaced, bool):
             raise InvalidInputError(f"split_unspaced={split_unspaced!r} is not a bool")
@@ -578,7 +580,17 @@ class Fingerprinter:
                 raise InvalidInputError(
                     "an IDF table has no effect on kind='minhash'", "fit IDF for kind='simhash' only"
                 )
-            # A minwise fingerprint is of the feature set: every weighting gives the same one.
+            # A minwise fingerprint is of the feature set, so a weighting asked for would be
+            # silently ignored: refuse it rather than fingerprint differently than asked.
+            if weights not in (None, "binary"):
+                raise InvalidInputError(
+                    f"weights={weights!r} has no effect on kind='minhash', which fingerprints the set of features",
+                    "leave weights out, or give kind='simhash' for weighted features",
+                    argument="weights",
+                    value=weights,
+                    expected="'binary' with kind='minhash'",
+                )
+        if weights is None:
             weights = "binary"
         setter = object.__setattr__
         setter(self, "_features", features)

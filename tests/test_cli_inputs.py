@@ -406,3 +406,55 @@ def test_an_import_that_adds_nothing_creates_no_database(tmp_path: Path) -> None
     result = run("import", empty, "--db", db, "--no-progress")
     assert result.exit_code == 0 and not db.exists(), result.output
     assert "no database was created" in result.stderr
+
+
+# -- stdin is read by one input at most ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "readers"),
+    [
+        (["add", "-", "--files-from", "-"], "PATHS and --files-from"),
+        (["add", "--jsonl", "-", "--fingerprints", "-"], "--jsonl and --fingerprints"),
+        (["add", "-", "-"], "PATHS and PATHS"),
+        (["query", "--file", "-", "--files-from", "-"], "--file and --files-from"),
+    ],
+)
+def test_stdin_given_to_two_inputs_is_refused_before_anything_is_read(
+    tmp_path: Path, command: list[str], readers: str
+) -> None:
+    (tmp_path / "doc.txt").write_text(prose(1), encoding="utf-8")
+    db = tmp_path / "db"
+    if command[0] == "query":
+        assert add(tmp_path / "doc.txt", "--db", db).exit_code == 0
+    listing = f"{tmp_path / 'doc.txt'}\n"
+    result = run(*command, "--db", db, input=listing)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == f"simdb: stdin can be read once, but '-' was given to {readers}"
+    assert (command[0] == "query") == db.exists()  # add created nothing
+
+
+def test_an_empty_db_path_is_refused_rather_than_the_working_directory_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "doc.txt").write_text(prose(1), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    for command in (["add", "--db", "", "doc.txt"], ["--db", "", "add", "doc.txt"], ["stats", "--db", ""]):
+        result = run(*command)
+        assert result.exit_code == 2 and "'--db'" in result.stderr and "empty" in result.stderr, command
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["doc.txt"]
+
+
+def test_query_limit_below_one_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "doc.txt").write_text(prose(1), encoding="utf-8")
+    db = tmp_path / "db"
+    assert add(tmp_path / "doc.txt", "--db", db).exit_code == 0
+    assert run("query", prose(1), "--db", db, "--limit", "1").exit_code == 0
+    refused = run("query", prose(1), "--db", db, "--limit", "0")
+    assert refused.exit_code == 2 and "--limit" in refused.stderr
+
+
+def test_a_weighting_with_minhash_is_refused_not_ignored(tmp_path: Path) -> None:
+    refused = run("hash", "--weights", "tf", prose(1))
+    assert refused.exit_code == 2 and "weights='tf'" in refused.stderr and refused.stdout == ""
+    assert run("hash", "--kind", "simhash", "--weights", "tf", prose(1)).exit_code == 0

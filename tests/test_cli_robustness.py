@@ -391,6 +391,21 @@ def test_pairs_parquet_problems_are_usage_errors_naming_the_input(tmp_path: Path
     one_line(wrong.stderr)
 
 
+def test_an_empty_list_of_paths_adds_nothing_and_succeeds_as_an_empty_jsonl_stream_does(tmp_path: Path) -> None:
+    """A pipeline (``find ... | simdb add -``) that found nothing is no mistake: it exits 0
+    like an empty --jsonl stream, says so, and creates no database."""
+    (tmp_path / "empty.list").write_text("")
+    for command in (["-"], ["--files-from", "-"], ["--files-from", tmp_path / "empty.list"], ["--jsonl", "-"]):
+        result = run("add", *command, "--db", tmp_path / "db", input="")
+        assert result.exit_code == 0, (command, result.output)
+        assert result.stderr == f"simdb: nothing to add; no database was created at {tmp_path / 'db'}\n"
+        assert "added 0" in result.stdout
+        assert not (tmp_path / "db").exists()
+    (tmp_path / "emptydir").mkdir()
+    beside = run("add", tmp_path / "emptydir", "-", "--db", tmp_path / "db", input="")
+    assert beside.exit_code == 2 and f"no files in {tmp_path / 'emptydir'} " in beside.stderr
+
+
 def test_an_input_that_yields_nothing_says_why(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     (tmp_path / "docs").mkdir()

@@ -377,6 +377,16 @@ def test_bad_settings_name_the_setting(settings_: dict[str, Any], name: str) -> 
         simhash("text", **settings_)
 
 
+@pytest.mark.parametrize("weights", ["tf", "log"])
+def test_minhash_refuses_a_weighting_rather_than_ignoring_it(weights: str) -> None:
+    with pytest.raises(InvalidInputError, match="weights") as raised:
+        Fingerprinter(kind="minhash", weights=weights)
+    assert (raised.value.argument, raised.value.value) == ("weights", weights)
+    # Binary, named or not, is what a minwise fingerprint of the feature set means.
+    assert Fingerprinter(kind="minhash", weights="binary") == Fingerprinter(kind="minhash")
+    assert Fingerprinter(kind="simhash", weights=weights).weights == weights
+
+
 def test_fingerprinter_equality_hash_and_canonical_form() -> None:
     assert Fingerprinter(kind="simhash", weights="tf") == Fingerprinter(
         features="word-shingle", ngram=3, bits=64, kind="simhash", weights="tf"
