@@ -10,6 +10,10 @@ built by the first tree when ``--db`` does not exist yet, and kept.  Queries are
 fingerprints with one bit flipped; each process times three phases of ``--queries`` queries
 each: its first queries (filter pages and table pages read as they are needed), then two
 more, and prints q/s for each.
+
+``--workload lookups`` times, instead, the calls that ask about a few documents at a time:
+``get`` of stored keys, ``in`` of keys never stored, and ``query_many`` of 16 queries a call
+(rates per key or query, ``--queries`` of each).
 """
 
 from __future__ import annotations
@@ -31,16 +35,30 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])
 import simdb
 assert simdb.__file__.startswith(sys.argv[1]), simdb.__file__
-queries = np.load(sys.argv[3]).tolist()
+queries = np.load(sys.argv[3])
 per_phase = len(queries) // 3
 rates = []
+
+
+def rate(calls, count):
+    start = time.perf_counter()
+    calls()
+    return count / (time.perf_counter() - start)
+
+
 with simdb.open(sys.argv[2]) as db:
-    for phase in range(3):
-        chunk = queries[phase * per_phase : (phase + 1) * per_phase]
-        start = time.perf_counter()
-        for query in chunk:
-            db.query(query)
-        rates.append(len(chunk) / (time.perf_counter() - start))
+    if sys.argv[4] == "query":
+        for phase in range(3):
+            chunk = queries[phase * per_phase : (phase + 1) * per_phase].tolist()
+            rates.append(rate(lambda: [db.query(query) for query in chunk], len(chunk)))
+    else:  # lookups: stored keys are d0 .. d(n-1), as build() names them
+        rng = np.random.default_rng(int(queries[0] & np.uint64(0xFFFF)))
+        stored = [f"d{i}" for i in rng.integers(0, len(db), per_phase).tolist()]
+        absent = [f"absent-{i}" for i in range(per_phase)]
+        batches = [queries[at : at + 16] for at in range(0, per_phase, 16)]
+        rates.append(rate(lambda: [db.get(key) for key in stored], len(stored)))
+        rates.append(rate(lambda: [key in db for key in absent], len(absent)))
+        rates.append(rate(lambda: [db.query_many(batch) for batch in batches], per_phase))
 print(json.dumps(rates))
 """
 
@@ -84,19 +102,27 @@ def main() -> None:
     parser.add_argument("--trees", nargs="+", required=True, help="source trees (each holds simdb/)")
     parser.add_argument("--queries", type=int, default=10_000, help="queries per phase")
     parser.add_argument("--rounds", type=int, default=2, help="turns per tree")
+    parser.add_argument("--workload", choices=("query", "lookups"), default="query", help="what to time")
     args = parser.parse_args()
     trees = [os.path.abspath(tree) for tree in args.trees]
     rng = np.random.default_rng(11)
     stored = stored_fingerprints(trees[0], args.db, args.n, rng)
-    print(f"# {len(stored):,} random fingerprints, k=3; {os.cpu_count()} cores; q/s per phase of {args.queries:,}")
-    print("| tree | round | first | second | third |")
+    if args.workload == "query":
+        print(f"# {len(stored):,} random fingerprints, k=3; {os.cpu_count()} cores; q/s per phase of {args.queries:,}")
+        print("| tree | round | first | second | third |")
+    else:
+        print(f"# {len(stored):,} random fingerprints, k=3; {os.cpu_count()} cores; {args.queries:,} of each, per s")
+        print("| tree | round | get (stored keys) | `in` (absent keys) | query_many of 16, q/s |")
     print("|---|---|---|---|---|")
     for round_number in range(args.rounds):
         queries_path = args.db + ".queries.npy"
         np.save(queries_path, near_queries(stored, 3 * args.queries, rng))
         for tree in trees:
             output = subprocess.run(
-                [sys.executable, "-c", _WORKER, tree, args.db, queries_path], check=True, capture_output=True, text=True
+                [sys.executable, "-c", _WORKER, tree, args.db, queries_path, args.workload],
+                check=True,
+                capture_output=True,
+                text=True,
             ).stdout
             rates = json.loads(output)
             print(f"| {tree} | {round_number + 1} | " + " | ".join(f"{rate:,.0f}" for rate in rates) + " |", flush=True)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import simdb
 import simdb.queries
+import simdb.tables
 from simdb import codec
 from simdb.btree_tables import BTreeTables
 from simdb.config import FORMAT_VERSION, META
@@ -108,6 +109,9 @@ def test_candidate_engines_equal_brute_force(layer: str, plan_k: int, seed: int,
         tables = queries_engine.tables
         assert [tables.probe(txn, query, k) for query in queries] == expected
         assert tables.probe_many(txn, query_array, k) == expected
+        with pytest.MonkeyPatch.context() as patch:  # the batch search even for a few queries
+            patch.setattr(simdb.tables, "PROBE_EACH_BELOW", 0)
+            assert tables.probe_many(txn, query_array, k) == expected
         assert tables.merge_many(txn, query_array, k) == expected
         assert queries_engine.find_many(txn, query_array, k) == expected
 

@@ -46,6 +46,13 @@ def new_layer(directory: str, policy: Policy = TINY) -> tuple[lmdb.Environment, 
     return env, tables
 
 
+@pytest.fixture(autouse=True)
+def batch_search_for_small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests here reach the batch search with batches of a few queries, which it
+    otherwise leaves to a probe each (simdb.tables.PROBE_EACH_BELOW)."""
+    monkeypatch.setattr(simdb.tables, "PROBE_EACH_BELOW", 0)
+
+
 fingerprint_pool = st.lists(st.integers(0, (1 << 64) - 1), min_size=1, max_size=6)
 
 
@@ -113,6 +120,7 @@ class TablesModel(RuleBasedStateMachine):
                     patch.setattr(simdb.tables, "PART_MERGE_RATIO", merge_ratio)
                     patch.setattr(simdb.tables, "LIST_KEYS_RATIO", list_ratio)
                     patch.setattr(simdb.tables, "SEARCH_SLICE", search_slice)
+                    patch.setattr(simdb.tables, "PROBE_EACH_BELOW", 0)  # a stateful case: no fixture
                     assert self.tables.probe_many(txn, np.array(queries, dtype=np.uint64), k) == merged
 
     @invariant()
