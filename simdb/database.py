@@ -497,12 +497,18 @@ class Database:
         return self._commit_steps([batch], if_new, threshold)[0]
 
     def _commit_steps(
-        self, steps: Sequence[Batch | Removals], if_new: bool, threshold: float | None
+        self,
+        steps: Sequence[Batch | Removals],
+        if_new: bool,
+        threshold: float | None,
+        flush_mark: tuple[bytes, int] | None = None,
     ) -> tuple[AddResult, int]:
         """Apply batches of adds and of removals (``(key, index key)`` lists), in order, in one
         write transaction: all of them are stored or none.  Each step sees the ones before it,
         so the result is that of applying them one after another (the batching writer's
-        flush).  Returns what the adds did and how many documents were removed."""
+        flush).  The same transaction stores ``flush_mark`` (name, flush number) if given, so
+        the writer can tell afterwards whether it committed.  Returns what the adds did and how
+        many documents were removed."""
         # Room for every table entry (a 16-byte key and its node) and the records, with slack
         # for half-full pages; growing up front avoids redoing a whole batch.
         reserve = sum(
@@ -516,9 +522,20 @@ class Database:
         work = [step.once_per_key() if isinstance(step, Batch) and not if_new else step for step in steps]
 
         def apply(txn: lmdb.Transaction[bytes]) -> tuple[AddResult, int]:
+            if flush_mark is not None:
+                self._records.put_flush_mark(txn, *flush_mark)
             return self._writes.apply(txn, work, threshold)
 
         return self._storage.write(apply, reserve)
+
+    def _flush_mark(self, name: bytes) -> int:
+        """The number of the last flush the batching writer ``name`` committed (0: none)."""
+        with self._storage.read() as txn:
+            return self._records.flush_mark(txn, name)
+
+    def _drop_flush_mark(self, name: bytes) -> None:
+        """Delete a closing batching writer's flush mark: one small commit."""
+        self._storage.write(partial(self._records.drop_flush_mark, name=name))
 
     @property
     def _sketched(self) -> bool:

@@ -32,6 +32,9 @@ from simdb.storage import Handles, copy_sub_databases
 DOCS = b"docs"
 SKETCHES = b"sketches"
 NEXT_ID_KEY = b"next_id"
+#: META keys of batching writers' flush marks: this prefix and 12 random bytes per writer,
+#: holding the number of its last committed flush (see :class:`simdb.writer.BatchWriter`).
+FLUSH_MARK_PREFIX = b"writer."
 #: Document ids are 8 bytes big-endian; the stored next id stays below 2**63, beyond any real
 #: count of documents, so a valid one leaves room for any batch and anything higher is damage.
 ID_LIMIT = 1 << 63
@@ -99,6 +102,20 @@ class Records:
 
     def set_next_id(self, txn: lmdb.Transaction[bytes], next_id: int) -> None:
         txn.put(NEXT_ID_KEY, codec.pack(next_id, "next id"), db=self.handles.db(META))
+
+    # -- batching writers' flush marks ---------------------------------------------------
+
+    def flush_mark(self, txn: lmdb.Transaction[bytes], name: bytes) -> int:
+        """The number of the last flush committed by the batching writer ``name`` (a
+        :data:`FLUSH_MARK_PREFIX` key), 0 if none.  One get."""
+        raw = txn.get(name, db=self.handles.db(META))
+        return 0 if raw is None else int(codec.unpack(raw, "flush mark", self.path))
+
+    def put_flush_mark(self, txn: lmdb.Transaction[bytes], name: bytes, number: int) -> None:
+        txn.put(name, codec.pack(number, "flush mark"), db=self.handles.db(META))
+
+    def drop_flush_mark(self, txn: lmdb.Transaction[bytes], name: bytes) -> None:
+        txn.delete(name, db=self.handles.db(META))
 
     # -- lookups -------------------------------------------------------------------------
 

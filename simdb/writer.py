@@ -21,6 +21,7 @@ so it is stored whole or not at all, never half a batch.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import warnings
@@ -33,6 +34,7 @@ from simdb.database import DEFAULT_MAX_BATCH, DEFAULT_MAX_DELAY, AddResult
 from simdb.errors import InvalidInputError, WriterClosedError
 from simdb.fingerprint import _as_text
 from simdb.keys import check_key, describe, index_key
+from simdb.records import FLUSH_MARK_PREFIX
 from simdb.threshold import check_threshold
 
 if TYPE_CHECKING:
@@ -51,6 +53,18 @@ class _Operation(NamedTuple):
     value: Any = None
     meta: Any = None
     index_key: bytes = b""
+
+
+class _Queue(NamedTuple):
+    """The buffered operations, and the flush in doubt: ``(number, taken)`` from the moment a
+    flush of the first ``taken`` operations, numbered ``number``, begins until it is known
+    to have committed (then they leave the queue); None otherwise.  A flush cut off by an
+    exception, an interrupt (KeyboardInterrupt) included, stays in doubt until the next
+    call settles it from the writer's flush mark in the database.  Always replaced whole, by
+    one assignment, so that no interrupt can leave the two out of step."""
+
+    operations: list[_Operation]
+    in_doubt: tuple[int, int] | None = None
 
 
 class BatchWriter:
@@ -87,7 +101,12 @@ class BatchWriter:
 
     **Errors.**  If a flush fails (a full disk, say), the error is raised by the call that
     flushed, nothing of that batch is stored, and the operations stay buffered: fix the
-    cause and call :meth:`flush` again, or drop them with :meth:`discard`.  When the
+    cause and call :meth:`flush` again, or drop them with :meth:`discard`.  A flush cut off
+    by an interrupt (KeyboardInterrupt, or an exception a signal handler raises) may have
+    committed or not; the writer's next call finds out from a mark that every flush's
+    transaction stores, and keeps exactly the operations that were not stored, so none is
+    lost and none applied twice (``total`` then lacks that flush's counts).  The mark, a few
+    bytes in the database, is deleted by :meth:`close`, one small commit more.  When the
     ``with`` block raises, the operations added before the exception are still flushed, as
     ``db.add`` would have stored them, and the exception propagates (if that flush fails
     too, its error is raised, chained to the block's).
@@ -121,8 +140,10 @@ class BatchWriter:
         self._if_new = if_new
         self._threshold = None if threshold is None else check_threshold(threshold)
         self._lock = threading.Lock()
-        self._buffer: list[_Operation] = []
+        self._queue = _Queue([])
         self._oldest = 0.0  # time.monotonic() of the first buffered operation
+        self._mark = FLUSH_MARK_PREFIX + os.urandom(12)
+        self._flushes = 0  # the number of the last flush begun: numbers are never reused
         self._closed = False
         self.total = AddResult()
         self.removed = 0
@@ -155,19 +176,24 @@ class BatchWriter:
             if self._closed:
                 return
             self._flush()
+            if self._flushes:
+                self._database._drop_flush_mark(self._mark)
             self._closed = True
 
     def discard(self) -> int:
         """Drop the buffered operations without storing them; returns how many there were."""
         with self._lock:
-            dropped = len(self._buffer)
-            self._buffer = []
+            self._settle()
+            dropped = len(self._queue.operations)
+            self._queue = _Queue([])
             return dropped
 
     @property
     def pending(self) -> int:
         """How many operations are buffered, not yet committed."""
-        return len(self._buffer)
+        with self._lock:
+            self._settle()
+            return len(self._queue.operations)
 
     def __enter__(self) -> BatchWriter:
         return self
@@ -176,15 +202,16 @@ class BatchWriter:
         self.close()
 
     def __del__(self) -> None:
-        if getattr(self, "_buffer", None):
+        queue = getattr(self, "_queue", None)
+        if queue is not None and queue.operations and queue.in_doubt is None:
             warnings.warn(
-                f"a simdb BatchWriter was dropped with {len(self._buffer)} operations never flushed",
+                f"a simdb BatchWriter was dropped with {len(queue.operations)} operations never flushed",
                 ResourceWarning,
                 stacklevel=1,
             )
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"{len(self._buffer)} pending"
+        state = "closed" if self._closed else f"{len(self._queue.operations)} pending"
         return f"<simdb.BatchWriter {self._database.path!r} {state}>"
 
     # -- inside --------------------------------------------------------------------------
@@ -206,10 +233,11 @@ class BatchWriter:
         with self._lock:
             self._check_open()
             now = time.monotonic()
-            if not self._buffer:
+            operations = self._queue.operations
+            if not operations:
                 self._oldest = now
-            self._buffer.append(operation)
-            if len(self._buffer) >= self._max_batch or now - self._oldest >= self._max_delay:
+            operations.append(operation)
+            if len(operations) >= self._max_batch or now - self._oldest >= self._max_delay:
                 self._flush()
 
     def _check_open(self) -> None:
@@ -217,21 +245,37 @@ class BatchWriter:
             raise WriterClosedError(f"the writer of {self._database.path} is closed", "make a new one with db.writer()")
 
     def _flush(self) -> AddResult:
-        """Commit the buffer (the lock held); it is emptied only once the commit returned."""
-        if not self._buffer:
+        """Commit the buffer (the lock held); its operations leave it once the commit
+        returned, or once :meth:`_settle` finds that the commit happened."""
+        self._settle()
+        operations = self._queue.operations
+        if not operations:
             return AddResult()
-        result, removed = self._database._commit_steps(list(self._steps()), self._if_new, self._threshold)
-        self._buffer = []
+        steps = list(self._steps(operations))  # fingerprinting: before the flush is in doubt
+        self._flushes += 1
+        number, taken = self._flushes, len(operations)
+        self._queue = _Queue(operations, (number, taken))
+        result, removed = self._database._commit_steps(steps, self._if_new, self._threshold, (self._mark, number))
+        self._queue = _Queue(operations[taken:])
         self.total.merge(result)
         self.removed += removed
         return result
 
-    def _steps(self) -> Iterator[Batch | Removals]:
-        """The buffer as the batches :meth:`Database._commit_steps` applies: each run of
+    def _settle(self) -> None:
+        """Settle a flush left in doubt (see :class:`_Queue`): its operations leave the
+        buffer if the writer's flush mark shows it committed, else they stay.  One read."""
+        operations, in_doubt = self._queue
+        if in_doubt is not None:
+            number, taken = in_doubt
+            committed = self._database._flush_mark(self._mark) >= number
+            self._queue = _Queue(operations[taken:] if committed else operations)
+
+    def _steps(self, operations: list[_Operation]) -> Iterator[Batch | Removals]:
+        """``operations`` as the batches :meth:`Database._commit_steps` applies: each run of
         consecutive adds from text, adds of fingerprints or removes is one batch, made by
         the batch path of add_texts, add_many or remove_many."""
         database = self._database
-        for kind, grouped in groupby(self._buffer, key=lambda operation: operation.kind):
+        for kind, grouped in groupby(operations, key=lambda operation: operation.kind):
             run = list(grouped)
             rows = [(operation.key, operation.value, operation.meta) for operation in run]
             step: Batch | Removals
