@@ -254,6 +254,15 @@ class WriterClosedError(DatabaseClosedError):
     block."""
 
 
+class ReadInProgressError(DatabaseError):
+    """This thread asked for something that must wait until every read of the database in
+    this process has ended (closing it, compacting it, resizing its map, following another
+    process's compaction), while a read of its own is still open, as the loop over
+    ``items(snapshot=True)`` is: waiting would be waiting for itself, for good."""
+
+    default_hint = "finish the read first (end or break out of the loop), or take items() without snapshot=True"
+
+
 class DiskFullError(DatabaseError):
     """The disk (or a file-size limit) ran out during a write; the batch was not stored."""
 

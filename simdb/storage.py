@@ -50,7 +50,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -66,6 +66,7 @@ from simdb.errors import (
     DiskFullError,
     InheritedHandleError,
     NotADatabaseError,
+    ReadInProgressError,
     ReadOnlyError,
     StorageError,
     UnfinishedDatabaseError,
@@ -341,6 +342,12 @@ class _SharedLock:
         finally:
             self.drop(token, None)
             self.wake()
+
+    def held_by_this_thread(self) -> bool:
+        """Whether this thread holds ``shared``: then an ``exclusive`` it took would wait for
+        itself.  Only this thread makes or gives back its holds, so the answer stays true
+        until it does.  One C call and a scan of the holds."""
+        return threading.get_ident() in list(self._holds.values())
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -772,13 +779,27 @@ class Storage:
         live = self._current()
         live.handles[name] = live.env.open_db(name, txn=txn, create=True)
 
+    def _refuse_inside_read(self, action: str) -> None:
+        """ReadInProgressError if this thread has a read open, which ``action`` (such as
+        "close") would wait for forever.  O(reads running)."""
+        if self._lock.held_by_this_thread():
+            raise ReadInProgressError(
+                f"cannot {action} {self.path} while this thread is inside a read of it", path=self.path
+            )
+
+    def _exclusive(self, action: str) -> AbstractContextManager[None]:
+        """The lock held alone, for ``action``, once this process's other reads have ended
+        (see :meth:`_refuse_inside_read`)."""
+        self._refuse_inside_read(action)
+        return self._lock.exclusive()
+
     def close(self) -> None:
         """Close the environment, once this process's running reads have ended.  In a
         process forked after the open, only forget it: closing there could clear the reader
         slots of the parent's running transactions."""
         if self._inherited:
             return
-        with self._lock.exclusive():
+        with self._exclusive("close"):
             live, self._live = self._live, None  # first: an interrupt then leaves it closed
             if live is not None:
                 live.env.close()
@@ -830,7 +851,7 @@ class Storage:
         is in place, so a failure or an interrupt leaves this handle on the old generation,
         working.  ``same_file`` (new sub-database handles in the same file, which LMDB lets a
         process open only once) closes first, so a failure there leaves it closed."""
-        with self._lock.exclusive():
+        with self._exclusive("reopen"):
             if not self._holds(stale_env):
                 return
             if same_file:
@@ -857,7 +878,7 @@ class Storage:
             env = self.env
             if not self._room_needed(env, reserve):
                 return
-        with self._lock.exclusive():
+        with self._exclusive("grow the map of"):
             if self._holds(env):  # else reopened meanwhile; write() grows it if it must
                 new_size = self._room_needed(env, reserve)  # again: another thread may have grown it
                 if new_size:
@@ -870,7 +891,7 @@ class Storage:
         self._reopen(self.env, same_file=True)
 
     def _adopt_map_size(self, stale_env: lmdb.Environment, grow: bool) -> None:
-        with self._lock.exclusive():
+        with self._exclusive("resize the map of"):
             if not self._holds(stale_env):
                 return
             if grow:
@@ -988,6 +1009,7 @@ class Storage:
         the data file it compacted.  Raises DiskFullError, with nothing left behind, if the
         disk or its inodes run out."""
         compacted: list[tuple[str, int]] = []
+        self._refuse_inside_read("compact")  # before the work: the reopen after it would raise
 
         def build(txn: lmdb.Transaction[bytes]) -> None:
             source = self.generation  # the live one: write() checked under the write lock

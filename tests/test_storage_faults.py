@@ -222,6 +222,63 @@ def test_a_thread_may_nest_reads_while_a_writer_waits(db_path: Path) -> None:
         assert not writer.is_alive() and len(db) == 150
 
 
+#: A thread that, inside its own snapshot read, compacts, closes, or adds until the map must
+#: grow: each of which waits for every read of the process to end.  In a process of its own,
+#: so that a hang (the fault this looks for) fails the test by its timeout.
+_INSIDE_ITS_OWN_READ = """
+import sys, simdb
+path = sys.argv[1]
+db = simdb.open(path, map_size=1 << 16)
+db.add_many((f"d{i}", i * 7919) for i in range(300))
+
+
+def batch(start):
+    return [(f"n{i}", i * 2654435761 % 2**64, {"pad": "x" * 50}) for i in range(start, start + 20)]
+
+
+for action in ("compact", "close"):
+    documents = db.items(snapshot=True)
+    next(documents)
+    try:
+        getattr(db, action)()
+        raise SystemExit(action + " did not raise")
+    except simdb.ReadInProgressError as error:
+        assert "inside a read" in str(error) and error.path is not None, error
+    del documents  # the read ends: the same call now works
+    assert len(db) == 300 and db.check()
+    db.compact()
+added = 0
+try:
+    for document in db.items(snapshot=True):
+        db.add_many(batch(added))
+        added += 20
+    raise SystemExit("the map never had to grow")
+except simdb.ReadInProgressError:
+    pass
+assert added > 0 and len(db) == 300 + added, (added, len(db))  # the refused batch: none of it
+db.add_many(batch(added))
+assert len(db) == 300 + added + 20 and db.check()
+db.close()
+print("ok")
+"""
+
+
+def test_a_thread_inside_its_own_read_is_refused_what_would_wait_for_that_read(db_path: Path) -> None:
+    # Before: compact(), close(), and an add that had to grow the map, called inside a loop
+    # over items(snapshot=True), waited for the loop's own read to end: forever.
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", _INSIDE_ITS_OWN_READ, str(db_path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=Path(__file__).parent.parent,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("a call inside the thread's own read waited for it")
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:] + run.stdout[-500:]
+
+
 # -- 3. opening during another process's map growth -----------------------------------------
 
 GROWER = """
