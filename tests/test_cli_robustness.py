@@ -461,9 +461,10 @@ def test_ctrl_c_while_starting_up_exits_130_without_a_traceback(tmp_path: Path) 
         time.sleep(delay)
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=60)
-        if "init_import_site" in stderr:
+        if "init_import_site" in stderr or (process.returncode == -signal.SIGINT and not stderr):
             # On a loaded machine the signal can land while the interpreter itself is still
-            # importing its site module, before any code of simdb runs: not this test's case.
+            # importing its site module, or before it has even put its own SIGINT handler in
+            # place (killed silently), before any code of simdb runs: not this test's case.
             continue
         if "no database at" in stderr and "Traceback" not in stderr:
             # The command had done its work (there is no database) before the signal landed,
