@@ -628,7 +628,10 @@ def query(
     limit: Annotated[
         int | None,
         typer.Option(
-            "--limit", min=1, help="Show at most this many matches (the nearest) per query.", show_default=False
+            "--limit",
+            min=1,
+            help="Show at most this many matches per query, the first in the order printed.",
+            show_default=False,
         ),
     ] = None,
     db: DbOption = DEFAULT_DB_PATH,
@@ -639,7 +642,8 @@ def query(
 ) -> None:
     """Find the stored documents near a text, files or a fingerprint, using the index.
 
-    Prints similarity, distance, fingerprint and key, nearest first.  The similarity is the
+    Prints similarity, distance, fingerprint and key, nearest first (most similar first with
+    --threshold).  The similarity is the
     sketch estimate of the two texts' Jaccard similarity where both have sketches, else the
     fingerprints' estimate from their distance.  With --file or --files-from, many files are
     checked in one process, a batch at a time, and each match also names its query: the
