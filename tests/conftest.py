@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -56,3 +59,21 @@ def creating_format(version: int) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(simdb.config, "FORMAT_VERSION", version)
         yield
+
+
+def run_python_or_fail_on_hang(
+    script: str, *args: object, timeout: float, hung: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a Python process of its own, from the project's root, and return
+    it finished; fail the test with ``hung`` if it runs past ``timeout`` seconds.  For
+    tests whose fault is a hang: it fails them by the timeout instead of stopping the run."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", script, *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=Path(__file__).parent.parent,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(hung)

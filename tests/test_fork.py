@@ -8,11 +8,9 @@ with a damaged table.  Each scenario runs in a process of its own, which forks."
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.conftest import run_python_or_fail_on_hang
 
 pytestmark = pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
 
@@ -77,15 +75,12 @@ print("parent ok", flush=True)
 
 @pytest.mark.parametrize("scenario", ["reading", "writing"])
 def test_a_forked_child_is_refused_the_parent_s_database_and_the_parent_loses_nothing(tmp_path, scenario: str) -> None:
-    try:
-        run = subprocess.run(
-            [sys.executable, "-c", _PARENT, str(tmp_path / "db"), scenario],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=Path(__file__).parent.parent,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("the child or the parent hung (a lock held by a parent thread at the fork?)")
+    run = run_python_or_fail_on_hang(
+        _PARENT,
+        tmp_path / "db",
+        scenario,
+        timeout=120,
+        hung="the child or the parent hung (a lock held by a parent thread at the fork?)",
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.splitlines() == ["child query: refused; add: refused; open: refused", "parent ok"]

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import random
 import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -24,7 +22,7 @@ import pytest
 
 import simdb
 import simdb.storage
-from tests.conftest import brute_force_query, flip_bits
+from tests.conftest import brute_force_query, flip_bits, run_python_or_fail_on_hang
 
 
 class Interrupt(Exception):
@@ -109,16 +107,8 @@ print("ok")
 def test_interrupts_at_random_moments_never_hang_or_break_the_handle(db_path, operation: str) -> None:
     # Before: about one interrupt in 30 left a shared hold or the lock's mutex behind, and
     # the next read, close(), compact() or map growth then waited forever.
-    try:
-        run = subprocess.run(
-            [sys.executable, "-c", _INTERRUPTED_LOOP, str(db_path), operation],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            cwd=Path(__file__).parent.parent,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"a handle whose {operation} calls were interrupted hung")
+    hung = f"a handle whose {operation} calls were interrupted hung"
+    run = run_python_or_fail_on_hang(_INTERRUPTED_LOOP, db_path, operation, timeout=240, hung=hung)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
 
 

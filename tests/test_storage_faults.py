@@ -21,7 +21,7 @@ import simdb
 from simdb import codec
 from simdb.database import CONFIG_KEY
 from simdb.storage import LOCK_FILE_BYTES, MAX_MAP_SIZE
-from tests.conftest import as_items, creating_format
+from tests.conftest import as_items, creating_format, run_python_or_fail_on_hang
 
 ROOT = str(Path(__file__).parent.parent)
 
@@ -266,16 +266,9 @@ print("ok")
 def test_a_thread_inside_its_own_read_is_refused_what_would_wait_for_that_read(db_path: Path) -> None:
     # Before: compact(), close(), and an add that had to grow the map, called inside a loop
     # over items(snapshot=True), waited for the loop's own read to end: forever.
-    try:
-        run = subprocess.run(
-            [sys.executable, "-c", _INSIDE_ITS_OWN_READ, str(db_path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=Path(__file__).parent.parent,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("a call inside the thread's own read waited for it")
+    run = run_python_or_fail_on_hang(
+        _INSIDE_ITS_OWN_READ, db_path, timeout=120, hung="a call inside the thread's own read waited for it"
+    )
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:] + run.stdout[-500:]
 
 
