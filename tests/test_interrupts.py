@@ -256,9 +256,9 @@ def test_a_writer_flush_cut_off_anywhere_is_applied_once_and_whole(db_path) -> N
             overwritten = {key: rng.getrandbits(64) for key in rng.sample(sorted(batch), max(1, len(batch) // 2))}
             db.add_many(overwritten.items())
             writer.flush()  # applies the cut-off flush's operations if, and only if, it did not commit
-            expected.update(overwritten if committed else batch)
-            if committed:
-                expected.update({key: value for key, value in batch.items() if key not in overwritten})
+            # The later write wins: the other writer's if the flush had committed, else the flush.
+            for values in (batch, overwritten) if committed else (overwritten, batch):
+                expected.update(values)
             assert {key: db.get(key).fingerprint for key in expected} == expected, round_number
             assert writer.pending == 0
     assert min(outcomes.values()) >= 5, outcomes
