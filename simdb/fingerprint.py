@@ -547,7 +547,7 @@ class Fingerprinter:
         features: str = "word-shingle",
         ngram: int | None = None,
         bits: int = 64,
-        weights: str | None = None,
+        weights: str = "binary",
         stopwords: str | None = None,
         split_unspaced: bool = True,
         kind: str = "minhash",
@@ -568,8 +568,7 @@ class Fingerprinter:
         if features == "word-shingle" and ngram == 1:
             features = "word"
         _check_choice("bits", bits, FINGERPRINT_BITS)
-        if weights is not None:
-            _check_choice("weights", weights, WEIGHT_KINDS)
+        _check_choice("weights", weights, WEIGHT_KINDS)
         stopword_set = frozenset() if stopwords is None else stopword_list(stopwords)
         if not isinstance(split_unspaced, bool):
             raise InvalidInputError(f"split_unspaced={split_unspaced!r} is not a bool")
@@ -582,7 +581,7 @@ class Fingerprinter:
                 )
             # A minwise fingerprint is of the feature set, so a weighting asked for would be
             # silently ignored: refuse it rather than fingerprint differently than asked.
-            if weights not in (None, "binary"):
+            if weights != "binary":
                 raise InvalidInputError(
                     f"weights={weights!r} has no effect on kind='minhash', which fingerprints the set of features",
                     "leave weights out, or give kind='simhash' for weighted features",
@@ -590,8 +589,6 @@ class Fingerprinter:
                     value=weights,
                     expected="'binary' with kind='minhash'",
                 )
-        if weights is None:
-            weights = "binary"
         setter = object.__setattr__
         setter(self, "_features", features)
         setter(self, "_ngram", ngram)
