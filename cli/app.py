@@ -34,6 +34,7 @@ import simdb
 from simdb import InvalidInputError, InvalidKeyError, NotADatabaseError
 from simdb.database import DEFAULT_K
 from simdb.errors import DASK_INSTALL_HINT, ConfigMismatchError, DaskNotInstalledError
+from simdb.features import NORMALIZATION
 
 from . import _exit_quietly, output
 from .atomic import output_file
@@ -1136,6 +1137,9 @@ def _settings_summary(settings: dict[str, Any] | None) -> str:
         parts.append(f"stopwords {settings['stopwords']}")
     if settings.get("idf"):
         parts.append("IDF table")
+    normalization = settings.get("normalization", 1)
+    if normalization != NORMALIZATION:  # said only of the settings of an older database
+        parts.append(f"text normalization version {normalization}")
     return ", ".join(parts)
 
 

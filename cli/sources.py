@@ -33,6 +33,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from simdb import InvalidInputError, InvalidKeyError, SimdbError, codec, parse_fingerprint
 from simdb.errors import DASK_INSTALL_HINT, KeyProblem
+from simdb.features import NORMALIZATION
 from simdb.keys import check_key, describe
 from simdb.validation import check_fingerprint, is_int
 
@@ -1252,9 +1253,11 @@ def other_settings(given: Fingerprinter, expected: Fingerprinter, expected_name:
 
 
 def _settings_words(fingerprinter: Fingerprinter) -> str:
-    return (
-        f"{fingerprinter.kind}, {fingerprinter.features} {fingerprinter.ngram}-grams, {fingerprinter.weights} weights"
-    )
+    words = f"{fingerprinter.kind}, {fingerprinter.features} {fingerprinter.ngram}-grams"
+    words += f", {fingerprinter.weights} weights"
+    if fingerprinter.normalization != NORMALIZATION:  # said only of an older database's settings
+        words += f", text normalization version {fingerprinter.normalization}"
+    return words
 
 
 _EXPORT_HEADER = re.compile(rb'"simdb"\s*:\s*"export"')

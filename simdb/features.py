@@ -8,9 +8,17 @@ The pipeline, applied to every text before any hashing:
    superscripts) become their plain equivalents and case is removed ("Straße" → "strasse").
 3. **Apostrophes are deleted** (U+0027, U+2018, U+2019, U+02BC), so "don't" and "don’t"
    are both the token "dont".
+   From pipeline version 2 (:data:`NORMALIZATION`), invisible characters (Unicode's
+   default-ignorable code points: soft hyphens, zero-width spaces and joiners, direction
+   marks, byte-order marks, variation selectors, Hangul fillers, tags) are deleted first, so
+   "hyphen\u00adation" is "hyphenation" and "❤️" is "❤"; decimal digits of every script
+   become ASCII digits ("١٢٣" is "123"); and an ``i`` with a combining dot above, as
+   casefolding leaves the Turkish "İ", is a plain ``i`` ("İSTANBUL" is "istanbul").
 4. **Punctuation and whitespace folding.**  A token is a maximal run of letters, digits and
    combining marks; everything else (punctuation, symbols, whitespace, underscore) only
    separates tokens.  Character shingles are taken over the tokens joined by single spaces.
+   From version 2 a token starts with a letter or digit: a combining mark that follows
+   punctuation, a symbol or a space is dropped with it rather than made a token of its own.
 5. **Scripts written without spaces** (Han, Hiragana, Katakana, Thai, Lao, Khmer, Myanmar)
    are split into one token per character when ``split_unspaced`` is true, so a Chinese
    paragraph does not collapse into one giant token; word n-gram shingles over those tokens
@@ -32,6 +40,13 @@ import sys
 import unicodedata
 from collections.abc import Iterator
 from functools import cache
+
+#: The version of the pipeline that new fingerprinters use.  Version 1 (the settings stored
+#: before there were versions) is the pipeline without the invisible characters, digits and
+#: dotted i of step 2 and with tokens that may start with a combining mark; it is kept so that
+#: databases made with it go on fingerprinting text as they always did.
+NORMALIZATION = 2
+NORMALIZATIONS = (1, 2)
 
 #: Characters per chunk when streaming a long text.  About 45,000 English words, so the
 #: per-chunk arrays of the fingerprinter stay at a few megabytes.
@@ -55,50 +70,106 @@ _UNSPACED_SEARCH = re.compile(f"[{_UNSPACED_RANGES}]").search
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _APOSTROPHES = str.maketrans("", "", "'\u2018\u2019\u02bc")
 _ASCII_TOKENS = re.compile(r"[a-z0-9]+").findall
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), as inclusive ranges:
+# characters that are rendered as nothing when a font has no glyph for them.
+_IGNORABLE_RANGES = (
+    (0x00AD, 0x00AD),  # soft hyphen
+    (0x034F, 0x034F),  # combining grapheme joiner
+    (0x061C, 0x061C),  # Arabic letter mark
+    (0x115F, 0x1160),  # Hangul fillers
+    (0x17B4, 0x17B5),  # Khmer inherent vowels
+    (0x180B, 0x180F),  # Mongolian variation selectors and vowel separator
+    (0x200B, 0x200F),  # zero-width space, non-joiner, joiner; direction marks
+    (0x202A, 0x202E),  # direction embeddings and overrides
+    (0x2060, 0x206F),  # word joiner, invisible operators, direction isolates
+    (0x3164, 0x3164),  # Hangul filler
+    (0xFE00, 0xFE0F),  # variation selectors
+    (0xFEFF, 0xFEFF),  # byte-order mark (zero-width no-break space)
+    (0xFFA0, 0xFFA0),  # halfwidth Hangul filler
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),  # shorthand format controls
+    (0x1D173, 0x1D17A),  # musical formatting
+    (0xE0000, 0xE0FFF),  # tags and variation selectors 17 to 256
+)
 
 
-@cache
-def _combining_mark_class() -> str:
-    """The regex class body of every combining mark (categories Mn, Mc, Me) outside the
-    unspaced scripts.  Built once, on first use, by a scan of all code points (~0.2 s)."""
-    parts = []
-    start = previous = -2
-    unspaced = re.compile(f"[{_UNSPACED_RANGES}]")
-    for code in range(sys.maxunicode + 1):
-        char = chr(code)
-        if unicodedata.category(char)[0] == "M" and not unspaced.match(char):
-            if code != previous + 1:
-                if start >= 0:
-                    parts.append((start, previous))
-                start = code
-            previous = code
-    parts.append((start, previous))
+def _class_body(codes: list[int]) -> str:
+    """A regex class body matching exactly the sorted code points ``codes``, as ranges."""
+    parts: list[tuple[int, int]] = []
+    for code in codes:
+        if parts and parts[-1][1] == code - 1:
+            parts[-1] = (parts[-1][0], code)
+        else:
+            parts.append((code, code))
     return "".join(f"\\U{a:08x}-\\U{b:08x}" if a != b else f"\\U{a:08x}" for a, b in parts)
 
 
 @cache
-def _token_finder(split_unspaced: bool) -> re.Pattern[str]:
-    """The token regex of the general (non-ASCII) path."""
-    marks = _combining_mark_class()
-    if split_unspaced:
-        # One token per unspaced character, otherwise runs of word characters that are
-        # neither underscore nor unspaced, with combining marks.
-        return re.compile(f"[{_UNSPACED_RANGES}]|(?:[^\\W_{_UNSPACED_RANGES}]|[{marks}])+")
-    return re.compile(f"(?:[^\\W_]|[{marks}])+")
+def _scanned_classes() -> tuple[str, dict[int, str]]:
+    """(the regex class body of every combining mark (categories Mn, Mc, Me) outside the
+    unspaced scripts, the ASCII digit of every non-ASCII decimal digit).  Built once, on
+    first use, by a scan of all code points (~0.3 s)."""
+    marks: list[int] = []
+    digits: dict[int, str] = {}
+    unspaced = re.compile(f"[{_UNSPACED_RANGES}]")
+    for code in range(0x80, sys.maxunicode + 1):
+        char = chr(code)
+        category = unicodedata.category(char)
+        if category[0] == "M" and not unspaced.match(char):
+            marks.append(code)
+        elif category == "Nd":
+            digits[code] = str(unicodedata.decimal(char))
+    return _class_body(marks), digits
 
 
-def normalize(text: str) -> str:
-    """Return ``text`` with lone surrogates replaced by U+FFFD, NFKC-normalised, casefolded
-    and with apostrophes deleted (steps 1 to 3 of the module docstring).  O(len(text))."""
+@cache
+def _version_2_mapping() -> tuple[re.Pattern[str], dict[int, str | None]]:
+    """(a search for any character that version 2 may delete or map before NFKC, the
+    ``str.translate`` table that does it)."""
+    table: dict[int, str | None] = {code: None for low, high in _IGNORABLE_RANGES for code in range(low, high + 1)}
+    table.update(_scanned_classes()[1])
+    # Every character beyond the BMP is let through to the translate: a class of BMP
+    # characters only is a bitmap lookup, where the exact one was a scan of its ranges,
+    # ten times slower on a Chinese text.
+    bmp = _class_body(sorted(code for code in table if code <= 0xFFFF))
+    return re.compile(f"[{bmp}\\U00010000-\\U{sys.maxunicode:08x}]"), table
+
+
+@cache
+def _token_finder(split_unspaced: bool, normalization: int = NORMALIZATION) -> re.Pattern[str]:
+    """The token regex of the general (non-ASCII) path: runs of word characters that are
+    not underscores, with combining marks (from version 2, a run starts with a word
+    character); with ``split_unspaced``, each unspaced character a token of its own."""
+    marks = _scanned_classes()[0]
+    word = f"[^\\W_{_UNSPACED_RANGES}]" if split_unspaced else "[^\\W_]"
+    run = f"{word}(?:{word}|[{marks}])*" if normalization >= 2 else f"(?:{word}|[{marks}])+"
+    return re.compile(f"[{_UNSPACED_RANGES}]|{run}" if split_unspaced else run)
+
+
+def normalize(text: str, normalization: int = NORMALIZATION) -> str:
+    """Return ``text`` with lone surrogates replaced by U+FFFD, (from version 2) invisible
+    characters deleted and digits made ASCII, NFKC-normalised, casefolded and with
+    apostrophes deleted (steps 1 to 3 of the module docstring).  O(len(text)); ASCII text
+    is only lowercased."""
     if text.isascii():
         return text.lower().translate(_APOSTROPHES) if "'" in text else text.lower()
     if _SURROGATES.search(text):
         text = _SURROGATES.sub("\ufffd", text)
-    return unicodedata.normalize("NFKC", text).casefold().translate(_APOSTROPHES)
+    if normalization >= 2:
+        # Before NFKC: a deleted joiner between a letter and its accent would otherwise
+        # keep the two from composing.
+        mapped, table = _version_2_mapping()
+        if mapped.search(text):
+            text = text.translate(table)
+    text = unicodedata.normalize("NFKC", text).casefold()
+    if normalization >= 2 and "\u0307" in text:
+        text = text.replace("i\u0307", "i")  # the casefolded Turkish capital dotted I
+    return text.translate(_APOSTROPHES)
 
 
-def tokenize(text: str, split_unspaced: bool = True) -> list[str]:
-    """Return the tokens of ``text`` (the whole module pipeline), in order.
+def tokenize(text: str, split_unspaced: bool = True, normalization: int = NORMALIZATION) -> list[str]:
+    """Return the tokens of ``text`` (the whole module pipeline, of version
+    ``normalization``), in order.
 
     The empty text and a text of punctuation only have no tokens.  O(len(text)) time and
     memory; use :func:`iter_token_chunks` for texts too big to tokenise at once.
@@ -108,7 +179,7 @@ def tokenize(text: str, split_unspaced: bool = True) -> list[str]:
         if "'" in lowered:
             lowered = lowered.replace("'", "")
         return _ASCII_TOKENS(lowered)
-    return _token_finder(split_unspaced).findall(normalize(text))
+    return _token_finder(split_unspaced, normalization).findall(normalize(text, normalization))
 
 
 def has_unspaced(text: str) -> bool:
@@ -143,11 +214,13 @@ def iter_chunks(text: str, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]:
         start = cut + 1
 
 
-def iter_token_chunks(text: str, split_unspaced: bool = True, chunk_chars: int = CHUNK_CHARS) -> Iterator[list[str]]:
+def iter_token_chunks(
+    text: str, split_unspaced: bool = True, chunk_chars: int = CHUNK_CHARS, normalization: int = NORMALIZATION
+) -> Iterator[list[str]]:
     """Yield the tokens of ``text`` chunk by chunk (see :func:`iter_chunks`); concatenated,
     they are :func:`tokenize`'s result.  Memory is bounded by the chunk size."""
     for piece in iter_chunks(text, chunk_chars):
-        yield tokenize(piece, split_unspaced)
+        yield tokenize(piece, split_unspaced, normalization)
 
 
 def word_shingles(tokens: list[str], ngram: int) -> list[str]:

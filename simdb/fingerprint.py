@@ -4,7 +4,9 @@ The fingerprint of a text is defined exactly, so that it is the same in every pr
 every platform and in every release that keeps :data:`SETTINGS_VERSION`:
 
 1. The text is tokenised by :mod:`simdb.features` (NFKC, casefolding, punctuation and
-   whitespace folding, one token per character for scripts written without spaces), then
+   whitespace folding, one token per character for scripts written without spaces; from
+   pipeline version 2, the ``normalization`` setting, invisible characters deleted and
+   every script's digits made ASCII), then
    stop words are dropped if a list is chosen (``stopwords="english"``; by default every
    word is kept).
 2. **Token hash.**  Each token (for ``features="char"``: each character of the tokens
@@ -80,7 +82,7 @@ import numpy.typing as npt
 from simdb import features as _features_module
 from simdb.arrays import distinct
 from simdb.errors import FingerprinterError, InvalidInputError
-from simdb.features import iter_chunks, tokenize
+from simdb.features import NORMALIZATION, NORMALIZATIONS, iter_chunks, tokenize
 from simdb.keys import iterate
 from simdb.stopwords import STOPWORD_LISTS, stopword_list
 from simdb.validation import check_fingerprint, check_int
@@ -509,6 +511,10 @@ class Fingerprinter:
       are formed.
     * ``split_unspaced`` — give each character of Chinese, Japanese, Thai, ... its own token
       (word features only; character features never need it, so it is stored as ``True``).
+    * ``normalization`` — the version of :mod:`simdb.features`' text pipeline: 2 (the
+      default) deletes invisible characters, makes every script's digits ASCII and reads
+      "İ" as "I"; 1 is the pipeline of settings stored before versions, which a database
+      made then keeps.  ASCII texts tokenise alike in both.
 
     Two Fingerprinters are ``==`` (and hash alike) exactly when their settings and IDF tables
     are equal, which is when they give the same fingerprints.  :meth:`to_dict` and
@@ -522,6 +528,7 @@ class Fingerprinter:
         "_idf",
         "_kind",
         "_ngram",
+        "_normalization",
         "_split_unspaced",
         "_stopword_bytes",
         "_stopword_set",
@@ -537,6 +544,7 @@ class Fingerprinter:
     _stopwords: str | None
     _split_unspaced: bool
     _kind: str
+    _normalization: int
     _idf: _IdfTable | None
     _stopword_set: frozenset[str]
     _stopword_bytes: frozenset[bytes]
@@ -551,10 +559,12 @@ class Fingerprinter:
         stopwords: str | None = None,
         split_unspaced: bool = True,
         kind: str = "minhash",
+        normalization: int = NORMALIZATION,
         *,
         _idf: _IdfTable | None = None,
     ) -> None:
         _check_choice("kind", kind, KINDS)
+        _check_choice("normalization", normalization, NORMALIZATIONS)
         _check_choice("features", features, FEATURE_KINDS)
         if ngram is None:
             ngram = DEFAULT_NGRAM[features]
@@ -597,6 +607,7 @@ class Fingerprinter:
         setter(self, "_stopwords", stopwords)
         setter(self, "_split_unspaced", split_unspaced)
         setter(self, "_kind", kind)
+        setter(self, "_normalization", normalization)
         setter(self, "_idf", _idf)
         setter(self, "_stopword_set", stopword_set)
         setter(self, "_stopword_bytes", frozenset(word.encode() for word in stopword_set if word.isascii()))
@@ -639,11 +650,16 @@ class Fingerprinter:
         return self._split_unspaced
 
     @property
+    def normalization(self) -> int:
+        """The version of the text pipeline (see :data:`simdb.features.NORMALIZATION`)."""
+        return self._normalization
+
+    @property
     def idf_size(self) -> int | None:
         """Entries of the frozen IDF table, or None when no table was fitted."""
         return None if self._idf is None else int(self._idf.hashes.size)
 
-    def settings_key(self) -> tuple[str, int, int, str, str | None, bool, str]:
+    def settings_key(self) -> tuple[str, int, int, str, str | None, bool, str, int]:
         """The settings other than the IDF table, as a tuple in the constructor's order."""
         return (
             self._features,
@@ -653,6 +669,7 @@ class Fingerprinter:
             self._stopwords,
             self._split_unspaced,
             self._kind,
+            self._normalization,
         )
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -674,7 +691,8 @@ class Fingerprinter:
         idf = "" if self._idf is None else f", idf=<{self._idf.hashes.size} features of {self._idf.documents} texts>"
         return (
             f"Fingerprinter(kind={self._kind!r}, features={self._features!r}, ngram={self._ngram}, bits={self._bits}, "
-            f"weights={self._weights!r}, stopwords={self._stopwords!r}, split_unspaced={self._split_unspaced}{idf})"
+            f"weights={self._weights!r}, stopwords={self._stopwords!r}, split_unspaced={self._split_unspaced}, "
+            f"normalization={self._normalization}{idf})"
         )
 
     def __reduce__(self) -> tuple[Callable[[dict[str, Any]], Fingerprinter], tuple[dict[str, Any]]]:
@@ -692,6 +710,7 @@ class Fingerprinter:
             "weights": self._weights,
             "stopwords": self._stopwords,
             "split_unspaced": self._split_unspaced,
+            "normalization": self._normalization,
             "idf": None if self._idf is None else self._idf.to_dict(),
         }
 
@@ -712,12 +731,24 @@ class Fingerprinter:
                 f"version={version} of the fingerprinter settings is not supported",
                 f"this simdb reads version {SETTINGS_VERSION}; upgrade simdb",
             )
-        expected = {"version", "kind", "features", "ngram", "bits", "weights", "stopwords", "split_unspaced", "idf"}
+        expected = {
+            "version",
+            "kind",
+            "features",
+            "ngram",
+            "bits",
+            "weights",
+            "stopwords",
+            "split_unspaced",
+            "normalization",
+            "idf",
+        }
         unknown = sorted(str(key) for key in data if key not in expected)
         if unknown:
             raise InvalidInputError(f"unknown fingerprinter setting {unknown[0]!r}")
-        # Settings stored before there were kinds are SimHash settings, with the same fingerprints.
-        data = {"kind": "simhash", **data}
+        # Settings stored before there were kinds are SimHash settings, and those stored
+        # before pipeline versions are of version 1: with them, the same fingerprints.
+        data = {"kind": "simhash", "normalization": 1, **data}
         missing = sorted(expected - set(data))
         if missing:
             raise InvalidInputError(f"fingerprinter setting {missing[0]!r} is missing")
@@ -732,6 +763,7 @@ class Fingerprinter:
             stopwords=data["stopwords"],
             split_unspaced=data["split_unspaced"],
             kind=data["kind"],
+            normalization=data["normalization"],
             _idf=idf,
         )
         if made.settings_key() != tuple(data[name] for name in _SETTING_NAMES):
@@ -754,7 +786,7 @@ class Fingerprinter:
             tokens = piece.encode("ascii").translate(_ASCII_FOLD, b"'").split()
             stop: frozenset[Any] = self._stopword_bytes
         else:
-            tokens = tokenize(piece, self._split_unspaced and self._features != "char")
+            tokens = tokenize(piece, self._split_unspaced and self._features != "char", self._normalization)
             stop = self._stopword_set
         if stop:
             tokens = [token for token in tokens if token not in stop]
@@ -1312,7 +1344,7 @@ def _iter_in_pool(
 
 # -- module-level functions ---------------------------------------------------------------
 
-_SETTING_NAMES = ("features", "ngram", "bits", "weights", "stopwords", "split_unspaced", "kind")
+_SETTING_NAMES = ("features", "ngram", "bits", "weights", "stopwords", "split_unspaced", "kind", "normalization")
 
 
 @lru_cache(maxsize=64)
@@ -1337,7 +1369,7 @@ def _fingerprinter_for(settings: dict[str, Any]) -> Fingerprinter:
 def simhash(text: Text, **settings: Any) -> int:
     """The SimHash fingerprint of ``text`` with the given :class:`Fingerprinter` settings
     (``features``, ``ngram``, ``bits`` = 32, 64 or 128, ``weights``, ``stopwords``,
-    ``split_unspaced``).  ``simhash(t, **s) == Fingerprinter(**s).fingerprint(t)``.  O(len(text))."""
+    ``split_unspaced``, ``normalization``).  ``simhash(t, **s) == Fingerprinter(**s).fingerprint(t)``.  O(len(text))."""
     return _fingerprinter_for(settings).fingerprint(text)
 
 

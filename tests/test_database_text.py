@@ -129,3 +129,23 @@ def test_add_texts_rejects_a_bad_item_naming_it(db_path) -> None:
         with pytest.raises(simdb.InvalidInputError, match="item 1"):
             db.add_texts([("a", "text"), ("b", 42)], batch_size=10)
         assert len(db) == 0
+
+
+def test_a_database_keeps_the_text_pipeline_version_it_was_made_with(db_path) -> None:
+    # Version 1 is what a database made before pipeline versions stored (from_dict reads
+    # settings without the field as version 1; tests/test_fingerprint.py checks that).
+    hyphenated = TEXT.replace("windowsill", "win\u00addow\u00adsill").replace("quick", "qu\u00adick")
+    with simdb.open(db_path, fingerprinter=simdb.Fingerprinter(normalization=1)) as db:
+        db.add("fox", text=hyphenated)
+    with simdb.open(db_path) as db:
+        assert db.fingerprinter == simdb.Fingerprinter(normalization=1)
+        [match] = db.query(text=hyphenated, k=0)
+        assert match.key == "fox" and match.similarity == 1.0
+        assert all(m.similarity < 1.0 for m in db.query(text=TEXT))  # the soft hyphens split words
+    with pytest.raises(simdb.ConfigMismatchError, match="normalization=2.*normalization=1"):
+        simdb.open(db_path, fingerprinter=simdb.Fingerprinter())
+    other = db_path.parent / "new"
+    with simdb.open(other) as db:  # a new database takes the current version
+        db.add("fox", text=hyphenated)
+        assert db.fingerprinter.normalization == 2
+        assert [(m.key, m.similarity) for m in db.query(text=TEXT)] == [("fox", 1.0)]

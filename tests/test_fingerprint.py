@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
+import unicodedata
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -190,6 +191,7 @@ def test_defaults_are_the_documented_ones() -> None:
         "weights": "tf",
         "stopwords": None,
         "split_unspaced": True,
+        "normalization": 2,
         "idf": None,
     }
     # Since issue #14: minhash by default, and SimHash weighs each distinct feature once.
@@ -202,6 +204,7 @@ def test_defaults_are_the_documented_ones() -> None:
         "weights": "binary",
         "stopwords": None,
         "split_unspaced": True,
+        "normalization": 2,
         "idf": None,
     }
     assert Fingerprinter(kind="simhash").weights == "binary"
@@ -289,6 +292,67 @@ def test_chunks_reassemble_the_text(text: str, chunk_chars: int) -> None:
 
 
 # -- normalisation and features -------------------------------------------------------------
+
+# Characters that render as nothing, from Unicode's list of default-ignorable code points:
+# soft hyphen, combining grapheme joiner, Arabic letter mark, Hangul fillers, Mongolian vowel
+# separator, zero-width space / non-joiner / joiner, direction marks, embeddings and
+# isolates, word joiner, variation selectors, byte-order mark, tags.
+INVISIBLE = (
+    "\u00ad\u034f\u061c\u115f\u1160\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202e\u2060\u2066"
+    "\u2069\u3164\ufe00\ufe0f\ufeff\uffa0\U000e0001\U000e0041\U000e0100"
+)
+# The zero of each script's run of ten decimal digits, ASCII's left out.
+DIGIT_ZEROS = sorted(
+    {
+        code - unicodedata.decimal(chr(code))
+        for code in range(0x80, sys.maxunicode + 1)
+        if unicodedata.category(chr(code)) == "Nd"
+    }
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(UNICODE_TEXT, st.lists(st.tuples(st.integers(0, 1000), st.sampled_from(INVISIBLE)), max_size=8))
+def test_invisible_characters_change_no_token(text: str, insertions: list[tuple[int, str]]) -> None:
+    spiked = list(text)
+    for position, char in insertions:
+        spiked.insert(position % (len(spiked) + 1), char)
+    for split_unspaced in (True, False):
+        assert tokenize("".join(spiked), split_unspaced) == tokenize(text, split_unspaced)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet="ab 0123456789.,", max_size=40), st.sampled_from(DIGIT_ZEROS))
+def test_every_scripts_digits_read_as_ascii_digits(text: str, zero: int) -> None:
+    in_script = "".join(chr(zero + int(char)) if char.isdigit() else char for char in text)
+    assert tokenize(in_script) == tokenize(text)
+
+
+def test_the_dotted_capital_i_and_lone_marks() -> None:
+    # Casefolding leaves the Turkish capital dotted I as i and a combining dot.
+    assert tokenize("İSTANBUL, I\u0307zmir") == tokenize("istanbul izmir") == ["istanbul", "izmir"]
+    # A combining mark after a space or a symbol (the variation selector of an emoji) is
+    # no token of its own; version 1 made it one.
+    assert tokenize("a \u0301 b \u2764\ufe0f c") == ["a", "b", "c"]
+    assert tokenize("a \u0301 b", normalization=1) == ["a", "\u0301", "b"]
+
+
+def test_settings_stored_before_pipeline_versions_keep_version_1() -> None:
+    stored = Fingerprinter().to_dict()
+    del stored["normalization"]
+    old = Fingerprinter.from_dict(stored)
+    assert old.normalization == 1 and old != Fingerprinter() and Fingerprinter().normalization == 2
+    hyphenated = (
+        "Auto\u00admo\u00adbil\u00adin\u00addus\u00adtrie und Zu\u00adlie\u00adfe\u00adrer mel\u00adden Re\u00adkord"
+    )
+    plain = hyphenated.replace("\u00ad", "")
+    assert old.jaccard(hyphenated, plain) < 0.5
+    assert Fingerprinter().jaccard(hyphenated, plain) == 1.0
+    assert Fingerprinter().fingerprint_and_sketch(hyphenated) == Fingerprinter().fingerprint_and_sketch(plain)
+    # ASCII text takes the same path in both versions.
+    assert [old.fingerprint(text) for text in CORPUS] == [Fingerprinter().fingerprint(text) for text in CORPUS]
+    with pytest.raises(InvalidInputError, match="normalization"):
+        Fingerprinter(normalization=3)
 
 
 def test_tokenize_normalises() -> None:
