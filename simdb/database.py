@@ -659,7 +659,8 @@ class Database:
         their new state, or not at all if removed).  With ``snapshot``, one transaction for
         all: the documents as of one moment, every batch whole or not at all, as a backup
         needs; until the last is read, pages that writers free are not reused, so the file
-        may grow, and this process's compactions and map growth wait for it."""
+        may grow, and this process's compactions and map growth wait for it (called by the
+        looping thread itself, they raise ReadInProgressError instead)."""
         if snapshot:
             with self._storage.read() as txn:
                 yield from self._documents_after(lambda: nullcontext(txn), chunk)

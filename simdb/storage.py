@@ -963,42 +963,46 @@ class Storage:
         ``reserve`` estimates the bytes the work adds, so the map can grow before it starts
         rather than after a failed attempt."""
         self.check_writable()
-        with self._write_mutex:
-            if reserve:
-                self._ensure_room(reserve)
-            while True:
-                action = None
-                with self._lock.shared():  # so that no other thread closes env meanwhile
-                    env = self.env
-                    if time.monotonic() - self._last_reader_check > READER_CHECK_INTERVAL:
-                        # A reader killed mid-transaction pins old pages until its slot is
-                        # cleared; a long-running writer must clear them itself or the file
-                        # grows without end.
-                        env.reader_check()
-                        self._last_reader_check = time.monotonic()
-                    txn = self._begin(env, write=True)
-                    if txn is None:
-                        action = "adopt"
-                    else:
-                        try:
-                            if self._superseded():  # checked under LMDB's write lock; see module doc
-                                action = "reopen"
-                            else:
-                                result = work(txn)
-                                txn.commit()
-                                return result
-                        except lmdb.MapFullError:
-                            action = "grow"
-                        except lmdb.MapResizedError:
-                            action = "adopt"
-                        except lmdb.Error as exc:
-                            raise translate(exc, self.path, self.path) from None
-                        finally:
-                            txn.abort()  # a no-op after commit; otherwise nothing of it is stored
-                if action == "reopen":
-                    self._reopen(env)
+        if reserve:
+            self._ensure_room(reserve)
+        while True:
+            action = None
+            # The shared lock (so that no other thread closes env meanwhile) before the write
+            # mutex, and the exclusive lock (a map grown or adopted, a generation followed)
+            # taken holding neither: a thread inside a read that writes holds the shared lock
+            # and then wants the mutex, so a writer holding the mutex while it waited for the
+            # shared or the exclusive lock would wait for that thread, and it for the writer.
+            with self._lock.shared(), self._write_mutex:
+                env = self.env
+                if time.monotonic() - self._last_reader_check > READER_CHECK_INTERVAL:
+                    # A reader killed mid-transaction pins old pages until its slot is
+                    # cleared; a long-running writer must clear them itself or the file
+                    # grows without end.
+                    env.reader_check()
+                    self._last_reader_check = time.monotonic()
+                txn = self._begin(env, write=True)
+                if txn is None:
+                    action = "adopt"
                 else:
-                    self._adopt_map_size(env, grow=action == "grow")
+                    try:
+                        if self._superseded():  # checked under LMDB's write lock; see module doc
+                            action = "reopen"
+                        else:
+                            result = work(txn)
+                            txn.commit()
+                            return result
+                    except lmdb.MapFullError:
+                        action = "grow"
+                    except lmdb.MapResizedError:
+                        action = "adopt"
+                    except lmdb.Error as exc:
+                        raise translate(exc, self.path, self.path) from None
+                    finally:
+                        txn.abort()  # a no-op after commit; otherwise nothing of it is stored
+            if action == "reopen":
+                self._reopen(env)
+            else:
+                self._adopt_map_size(env, grow=action == "grow")
 
     # -- compaction ----------------------------------------------------------------------
 

@@ -272,6 +272,69 @@ def test_a_thread_inside_its_own_read_is_refused_what_would_wait_for_that_read(d
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:] + run.stdout[-500:]
 
 
+_BESIDE_ANOTHER_THREADS_WAIT = """
+import subprocess, sys, threading, time, simdb
+path = sys.argv[1]
+db = simdb.open(path, map_size=1 << 16)
+db.add_many((f"d{i}", i * 7919) for i in range(3_000))
+
+
+def until_an_exclusive_waits():
+    # The other thread's call has reached the wait for this thread's read.
+    deadline = time.monotonic() + 60
+    while "waiting" not in list(db._storage._lock._holds.values()):
+        assert time.monotonic() < deadline, "the other thread never waited for the read"
+        time.sleep(0.01)
+
+
+# 1. Another thread's batch must grow the map: it waits for the loop's read, and the loop's
+#    own small add, which fits the map, is stored meanwhile.
+def bulk():
+    db.add_many((f"g{i}", 10**6 + i) for i in range(100_000))
+
+
+documents = db.items(snapshot=True)
+next(documents)
+grower = threading.Thread(target=bulk)
+grower.start()
+until_an_exclusive_waits()
+db.add("inside", 12345)
+assert grower.is_alive()  # it waits for the read still
+for _ in documents:
+    pass
+grower.join()
+assert db.get("inside").fingerprint == 12345 and len(db) == 3_000 + 100_000 + 1
+
+# 2. Another process compacted: the other thread's add must follow it, which waits for the
+#    loop's read; the loop's own add is refused (it would wait for itself), not left waiting.
+documents = db.items(snapshot=True)
+next(documents)
+subprocess.run([sys.executable, "-c", f"import simdb; simdb.open({path!r}).compact()"], check=True)
+follower = threading.Thread(target=db.add, args=("follower", 777))
+follower.start()
+until_an_exclusive_waits()
+try:
+    db.add("refused", 1)
+    raise SystemExit("the add inside the read was not refused")
+except simdb.ReadInProgressError:
+    pass
+del documents
+follower.join()
+assert db.get("follower").fingerprint == 777 and "refused" not in db and db.check()
+db.close()
+print("ok")
+"""
+
+
+def test_a_thread_inside_a_read_never_waits_for_a_writer_that_waits_for_that_read(db_path: Path) -> None:
+    # Before: the other thread held the write mutex while it waited for the read to end, and
+    # the thread inside the read waited for the mutex to add: both, forever.
+    run = run_python_or_fail_on_hang(
+        _BESIDE_ANOTHER_THREADS_WAIT, db_path, timeout=180, hung="a read's thread and a writer waited for each other"
+    )
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:] + run.stdout[-500:]
+
+
 # -- 3. opening during another process's map growth -----------------------------------------
 
 GROWER = """
