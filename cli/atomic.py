@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import io
 import os
 import stat
 import tempfile
@@ -17,10 +19,11 @@ from . import output
 
 @contextmanager
 def output_file(path: str) -> Iterator[IO[str]]:
-    """A text stream for ``path`` ("-" is stdout).  A regular file is written under a
-    temporary name beside it and renamed over ``path`` only when the block ends without an
-    error, so a failed export never truncates an earlier one; the temporary is removed on
-    failure.  Costs one rename; a device or FIFO is written directly."""
+    """A text stream for ``path`` ("-" is stdout), gzipped when ``path`` ends in ``.gz`` (as
+    import reads it).  A regular file is written under a temporary name beside it and
+    renamed over ``path`` only when the block ends without an error, so a failed export
+    never truncates an earlier one; the temporary is removed on failure.  Costs one rename;
+    a device or FIFO is written directly."""
     if path == "-":
         yield output.stdout()
         output.flush()  # inside the command's error handling, naming stdout
@@ -33,7 +36,7 @@ def output_file(path: str) -> Iterator[IO[str]]:
     except OSError as error:
         raise simdb.InvalidInputError(f"cannot write {path}: {error.strerror or error}") from None
     if existing is not None and not stat.S_ISREG(existing.st_mode):
-        with open(path, "w", encoding="utf-8", newline="\n") as stream:
+        with _text_stream(path, path) as stream:
             yield stream
         return
     try:
@@ -43,13 +46,30 @@ def output_file(path: str) -> Iterator[IO[str]]:
     try:
         # mkstemp makes the file private; give it the mode the file has, or would get.
         os.chmod(temporary, stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_umask())
-        with open(handle, "w", encoding="utf-8", newline="\n") as stream:
+        with _text_stream(handle, path) as stream:
             yield stream
         os.replace(temporary, path)
     except BaseException:
         with suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+@contextmanager
+def _text_stream(file: int | str, path: str) -> Iterator[IO[str]]:
+    """UTF-8 text with ``\\n`` line ends into ``file`` (a descriptor or a path), through gzip
+    when ``path`` (the name the output gets) ends in ``.gz``, at level 6 (gzip's default)."""
+    if not path.lower().endswith(".gz"):
+        with open(file, "w", encoding="utf-8", newline="\n") as stream:
+            yield stream
+        return
+    with (
+        open(file, "wb") as raw,
+        # The name inside the gzip header is the output's, not the temporary's.
+        gzip.GzipFile(filename=Path(path).name, mode="wb", compresslevel=6, fileobj=raw) as packed,
+        io.TextIOWrapper(packed, encoding="utf-8", newline="\n") as stream,
+    ):
+        yield stream
 
 
 def _umask() -> int:

@@ -429,11 +429,21 @@ def looks_binary(data: bytes, encoding: str | None = None) -> bool:
     return not name.startswith(("utf-16", "utf-32")) and b"\0" in data[:BINARY_SNIFF_BYTES]
 
 
-def decode(data: bytes, where: str, intake: Intake, source: str | None = None, encoding: str | None = None) -> str:
+def decode(
+    data: bytes,
+    where: str,
+    intake: Intake,
+    source: str | None = None,
+    encoding: str | None = None,
+    *,
+    bom: bool = True,
+) -> str:
     """The text of ``data``: in the encoding a leading byte-order mark names (UTF-8, UTF-16
     or UTF-32; the mark dropped), else in ``encoding``, else UTF-8.  Invalid bytes become
-    U+FFFD, and the document is reported and counted once.  O(len(data))."""
-    found = bom_encoding(data)
+    U+FFFD, and the document is reported and counted once.  With ``bom=False`` (a line after
+    a file's first) a leading mark is text, not a mark: U+FEFF stays at the start of a key.
+    O(len(data))."""
+    found = bom_encoding(data) if bom else None
     if found is not None:
         encoding, data = found[0], data[found[1] :]
     name = encoding or "utf-8"
@@ -788,11 +798,14 @@ def read_fingerprint_tsv(
     """``(key, fingerprint, meta, "FILE:LINE")`` per ``KEY<TAB>FINGERPRINT[<TAB>META-JSON]``
     line, the fingerprint in hex (``0x...`` or 16 digits) or decimal.  With
     ``decode_bytes``, meta values ``{"base64": ...}`` (how exports write bytes) become bytes.
-    Bad lines (and lines over ``max_bytes``) are reported and counted.  Streams; O(file size)."""
+    A byte-order mark is dropped at the start of a file only: on a later line U+FEFF is the
+    first character of its key (an export of such a key as the file's first line starts with
+    a mark of its own).  Bad lines (and lines over ``max_bytes``) are reported and counted.
+    Streams; O(file size)."""
     for item in inputs:
         name = item.name
-        for _, where, line in _nonblank_lines(item, intake, max_bytes):
-            text = decode(line, where, intake, name).rstrip("\r\n")
+        for number, where, line in _nonblank_lines(item, intake, max_bytes):
+            text = decode(line, where, intake, name, bom=number == 1).rstrip("\r\n")
             if not text.strip():  # whitespace beyond ASCII
                 continue
             fields = text.split("\t")
