@@ -90,12 +90,14 @@ from .sources import (
     FINGERPRINTS,
     JSONL,
     TSV_MSGPACK_PREFIX,
+    TSV_SKETCH_PREFIX,
     ExportHeader,
     Intake,
     JsonlFields,
     decode,
     expand_paths,
     export_meta,
+    export_sketch,
     other_settings,
     read_documents,
     read_export,
@@ -103,6 +105,7 @@ from .sources import (
     read_jsonl,
     stdin_keys,
     stream_inputs,
+    without_sketches,
 )
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to the commands that need it
@@ -1400,7 +1403,8 @@ def export(
         typer.Option(
             "--format",
             help=(
-                "jsonl (a settings header line, then one object per document), tsv (KEY, FINGERPRINT, META-JSON), "
+                "jsonl (a settings header line, then one object per document), tsv (KEY, FINGERPRINT, META-JSON, "
+                "sketch:BASE64), "
                 "or parquet (key, fingerprint: the input of pairs --parquet; needs the dask extra)."
             ),
         ),
@@ -1411,7 +1415,7 @@ def export(
     db: DbOption = DEFAULT_DB_PATH,
     debug: DebugOption = False,
 ) -> None:
-    """Write every document's key, fingerprint and meta, in insertion order, for simdb import.
+    """Write every document's key, fingerprint, meta and sketch, in insertion order, for simdb import.
 
     JSONL keeps the fingerprint settings too, so an imported copy fingerprints text the same
     way; rebuild with another block plan by importing with -k/--blocks.
@@ -1443,12 +1447,14 @@ def export(
                     )
                     + "\n"
                 )
-                for document in database.items(snapshot=True):
+                for document, sketch in database.sketched_items(snapshot=True):
                     field, meta = export_meta(document.meta)
-                    fingerprint = hex_fingerprint(document.fingerprint)
-                    stream.write(json_line({"key": document.key, "fingerprint": fingerprint, field: meta}) + "\n")
+                    record = {"key": document.key, "fingerprint": hex_fingerprint(document.fingerprint), field: meta}
+                    if sketch is not None:
+                        record["sketch"] = export_sketch(sketch)
+                    stream.write(json_line(record) + "\n")
             else:
-                for position, document in enumerate(database.items(snapshot=True)):
+                for position, (document, sketch) in enumerate(database.sketched_items(snapshot=True)):
                     if position == 0 and document.key.startswith("\ufeff"):
                         # Import drops a byte-order mark at the start of a file: give it one
                         # to drop, so that the key keeps its own.
@@ -1461,6 +1467,8 @@ def export(
                     field, meta = export_meta(document.meta)
                     column = json_line(meta) if field == "meta" else TSV_MSGPACK_PREFIX + meta
                     column = "" if document.meta is None else column
+                    if sketch is not None:
+                        column += f"\t{TSV_SKETCH_PREFIX}{export_sketch(sketch)}"
                     stream.write(f"{document.key}\t{hex_fingerprint(document.fingerprint)}\t{column}\n")
     except BrokenPipeError:
         raise
@@ -1531,6 +1539,8 @@ def import_command(
             remedy=error.remedy,
         ) from None
     header.stored = database.fingerprinter  # the settings every later header must give
+    if database.fingerprinter is None:
+        documents = without_sketches(documents, intake)
     with database:
         code = run_ingest(
             database,

@@ -20,7 +20,7 @@ from .errors import EXIT_INTERRUPTED, EXIT_USAGE, error_message
 from .filekeys import prefix_of, stale_keys, under
 from .output import err, json_line, out
 from .signals import interrupts_in_this_process_only
-from .sources import Input, Intake, Item, PathRules
+from .sources import Input, Intake, Item, PathRules, SketchedFingerprint
 
 #: Characters of text handed to the database and not yet committed, at most (plus one
 #: document): a batch of large documents is cut short at this size, so memory follows it,
@@ -231,14 +231,21 @@ class Ingest:
                 out(json_line({"event": "pruned", "key": key}))
 
     def fingerprints(self, items: Iterable[Item]) -> None:
-        """Store ``(key, fingerprint, meta, where)`` items."""
+        """Store ``(key, fingerprint, meta, where)`` items; a fingerprint read from an export
+        with its sketch (:class:`SketchedFingerprint`) is stored with it."""
         self._feed(items, self._add_fingerprints, texts=False)
 
     def _add_fingerprints(
         self, rows: Iterable[tuple[str, Any, Any]], on_batch: Callable[[AddResult], None], batch_size: int | None = None
     ) -> AddResult:
+        items = (
+            (key, value.fingerprint, meta, value.sketch)
+            if isinstance(value, SketchedFingerprint)
+            else (key, value, meta)
+            for key, value, meta in rows
+        )
         return self.database.add_many(
-            rows, batch_size=batch_size or self.batch_size, on_batch=on_batch, **self._if_new_options
+            items, batch_size=batch_size or self.batch_size, on_batch=on_batch, **self._if_new_options
         )
 
     def _feed(self, items: Iterable[Item], add: Adder, *, texts: bool) -> None:

@@ -29,11 +29,12 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from simdb import InvalidInputError, InvalidKeyError, SimdbError, codec, parse_fingerprint
 from simdb.errors import DASK_INSTALL_HINT, KeyProblem
 from simdb.features import NORMALIZATION
+from simdb.fingerprint import SKETCH_BYTES
 from simdb.keys import check_key, describe
 from simdb.validation import check_fingerprint, is_int
 
@@ -62,11 +63,23 @@ MESSAGES_PER_INPUT = 5
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 #: The newest ``format_version`` of ``simdb export`` files this simdb writes and reads.
 #: Version 2 added ``meta_msgpack`` (and TSV's ``msgpack:``) for meta that JSON cannot carry
-#: exactly; version 1 files read as they always did.
-EXPORT_FORMAT_VERSION = 2
+#: exactly; version 3 added each document's ``sketch`` (TSV's fourth column), so that a copy
+#: compares, pairs and skips as the original did; older files read as they always did.
+EXPORT_FORMAT_VERSION = 3
 #: How a TSV export's META column starts when it holds msgpack rather than JSON (no JSON
 #: text starts with a letter m, so the two cannot be confused).
 TSV_MSGPACK_PREFIX = "msgpack:"
+#: How a TSV export's fourth column starts: the document's sketch in base64 follows (none
+#: for a featureless text).
+TSV_SKETCH_PREFIX = "sketch:"
+
+
+class SketchedFingerprint(NamedTuple):
+    """The value of an item read from an export that carried the document's sketch."""
+
+    fingerprint: int
+    sketch: bytes
+
 
 _NOT_REGULAR = "not a regular file (a FIFO, socket or device), skipped"
 #: The default largest document ``simdb add`` reads (``--max-doc-bytes``): a text file, a
@@ -779,6 +792,44 @@ def export_meta(meta: Any) -> tuple[str, Any]:
     return "meta_msgpack", base64.b64encode(codec.pack(meta, "meta")).decode("ascii")
 
 
+def without_sketches(items: Iterable[Item], intake: Intake) -> Iterator[Item]:
+    """``items`` with the sketches of export lines left out, said once per file: for a
+    database with no fingerprint settings to compare them under (a TSV export carries none)."""
+    told: set[str] = set()
+    for key, value, meta, where in items:
+        if isinstance(value, SketchedFingerprint):
+            source = where.rpartition(":")[0]
+            if source not in told:
+                told.add(source)
+                intake.notice(
+                    source,
+                    "its sketches were left out: the database has no fingerprint settings to compare them under "
+                    "(a TSV export carries none); import the JSONL export, or make the database with them first",
+                )
+            value = value.fingerprint
+        yield key, value, meta, where
+
+
+def export_sketch(sketch: bytes) -> str:
+    """How an export writes a stored sketch: base64 (the empty string for a featureless text)."""
+    return base64.b64encode(sketch).decode("ascii")
+
+
+def _read_sketch(encoded: Any, where: str, intake: Intake, source: str) -> bytes | None:
+    """The sketch an export wrote, or None after reporting why it cannot be used."""
+    if isinstance(encoded, str):
+        with contextlib.suppress(binascii.Error):
+            sketch = base64.b64decode(encoded, validate=True)
+            if len(sketch) in (0, SKETCH_BYTES):
+                return sketch
+    intake.fail(
+        where,
+        f"sketch {describe(encoded)} is not base64 of {SKETCH_BYTES} bytes (or of none, for a featureless text)",
+        source,
+    )
+    return None
+
+
 def _msgpack_meta(encoded: Any, where: str, intake: Intake, source: str) -> Any:
     """The meta an export wrote as base64 msgpack, or ``_REFUSED`` after reporting why not."""
     try:
@@ -797,7 +848,8 @@ def read_fingerprint_tsv(
 ) -> Iterator[Item]:
     """``(key, fingerprint, meta, "FILE:LINE")`` per ``KEY<TAB>FINGERPRINT[<TAB>META-JSON]``
     line, the fingerprint in hex (``0x...`` or 16 digits) or decimal.  With
-    ``decode_bytes``, meta values ``{"base64": ...}`` (how exports write bytes) become bytes.
+    ``decode_bytes`` (an export's lines), meta values ``{"base64": ...}`` (how exports write
+    bytes) become bytes, and a fourth column ``sketch:BASE64`` gives the document's sketch.
     A byte-order mark is dropped at the start of a file only: on a later line U+FEFF is the
     first character of its key (an export of such a key as the file's first line starts with
     a mark of its own).  Bad lines (and lines over ``max_bytes``) are reported and counted.
@@ -831,9 +883,15 @@ def read_fingerprint_tsv(
                 meta = _checked_meta(meta, where, intake, name, decode_bytes)
                 if meta is _REFUSED:
                     continue
+            value: int | SketchedFingerprint = fingerprint
+            if decode_bytes and len(fields) > 3 and fields[3].startswith(TSV_SKETCH_PREFIX):
+                sketch = _read_sketch(fields[3][len(TSV_SKETCH_PREFIX) :], where, intake, name)
+                if sketch is None:
+                    continue
+                value = SketchedFingerprint(fingerprint, sketch)
             key = _valid_key(fields[0], where, intake, name)
             if key is not None:
-                yield key, fingerprint, meta, where
+                yield key, value, meta, where
 
 
 def _checked_meta(meta: Any, where: str, intake: Intake, source: str, decode_bytes: bool) -> Any:
@@ -1320,9 +1378,15 @@ def _read_export_jsonl(item: Input, intake: Intake, header: ExportHeader) -> Ite
             meta = _checked_meta(record.get("meta"), where, intake, name, decode_bytes=True)
         if meta is _REFUSED:
             continue
+        item_value: int | SketchedFingerprint = value
+        if "sketch" in record:
+            sketch = _read_sketch(record["sketch"], where, intake, name)
+            if sketch is None:
+                continue
+            item_value = SketchedFingerprint(value, sketch)
         checked = _valid_key(key, where, intake, name)
         if checked is not None:
-            yield checked, value, meta, where
+            yield checked, item_value, meta, where
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import numpy as np
 
 from simdb import codec
 from simdb.errors import InvalidInputError
+from simdb.fingerprint import SKETCH_BYTES
 from simdb.keys import (
     FINGERPRINT_LIMIT,
     MAX_KEY_BYTES,
@@ -33,9 +34,9 @@ class Batch:
     records: list[bytes]
     #: Positions in index-key order and the index keys in that order, once computed.
     key_order: tuple[np.ndarray, np.ndarray] | None = None
-    #: The sketch of each item added from text (b"" for a featureless text); None when the
-    #: batch came as fingerprints.
-    sketches: list[bytes] | None = None
+    #: The sketch of each item added from text or given one (b"" for a featureless text;
+    #: None for an item given without one); None when the batch came as fingerprints alone.
+    sketches: list[bytes | None] | None = None
     #: After :meth:`once_per_key` folded repeats: each key's first (record, sketch) in the
     #: batch, which one-by-one adding compares with the stored version (None: the values held).
     first_versions: list[tuple[bytes, bytes | None]] | None = None
@@ -77,20 +78,25 @@ class Batch:
 
     @classmethod
     def _prepare_each(cls, rows: list[Any], first_position: int) -> Batch:
-        """Item by item: lists, numpy integers and other accepted forms, and the precise
-        error for a bad item."""
+        """Item by item: lists, numpy integers, items with sketches and other accepted
+        forms, and the precise error for a bad item."""
         batch = cls([], [], [], [])
+        sketches: list[bytes | None] = []
         for position, item in enumerate(rows, first_position):
-            if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
+            if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 4:
                 raise InvalidInputError(
-                    f"item {position} ({describe(item)}) is not (key, fingerprint) or (key, fingerprint, meta)"
+                    f"item {position} ({describe(item)}) is not (key, fingerprint), (key, fingerprint, meta) "
+                    "or (key, fingerprint, meta, sketch)"
                 )
             key = item[0]
             fingerprint = check_fingerprint(item[1])
             batch.index_keys.append(index_key(check_key(key)))
             batch.keys.append(key)
             batch.fingerprints.append(fingerprint)
-            batch.records.append(codec.pack_document(key, fingerprint, item[2] if len(item) == 3 else None))
+            batch.records.append(codec.pack_document(key, fingerprint, item[2] if len(item) >= 3 else None))
+            sketches.append(_checked_sketch(item[3], fingerprint, position) if len(item) == 4 else None)
+        if any(sketch is not None for sketch in sketches):
+            batch.sketches = sketches
         return batch
 
     def once_per_key(self) -> tuple[Batch, int, int]:
@@ -139,6 +145,23 @@ class Batch:
             [self.records[i] for i in positions],
             sketches=None if self.sketches is None else [self.sketches[i] for i in positions],
         )
+
+
+def _checked_sketch(sketch: Any, fingerprint: int, position: int) -> bytes | None:
+    """An item's sketch, checked: None (none), :data:`SKETCH_BYTES` bytes, or b"" for a
+    featureless text, whose fingerprint is 0."""
+    if sketch is None:
+        return None
+    if not isinstance(sketch, bytes) or len(sketch) not in (0, SKETCH_BYTES):
+        raise InvalidInputError(
+            f"item {position} has sketch={describe(sketch)}, not {SKETCH_BYTES} bytes, b'' or None",
+            "give the sketch that Fingerprinter.fingerprint_and_sketch made with the fingerprint",
+        )
+    if not sketch and fingerprint:
+        raise InvalidInputError(
+            f"item {position} has the empty sketch of a featureless text but fingerprint {fingerprint:#x}, not 0"
+        )
+    return sketch
 
 
 #: A batch of removals: ``(key, index key)`` pairs, as :meth:`Database._delete` takes them.

@@ -56,6 +56,7 @@ from simdb.key_index import KEYS
 from simdb.keys import (
     check_fingerprint,
     check_key,
+    decode_id,
     describe,
     index_key,
     iterate,
@@ -355,9 +356,7 @@ class Database:
             if fingerprint is not None:
                 raise InvalidInputError("both a fingerprint and text= were given", "give one of them")
             fingerprint, sketch = self._text_fingerprinter().fingerprint_and_sketch(text)
-            return self._add_batches(
-                self._batches(iter([(key, fingerprint, meta)]), 1, [sketch]), if_new, threshold, None
-            )
+            return self.add_many([(key, fingerprint, meta, sketch)], if_new=if_new, threshold=threshold)
         return self.add_many([(key, self._resolve(fingerprint, None), meta)], if_new=if_new, threshold=threshold)
 
     def writer(
@@ -388,11 +387,15 @@ class Database:
         threshold: float | None = None,
         on_batch: Callable[[AddResult], None] | None = None,
     ) -> AddResult:
-        """Store ``(key, fingerprint)`` or ``(key, fingerprint, meta)`` items.  Each batch of
-        ``batch_size`` items is validated whole and then written in one transaction; a bad
-        item rejects its batch before anything of it is written.  ``on_batch`` is called with
-        the running totals after each commit.  Cost: O(b log b) per batch of b plus LMDB puts;
-        a batch into empty tables (a bulk load) is written in append mode.
+        """Store ``(key, fingerprint)`` or ``(key, fingerprint, meta)`` items, or
+        ``(key, fingerprint, meta, sketch)`` ones: a document as :meth:`sketched_items` reads
+        it back (the sketch of a text under the database's fingerprint settings, b"" for a
+        featureless text, or None), so that a copy compares and pairs as the original did.
+        Each batch of ``batch_size`` items is validated whole and then written in one
+        transaction; a bad item rejects its batch before anything of it is written.
+        ``on_batch`` is called with the running totals after each commit.  Cost: O(b log b)
+        per batch of b plus LMDB puts; a batch into empty tables (a bulk load) is written in
+        append mode.
 
         ``if_new=True`` skips each item that duplicates a stored document (or a kept item
         earlier in the same batch): similarity >= ``threshold`` (default
@@ -400,19 +403,17 @@ class Database:
         fingerprints only and no threshold, within the index k bits.  One batched probe and
         one write per batch."""
         _check_batch_size(batch_size)
-        return self._add_batches(self._batches(iterate(items, "items"), batch_size, None), if_new, threshold, on_batch)
+        return self._add_batches(self._batches(iterate(items, "items"), batch_size), if_new, threshold, on_batch)
 
     @staticmethod
-    def _batches(iterator: Iterator[Any], batch_size: int, sketches: list[bytes] | None) -> Iterator[Batch]:
-        """Validated batches of ``batch_size`` items; ``sketches`` (for a single batch from
-        text) is attached to the batch."""
+    def _batches(iterator: Iterator[Any], batch_size: int) -> Iterator[Batch]:
+        """Validated batches of ``batch_size`` items."""
         position = 0
         while True:
             batch = Batch.prepare(islice(iterator, batch_size), position)
             if not batch.keys:
                 return
             position += len(batch.keys)
-            batch.sketches = sketches
             yield batch
 
     def _add_batches(
@@ -426,6 +427,12 @@ class Database:
             threshold = check_threshold(threshold)
         total = AddResult()
         for batch in batches:
+            if batch.sketches is not None and self._fingerprinter is None:
+                # A sketch is compared with those of texts, which these settings will make.
+                raise InvalidInputError(
+                    f"items with sketches were given, but {self.path} has no fingerprint settings",
+                    "open it with the fingerprinter= that made the sketches",
+                )
             total.merge(self._commit(batch, if_new, threshold))
             if on_batch is not None:
                 on_batch(total)
@@ -479,7 +486,7 @@ class Database:
             position = 0
             while True:
                 rows: list[tuple[Any, int, Any]] = []
-                sketches: list[bytes] = []
+                sketches: list[bytes | None] = []
                 for fingerprint, sketch in islice(pairs, batch_size):
                     key, meta = waiting.popleft()  # fingerprints come back in the order sent
                     rows.append((key, fingerprint, meta))
@@ -661,22 +668,35 @@ class Database:
         needs; until the last is read, pages that writers free are not reused, so the file
         may grow, and this process's compactions and map growth wait for it (called by the
         looping thread itself, they raise ReadInProgressError instead)."""
+        return (document for document, _ in self._documents(chunk, snapshot, sketches=False))
+
+    def sketched_items(self, *, chunk: int = 10_000, snapshot: bool = False) -> Iterator[tuple[Document, bytes | None]]:
+        """:meth:`items`, each with its stored sketch: 192 bytes for a document added as text,
+        b"" for a featureless text, None for one added as a fingerprint (and throughout a
+        database of format 1, which keeps no sketches).  :meth:`add_many` takes them back,
+        as ``simdb export`` and ``import`` do.  One more get per document."""
+        return self._documents(chunk, snapshot, sketches=True)
+
+    def _documents(self, chunk: int, snapshot: bool, sketches: bool) -> Iterator[tuple[Document, bytes | None]]:
         if snapshot:
             with self._storage.read() as txn:
-                yield from self._documents_after(lambda: nullcontext(txn), chunk)
+                yield from self._documents_after(lambda: nullcontext(txn), chunk, sketches)
         else:
-            yield from self._documents_after(self._storage.read, chunk)
+            yield from self._documents_after(self._storage.read, chunk, sketches)
 
     def _documents_after(
-        self, reading: Callable[[], AbstractContextManager[lmdb.Transaction[bytes]]], chunk: int
-    ) -> Iterator[Document]:
+        self, reading: Callable[[], AbstractContextManager[lmdb.Transaction[bytes]]], chunk: int, sketches: bool
+    ) -> Iterator[tuple[Document, bytes | None]]:
         after = b""
         while True:
             with reading() as txn:
                 rows = self._records.chunk_after(txn, after, chunk)
+                stored = [
+                    self._records.stored_sketch(txn, decode_id(raw_id)) if sketches else None for raw_id, _ in rows
+                ]
             if rows:
                 after = rows[-1][0]
-            yield from (Document(*record) for _, record in rows)
+            yield from ((Document(*record), sketch) for (_, record), sketch in zip(rows, stored))
             if len(rows) < chunk:
                 return
 

@@ -208,18 +208,21 @@ class Records:
         txn: lmdb.Transaction[bytes],
         next_id: int,
         records: Sequence[bytes],
-        sketches: Sequence[bytes] | None,
+        sketches: Sequence[bytes | None] | None,
         key_order: tuple[np.ndarray, np.ndarray],
     ) -> None:
         """Records, sketches and key index entries for new documents, ids from ``next_id``
-        on; ``key_order`` is :func:`simdb.keys.index_key_order` of their index keys.  Every
-        sub-database is written in key order (append mode into an empty one)."""
+        on (a None sketch: none is stored); ``key_order`` is
+        :func:`simdb.keys.index_key_order` of their index keys.  Every sub-database is written
+        in key order (append mode into an empty one)."""
         if not records:
             return
         new_ids = encode_id_range(next_id, len(records))
         put_sorted(txn, self.handles.db(DOCS), zip(new_ids, records), new_ids[0], len(new_ids))
         if sketches is not None and self.sketched:
-            put_sorted(txn, self.handles.db(SKETCHES), zip(new_ids, sketches), new_ids[0], len(new_ids))
+            pairs = [(raw_id, sketch) for raw_id, sketch in zip(new_ids, sketches) if sketch is not None]
+            if pairs:
+                put_sorted(txn, self.handles.db(SKETCHES), pairs, pairs[0][0], len(pairs))
         self.key_index.put_new(txn, next_id, key_order)
 
     def delete_many(self, txn: lmdb.Transaction[bytes], ids: Sequence[int], key_indexes: Sequence[bytes]) -> None:

@@ -282,7 +282,7 @@ class BatchWriter:
             if kind == _TEXT:
                 step = next(database._text_batches(rows, None, len(rows)))
             elif kind == _FINGERPRINT:
-                step = next(database._batches(iter(rows), len(rows), None))
+                step = next(database._batches(iter(rows), len(rows)))
             else:
                 step = [(operation.key, operation.index_key) for operation in run]
             yield step

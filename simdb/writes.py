@@ -207,19 +207,26 @@ class Writes:
         from an in-memory all-pairs search, and the checks and inserts share the one
         transaction, so two writers cannot both store near-duplicates of each other.
         Cost: one batched probe, O(b log b) in numpy, one Python step per candidate."""
-        rule = self._duplicate_rule(threshold, verified=batch.sketches is not None and self._sketched)
+        rule = self._duplicate_rule(threshold, verified=False)
+        # An item with a sketch (b"" included) checks its candidates with it, as it would
+        # alone, so it may take them from the wider radius that sketches allow.
+        if batch.sketches is not None and self._sketched:
+            sketched_radius = self._duplicate_rule(threshold, verified=True).radius
+            radii = np.array([rule.radius if sketch is None else sketched_radius for sketch in batch.sketches])
+        else:
+            radii = np.full(len(batch.keys), rule.radius)
         kind = kind_of(self._fingerprinter)
         queries = np.array(batch.fingerprints, dtype=np.uint64)
-        found = self._queries.find_many(txn, queries, rule.radius)
+        found = self._queries.find_many(txn, queries, int(radii.max()))
         stored_matches: list[list[tuple[float, int, int]]] = []  # (-similarity, distance, id), best first
         own_ids: list[int | None] = []
         owners = self._records.stored(txn, batch.keys, batch.index_keys)
-        for position, (owner, candidates) in enumerate(zip(owners, found)):
+        for position, (owner, candidates, radius) in enumerate(zip(owners, found, radii.tolist())):
             own = None if owner is None else owner[0]
             own_ids.append(own)
             if own is not None:
                 candidates.pop(own, None)  # a key never duplicates its own earlier version
-            ids = list(candidates)
+            ids = [doc_id for doc_id, distance in candidates.items() if distance <= radius]
             distances = np.array([candidates[doc_id] for doc_id in ids], dtype=np.int64)
             query_sketch = None if batch.sketches is None else batch.sketches[position]
             similarities = (
@@ -233,7 +240,7 @@ class Writes:
                     if rule.keeps(distance, similarity)
                 )
             )
-        earlier = self._batch_duplicates(batch, rule, kind)
+        earlier = self._batch_duplicates(batch, rule, radii, kind)
         result = AddResult()
         kept: list[int] = []
         live: dict[bytes, int] = {}  # index key -> position of its latest kept version in this batch
@@ -279,22 +286,30 @@ class Writes:
         radius = candidate_distance(threshold, kind_of(self._fingerprinter), verified=verified)
         return _Rule(min(self.plan.k, radius), threshold)
 
-    def _batch_duplicates(self, batch: Batch, rule: _Rule, kind: str) -> dict[int, list[tuple[int, int, float]]]:
+    def _batch_duplicates(
+        self, batch: Batch, rule: _Rule, radii: np.ndarray, kind: str
+    ) -> dict[int, list[tuple[int, int, float]]]:
         """For each item, the earlier items of the same batch (other keys) it duplicates under
-        ``rule``: position -> [(earlier position, distance, similarity)].  An in-memory
-        all-pairs search over the batch's fingerprints.  O(b log b + pairs)."""
+        ``rule`` within its own radius (``radii``): position -> [(earlier position,
+        distance, similarity)].  An in-memory all-pairs search over the batch's
+        fingerprints.  O(b log b + pairs)."""
         if len(batch.keys) < 2:
             return {}
-        left, right, distances = all_pair_arrays(np.array(batch.fingerprints, dtype=np.uint64), rule.radius)
+        left, right, distances = all_pair_arrays(np.array(batch.fingerprints, dtype=np.uint64), int(radii.max()))
         same_key = np.array([batch.keys[a] == batch.keys[b] for a, b in zip(left.tolist(), right.tolist())], dtype=bool)
-        keep = ~same_key if len(same_key) else np.zeros(0, dtype=bool)
+        keep = (~same_key if len(same_key) else np.zeros(0, dtype=bool)) & (distances <= radii[right])
         left, right, distances = left[keep], right[keep], distances[keep]
         if batch.sketches is None:
             similarities = fingerprint_similarities(distances, kind)
-        else:  # every item has a sketch; a featureless one (b"") is similar to nothing
-            rows, present = sketch_matrix(batch.sketches)
+        else:  # a featureless item (b"") is similar to nothing
+            rows, present = sketch_matrix([sketch or b"" for sketch in batch.sketches])
             similarities = candidate_similarities(distances, sketch_agreements(rows[left], rows[right]), kind)
             similarities[~(present[left] & present[right])] = 0.0
+            # As Queries.similarities_to compares the later item with the earlier one: where
+            # either has no sketch, the fingerprint's estimate, unless the later is featureless.
+            unsketched = np.array([sketch is None for sketch in batch.sketches])
+            estimated = (unsketched[left] | unsketched[right]) & (present[right] | unsketched[right])
+            similarities[estimated] = fingerprint_similarities(distances[estimated], kind)
         duplicates: dict[int, list[tuple[int, int, float]]] = {}
         for a, b, distance, similarity in zip(left.tolist(), right.tolist(), distances.tolist(), similarities.tolist()):
             if rule.keeps(distance, similarity):

@@ -230,6 +230,89 @@ def test_if_new_equals_adding_one_by_one(tmp_path_factory, seed: int, batch_size
         assert list(batched.items()) == list(single.items())
 
 
+def mixed_items(rng: random.Random, fingerprinter: simdb.Fingerprinter) -> list[tuple]:
+    """Documents as sketched_items gives them back: texts with their sketches, featureless
+    texts (b""), and fingerprints without one (None), some of them near the texts'."""
+    texts = [*near_duplicate_texts(rng, groups=3, size=4), "", "!!!", "..."]
+    items: list[tuple] = []
+    for text in texts:
+        fingerprint, sketch = fingerprinter.fingerprint_and_sketch(text)
+        if rng.random() < 0.3:  # the same document added as a bare fingerprint
+            sketch = None
+        items.append((f"k{rng.randrange(len(texts) + 2)}", fingerprint, {"n": len(items)}, sketch))
+    items += [(f"f{i}", rng.getrandbits(64), None, None) for i in range(3)]
+    # Two documents whose sketches agree but whose fingerprints are 4 bits apart: beyond the
+    # radius of an item without a sketch, within that of one with.
+    twin, sketch = rng.getrandbits(64), rng.randbytes(192)
+    items += [("twin-a", twin, None, sketch), ("twin-b", twin ^ 0b1111 << rng.randrange(61), None, sketch)]
+    rng.shuffle(items)
+    return items
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(seed=st.integers(0, 2**32), batch_size=st.integers(1, 8))
+def test_items_with_sketches_add_as_one_by_one_whatever_the_batch(tmp_path_factory, seed: int, batch_size: int) -> None:
+    # Within a batch, a pair where either item has no sketch is compared by fingerprint and a
+    # featureless later item is similar to nothing, as a later add compares with a stored one.
+    rng = random.Random(seed)
+    fingerprinter = simdb.Fingerprinter()
+    items = mixed_items(rng, fingerprinter)
+    root = tmp_path_factory.mktemp("s")
+    with (
+        simdb.open(root / "batched", fingerprinter=fingerprinter) as batched,
+        simdb.open(root / "single", fingerprinter=fingerprinter) as single,
+    ):
+        got = batched.add_many(items, if_new=True, batch_size=batch_size)
+        want = simdb.AddResult()
+        for item in items:
+            want.merge(single.add_many([item], if_new=True))
+        # The same items skipped, each as similar to what it duplicates (of equally similar
+        # ones, a batch names a stored document before one of its own).
+        assert [(skip.key, skip.similarity) for skip in got.skipped] == [
+            (skip.key, skip.similarity) for skip in want.skipped
+        ]
+        assert (got.added, got.replaced) == (want.added, want.replaced)
+        assert list(batched.sketched_items()) == list(single.sketched_items())
+
+
+def test_a_copy_through_sketched_items_answers_as_the_original(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    fingerprinter = simdb.Fingerprinter()
+    texts = near_duplicate_texts(rng, groups=4, size=5)
+    with simdb.open(tmp_path / "original", fingerprinter=fingerprinter) as original:
+        original.add_texts([(f"t{i}", text, {"i": i}) for i, text in enumerate(texts)])
+        original.add_texts([("empty", ""), ("dots", "..."), ("bangs", "!!!")])  # featureless
+        original.add_many([(f"f{i}", fingerprinter.fingerprint(text)) for i, text in enumerate(texts[:6])])
+        copied = list(original.sketched_items(snapshot=True, chunk=7))
+        assert {sketch for _, sketch in copied if sketch is not None and len(sketch) != 192} == {b""}
+        assert sum(sketch is None for _, sketch in copied) == 6
+        with simdb.open(tmp_path / "copy", fingerprinter=fingerprinter) as copy:
+            copy.add_many([(*document, sketch) for document, sketch in copied], batch_size=5)
+            assert list(copy.sketched_items()) == copied
+            assert list(copy.items()) == list(original.items())
+            assert list(copy.pairs()) == list(original.pairs()) != []
+            assert sorted(map(sorted, copy.clusters())) == sorted(map(sorted, original.clusters()))
+            assert list(copy.pairs(include_featureless=True)) == list(original.pairs(include_featureless=True))
+            for text in [*texts[::3], ""]:
+                assert copy.query(text=text, threshold=0.5) == original.query(text=text, threshold=0.5)
+
+
+def test_items_with_sketches_are_checked(tmp_path: Path) -> None:
+    sketch = simdb.Fingerprinter().fingerprint_and_sketch("a few words of text here")[1]
+    with simdb.open(tmp_path / "plain") as db:
+        with pytest.raises(simdb.InvalidInputError, match="no fingerprint settings"):
+            db.add_many([("a", 1, None, sketch)])
+        assert len(db) == 0
+    with simdb.open(tmp_path / "text", fingerprinter=simdb.Fingerprinter()) as db:
+        for bad, message in ((sketch[:-1], "sketch="), ("x" * 192, "sketch="), (b"", "featureless")):
+            with pytest.raises(simdb.InvalidInputError, match=message):
+                db.add_many([("ok", 5, None, None), ("b", 5, None, bad)])
+        assert len(db) == 0  # the batch was refused whole
+        assert db.add_many([("e", 0, None, b""), ("s", 7, None, sketch)]).featureless == 1
+
+
 def make_format_1(path: Path) -> None:
     """A database as the code before issue #14 wrote it: format_version 1, no sketches
     sub-database, SimHash tf settings stored without "kind"."""
