@@ -377,6 +377,7 @@ def run_ingest(
             interrupted = True
         except Exception:
             if not ctrl_c.is_set():
+                _say_what_was_kept(database, documents_before)
                 raise
             interrupted = True  # the interruption, surfacing as a follow-on error
         interrupted = interrupted or ctrl_c.is_set()
@@ -393,6 +394,20 @@ def run_ingest(
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_USAGE if intake.failed else 0
+
+
+def _say_what_was_kept(database: simdb.Database, documents_before: int) -> None:
+    """Before a run stopped by an error (a full disk, say) is reported: how many documents
+    its committed batches added, which stay.  Said only if the count can be read."""
+    try:
+        added = len(database) - documents_before
+    except simdb.SimdbError:
+        return
+    if added > 0:
+        err(
+            f"simdb: stopped by the error below; {added:,} documents were added before it "
+            "(every committed batch is kept; the batch in progress was not stored)"
+        )
 
 
 def print_summary(

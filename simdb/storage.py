@@ -105,6 +105,22 @@ def _nearly_full(directory: Path) -> bool:
     return info.f_bavail * info.f_frsize < DISK_FULL_MARGIN or (info.f_files > 0 and info.f_favail == 0)
 
 
+def _file_size_limit_reached(directory: Path) -> bool:
+    """Whether this process has a file size limit (``ulimit -f``) that the largest file in
+    ``directory`` has (almost) reached: a write past it is cut short, which LMDB reports as
+    EIO too.  One getrlimit call and a stat per file, on the error path only."""
+    try:
+        import resource  # not on Windows
+    except ImportError:
+        return False
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit == resource.RLIM_INFINITY:
+        return False
+    with suppress(OSError):
+        return any(entry.stat().st_size + DISK_FULL_MARGIN >= limit for entry in directory.iterdir())
+    return False
+
+
 _BATCH_NOT_STORED = "free disk space; the batch was not stored"
 _NOT_CREATED = "free disk space; the database was not created"
 _NOT_COMPACTED = "free disk space; the database was not compacted and is unchanged"
@@ -133,6 +149,8 @@ def translate(
         return _disk_full(where, text, full_hint)
     if code == errno.EIO and directory is not None and _nearly_full(directory):
         return _disk_full(where, f"{text} (the filesystem is full)", full_hint)
+    if code == errno.EIO and directory is not None and _file_size_limit_reached(directory):
+        return _disk_full(where, f"{text} (the file size limit, ulimit -f, is reached: raise it)", full_hint)
     if isinstance(exc, _DAMAGE):
         return CorruptDatabaseError(f"{where} is damaged: {text}", "restore it from a backup or an export", path=where)
     return StorageError(f"LMDB failed on {where}: {text}", path=where)

@@ -210,3 +210,44 @@ def test_an_interrupted_command_exits_without_waiting_for_stuck_workers(tmp_path
             os.killpg(process.pid, signal.SIGKILL)  # the stuck worker, which outlives it
     assert returncode == 130, "the interrupted command waited for its stuck worker"
     assert "interrupted" in stderr_path.read_text()
+
+
+_ADD_UNDER_A_FILE_SIZE_LIMIT = """
+import resource, runpy, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+sys.argv = ["simdb", *sys.argv[2:]]
+runpy.run_module("simdb_cli.app", run_name="__main__")
+"""
+
+
+def test_add_stopped_by_a_full_disk_says_what_its_committed_batches_added(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    with simdb.open(db) as database:
+        database.add_many((f"seed-{i}", i * 7919) for i in range(1_000))
+        size = database.stats()["size_bytes"]
+    rows = tmp_path / "rows.tsv"
+    rng = random.Random(5)
+    rows.write_text("".join(f"row-{i}\t{rng.getrandbits(64):#x}\n" for i in range(200_000)))
+    add_arguments = ["add", "--fingerprints", str(rows), "--db", str(db), "--batch-size", "5000", "--no-progress"]
+    run = subprocess.run(
+        [sys.executable, "-c", _ADD_UNDER_A_FILE_SIZE_LIMIT, str(size + (2 << 20)), *add_arguments],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SIMDB_PATH": ""},
+    )
+    assert run.returncode == 3, run.stderr
+    with simdb.open(db) as database:
+        added = len(database) - 1_000
+        assert database.check()
+    assert added > 0  # some batches fit under the limit
+    lines = run.stderr.strip().splitlines()
+    assert lines[0] == (
+        f"simdb: stopped by the error below; {added:,} documents were added before it "
+        "(every committed batch is kept; the batch in progress was not stored)"
+    ), run.stderr
+    # LMDB reports the write cut short as an I/O error; the file size limit explains it.
+    assert len(lines) == 2 and lines[1].startswith("simdb: no space left writing") and "ulimit -f" in lines[1]
+    assert "Traceback" not in run.stderr
