@@ -26,12 +26,13 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
+from contextlib import suppress
 from itertools import groupby
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simdb import codec
 from simdb.database import DEFAULT_MAX_BATCH, DEFAULT_MAX_DELAY, AddResult
-from simdb.errors import InvalidInputError, WriterClosedError
+from simdb.errors import DatabaseClosedError, InvalidInputError, WriterClosedError
 from simdb.fingerprint import _as_text
 from simdb.keys import check_key, describe, index_key
 from simdb.records import FLUSH_MARK_PREFIX
@@ -177,13 +178,19 @@ class BatchWriter:
                 return
             self._flush()
             if self._flushes:
-                self._database._drop_flush_mark(self._mark)
+                # Once the database is closed the mark stays, read by no one: harmless.
+                with suppress(DatabaseClosedError):
+                    self._database._drop_flush_mark(self._mark)
             self._closed = True
 
     def discard(self) -> int:
-        """Drop the buffered operations without storing them; returns how many there were."""
+        """Drop the buffered operations without storing them; returns how many there were.
+        Works after the database was closed, so that a writer whose flush that close made
+        fail can still be emptied and closed (a flush an interrupt left in doubt then counts
+        whole, as whether it committed can no longer be read)."""
         with self._lock:
-            self._settle()
+            with suppress(DatabaseClosedError):
+                self._settle()
             dropped = len(self._queue.operations)
             self._queue = _Queue([])
             return dropped
@@ -211,6 +218,8 @@ class BatchWriter:
             )
 
     def __repr__(self) -> str:
+        if not hasattr(self, "_closed"):  # its __init__ refused its arguments
+            return "<simdb.BatchWriter (not made)>"
         state = "closed" if self._closed else f"{len(self._queue.operations)} pending"
         return f"<simdb.BatchWriter {self._database.path!r} {state}>"
 

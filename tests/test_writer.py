@@ -339,3 +339,23 @@ def test_sigkill_loses_no_acknowledged_add_and_no_batch_partly(tmp_path, trial: 
             assert db.get(f"w{n}") == simdb.Document(f"w{n}", db.fingerprint(writer_text(n)), {"n": n})
         db.add("after", text="it stays writable")
         assert db.check()
+
+
+def test_a_writer_whose_database_was_closed_can_be_emptied_and_closed(db_path) -> None:
+    db = simdb.open(db_path)
+    writer = db.writer(max_batch=1_000, max_delay=3600)
+    writer.add("flushed", 1)
+    writer.flush()  # the writer has a flush mark in the database now
+    writer.add("a", 2)
+    writer.add("b", 3)
+    db.close()
+    with pytest.raises(simdb.DatabaseClosedError):
+        writer.flush()
+    with pytest.raises(simdb.DatabaseClosedError):
+        writer.close()  # it would have to flush what it holds
+    assert writer.discard() == 2
+    writer.close()
+    with pytest.raises(simdb.WriterClosedError):
+        writer.add("c", 4)
+    with simdb.open(db_path) as db:
+        assert sorted(db.keys()) == ["flushed"] and db.check()
