@@ -1379,7 +1379,7 @@ def _read_export_jsonl(item: Input, intake: Intake, header: ExportHeader) -> Ite
         if meta is _REFUSED:
             continue
         item_value: int | SketchedFingerprint = value
-        if "sketch" in record:
+        if record.get("sketch") is not None:  # null, as absent: no sketch
             sketch = _read_sketch(record["sketch"], where, intake, name)
             if sketch is None:
                 continue

@@ -249,7 +249,7 @@ class Config:
             self.requested = given
             return None
         stored = self.stored_fingerprinter(raw)
-        if given is not None and given != stored:
+        if given is not None and not given.agrees_with(stored):
             raise self._fingerprinter_mismatch(given, stored, f"the database at {self.path} uses")
         return stored
 
@@ -283,7 +283,7 @@ class Config:
             return fingerprinter
 
         stored = self.storage.write(store)
-        if given and stored != fingerprinter:
+        if given and not fingerprinter.agrees_with(stored):
             raise self._fingerprinter_mismatch(fingerprinter, stored, f"{self.storage.path} now uses")
         return stored
 

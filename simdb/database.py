@@ -252,7 +252,7 @@ class Database:
             raise
         self._tables = layer_for(self._format, self.plan, storage, self.path)
         self._records = Records(storage, self.path, sketched=self._sketched, format_version=self._format)
-        self._queries = Queries(self._tables, self._records, storage.read)
+        self._queries = Queries(self._tables, self._records, storage.read, storage.reading_in_this_thread)
         self._writes = Writes(self._config, self._records, self._tables, self._queries)
 
     # -- configuration -------------------------------------------------------------------

@@ -163,7 +163,9 @@ def normalize(text: str, normalization: int = NORMALIZATION) -> str:
             text = text.translate(table)
     text = unicodedata.normalize("NFKC", text).casefold()
     if normalization >= 2 and "\u0307" in text:
-        text = text.replace("i\u0307", "i")  # the casefolded Turkish capital dotted I
+        # The casefolded Turkish capital dotted I; composed again, as an accent after it
+        # ("İ́") is then on a plain i, as in "í".
+        text = unicodedata.normalize("NFC", text.replace("i\u0307", "i"))
     return text.translate(_APOSTROPHES)
 
 
@@ -187,11 +189,12 @@ def has_unspaced(text: str) -> bool:
     return _UNSPACED_SEARCH(text) is not None
 
 
-def iter_chunks(text: str, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]:
+def iter_chunks(text: str, chunk_chars: int = CHUNK_CHARS, normalization: int = NORMALIZATION) -> Iterator[str]:
     """Yield consecutive pieces of ``text`` of about ``chunk_chars`` characters, each cut
     just after a whitespace character so no token is split (unless a run of non-space
     characters is longer than a chunk).  A text shorter than a chunk is yielded whole.
     O(len(text)) time; each piece is a copy of at most ``chunk_chars`` characters."""
+    ignorable = _version_2_mapping()[1] if normalization >= 2 else {}
     length = len(text)
     if length <= chunk_chars:
         yield text
@@ -207,8 +210,12 @@ def iter_chunks(text: str, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]:
         cut = max(text.rfind(" ", start, end), text.rfind("\n", start, end), text.rfind("\t", start, end))
         if cut <= start:
             cut = end - 1
-            # No whitespace at all: do not separate a base character from its marks.
-            while cut > start and unicodedata.category(text[cut + 1])[0] == "M":
+            # No whitespace at all: do not separate a base character from its marks, nor
+            # (version 2, which deletes them) from the invisible characters between them.
+            while cut > start and (
+                unicodedata.category(text[cut + 1])[0] == "M"
+                or (ord(text[cut + 1]) in ignorable and ignorable[ord(text[cut + 1])] is None)
+            ):
                 cut -= 1
         yield text[start : cut + 1]
         start = cut + 1
@@ -219,7 +226,7 @@ def iter_token_chunks(
 ) -> Iterator[list[str]]:
     """Yield the tokens of ``text`` chunk by chunk (see :func:`iter_chunks`); concatenated,
     they are :func:`tokenize`'s result.  Memory is bounded by the chunk size."""
-    for piece in iter_chunks(text, chunk_chars):
+    for piece in iter_chunks(text, chunk_chars, normalization):
         yield tokenize(piece, split_unspaced, normalization)
 
 

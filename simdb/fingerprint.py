@@ -514,7 +514,9 @@ class Fingerprinter:
     * ``normalization`` — the version of :mod:`simdb.features`' text pipeline: 2 (the
       default) deletes invisible characters, makes every script's digits ASCII and reads
       "İ" as "I"; 1 is the pipeline of settings stored before versions, which a database
-      made then keeps.  ASCII texts tokenise alike in both.
+      made then keeps.  ASCII texts tokenise alike in both.  Left out, it is the current
+      version, and opening a database with these settings takes the database's version
+      (see :meth:`agrees_with`).
 
     Two Fingerprinters are ``==`` (and hash alike) exactly when their settings and IDF tables
     are equal, which is when they give the same fingerprints.  :meth:`to_dict` and
@@ -529,6 +531,7 @@ class Fingerprinter:
         "_kind",
         "_ngram",
         "_normalization",
+        "_normalization_given",
         "_split_unspaced",
         "_stopword_bytes",
         "_stopword_set",
@@ -545,6 +548,7 @@ class Fingerprinter:
     _split_unspaced: bool
     _kind: str
     _normalization: int
+    _normalization_given: bool
     _idf: _IdfTable | None
     _stopword_set: frozenset[str]
     _stopword_bytes: frozenset[bytes]
@@ -559,12 +563,13 @@ class Fingerprinter:
         stopwords: str | None = None,
         split_unspaced: bool = True,
         kind: str = "minhash",
-        normalization: int = NORMALIZATION,
+        normalization: int | None = None,
         *,
         _idf: _IdfTable | None = None,
     ) -> None:
         _check_choice("kind", kind, KINDS)
-        _check_choice("normalization", normalization, NORMALIZATIONS)
+        if normalization is not None:
+            _check_choice("normalization", normalization, NORMALIZATIONS)
         _check_choice("features", features, FEATURE_KINDS)
         if ngram is None:
             ngram = DEFAULT_NGRAM[features]
@@ -607,7 +612,8 @@ class Fingerprinter:
         setter(self, "_stopwords", stopwords)
         setter(self, "_split_unspaced", split_unspaced)
         setter(self, "_kind", kind)
-        setter(self, "_normalization", normalization)
+        setter(self, "_normalization", NORMALIZATION if normalization is None else normalization)
+        setter(self, "_normalization_given", normalization is not None)
         setter(self, "_idf", _idf)
         setter(self, "_stopword_set", stopword_set)
         setter(self, "_stopword_bytes", frozenset(word.encode() for word in stopword_set if word.isascii()))
@@ -653,6 +659,17 @@ class Fingerprinter:
     def normalization(self) -> int:
         """The version of the text pipeline (see :data:`simdb.features.NORMALIZATION`)."""
         return self._normalization
+
+    def agrees_with(self, stored: Fingerprinter) -> bool:
+        """Whether these settings, given to open a database, agree with the ``stored`` ones:
+        equal, or equal but for a ``normalization`` left out here, which is then the
+        database's (one made before version 2 keeps version 1).  O(1), or a copy of the
+        settings when only the version differs."""
+        if self == stored:
+            return True
+        if self._normalization_given or self._normalization == stored._normalization:
+            return False
+        return Fingerprinter.from_dict({**self.to_dict(), "normalization": stored._normalization}) == stored
 
     @property
     def idf_size(self) -> int | None:
@@ -806,7 +823,7 @@ class Fingerprinter:
         carry: UInt64Array = np.empty((0, lanes), dtype=np.uint64)
         seen_text = False
         emitted = False
-        for piece in iter_chunks(text, _features_module.CHUNK_CHARS):
+        for piece in iter_chunks(text, _features_module.CHUNK_CHARS, self._normalization):
             hashes = self._piece_hashes(piece)
             if not hashes.shape[0]:
                 continue

@@ -68,12 +68,14 @@ class TableIndex(Protocol):
 
 class Queries:
     """The query engines over ``tables`` and ``records``; ``read`` opens a read transaction
-    (:meth:`simdb.storage.Storage.read`), for :meth:`query_many` on several threads."""
+    (:meth:`simdb.storage.Storage.read`), for :meth:`query_many` on several threads, and
+    ``reading`` tells whether the calling thread is inside one already."""
 
-    def __init__(self, tables: TableIndex, records: Records, read: Reader) -> None:
+    def __init__(self, tables: TableIndex, records: Records, read: Reader, reading: Callable[[], bool]) -> None:
         self.tables = tables
         self.records = records
         self.read = read
+        self.reading = reading
 
     def find_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[int, int]]:
         """Candidates of many queries within ``k`` bits: whole tables merged when the batch is
@@ -164,8 +166,11 @@ class Queries:
         contiguous chunks, one per worker thread (``workers``, default every core; each at
         least :data:`MIN_QUERIES_PER_WORKER` queries), each chunk found in its own read
         transaction: the same results as one thread, though with a writer beside, chunks
-        may see different commits."""
+        may see different commits.  A thread inside a read searches on its own: new threads'
+        reads would wait behind a compaction or map growth that waits for its read."""
         workers = min(resolve_workers(workers), max(1, len(queries) // MIN_QUERIES_PER_WORKER))
+        if workers > 1 and self.reading():
+            workers = 1
         if workers > 1:
             with self.read() as txn:
                 stored = self.records.count(txn)

@@ -797,10 +797,14 @@ class Storage:
         live = self._current()
         live.handles[name] = live.env.open_db(name, txn=txn, create=True)
 
+    def reading_in_this_thread(self) -> bool:
+        """Whether this thread is inside a read (see :meth:`_SharedLock.held_by_this_thread`)."""
+        return self._lock.held_by_this_thread()
+
     def _refuse_inside_read(self, action: str) -> None:
         """ReadInProgressError if this thread has a read open, which ``action`` (such as
         "close") would wait for forever.  O(reads running)."""
-        if self._lock.held_by_this_thread():
+        if self.reading_in_this_thread():
             raise ReadInProgressError(
                 f"cannot {action} {self.path} while this thread is inside a read of it", path=self.path
             )

@@ -363,6 +363,19 @@ def test_add_with_stopwords_stores_them_and_refuses_other_settings_later(corpus:
     assert run("add", corpus / "alpha.txt", "--stopwords", "klingon", "--db", db).exit_code == 2
 
 
+def test_a_database_of_text_pipeline_version_1_takes_its_own_settings_given_again(corpus: Path, db: str) -> None:
+    # A database made before version 2 stores version 1; the options that made it, given
+    # again, must not be refused for a version they never named.
+    simdb.open(db, fingerprinter=simdb.Fingerprinter(features="char", ngram=4, normalization=1)).close()
+    again = run("add", corpus / "beta.txt", "--features", "char", "--ngram", "4", "--db", db, "--workers", "1")
+    assert again.exit_code == 0, again.stderr
+    stats = json.loads(run("stats", "--db", db, "--json").stdout)
+    assert stats["fingerprinter"]["normalization"] == 1
+    assert "text normalization version 1" in run("stats", "--db", db).stdout
+    refused = run("add", corpus / "beta.txt", "--features", "word-shingle", "--db", db, "--workers", "1")
+    assert refused.exit_code == 2 and "char" in refused.stderr
+
+
 # -- query -------------------------------------------------------------------------------------
 
 

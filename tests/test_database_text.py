@@ -142,8 +142,14 @@ def test_a_database_keeps_the_text_pipeline_version_it_was_made_with(db_path) ->
         [match] = db.query(text=hyphenated, k=0)
         assert match.key == "fox" and match.similarity == 1.0
         assert all(m.similarity < 1.0 for m in db.query(text=TEXT))  # the soft hyphens split words
+    # The same settings given again, the version left out, take the database's version;
+    # only a version given explicitly can disagree.
+    with simdb.open(db_path, fingerprinter=simdb.Fingerprinter()) as db:
+        assert db.fingerprinter.normalization == 1
     with pytest.raises(simdb.ConfigMismatchError, match="normalization=2.*normalization=1"):
-        simdb.open(db_path, fingerprinter=simdb.Fingerprinter())
+        simdb.open(db_path, fingerprinter=simdb.Fingerprinter(normalization=2))
+    with pytest.raises(simdb.ConfigMismatchError, match="features='char'"):
+        simdb.open(db_path, fingerprinter=simdb.Fingerprinter(features="char"))
     other = db_path.parent / "new"
     with simdb.open(other) as db:  # a new database takes the current version
         db.add("fox", text=hyphenated)

@@ -331,6 +331,7 @@ def test_every_scripts_digits_read_as_ascii_digits(text: str, zero: int) -> None
 def test_the_dotted_capital_i_and_lone_marks() -> None:
     # Casefolding leaves the Turkish capital dotted I as i and a combining dot.
     assert tokenize("İSTANBUL, I\u0307zmir") == tokenize("istanbul izmir") == ["istanbul", "izmir"]
+    assert tokenize("İ\u0301ris") == tokenize("íris")  # an accent then sits on a plain i
     # A combining mark after a space or a symbol (the variation selector of an emoji) is
     # no token of its own; version 1 made it one.
     assert tokenize("a \u0301 b \u2764\ufe0f c") == ["a", "b", "c"]
@@ -795,6 +796,9 @@ def test_chunks_never_separate_a_base_character_from_its_marks() -> None:
     pieces = list(iter_chunks(text, 7))
     assert "".join(pieces) == text
     assert all(not piece.startswith("\u0301") for piece in pieces)
+    # Version 2 deletes invisible characters first: nor may a cut fall between them.
+    text = "\u4e2de\u200d\u0301" * 40
+    assert [token for piece in iter_chunks(text, 7) for token in tokenize(piece)] == tokenize(text)
 
 
 def test_unknown_stopword_language_names_the_setting() -> None:

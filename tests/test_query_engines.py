@@ -60,7 +60,7 @@ def engine(layer: str, plan: TablePlan, fingerprints: list[int]) -> Iterator[tup
                         txn, np.arange(len(fingerprints), dtype=np.uint64), np.array(fingerprints, dtype=np.uint64)
                     )
                     records.set_next_id(txn, len(fingerprints))
-            yield Queries(tables, records, lambda: env.begin()), env
+            yield Queries(tables, records, lambda: env.begin(), lambda: False), env
         finally:
             env.close()
 

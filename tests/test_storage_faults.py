@@ -321,6 +321,18 @@ except simdb.ReadInProgressError:
 del documents
 follower.join()
 assert db.get("follower").fingerprint == 777 and "refused" not in db and db.check()
+
+# 3. The loop's query_many on several threads, while another thread's batch waits for the
+#    loop's read to grow the map: the new threads' reads would wait behind that batch.
+documents = db.items(snapshot=True)
+next(documents)
+grower = threading.Thread(target=lambda: db.add_many((f"h{i}", 2 * 10**6 + i) for i in range(400_000)))
+grower.start()
+until_an_exclusive_waits()
+found = db.query_many([10**6 + i for i in range(600)], k=0, workers=2)
+assert [[match.key for match in matches] for matches in found] == [[f"g{i}"] for i in range(600)]
+del documents
+grower.join()
 db.close()
 print("ok")
 """
