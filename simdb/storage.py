@@ -361,6 +361,11 @@ class _SharedLock:
             self.drop(token, None)
             self.wake()
 
+    def exclusive_waiting(self) -> bool:
+        """Whether a thread waits for (or holds) the exclusive lock.  One C call and a scan."""
+        holds = list(self._holds.values())
+        return _WAITING in holds or _HOLDING in holds
+
     def held_by_this_thread(self) -> bool:
         """Whether this thread holds ``shared``: then an ``exclusive`` it took would wait for
         itself.  Only this thread makes or gives back its holds, so the answer stays true
@@ -796,6 +801,35 @@ class Storage:
         """Create a named sub-database inside a write transaction."""
         live = self._current()
         live.handles[name] = live.env.open_db(name, txn=txn, create=True)
+
+    def holding(self, lock: threading.Lock, action: str) -> AbstractContextManager[object]:
+        """Hold ``lock``, a caller's lock that its holder keeps across writes (a
+        BatchWriter's), for ``action``.  A thread inside a read of this database waits for it
+        only while no other thread waits to take the database alone: the holder may be that
+        thread, waiting for this read, so ReadInProgressError instead of a wait without end
+        (looked at every :data:`_LOCK_RECHECK_SECONDS`).  Other threads, which nobody waits
+        for, take the lock itself (a C ``__enter__``: the cheapest, and no interrupt can
+        leave it held)."""
+        if not self.reading_in_this_thread():
+            return lock
+        return self._holding_inside_read(lock, action)
+
+    @contextmanager
+    def _holding_inside_read(self, lock: threading.Lock, action: str) -> Iterator[None]:
+        # An interrupt between a successful acquire and the assignment would leave the lock
+        # held: a window of one instruction, on this path only.
+        acquired = False
+        try:
+            while not acquired:
+                acquired = lock.acquire(timeout=_LOCK_RECHECK_SECONDS)
+                if not acquired and self._lock.exclusive_waiting():
+                    raise ReadInProgressError(
+                        f"cannot {action} {self.path} while this thread is inside a read of it", path=self.path
+                    )
+            yield
+        finally:
+            if acquired:
+                lock.release()
 
     def reading_in_this_thread(self) -> bool:
         """Whether this thread is inside a read (see :meth:`_SharedLock.held_by_this_thread`)."""

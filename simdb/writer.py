@@ -26,7 +26,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import suppress
+from contextlib import AbstractContextManager, suppress
 from itertools import groupby
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -166,14 +166,14 @@ class BatchWriter:
         """Commit every buffered operation in one write transaction and return what its
         adds did.  Durable when it returns.  Nothing buffered: nothing is written.  Cost:
         fingerprinting the buffered texts, one commit (its fsyncs)."""
-        with self._lock:
+        with self._locked():
             self._check_open()
             return self._flush()
 
     def close(self) -> None:
         """Flush and close the writer; later calls raise :class:`~simdb.WriterClosedError`.
         Idempotent.  If the flush fails the writer stays open (see the class)."""
-        with self._lock:
+        with self._locked():
             if self._closed:
                 return
             self._flush()
@@ -188,7 +188,7 @@ class BatchWriter:
         Works after the database was closed, so that a writer whose flush that close made
         fail can still be emptied and closed (a flush an interrupt left in doubt then counts
         whole, as whether it committed can no longer be read)."""
-        with self._lock:
+        with self._locked():
             with suppress(DatabaseClosedError):
                 self._settle()
             dropped = len(self._queue.operations)
@@ -198,9 +198,16 @@ class BatchWriter:
     @property
     def pending(self) -> int:
         """How many operations are buffered, not yet committed."""
-        with self._lock:
+        with self._locked():
             self._settle()
             return len(self._queue.operations)
+
+    def _locked(self) -> AbstractContextManager[object]:
+        """The writer's lock, which a flush holds while it waits for the database: a thread
+        inside a read of the database, which that flush may wait for, gets
+        ReadInProgressError rather than waiting for it (:meth:`Storage.holding`).  Any other
+        thread takes the lock itself, whose C ``__enter__`` costs least."""
+        return self._database._holding(self._lock, "wait for a writer of")
 
     def __enter__(self) -> BatchWriter:
         return self
@@ -239,7 +246,7 @@ class BatchWriter:
         return _Operation(_TEXT, key, _as_text(text), meta)
 
     def _buffer_operation(self, operation: _Operation) -> None:
-        with self._lock:
+        with self._locked():
             self._check_open()
             now = time.monotonic()
             operations = self._queue.operations

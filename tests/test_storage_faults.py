@@ -334,6 +334,29 @@ assert [[match.key for match in matches] for matches in found] == [[f"g{i}"] for
 del documents
 grower.join()
 db.close()
+
+# 4. A writer shared with another thread whose flush waits for the loop's read (its batch
+#    must grow the map): the loop's add to that writer is refused, not left waiting.
+db = simdb.open(path + "-writer", map_size=1 << 16)
+db.add_many((f"d{i}", i * 7919) for i in range(3_000))
+writer = db.writer(max_batch=10**7, max_delay=10**9)
+documents = db.items(snapshot=True)
+next(documents)
+for i in range(100_000):
+    writer.add(f"w{i}", 3 * 10**6 + i)
+flusher = threading.Thread(target=writer.flush)
+flusher.start()
+until_an_exclusive_waits()
+try:
+    writer.add("refused", 1)
+    raise SystemExit("the add to the writer inside the read was not refused")
+except simdb.ReadInProgressError:
+    pass
+del documents
+flusher.join()
+writer.close()
+assert len(db) == 103_000 and "refused" not in db and db.check()
+db.close()
 print("ok")
 """
 
