@@ -8,12 +8,13 @@ The pipeline, applied to every text before any hashing:
    superscripts) become their plain equivalents and case is removed ("Straße" → "strasse").
 3. **Apostrophes are deleted** (U+0027, U+2018, U+2019, U+02BC), so "don't" and "don’t"
    are both the token "dont".
-   From pipeline version 2 (:data:`NORMALIZATION`), invisible characters (Unicode's
-   default-ignorable code points: soft hyphens, zero-width spaces and joiners, direction
-   marks, byte-order marks, variation selectors, Hangul fillers, tags) are deleted first, so
-   "hyphen\u00adation" is "hyphenation" and "❤️" is "❤"; decimal digits of every script
-   become ASCII digits ("١٢٣" is "123"); and an ``i`` with a combining dot above, as
-   casefolding leaves the Turkish "İ", is a plain ``i`` ("İSTANBUL" is "istanbul").
+   From pipeline version 2 (:data:`NORMALIZATION`): before step 2, invisible characters
+   (Unicode's default-ignorable code points: soft hyphens, zero-width spaces and joiners,
+   direction marks, byte-order marks, variation selectors, Hangul fillers, tags) are
+   deleted, so "hyphen\u00adation" is "hyphenation" and "❤️" is "❤", and decimal digits of
+   every script become ASCII digits ("١٢٣" is "123"); after it, an ``i`` with a combining
+   dot above, as casefolding leaves the Turkish "İ", is a plain ``i`` ("İSTANBUL" is
+   "istanbul"), composed again with any accent that follows.
 4. **Punctuation and whitespace folding.**  A token is a maximal run of letters, digits and
    combining marks; everything else (punctuation, symbols, whitespace, underscore) only
    separates tokens.  Character shingles are taken over the tokens joined by single spaces.
