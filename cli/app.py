@@ -268,7 +268,7 @@ ThresholdOption = Annotated[
         "--threshold",
         "-t",
         help=f"Smallest similarity (0 < t <= 1) of a near-duplicate: the sketch estimate of the feature sets' Jaccard "
-        f"similarity where stored, else the fingerprint's estimate. "
+        f"similarity where stored, else the fingerprint's estimate (always, for SimHash of weighted features). "
         f"Default {simdb.DEFAULT_THRESHOLD} unless -k is given.",
         show_default=False,
     ),

@@ -758,7 +758,8 @@ class Database:
             "map_size": int(info["map_size"]),
             "generation": storage.generation,
             "fingerprinter": self._fingerprinter.to_dict() if self._fingerprinter is not None else None,
-            "kind": kind_of(self._fingerprinter),
+            "kind": "simhash" if self._fingerprinter is None else self._fingerprinter.kind,
+            "similarity": kind_of(self._fingerprinter),
             "sketches": self._sketched,
             "sketch_count": sketch_count,
         }

@@ -5,6 +5,10 @@ A threshold is a similarity in (0, 1]: the Jaccard similarity of two texts' feat
 estimated by :func:`candidate_similarities`: when both have a 192-byte sketch, the joint
 maximum-likelihood estimate from the sketch and the 64-bit minhash fingerprint together
 (:func:`joint_similarities`; the sketch alone for SimHash), else by the fingerprints alone.
+SimHash of weighted features (tf, log or IDF weights) is the exception, :data:`WEIGHTED`:
+its bits estimate the cosine of the weighted vectors, which bounds no Jaccard of the sets
+(a text and its copy with one line repeated 40 times have the same set and a low weighted
+cosine), so its similarity is that cosine, estimated from the fingerprint alone.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ __all__ = ["check_threshold"]  # re-exported: it lived here
 DEFAULT_THRESHOLD = 0.9
 #: Share of the pairs at or above a threshold that the candidate radius must find.
 CANDIDATE_RECALL = 0.97
-KINDS = ("simhash", "minhash")
+#: The similarity of SimHash fingerprints of weighted features (see the module docstring).
+WEIGHTED = "weighted-simhash"
+KINDS = ("simhash", "minhash", WEIGHTED)
 
 
 def _bit_flip_probability(threshold: float, kind: str) -> float:
@@ -57,7 +63,7 @@ def candidate_distance(threshold: float, kind: str, *, verified: bool) -> int:
     if kind not in KINDS:
         raise InvalidInputError(f"kind={describe(kind)} is not one of {', '.join(KINDS)}")
     flip = _bit_flip_probability(threshold, kind)
-    if not verified:
+    if not verified or kind == WEIGHTED:  # weighted: no sketch checks the candidates
         # A small epsilon keeps exact boundaries (t = 0.5 -> 16 bits) from rounding down.
         return min(BITS, math.floor(BITS * flip + 1e-9))
     cumulative = 0.0
@@ -138,14 +144,23 @@ def candidate_similarities(
     """The similarity of candidate pairs that both have a sketch, from their fingerprint
     ``distances`` and how many of their sketch bytes agree: :func:`joint_similarities` for
     minhash fingerprints, the sketch-only :func:`simdb.fingerprint.sketch_estimates` for
-    SimHash (its bits estimate a cosine, not J).  The one estimate the database uses for
-    pairs, queries and if_new.  O(n), numpy."""
+    SimHash (its bits estimate a cosine, not J), and for :data:`WEIGHTED` SimHash the
+    fingerprint's cosine estimate, as without sketches.  The one estimate the database uses
+    for pairs, queries and if_new.  O(n), numpy."""
     if kind == "minhash":
         return joint_similarities(BITS - np.asarray(distances, dtype=np.int64), agreeing_bytes)
+    if kind == WEIGHTED:
+        return fingerprint_similarities(distances, kind)
     return sketch_estimates(agreeing_bytes)
 
 
 def kind_of(settings: Any) -> str:
-    """The fingerprint kind of stored settings (a Fingerprinter or None): databases that only
-    ever stored fingerprints are taken as SimHash, which :func:`simdb.simhash` makes."""
-    return "simhash" if settings is None else str(settings.kind)
+    """The similarity that a database's thresholds and results measure, by its stored
+    settings (a Fingerprinter or None): ``"minhash"``, ``"simhash"`` or, for SimHash of
+    tf, log or IDF weights, :data:`WEIGHTED`.  Databases that only ever stored fingerprints
+    are taken as SimHash, which :func:`simdb.simhash` makes."""
+    if settings is None:
+        return "simhash"
+    if settings.kind == "simhash" and (settings.weights != "binary" or settings.idf_size is not None):
+        return WEIGHTED
+    return str(settings.kind)

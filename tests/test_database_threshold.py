@@ -4,6 +4,7 @@ checked against a brute-force oracle: every pair's similarity from the documents
 
 from __future__ import annotations
 
+import math
 import random
 from itertools import combinations
 from pathlib import Path
@@ -311,6 +312,41 @@ def test_items_with_sketches_are_checked(tmp_path: Path) -> None:
                 db.add_many([("ok", 5, None, None), ("b", 5, None, bad)])
         assert len(db) == 0  # the batch was refused whole
         assert db.add_many([("e", 0, None, b""), ("s", 7, None, sketch)]).featureless == 1
+
+
+@pytest.mark.parametrize("weighting", ["tf", "log", "idf"])
+def test_weighted_simhash_thresholds_apply_to_the_weighted_cosine_of_the_fingerprints(
+    tmp_path: Path, weighting: str
+) -> None:
+    # Weighted SimHash bits estimate the cosine of the weighted vectors, which bounds no
+    # Jaccard of the sets: a page and its copy with one block repeated 40 times have the
+    # same set, and were left out by pairs(threshold=) though the sketch put them at 1.0.
+    rng = random.Random(11)
+    texts = near_duplicate_texts(rng, groups=6, size=4)
+    block = " ".join(rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(6))
+    page = " ".join(f"w{rng.randrange(10**6)}" for _ in range(300))
+    texts += [f"{page} {block} {block}", f"{page} {' '.join([block] * 40)}", ""]
+    settings_ = {"weights": "binary" if weighting == "idf" else weighting}
+    fingerprinter = simdb.Fingerprinter(kind="simhash", **settings_)
+    if weighting == "idf":
+        fingerprinter = fingerprinter.fit_idf(texts)
+    with simdb.open(tmp_path / "db", fingerprinter=fingerprinter) as db:
+        db.add_texts([(f"t{i}", text) for i, text in enumerate(texts)])
+        assert db.stats()["similarity"] == "weighted-simhash"
+        stored = {document.key: document.fingerprint for document, sketch in db.sketched_items() if sketch}
+        for threshold in (0.7, 0.9):
+            expected = {}
+            for (a, fa), (b, fb) in combinations(stored.items(), 2):
+                cosine = max(0.0, math.cos(math.pi * (fa ^ fb).bit_count() / 64))
+                if cosine >= threshold:
+                    expected[a, b] = cosine
+            got = {(pair.key_a, pair.key_b): pair.similarity for pair in db.pairs(threshold=threshold)}
+            assert got.keys() == expected.keys() and expected
+            assert all(got[pair] == pytest.approx(expected[pair]) for pair in got)
+            for key in list(stored)[::5]:
+                for match in db.query(text=texts[int(key[1:])], threshold=threshold):
+                    distance = (stored[key] ^ match.fingerprint).bit_count()
+                    assert match.similarity == pytest.approx(max(0.0, math.cos(math.pi * distance / 64)))
 
 
 def make_format_1(path: Path) -> None:
