@@ -1420,6 +1420,8 @@ def export(
     JSONL keeps the fingerprint settings too, so an imported copy fingerprints text the same
     way; rebuild with another block plan by importing with -k/--blocks.
     """
+    if output_path != "-" and Path(os.path.realpath(output_path)).is_relative_to(os.path.realpath(db)):
+        raise usage_error(f"-o {output_path} is inside the database {db}, whose files the export would replace")
     if file_format == "parquet":
         if output_path == "-":
             raise usage_error("--format parquet needs --output FILE.parquet")

@@ -23,7 +23,8 @@ def output_file(path: str) -> Iterator[IO[str]]:
     import reads it).  A regular file is written under a temporary name beside it and
     renamed over ``path`` only when the block ends without an error, so a failed export
     never truncates an earlier one; the temporary is removed on failure.  Costs one rename;
-    a device or FIFO is written directly."""
+    a device or FIFO is written directly.  A symbolic link (``/dev/stdout`` included) is
+    followed: what it names is replaced, never the link."""
     if path == "-":
         yield output.stdout()
         output.flush()  # inside the command's error handling, naming stdout
@@ -39,6 +40,8 @@ def output_file(path: str) -> Iterator[IO[str]]:
         with _text_stream(path, path) as stream:
             yield stream
         return
+    # The temporary goes beside the file the link names, and is renamed over that file.
+    target = Path(os.path.realpath(path))
     try:
         handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
     except OSError as error:
@@ -48,7 +51,7 @@ def output_file(path: str) -> Iterator[IO[str]]:
         os.chmod(temporary, stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_umask())
         with _text_stream(handle, path) as stream:
             yield stream
-        os.replace(temporary, path)
+        os.replace(temporary, target)
     except BaseException:
         with suppress(OSError):
             os.unlink(temporary)

@@ -736,6 +736,27 @@ def test_export_tsv_refuses_keys_it_cannot_carry(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "jsonl" in result.stderr
 
 
+def test_export_through_a_symbolic_link_replaces_what_it_names_and_keeps_the_link(filled: str, tmp_path: Path) -> None:
+    # Before: the temporary was renamed over the link itself (as root, over /dev/stdout).
+    target, link = tmp_path / "backup.jsonl", tmp_path / "latest.jsonl"
+    target.write_text("an older backup\n")
+    link.symlink_to(target.name)
+    assert run("export", "-o", link, "--db", filled).exit_code == 0
+    assert link.is_symlink() and os.readlink(link) == target.name
+    expected = run("export", "--db", filled).stdout
+    assert target.read_text() == expected and expected.count("\n") == 5
+
+
+def test_export_into_the_database_directory_is_refused(filled: str) -> None:
+    # Before: -o onto the data file or CURRENT replaced it, and the database was gone.
+    before = {path.name: path.read_bytes() for path in Path(filled).iterdir() if not path.name.endswith("-lock")}
+    for name in ("CURRENT", "data-000001.mdb", "new.jsonl"):
+        refused = run("export", "-o", Path(filled) / name, "--db", filled)
+        assert refused.exit_code == 2 and "inside the database" in refused.stderr
+    after = {path.name: path.read_bytes() for path in Path(filled).iterdir() if not path.name.endswith("-lock")}
+    assert after == before and run("check", "--db", filled).exit_code == 0
+
+
 @pytest.mark.parametrize("name", ["out.jsonl.gz", "out.tsv.gz", "OUT.JSONL.GZ"])
 def test_export_to_a_gz_file_writes_gzip_that_imports_back(tmp_path: Path, name: str) -> None:
     source = tmp_path / "in.jsonl"
