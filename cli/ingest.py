@@ -355,7 +355,6 @@ def run_ingest(
     return the exit code: 130 after Ctrl-C (the committed batches stay and the message says
     how many documents they added), 2 if any input failed, else 0."""
     started = time.monotonic()
-    documents_before = len(database)
     interrupted = False
     with output.progress_bar(show_progress) as progress, interrupts_in_this_process_only() as ctrl_c:
         task = progress.add_task("adding", total=total_bytes, documents=0)
@@ -377,15 +376,14 @@ def run_ingest(
             interrupted = True
         except Exception:
             if not ctrl_c.is_set():
-                _say_what_was_kept(database, documents_before)
+                _say_what_was_kept(ingest.counts())
                 raise
             interrupted = True  # the interruption, surfacing as a follow-on error
         interrupted = interrupted or ctrl_c.is_set()
+    # This run's committed batches, as the database reported each: not the change in the
+    # number of documents, which other processes' writes meanwhile are part of.
     counts = ingest.counts()
     if interrupted:
-        # Counted from the database itself, so a batch that committed just as Ctrl-C came
-        # is counted too.
-        counts = counts._replace(added=len(database) - documents_before)
         err(
             f"simdb: interrupted; {counts.added:,} documents were added before Ctrl-C "
             "(every committed batch is kept; the batch in progress was not stored)"
@@ -396,16 +394,12 @@ def run_ingest(
     return EXIT_USAGE if intake.failed else 0
 
 
-def _say_what_was_kept(database: simdb.Database, documents_before: int) -> None:
+def _say_what_was_kept(counts: Counts) -> None:
     """Before a run stopped by an error (a full disk, say) is reported: how many documents
-    its committed batches added, which stay.  Said only if the count can be read."""
-    try:
-        added = len(database) - documents_before
-    except simdb.SimdbError:
-        return
-    if added > 0:
+    its committed batches added, which stay."""
+    if counts.added > 0:
         err(
-            f"simdb: stopped by the error below; {added:,} documents were added before it "
+            f"simdb: stopped by the error below; {counts.added:,} documents were added before it "
             "(every committed batch is kept; the batch in progress was not stored)"
         )
 

@@ -251,3 +251,41 @@ def test_add_stopped_by_a_full_disk_says_what_its_committed_batches_added(tmp_pa
     # LMDB reports the write cut short as an I/O error; the file size limit explains it.
     assert len(lines) == 2 and lines[1].startswith("simdb: no space left writing") and "ulimit -f" in lines[1]
     assert "Traceback" not in run.stderr
+
+
+def test_an_interrupted_add_counts_its_own_documents_not_other_writers(tmp_path: Path) -> None:
+    # Before: the count was the change in the number of stored documents, so another
+    # process's removal of 500 made an add of 6 report "-494 documents were added".
+    db = tmp_path / "db"
+    with simdb.open(db) as database:
+        database.add_many((f"base-{i}", i * 7919 + 1) for i in range(1_000))
+    arguments = ["add", "--fingerprints", "-", "--batch-size", "1", "--db", str(db), "--no-progress"]
+    adder = subprocess.Popen(
+        [sys.executable, "-m", "simdb_cli.app", *arguments],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SIMDB_PATH": ""},
+    )
+    assert adder.stdin is not None
+    try:
+        for i in range(6):
+            adder.stdin.write(f"new-{i}\t{(i + 1) * 10**15}\n")
+        adder.stdin.flush()
+        deadline = time.monotonic() + 60
+        while True:  # the six are committed one by one
+            with simdb.open(db, readonly=True) as database:
+                if all(f"new-{i}" in database for i in range(6)):
+                    break
+            assert time.monotonic() < deadline, "the adder never stored its six documents"
+            time.sleep(0.1)
+        with simdb.open(db) as database:  # another writer meanwhile
+            assert database.remove_many(f"base-{i}" for i in range(500)) == 500
+        adder.send_signal(signal.SIGINT)
+        stdout, stderr = adder.communicate(timeout=60)
+    finally:
+        if adder.poll() is None:
+            adder.kill()
+    assert adder.returncode == 130, stderr
+    assert "interrupted; 6 documents were added" in stderr and "added 6," in stdout, stderr + stdout
