@@ -104,6 +104,7 @@ from .sources import (
     read_fingerprint_tsv,
     read_jsonl,
     stdin_keys,
+    stdin_text,
     stream_inputs,
     without_sketches,
 )
@@ -358,8 +359,8 @@ def read_text_file(path: str) -> str:
     name = "<stdin>" if path == "-" else path
     try:
         if path == "-":
-            raw = getattr(sys.stdin, "buffer", None)
-            data = raw.read() if raw is not None else sys.stdin.read().encode()
+            raw = getattr(stdin_text(), "buffer", None)
+            data = raw.read() if raw is not None else stdin_text().read().encode()
         else:
             data = Path(path).read_bytes()
     except OSError as error:

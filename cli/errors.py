@@ -4,6 +4,7 @@ is the one formatter of a library error for the command line."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import traceback
@@ -126,7 +127,12 @@ def guarded(command: F) -> F:
         except KeyboardInterrupt:
             err("simdb: interrupted")
             raise typer.Exit(EXIT_INTERRUPTED) from None
-        except BrokenPipeError:
+        except BrokenPipeError as error:
+            if error.errno == errno.EBADF:
+                # Closed before the command started (``simdb export >&-``): the results never
+                # had a reader, and a script must not take silence for success.
+                err("simdb: stdout is closed, so the results could not be written (redirect it to a file)")
+                raise typer.Exit(EXIT_USAGE) from None
             # The reader went away (``simdb pairs | head``): stop quietly, and keep Python
             # from complaining about the unflushable stdout at exit.
             output.silence_stdout()

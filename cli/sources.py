@@ -211,13 +211,28 @@ class PathRules:
         return any(fnmatch.fnmatch(name, pattern) for pattern in self.excludes)
 
 
+def stdin_text() -> IO[str]:
+    """``sys.stdin``; a stdin closed before the command started (``simdb ... <&-``: Python
+    then has none) is a usage error naming it, not an AttributeError."""
+    if sys.stdin is None:
+        raise InvalidInputError("stdin is closed, so '-' has nothing to read", "give a file, or redirect stdin")
+    return sys.stdin
+
+
+def _stdin_bytes() -> IO[bytes]:
+    """Stdin as bytes (a test's text stream, which has none beneath, encoded whole)."""
+    stream = stdin_text()
+    raw: IO[bytes] | None = getattr(stream, "buffer", None)
+    return raw if raw is not None else io.BytesIO(stream.read().encode())
+
+
 def read_path_list(source: str, intake: Intake, *, null: bool, stdin: IO[str] | None = None) -> list[str]:
     """The paths listed in ``source`` ("-": stdin), one per line, or NUL-separated with
     ``null`` (``find -print0``).  Read as bytes and decoded as the operating system decodes
     file names, so a name that is not valid UTF-8 still names its file.  An unreadable list
     is reported and counted.  O(list size)."""
     if source == "-":
-        stream = stdin or sys.stdin
+        stream = stdin or stdin_text()
         raw = getattr(stream, "buffer", None)
         data = raw.read() if raw is not None else os.fsencode(stream.read())
         name = "<stdin>"
@@ -306,7 +321,7 @@ def stdin_keys(intake: Intake, stdin: IO[str] | None = None) -> list[str]:
     """The non-empty lines of stdin as keys.  Read as bytes and decoded line by line, so
     that a line that is not UTF-8 (it can name no stored key) is reported with its number
     and the rest are still read, whatever error handler the locale gave stdin.  O(input)."""
-    stream = stdin or sys.stdin
+    stream = stdin or stdin_text()
     raw = getattr(stream, "buffer", None)
     if raw is None:  # a text stream without bytes beneath: already decoded
         return [line for line in stream.read().splitlines() if line]
@@ -495,11 +510,7 @@ def read_text_files(
             continue
         try:
             # "-" is stdin's text (query --file -); getattr: a test's text stream has no bytes beneath.
-            with (
-                contextlib.nullcontext(getattr(sys.stdin, "buffer", None) or io.BytesIO(sys.stdin.read().encode()))
-                if item.path == "-"
-                else open(item.path, "rb")
-            ) as handle:
+            with contextlib.nullcontext(_stdin_bytes()) if item.path == "-" else open(item.path, "rb") as handle:
                 data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
         except OSError as exc:
             intake.bytes_done += item.size or 0
@@ -519,7 +530,7 @@ def _open_binary(item: Input) -> tuple[IO[bytes], IO[bytes]]:
     """(stream to read, raw file whose position measures progress); gunzips ``.gz``."""
     # The file is closed by the caller.
     raw: IO[bytes] = (
-        sys.stdin.buffer if item.path == "-" else open(item.path, "rb")  # noqa: SIM115
+        _stdin_bytes() if item.path == "-" else open(item.path, "rb")  # noqa: SIM115
     )
     if item.path.lower().endswith(".gz"):
         # GzipFile is a binary file object, but typeshed derives it from BufferedIOBase, not IO[bytes].
@@ -568,7 +579,7 @@ def _lines(item: Input, intake: Intake, max_bytes: int | None = None) -> Iterato
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         intake.fail(item.path, f"cannot read: {getattr(exc, 'strerror', None) or exc}")
     finally:
-        if raw is not sys.stdin.buffer:
+        if item.path != "-":
             raw.close()
         intake.bytes_done = start + (item.size or 0)
 
