@@ -184,13 +184,18 @@ WorkersOption = Annotated[
     typer.Option(
         "--workers",
         min=1,
-        help="Processes that compute fingerprints. Default: every available core.",
+        help="Processes that compute fingerprints (at most 4 per core). Default: every available core.",
         show_default=False,
     ),
 ]
 BatchOption = Annotated[
     int,
-    typer.Option("--batch-size", min=1, help="Documents per write transaction; Ctrl-C keeps every committed batch."),
+    typer.Option(
+        "--batch-size",
+        min=1,
+        max=100_000_000,
+        help="Documents per write transaction; Ctrl-C keeps every committed batch.",
+    ),
 ]
 IfNewOption = Annotated[
     bool,
@@ -478,6 +483,7 @@ def add(
         typer.Option(
             "--max-doc-bytes",
             min=1,
+            max=2**40,
             help="Largest document read: a text file, a JSONL or TSV line, or a WARC record's payload "
             "(after decompression). Larger ones are reported with their size and skipped, "
             "without being read whole.",

@@ -64,7 +64,7 @@ from simdb.arrays import compact
 from simdb.errors import DistanceTooLargeError, InvalidInputError
 from simdb.heap import retained_heap
 from simdb.plan import BITS, Table, TablePlan
-from simdb.validation import check_distance, check_int, fingerprint_array
+from simdb.validation import check_distance, check_int, check_workers, fingerprint_array
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
@@ -642,10 +642,11 @@ class SearchJob:
 
 
 def resolve_workers(workers: Any, name: str = "workers") -> int:
-    """``workers`` as a positive int: None means every core (``os.cpu_count()``)."""
+    """``workers`` as a positive int: None means every core (``os.cpu_count()``); at most
+    :data:`~simdb.validation.MAX_WORKERS_PER_CORE` per core."""
     if workers is None:
         return max(1, os.cpu_count() or 1)
-    return check_int(name, workers, minimum=1, hint="pass None for one per core")
+    return check_workers(workers, name, hint="pass None for one per core")
 
 
 def plan_search_jobs(

@@ -85,7 +85,7 @@ from simdb.errors import FingerprinterError, InvalidInputError
 from simdb.features import NORMALIZATION, NORMALIZATIONS, iter_chunks, tokenize
 from simdb.keys import iterate
 from simdb.stopwords import STOPWORD_LISTS, stopword_list
-from simdb.validation import check_fingerprint, check_int
+from simdb.validation import check_fingerprint, check_int, check_workers
 
 #: Version of the fingerprint definition above.  Bump it whenever a change to this module
 #: could change any fingerprint, so stored settings from another version are refused.
@@ -1096,7 +1096,7 @@ class Fingerprinter:
         """(fingerprint, sketch or b"") pairs of ``texts``, here or in a pool of ``workers``;
         the arguments are checked now, before the first pair is asked for."""
         if workers is not None:
-            workers = check_int("workers", workers, minimum=1, hint="pass None to work in this process")
+            workers = check_workers(workers, hint="pass None to work in this process")
         iterate(texts, "texts")  # refuses one text passed alone, before any work starts
         if workers is None or workers == 1:
             return _pairs(self._iter_blocks(texts, sketch))

@@ -10,6 +10,7 @@ damage is a CorruptDatabaseError, not a bad argument."""
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,6 +75,18 @@ def check_int(
         expected = _int_range(minimum, maximum)
         raise error(f"{name}={describe(value)} is not {expected}", hint, argument=name, value=value, expected=expected)
     return number
+
+
+#: The most workers (threads or processes) per core that a ``workers=`` takes: beyond a
+#: few, more only cost start-up and memory (``--workers 1000`` started 972 processes on 2
+#: cores, and ``--workers 100000`` forked until it was killed).
+MAX_WORKERS_PER_CORE = 4
+
+
+def check_workers(workers: object, name: str = "workers", hint: str | None = None) -> int:
+    """``workers`` checked as an int >= 1, and taken down to :data:`MAX_WORKERS_PER_CORE`
+    per core."""
+    return min(check_int(name, workers, minimum=1, hint=hint), MAX_WORKERS_PER_CORE * max(1, os.cpu_count() or 1))
 
 
 def check_distance(k: object, *, maximum: int | None = None, name: str = "k", hint: str | None = None) -> int:

@@ -3,6 +3,7 @@ leaves nothing half-made on disk or in the database."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tracemalloc
@@ -344,3 +345,15 @@ def test_bytes_like_texts_are_taken_everywhere_text_is(tmp_path, workers: int) -
     with simdb.open(tmp_path / "db") as db:
         db.add_texts(((f"k{i}", text) for i, text in enumerate(like)), workers=workers)
         assert [document.fingerprint for document in db.items()] == [expected] * 3
+
+
+def test_workers_beyond_four_per_core_are_taken_down_to_that() -> None:
+    # Found by an adversarial probe: --workers 1000 started 972 processes on 2 cores, and
+    # --workers 100000 forked until it was killed.
+    from simdb.allpairs import resolve_workers
+
+    cap = 4 * (os.cpu_count() or 1)
+    assert resolve_workers(10**9) == cap and resolve_workers(1) == 1 and resolve_workers(None) == os.cpu_count()
+    texts = [f"text number {n} " * 20 for n in range(50)]
+    fingerprinter = simdb.Fingerprinter()
+    assert fingerprinter.fingerprint_many(texts, workers=10**6) == fingerprinter.fingerprint_many(texts)
