@@ -35,6 +35,7 @@ from simdb import InvalidInputError, InvalidKeyError, NotADatabaseError
 from simdb.database import DEFAULT_K
 from simdb.errors import DASK_INSTALL_HINT, ConfigMismatchError, DaskNotInstalledError
 from simdb.features import NORMALIZATION
+from simdb.keys import describe
 
 from . import _exit_quietly, output
 from .atomic import output_file
@@ -1591,6 +1592,10 @@ def demo(
     """
     from . import demo as generator
 
+    try:
+        directory.encode()
+    except UnicodeEncodeError:
+        raise usage_error(f"--dir {describe(directory)} is not valid UTF-8, which the database needs") from None
     docs_dir = Path(directory) / "docs"
     db_path = str(Path(directory) / "db")
     made = generator.previous_output(Path(directory))  # refuses a directory holding other things

@@ -431,7 +431,7 @@ def checked_encoding(encoding: str) -> str:
     when Python knows no such text encoding."""
     try:
         info = codecs.lookup(encoding)
-    except LookupError:
+    except (LookupError, UnicodeError):  # unknown, or a name that is not text (bytes from the shell)
         raise InvalidInputError(
             f"--encoding {describe(encoding)} is not a text encoding Python knows",
             "give one such as utf-8, latin-1, cp1252 or utf-16",

@@ -192,6 +192,13 @@ def _check_open_arguments(path: object, k: object, blocks: object, fingerprinter
     """Refuse arguments of the wrong type or range before anything is opened.  O(1)."""
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidInputError(f"path {describe(path)} is a {type(path).__name__}, not a str or path")
+    try:
+        os.fspath(path).encode()  # type: ignore[union-attr]  # LMDB opens its files by UTF-8 path
+    except (UnicodeEncodeError, AttributeError):
+        raise InvalidInputError(
+            f"path {describe(os.fspath(path))} is not valid UTF-8, which LMDB needs to open its files",
+            "give a database directory whose path is valid UTF-8",
+        ) from None
     if k is not None:
         check_distance(k)
     for name, value in (("blocks", blocks), ("map_size", map_size)):

@@ -357,3 +357,12 @@ def test_workers_beyond_four_per_core_are_taken_down_to_that() -> None:
     texts = [f"text number {n} " * 20 for n in range(50)]
     fingerprinter = simdb.Fingerprinter()
     assert fingerprinter.fingerprint_many(texts, workers=10**6) == fingerprinter.fingerprint_many(texts)
+
+
+def test_a_path_that_is_not_utf8_is_refused_before_anything_is_made(tmp_path) -> None:
+    # Found by an adversarial probe: --db with a non-UTF-8 name ended as "unexpected
+    # UnicodeEncodeError" and left a half-made directory behind.
+    path = tmp_path / "db\udcff"  # how Python spells the byte 0xff of a file name
+    with pytest.raises(simdb.InvalidInputError, match="not valid UTF-8"):
+        simdb.open(path)
+    assert list(tmp_path.iterdir()) == []

@@ -668,3 +668,22 @@ def test_a_closed_stdin_is_a_usage_error_naming_it(tmp_path: Path) -> None:
         assert result.returncode == 2, (command, result.stderr)
         assert b"stdin is closed" in result.stderr and b"unexpected" not in result.stderr, (command, result.stderr)
     assert set(stored(db)) == {"a"}
+
+
+def test_names_that_are_not_utf8_are_usage_errors(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text(prose(1))
+    for arguments in (
+        [b"add", b"a.txt", b"--db", b"db\xff"],
+        [b"add", b"a.txt", b"--db", b"db", b"--encoding", b"\xff"],
+        [b"demo", b"--dir", b"d\xff"],
+    ):
+        result = subprocess.run(
+            [sys.executable.encode(), b"-m", b"simdb_cli.app", *arguments],
+            capture_output=True,
+            cwd=tmp_path,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 2 and b"unexpected" not in result.stderr, (arguments, result.stderr)
+        assert b"\\udcff" in result.stderr, result.stderr  # the input is named
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.txt"]  # nothing was made
