@@ -279,10 +279,14 @@ def write_records(
         return table(names, rows, right_aligned=right, show_header=header)
     if file_format == "csv":
         writer = csv.writer(_Stdout(), lineterminator="\n")
+        # csv quotes a field holding a character of the line terminator; a lone carriage
+        # return ends a record for readers too (RFC 4180), so its rows are quoted whole.
+        quoting_all = csv.writer(_Stdout(), lineterminator="\n", quoting=csv.QUOTE_ALL)
         if header:
             writer.writerow(names)
         for record in records:
-            writer.writerow([machine_cell(column.of(record)) for column in columns])
+            row = [machine_cell(column.of(record)) for column in columns]
+            (quoting_all if any("\r" in str(cell) for cell in row) else writer).writerow(row)
             count += 1
         return count
     if file_format != "tsv":
