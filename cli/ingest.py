@@ -213,13 +213,21 @@ class Ingest:
         whose files are gone (``add --prune``), reporting each with --json.  Under a
         directory, only keys that its walk would have read (``rules``: recursion, --glob,
         --exclude) are candidates, so that documents added otherwise (JSONL ids, keys of
-        --fingerprints) are not taken for deleted files.  Cost: one scan of the stored keys
+        --fingerprints) are not taken for deleted files, unless their keys have the names of
+        files that walk would read (a key with no slash, under the key base itself).  Keys
+        do not record where a document came from.  Cost: one scan of the stored keys
         per path, one stat per candidate, one removal batch."""
         stale: dict[str, None] = {}
         for path in paths:
             exact, prefix = prefix_of(path, rules.key_base)
-            candidates = self.database.keys(prefix=exact if prefix is None else prefix)
-            walked = (key for key in candidates if under(key, exact, prefix) and _walked(key, prefix, rules))
+            # Keys starting with the exact key hold it and every key below it (prefix "": the
+            # key base itself, every key).
+            candidates = self.database.keys(prefix="" if prefix == "" else exact)
+            # A PATH's own key always (a file argument, or one whose file is gone), and below
+            # a directory the keys its walk would read.
+            walked = (
+                key for key in candidates if key == exact or (under(key, exact, prefix) and _walked(key, prefix, rules))
+            )
             stale.update((key, None) for key in stale_keys(walked, rules.key_base))
         if not stale:
             return

@@ -219,6 +219,22 @@ def test_prune_removes_only_keys_that_the_walk_would_have_read(tmp_path: Path, m
     assert {line["key"] for line in json_lines(flat.stdout) if line.get("event") == "pruned"} == set()
 
 
+def test_prune_removes_the_key_of_a_file_argument_that_is_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by an adversarial probe: a PATH that no longer exists covered only keys below
+    # it, so its own key, the one the help promises, stayed.
+    monkeypatch.chdir(tmp_path)
+    write_tree(tmp_path, ["docs/a.txt", "docs/a.txt.bak", "docs/b.txt"])
+    db = tmp_path / "db"
+    assert add("docs", "--db", db).exit_code == 0
+    (tmp_path / "docs" / "a.txt").unlink()
+    (tmp_path / "docs" / "a.txt.bak").unlink()
+    result = add("docs/a.txt", "--prune", "--db", db, "--json")
+    assert result.exit_code == 2  # the missing file is reported as a failed input
+    pruned = {line["key"] for line in json_lines(result.stdout) if line.get("event") == "pruned"}
+    assert pruned == {"docs/a.txt"}  # not docs/a.txt.bak, which only starts with its name
+    assert set(stored(db)) == {"docs/a.txt.bak", "docs/b.txt"}
+
+
 # -- remove's report -------------------------------------------------------------------------------
 
 
