@@ -1,7 +1,9 @@
 """How a file becomes a key, and which stored keys name files that are gone.
 
 A file's key is its path made absolute and normalised (``os.path.abspath``: ``.`` and
-``..`` resolved by name, symbolic links kept, so a key says where the user put the file),
+``..`` resolved by name, symbolic links kept, so a key says where the user put the file;
+but a ``..`` right after a symbolic link goes where the system goes, up from the link's
+target, so the key names the file that is read),
 then written relative to the *key base* (``--key-base``, by default the working directory)
 when the file is inside it, else left absolute.  So ``reuters/05``, ``./reuters/05`` and
 ``$PWD/reuters/05`` add the same keys, and a cron job run from another directory with the
@@ -26,12 +28,32 @@ def key_base_path(key_base: str | None) -> str:
 
 def canonical_key(path: str, key_base: str | None = None) -> str:
     """The key of the file at ``path``: relative to ``key_base`` (default: the working
-    directory) when inside it, else absolute; never resolves symbolic links.  O(len(path))."""
-    absolute = os.path.abspath(path)
+    directory) when inside it, else absolute; resolves a symbolic link only where ``..``
+    follows it.  O(len(path)), and a stat per ``..``."""
+    absolute = _absolute(path)
     base = key_base_path(key_base)
     if absolute != base and _inside(absolute, base):
         return os.path.relpath(absolute, base)
     return absolute
+
+
+def _absolute(path: str) -> str:
+    """``os.path.abspath(path)``, except that a ``..`` after a symbolic link leaves the
+    link's target, as the system does when it opens the path (``lnk/../a.txt`` with ``lnk ->
+    other/d`` is ``other/a.txt``, not ``a.txt``)."""
+    if ".." not in path.split(os.sep):
+        return os.path.abspath(path)
+    current = os.sep
+    for part in os.path.join(os.getcwd(), path).split(os.sep):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if os.path.islink(current):
+                current = os.path.realpath(current)
+            current = os.path.dirname(current)
+        else:
+            current = os.path.join(current, part)
+    return current
 
 
 def _inside(absolute: str, base: str) -> bool:

@@ -82,6 +82,27 @@ def test_one_file_under_three_spellings_is_one_document(tmp_path: Path, monkeypa
     assert set(stored(db)) == {"reuters/05/1.txt"}
 
 
+def test_a_dotdot_after_a_symbolic_link_keys_the_file_that_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by an adversarial probe: lnk/../a.txt (lnk -> other/d) read other/a.txt, as the
+    # system resolves it, but was keyed a.txt and replaced that document with other content.
+    write_tree(tmp_path, ["a.txt", "other/a.txt", "other/d/x.txt"])
+    (tmp_path / "lnk").symlink_to(Path("other") / "d")
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "db"
+    assert add("a.txt", "--db", db).exit_code == 0
+    through = add("lnk/../a.txt", "lnk/x.txt", "--db", db, "--json")
+    assert summary(through)["added"] == 2 and summary(through)["replaced"] == 0
+    documents = stored(db)
+    assert set(documents) == {"a.txt", "other/a.txt", "lnk/x.txt"}  # a link without ".." is kept
+    with simdb.open(tmp_path / "oracle") as oracle:
+        oracle.add_texts([(name, (tmp_path / name).read_text()) for name in ("a.txt", "other/a.txt")])
+        assert {name: oracle.get(name).fingerprint for name in ("a.txt", "other/a.txt")} == {
+            name: documents[name] for name in ("a.txt", "other/a.txt")
+        }
+
+
 def test_key_base_makes_the_same_keys_from_another_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_tree(tmp_path / "data" / "docs", ["a.txt", "b.txt"])
     (tmp_path / "elsewhere").mkdir()
