@@ -1504,6 +1504,16 @@ def import_command(
     blocks: BlocksOption = None,
     if_new: IfNewOption = False,
     batch_size: BatchOption = DEFAULT_BATCH_SIZE,
+    max_line_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-doc-bytes",
+            min=1,
+            max=2**40,
+            help="Largest line of an export read (one document): a longer one is reported with its size and skipped, "
+            "without being read whole.",
+        ),
+    ] = DEFAULT_MAX_DOC_BYTES,
     progress: ProgressOption = True,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
@@ -1519,7 +1529,7 @@ def import_command(
     intake = Intake(on_problem=problem_printer(json_output), on_notice=print_notice)
     inputs = stream_inputs(files, "export", intake)
     header = ExportHeader()
-    items = read_export(inputs, intake, header, file_format)
+    items = read_export(inputs, intake, header, file_format, max_line_bytes)
     # Read up to the first document, so a JSONL header is known, and checked, before the
     # database opens.
     first = next(items, None)

@@ -148,6 +148,11 @@ def guarded(command: F) -> F:
             where = f"{error.filename}: " if error.filename else ""
             err(f"simdb: {where}{error.strerror or error}")
             raise typer.Exit(EXIT_USAGE) from None
+        except MemoryError:
+            if debug:
+                traceback.print_exc()
+            err("simdb: out of memory (hint: give smaller inputs, --batch-size or --max-doc-bytes)")
+            raise typer.Exit(EXIT_DATABASE) from None
         except Exception as error:  # noqa: BLE001 - the one place that turns bugs into a message
             if debug:
                 traceback.print_exc()

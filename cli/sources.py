@@ -101,9 +101,17 @@ _SCAN_CHUNK = 1 << 16
 Item = tuple[str, Any, Any, str]
 
 
+#: The most characters of a name or key that a message shows (a 400 MB line named as a path
+#: was echoed whole).
+PRINTED_CHARS = 1_000
+
+
 def printable(text: str) -> str:
     """``text`` safe to print: undecodable bytes of a file name (surrogate escapes) and lone
-    surrogates become backslash escapes, so a message about them cannot itself fail."""
+    surrogates become backslash escapes, so a message about them cannot itself fail; past
+    :data:`PRINTED_CHARS`, cut short with its length said."""
+    if len(text) > PRINTED_CHARS:
+        text = f"{text[: PRINTED_CHARS // 2]}... ({len(text):,} characters)"
     try:
         text.encode("utf-8")
         return text
@@ -1219,7 +1227,11 @@ class ExportHeader:
 
 
 def read_export(
-    inputs: Iterable[Input], intake: Intake, header: ExportHeader, file_format: str = "auto"
+    inputs: Iterable[Input],
+    intake: Intake,
+    header: ExportHeader,
+    file_format: str = "auto",
+    max_bytes: int = DEFAULT_MAX_DOC_BYTES,
 ) -> Iterator[Item]:
     """``(key, fingerprint, meta, "FILE:LINE")`` from files written by ``simdb export``:
     JSONL (one ``{"key", "fingerprint", "meta" or "meta_msgpack"}`` object per line (see
@@ -1228,15 +1240,16 @@ def read_export(
     With ``file_format="auto"`` a file is TSV if its name ends in ``.tsv`` (or
     ``.tsv.gz``), a Parquet shard of (key, fingerprint) rows if it ends in ``.parquet`` (see
     :func:`_read_parquet_shard`), else JSONL.  A file with a header this simdb cannot use (a newer format
-    version, bad settings) is reported and not read."""
+    version, bad settings) is reported and not read.  A line longer than ``max_bytes`` is
+    reported with its size and skipped, never read whole."""
     for item in inputs:
         is_tsv = file_format == "tsv" or (file_format == "auto" and item.path.lower().endswith((".tsv", ".tsv.gz")))
         if file_format == "auto" and item.path.lower().endswith(".parquet"):
             yield from _read_parquet_shard(item, intake)
         elif is_tsv:
-            yield from read_fingerprint_tsv([item], intake, decode_bytes=True)
+            yield from read_fingerprint_tsv([item], intake, decode_bytes=True, max_bytes=max_bytes)
         else:
-            yield from _read_export_jsonl(item, intake, header)
+            yield from _read_export_jsonl(item, intake, header, max_bytes)
 
 
 #: Rows per batch read from a Parquet shard (bounds memory whatever the shard's size).
@@ -1345,10 +1358,10 @@ def _settings_words(fingerprinter: Fingerprinter) -> str:
 _EXPORT_HEADER = re.compile(rb'"simdb"\s*:\s*"export"')
 
 
-def _read_export_jsonl(item: Input, intake: Intake, header: ExportHeader) -> Iterator[Item]:
+def _read_export_jsonl(item: Input, intake: Intake, header: ExportHeader, max_bytes: int) -> Iterator[Item]:
     name = item.name
     first = True
-    for _, where, line in _nonblank_lines(item, intake):
+    for _, where, line in _nonblank_lines(item, intake, max_bytes):
         if first and not line.lstrip().startswith(b"{"):
             # Not JSON at all: read the rest as TSV lines would be guessing; say so once.
             intake.fail(name, "neither an export JSONL file (lines of {...}) nor named .tsv", name)

@@ -845,6 +845,18 @@ def test_featureless_documents_stay_featureless_through_export_and_import(tmp_pa
     assert stored_keys(fresh) == kept
 
 
+def test_import_skips_an_export_line_over_max_doc_bytes_without_reading_it_whole(tmp_path: Path) -> None:
+    # Found by an adversarial probe: import read a line of any length whole (a 500 MB line
+    # peaked at 2 GB, or ended as "unexpected MemoryError" naming nothing).
+    export = tmp_path / "e.jsonl"
+    big = output.json_line({"key": "big", "fingerprint": "0x1", "meta": "x" * 5_000})
+    export.write_text(f'{{"simdb": "export", "format_version": 3}}\n{big}\n{{"key": "ok", "fingerprint": "0x2"}}\n')
+    db = str(tmp_path / "db")
+    result = run("import", export, "--db", db, "--no-progress", "--max-doc-bytes", "1000")
+    assert result.exit_code == 2 and f"{export}:2: a line of" in result.stderr, result.stderr
+    assert stored_keys(db) == {"ok"}
+
+
 @pytest.mark.parametrize(
     ("line", "problem"),
     [
