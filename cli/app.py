@@ -1526,6 +1526,7 @@ def import_command(
     """
     if file_format not in ("auto", "jsonl", "tsv"):
         raise usage_error(f"--format {file_format!r} is not one of auto, jsonl, tsv")
+    stdin_read_once(*(("FILES", [name]) for name in files))
     intake = Intake(on_problem=problem_printer(json_output), on_notice=print_notice)
     inputs = stream_inputs(files, "export", intake)
     header = ExportHeader()
@@ -1590,6 +1591,7 @@ def demo(
         typer.Option(
             "--documents",
             min=10,
+            max=1_000_000,
             help="How many documents to generate, of which about one in eight are planted near-duplicates.",
         ),
     ] = 300,

@@ -455,6 +455,7 @@ def test_an_import_that_adds_nothing_creates_no_database(tmp_path: Path) -> None
         (["add", "--jsonl", "-", "--fingerprints", "-"], "--jsonl and --fingerprints"),
         (["add", "-", "-"], "PATHS and PATHS"),
         (["query", "--file", "-", "--files-from", "-"], "--file and --files-from"),
+        (["import", "-", "-"], "FILES and FILES"),
     ],
 )
 def test_stdin_given_to_two_inputs_is_refused_before_anything_is_read(
