@@ -4,12 +4,13 @@ batch, with a progress bar, per-input reports, Ctrl-C handling and the summary l
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, NamedTuple
 
 import simdb
@@ -47,6 +48,32 @@ def is_new_database(path: str) -> bool:
     return not os.path.exists(path) or (os.path.isdir(path) and not os.listdir(path))
 
 
+#: How a dry run's scratch directory is named, before the process id that made it.
+_DRY_RUN_PREFIX = "simdb-dry-run-"
+
+
+def _remove_stale_dry_runs() -> None:
+    """Remove the scratch copies of dry runs whose process is gone: one killed (SIGTERM,
+    SIGKILL) never removed its own.  One listing of the temporary directory."""
+    root = tempfile.gettempdir()
+    with suppress(OSError):
+        for name in os.listdir(root):
+            pid = name[len(_DRY_RUN_PREFIX) :].partition("-")[0]
+            if not name.startswith(_DRY_RUN_PREFIX) or not pid.isdigit() or _alive(int(pid)):
+                continue
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
 @contextmanager
 def dry_run_target(path: str, dry_run: bool) -> Iterator[str]:
     """Where ``add`` writes: ``path``, or with ``dry_run`` a scratch copy of it (see
@@ -56,7 +83,8 @@ def dry_run_target(path: str, dry_run: bool) -> Iterator[str]:
     if not dry_run:
         yield path
         return
-    with tempfile.TemporaryDirectory(prefix="simdb-dry-run-") as scratch:
+    _remove_stale_dry_runs()
+    with tempfile.TemporaryDirectory(prefix=f"{_DRY_RUN_PREFIX}{os.getpid()}-") as scratch:
         target = os.path.join(scratch, "db")
         if not is_new_database(path):
             with simdb.open(path, readonly=True, create=False) as source:

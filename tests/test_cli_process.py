@@ -289,3 +289,33 @@ def test_an_interrupted_add_counts_its_own_documents_not_other_writers(tmp_path:
             adder.kill()
     assert adder.returncode == 130, stderr
     assert "interrupted; 6 documents were added" in stderr and "added 6," in stdout, stderr + stdout
+
+
+def test_a_dry_run_removes_the_scratch_copies_that_killed_dry_runs_left(tmp_path: Path) -> None:
+    # Found by an adversarial probe: a --dry-run killed by SIGTERM or SIGKILL left its full
+    # copy of the database in the temporary directory for good.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    db = tmp_path / "db"
+    with simdb.open(db) as database:
+        database.add_many((f"k{i}", i * 7919) for i in range(20_000))
+    # Enough to add that the run is still going when it is killed.
+    pages = tmp_path / "pages.jsonl"
+    pages.write_text(
+        "".join(json.dumps({"id": f"p{i}", "text": f"page {i} of a few words"}) + "\n" for i in range(50_000))
+    )
+    env = {**os.environ, "SIMDB_PATH": "", "TMPDIR": str(scratch)}
+    command = [sys.executable, "-m", "simdb_cli.app", "add", "--jsonl", str(pages), "--db", str(db), "--dry-run"]
+    killed = subprocess.Popen([*command, "--workers", "1"], env=env)
+    deadline = time.monotonic() + 60
+    while not any(scratch.glob("simdb-dry-run-*/db/CURRENT")):  # its copy is made
+        assert time.monotonic() < deadline and killed.poll() is None, "the dry run made no copy"
+        time.sleep(0.01)
+    killed.kill()
+    killed.wait()
+    assert [path.name.split("-")[3] for path in scratch.iterdir()] == [str(killed.pid)]
+    later = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert later.returncode == 0, later.stderr
+    assert list(scratch.iterdir()) == []
+    with simdb.open(db, readonly=True) as database:
+        assert len(database) == 20_000
