@@ -1049,6 +1049,7 @@ NOT_FOUND_NAMED = 10
 
 @app.command()
 @guarded
+@output.keep_going_if_stdout_closes()  # removing the documents is the point, not the output
 def remove(
     keys: Annotated[
         list[str],
@@ -1117,6 +1118,7 @@ def remove(
 
 @app.command()
 @guarded
+@output.keep_going_if_stdout_closes()  # compacting is the point, not the output
 def compact(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug: DebugOption = False) -> None:
     """Shrink the database file and report its size before and after.
 
@@ -1511,9 +1513,9 @@ def import_command(
             min=1,
             max=2**40,
             help="Largest line of an export read (one document): a longer one is reported with its size and skipped, "
-            "without being read whole.",
+            "without being read whole. 1 GiB by default, so that what export writes imports back.",
         ),
-    ] = DEFAULT_MAX_DOC_BYTES,
+    ] = 2**30,
     progress: ProgressOption = True,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,

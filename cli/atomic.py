@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -36,6 +37,14 @@ def output_file(path: str) -> Iterator[IO[str]]:
         existing = None
     except OSError as error:
         raise simdb.InvalidInputError(f"cannot write {path}: {error.strerror or error}") from None
+    descriptor = _descriptor_named(path)
+    if descriptor is not None:
+        # One of this process's descriptors (/dev/stdout redirected to a file): written
+        # through a copy of it, as the shell's own writes go, so ``>> log`` gains the export
+        # and ``{ echo head; simdb export -o /dev/stdout; echo foot; } > f`` keeps all three.
+        with _text_stream(os.dup(descriptor), path) as stream:
+            yield stream
+        return
     if existing is not None and not stat.S_ISREG(existing.st_mode):
         with _text_stream(path, path) as stream:
             yield stream
@@ -56,6 +65,28 @@ def output_file(path: str) -> Iterator[IO[str]]:
         with suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+_DESCRIPTOR_PATH = re.compile(r"/(?:dev|proc/self|proc/[0-9]+)/fd/([0-9]+)")
+_STANDARD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _descriptor_named(path: str) -> int | None:
+    """The descriptor of this process that ``path`` names (``/dev/stdout``, ``/dev/fd/N``,
+    ``/proc/self/fd/N``), itself or through links, else None.  A readlink or two."""
+    current = os.path.abspath(path)
+    for _ in range(8):
+        if current in _STANDARD_STREAMS:
+            return _STANDARD_STREAMS[current]
+        named = _DESCRIPTOR_PATH.fullmatch(current)
+        if named is not None and (
+            not current.startswith("/proc/") or current.split("/")[2] in ("self", str(os.getpid()))
+        ):
+            return int(named.group(1))
+        if not os.path.islink(current):
+            return None
+        current = os.path.normpath(os.path.join(os.path.dirname(current), os.readlink(current)))
+    return None
 
 
 @contextmanager

@@ -48,8 +48,12 @@ def _absolute(path: str) -> str:
         if part in ("", "."):
             continue
         if part == "..":
-            if os.path.islink(current):
-                current = os.path.realpath(current)
+            # Only the link itself is followed (chains of links included), so the path above
+            # it stays as given: a symbolic link in the key base is kept, as abspath keeps it.
+            for _ in range(40):  # the system's own limit on links followed
+                if not os.path.islink(current):
+                    break
+                current = os.path.normpath(os.path.join(os.path.dirname(current), os.readlink(current)))
             current = os.path.dirname(current)
         else:
             current = os.path.join(current, part)
@@ -74,7 +78,7 @@ def prefix_of(path: str, key_base: str | None = None) -> tuple[str, str | None]:
     key = canonical_key(path, key_base)
     if os.path.lexists(path) and not os.path.isdir(path):
         return key, None
-    if os.path.abspath(path) == key_base_path(key_base):
+    if _absolute(path) == key_base_path(key_base):
         return key, ""
     return key, key.rstrip(os.sep) + os.sep
 

@@ -21,7 +21,7 @@ from .errors import EXIT_INTERRUPTED, EXIT_USAGE, error_message
 from .filekeys import prefix_of, stale_keys, under
 from .output import err, json_line, out
 from .signals import interrupts_in_this_process_only
-from .sources import Input, Intake, Item, PathRules, SketchedFingerprint
+from .sources import Input, Intake, Item, PathRules, SketchedFingerprint, shortened
 
 #: Characters of text handed to the database and not yet committed, at most (plus one
 #: document): a batch of large documents is cut short at this size, so memory follows it,
@@ -30,11 +30,11 @@ BATCH_TEXT_CHARS = 256 * 2**20
 
 
 def print_problem(where: str, cause: str) -> None:
-    err(f"simdb: {where}: {cause}")
+    err(f"simdb: {shortened(where)}: {shortened(cause)}")
 
 
 def print_notice(where: str, message: str) -> None:
-    err(f"simdb: {where}: {message}")
+    err(f"simdb: {shortened(where)}: {shortened(message)}")
 
 
 def quiet_or(report: Callable[[str, str], None], quiet: bool) -> Callable[[str, str], None]:
@@ -59,7 +59,10 @@ def _remove_stale_dry_runs() -> None:
     with suppress(OSError):
         for name in os.listdir(root):
             pid = name[len(_DRY_RUN_PREFIX) :].partition("-")[0]
-            if not name.startswith(_DRY_RUN_PREFIX) or not pid.isdigit() or _alive(int(pid)):
+            # Anyone may name a directory so: a process id is a few ASCII digits.
+            if not (name.startswith(_DRY_RUN_PREFIX) and pid.isascii() and pid.isdigit() and len(pid) <= 9):
+                continue
+            if _alive(int(pid)):
                 continue
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 

@@ -142,8 +142,11 @@ def write_raw(text: str) -> None:
 
 def flush() -> None:
     """Flush stdout, so a failing write (a full disk) is reported while the command still
-    can, not ignored by Python at exit."""
-    _write("flush")
+    can, not ignored by Python at exit.  With no stdout (closed before the command
+    started) nothing was written, so there is nothing to fail: ``export -o FILE >&-`` is
+    fine."""
+    if sys.stdout is not None:
+        _write("flush")
 
 
 def err(line: str) -> None:

@@ -101,17 +101,22 @@ _SCAN_CHUNK = 1 << 16
 Item = tuple[str, Any, Any, str]
 
 
-#: The most characters of a name or key that a message shows (a 400 MB line named as a path
-#: was echoed whole).
+#: The most characters of a name or key that a line on stderr shows (a 400 MB line named
+#: as a path was echoed whole).
 PRINTED_CHARS = 1_000
+
+
+def shortened(text: str) -> str:
+    """``text`` for a line on stderr: past :data:`PRINTED_CHARS`, cut short with its length
+    said (JSON events keep it whole, for programs to match)."""
+    if len(text) <= PRINTED_CHARS:
+        return text
+    return f"{text[: PRINTED_CHARS // 2]}... ({len(text):,} characters)"
 
 
 def printable(text: str) -> str:
     """``text`` safe to print: undecodable bytes of a file name (surrogate escapes) and lone
-    surrogates become backslash escapes, so a message about them cannot itself fail; past
-    :data:`PRINTED_CHARS`, cut short with its length said."""
-    if len(text) > PRINTED_CHARS:
-        text = f"{text[: PRINTED_CHARS // 2]}... ({len(text):,} characters)"
+    surrogates become backslash escapes, so a message about them cannot itself fail."""
     try:
         text.encode("utf-8")
         return text

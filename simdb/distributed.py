@@ -389,7 +389,8 @@ def _worker_shape(workers: int | None) -> tuple[int, int]:
     task per worker of the Dask client in use with that worker's threads (the fewest any
     has), else one task on every local core (Dask's local scheduler runs in this process)."""
     if workers is not None:
-        return resolve_workers(workers), 1
+        # A cluster's workers, which may be other machines': not capped by this one's cores.
+        return check_int("workers", workers, minimum=1), 1
     try:
         from distributed import get_client
 
@@ -982,9 +983,10 @@ def _run_parquet_job(
     out = Path(out_dir)
     if out.exists() and any(out.glob("*.parquet")):
         raise InvalidInputError(f"{out} already holds Parquet files", "choose an empty or new output directory")
-    if workers is not None:
-        resolve_workers(workers)
     local = scheduler in (None, "local")
+    if workers is not None:
+        # Processes of this machine for a local cluster (at most a few per core).
+        workers = resolve_workers(workers) if local else check_int("workers", workers, minimum=1)
     started = time.perf_counter()
     cluster = None
     try:

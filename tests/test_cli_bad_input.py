@@ -633,7 +633,16 @@ def test_a_closed_stdout_is_a_usage_error_for_results_and_muted_for_add(tmp_path
     for number in range(20):
         (docs / f"{number}.txt").write_text(prose(number))
     db = tmp_path / "db"
-    commands = (["add", docs, "--workers", "1"], ["keys"], ["export"], ["stats"], ["query", "--fingerprint", "0x1"])
+    commands = (
+        ["add", docs, "--workers", "1"],
+        ["keys"],
+        ["export"],
+        ["stats"],
+        ["query", "--fingerprint", "0x1"],
+        ["export", "-o", tmp_path / "e.jsonl"],  # these write their work elsewhere, or only
+        ["compact"],  # a summary: a review found them failing, having done it
+        ["remove", "--paths", docs / "0.txt"],
+    )
     for command in commands:
         result = subprocess.run(
             [sys.executable, "-m", "simdb_cli.app", *map(str, command), "--db", str(db)],
@@ -644,11 +653,13 @@ def test_a_closed_stdout_is_a_usage_error_for_results_and_muted_for_add(tmp_path
             check=False,
         )
         assert b"unexpected" not in result.stderr, (command, result.stderr)
-        if command[0] == "add":  # its point is storing: its summary is muted
+        if command[0] in ("add", "compact", "remove") or "-o" in command:  # the work is the point
             assert result.returncode == 0, result.stderr
+        elif command[0] == "query":  # nothing found, so nothing to write: as with a stdout
+            assert result.returncode == 1, result.stderr
         else:
             assert result.returncode == 2 and b"simdb: stdout is closed" in result.stderr, result.stderr
-    assert len(stored(db)) == 20
+    assert len(stored(db)) == 19 and (tmp_path / "e.jsonl").read_text().count("\n") == 21
 
 
 def test_a_closed_stdin_is_a_usage_error_naming_it(tmp_path: Path) -> None:

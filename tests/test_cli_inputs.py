@@ -96,6 +96,18 @@ def test_a_dotdot_after_a_symbolic_link_keys_the_file_that_is_read(
     assert summary(through)["added"] == 2 and summary(through)["replaced"] == 0
     documents = stored(db)
     assert set(documents) == {"a.txt", "other/a.txt", "lnk/x.txt"}  # a link without ".." is kept
+    # Pruning through lnk/.. covers other/, what the walk reads, not the whole key base.
+    original = (tmp_path / "a.txt").read_text()
+    (tmp_path / "a.txt").unlink()
+    pruned = add("lnk/..", "--prune", "--db", db, "--json")
+    assert not [line for line in json_lines(pruned.stdout) if line.get("event") == "pruned"]
+    # A symbolic link above the one that ".." follows stays as given: through a linked key
+    # base, the key is relative to it (a review found the whole path resolved: an absolute key).
+    base = tmp_path / "base"
+    base.symlink_to(tmp_path)
+    again = add(base / "lnk" / ".." / "a.txt", "--db", db, "--key-base", base, "--json")
+    assert again.exit_code == 0 and summary(again)["unchanged"] == 1, again.output
+    (tmp_path / "a.txt").write_text(original)
     with simdb.open(tmp_path / "oracle") as oracle:
         oracle.add_texts([(name, (tmp_path / name).read_text()) for name in ("a.txt", "other/a.txt")])
         assert {name: oracle.get(name).fingerprint for name in ("a.txt", "other/a.txt")} == {

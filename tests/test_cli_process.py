@@ -319,3 +319,33 @@ def test_a_dry_run_removes_the_scratch_copies_that_killed_dry_runs_left(tmp_path
     assert list(scratch.iterdir()) == []
     with simdb.open(db, readonly=True) as database:
         assert len(database) == 20_000
+
+
+def test_export_to_dev_stdout_writes_through_the_descriptor_the_shell_opened(tmp_path: Path) -> None:
+    # A review found "export -o /dev/stdout >> log" replacing the log (the temporary was
+    # renamed over the file /dev/stdout named), and the shell's own lines around it lost.
+    db = tmp_path / "db"
+    with simdb.open(db) as database:
+        database.add_many((f"k{i}", i * 7919) for i in range(100))
+    log = tmp_path / "log.txt"
+    log.write_text("an earlier line\n")
+    export = f"{sys.executable} -m simdb_cli.app export --db {db} -o /dev/stdout"
+    script = f"{{ echo head; {export}; echo foot; }} >> {log}"
+    assert subprocess.run(["sh", "-c", script], timeout=120, env={**os.environ, "SIMDB_PATH": ""}).returncode == 0
+    lines = log.read_text().splitlines()
+    assert lines[:2] == ["an earlier line", "head"] and lines[-1] == "foot" and len(lines) == 3 + 101
+    assert Path("/dev/stdout").is_symlink() or not Path("/dev/stdout").is_file()
+
+
+def test_a_dry_run_ignores_scratch_names_that_are_no_process_id(tmp_path: Path) -> None:
+    # A review found "simdb-dry-run-2147483648-x" (or a non-ASCII digit) in the temporary
+    # directory making every dry run fail with an unexpected OverflowError.
+    scratch = tmp_path / "tmp"
+    for name in ("simdb-dry-run-2147483648-x", "simdb-dry-run-99999999999999999999-y", "simdb-dry-run-\u00b2-z"):
+        (scratch / name).mkdir(parents=True)
+    (tmp_path / "a.txt").write_text("a few words to add in a dry run")
+    env = {**os.environ, "SIMDB_PATH": "", "TMPDIR": str(scratch)}
+    command = [sys.executable, "-m", "simdb_cli.app", "add", str(tmp_path / "a.txt"), "--db", str(tmp_path / "db")]
+    result = subprocess.run([*command, "--dry-run"], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert len(list(scratch.iterdir())) == 3  # not dry runs of a process that is gone: left alone
