@@ -195,7 +195,6 @@ def iter_chunks(text: str, chunk_chars: int = CHUNK_CHARS, normalization: int = 
     just after a whitespace character so no token is split (unless a run of non-space
     characters is longer than a chunk).  A text shorter than a chunk is yielded whole.
     O(len(text)) time; each piece is a copy of at most ``chunk_chars`` characters."""
-    ignorable = _version_2_mapping()[1] if normalization >= 2 else {}
     length = len(text)
     if length <= chunk_chars:
         yield text
@@ -213,6 +212,8 @@ def iter_chunks(text: str, chunk_chars: int = CHUNK_CHARS, normalization: int = 
             cut = end - 1
             # No whitespace at all: do not separate a base character from its marks, nor
             # (version 2, which deletes them) from the invisible characters between them.
+            # Looked up here, in this rare case, so ASCII work never builds the tables.
+            ignorable = _version_2_mapping()[1] if normalization >= 2 else {}
             while cut > start and (
                 unicodedata.category(text[cut + 1])[0] == "M"
                 or (ord(text[cut + 1]) in ignorable and ignorable[ord(text[cut + 1])] is None)

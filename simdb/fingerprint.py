@@ -513,7 +513,7 @@ class Fingerprinter:
       (word features only; character features never need it, so it is stored as ``True``).
     * ``normalization`` — the version of :mod:`simdb.features`' text pipeline: 2 (the
       default) deletes invisible characters, makes every script's digits ASCII and reads
-      "İ" as "I"; 1 is the pipeline of settings stored before versions, which a database
+      "İ" as "i"; 1 is the pipeline of settings stored before versions, which a database
       made then keeps.  ASCII texts tokenise alike in both.  Left out, it is the current
       version, and opening a database with these settings takes the database's version
       (see :meth:`agrees_with`).
