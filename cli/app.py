@@ -104,8 +104,8 @@ from .sources import (
     read_export,
     read_fingerprint_tsv,
     read_jsonl,
+    stdin_bytes,
     stdin_keys,
-    stdin_text,
     stream_inputs,
     without_sketches,
 )
@@ -364,11 +364,7 @@ def read_text_file(path: str) -> str:
     it is named or piped in."""
     name = "<stdin>" if path == "-" else path
     try:
-        if path == "-":
-            raw = getattr(stdin_text(), "buffer", None)
-            data = raw.read() if raw is not None else stdin_text().read().encode()
-        else:
-            data = Path(path).read_bytes()
+        data = stdin_bytes().read() if path == "-" else Path(path).read_bytes()
     except OSError as error:
         raise simdb.InvalidInputError(f"cannot read {name}: {error.strerror or error}") from None
     if b"\0" in data[:BINARY_SNIFF_BYTES]:

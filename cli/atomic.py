@@ -16,6 +16,7 @@ from typing import IO
 import simdb
 
 from . import output
+from .filekeys import link_target
 
 
 @contextmanager
@@ -85,7 +86,7 @@ def _descriptor_named(path: str) -> int | None:
             return int(named.group(1))
         if not os.path.islink(current):
             return None
-        current = os.path.normpath(os.path.join(os.path.dirname(current), os.readlink(current)))
+        current = link_target(current)
     return None
 
 

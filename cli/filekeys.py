@@ -53,11 +53,17 @@ def _absolute(path: str) -> str:
             for _ in range(40):  # the system's own limit on links followed
                 if not os.path.islink(current):
                     break
-                current = os.path.normpath(os.path.join(os.path.dirname(current), os.readlink(current)))
+                current = link_target(current)
             current = os.path.dirname(current)
         else:
             current = os.path.join(current, part)
     return current
+
+
+def link_target(link: str) -> str:
+    """Where the symbolic link ``link`` points, normalised, with the directory the link is
+    in kept as given (no other link resolved).  One readlink."""
+    return os.path.normpath(os.path.join(os.path.dirname(link), os.readlink(link)))
 
 
 def _inside(absolute: str, base: str) -> bool:

@@ -232,7 +232,7 @@ def stdin_text() -> IO[str]:
     return sys.stdin
 
 
-def _stdin_bytes() -> IO[bytes]:
+def stdin_bytes() -> IO[bytes]:
     """Stdin as bytes (a test's text stream, which has none beneath, encoded whole)."""
     stream = stdin_text()
     raw: IO[bytes] | None = getattr(stream, "buffer", None)
@@ -523,7 +523,7 @@ def read_text_files(
             continue
         try:
             # "-" is stdin's text (query --file -); getattr: a test's text stream has no bytes beneath.
-            with contextlib.nullcontext(_stdin_bytes()) if item.path == "-" else open(item.path, "rb") as handle:
+            with contextlib.nullcontext(stdin_bytes()) if item.path == "-" else open(item.path, "rb") as handle:
                 data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
         except OSError as exc:
             intake.bytes_done += item.size or 0
@@ -543,7 +543,7 @@ def _open_binary(item: Input) -> tuple[IO[bytes], IO[bytes]]:
     """(stream to read, raw file whose position measures progress); gunzips ``.gz``."""
     # The file is closed by the caller.
     raw: IO[bytes] = (
-        _stdin_bytes() if item.path == "-" else open(item.path, "rb")  # noqa: SIM115
+        stdin_bytes() if item.path == "-" else open(item.path, "rb")  # noqa: SIM115
     )
     if item.path.lower().endswith(".gz"):
         # GzipFile is a binary file object, but typeshed derives it from BufferedIOBase, not IO[bytes].
