@@ -680,35 +680,40 @@ class Database:
         needs; until the last is read, pages that writers free are not reused, so the file
         may grow, and this process's compactions and map growth wait for it (called by the
         looping thread itself, they raise ReadInProgressError instead)."""
-        return (document for document, _ in self._documents(chunk, snapshot, sketches=False))
+        for documents, _ in self._chunks(chunk, snapshot, sketches=False):
+            yield from documents
 
     def sketched_items(self, *, chunk: int = 10_000, snapshot: bool = False) -> Iterator[tuple[Document, bytes | None]]:
         """:meth:`items`, each with its stored sketch: 192 bytes for a document added as text,
         b"" for a featureless text, None for one added as a fingerprint (and throughout a
         database of format 1, which keeps no sketches).  :meth:`add_many` takes them back,
         as ``simdb export`` and ``import`` do.  One more get per document."""
-        return self._documents(chunk, snapshot, sketches=True)
+        for documents, sketches in self._chunks(chunk, snapshot, sketches=True):
+            yield from zip(documents, sketches)
 
-    def _documents(self, chunk: int, snapshot: bool, sketches: bool) -> Iterator[tuple[Document, bytes | None]]:
+    def _chunks(
+        self, chunk: int, snapshot: bool, sketches: bool
+    ) -> Iterator[tuple[list[Document], list[bytes | None]]]:
+        """The documents in chunks of ``chunk``, each read in one transaction (of one for all
+        with ``snapshot``), with their stored sketches if ``sketches`` (else no list).  The
+        callers go through a chunk's lists, so a document costs them one step."""
         if snapshot:
             with self._storage.read() as txn:
-                yield from self._documents_after(lambda: nullcontext(txn), chunk, sketches)
+                yield from self._chunks_after(lambda: nullcontext(txn), chunk, sketches)
         else:
-            yield from self._documents_after(self._storage.read, chunk, sketches)
+            yield from self._chunks_after(self._storage.read, chunk, sketches)
 
-    def _documents_after(
+    def _chunks_after(
         self, reading: Callable[[], AbstractContextManager[lmdb.Transaction[bytes]]], chunk: int, sketches: bool
-    ) -> Iterator[tuple[Document, bytes | None]]:
+    ) -> Iterator[tuple[list[Document], list[bytes | None]]]:
         after = b""
         while True:
             with reading() as txn:
                 rows = self._records.chunk_after(txn, after, chunk)
-                stored = [
-                    self._records.stored_sketch(txn, decode_id(raw_id)) if sketches else None for raw_id, _ in rows
-                ]
+                stored = [self._records.stored_sketch(txn, decode_id(raw_id)) for raw_id, _ in rows] if sketches else []
             if rows:
                 after = rows[-1][0]
-            yield from ((Document(*record), sketch) for (_, record), sketch in zip(rows, stored))
+            yield [Document(*record) for _, record in rows], stored
             if len(rows) < chunk:
                 return
 
