@@ -50,9 +50,10 @@ class Batch:
     @classmethod
     def _prepare_plain(cls, rows: list[Any]) -> Batch | None:
         """The common case checked column-wise in C-level passes: tuples of a str key and an
-        int fingerprint.  None at the first doubt; :meth:`_prepare_each` then finds and names
-        the culprit."""
-        if not rows or set(map(type, rows)) != {tuple} or not set(map(len, rows)) <= {2, 3}:
+        int fingerprint (and meta, and a sketch as an import gives it).  None at the first
+        doubt; :meth:`_prepare_each` then finds and names the culprit."""
+        lengths = set(map(len, rows)) if rows and set(map(type, rows)) == {tuple} else {0}
+        if not lengths <= {2, 3, 4}:
             return None
         keys = [row[0] for row in rows]
         fingerprints = [row[1] for row in rows]
@@ -72,9 +73,18 @@ class Batch:
             return None
         if max(map(len, encoded)) > MAX_KEY_BYTES:
             return None
-        metas = None if set(map(len, rows)) == {2} else [row[2] if len(row) == 3 else None for row in rows]
+        metas = None if lengths == {2} else [row[2] if len(row) >= 3 else None for row in rows]
+        sketches = None
+        if 4 in lengths:
+            sketches = [row[3] if len(row) == 4 else None for row in rows]
+            if not all(map(_well_formed, sketches, fingerprints)):
+                return None
+            if all(sketch is None for sketch in sketches):
+                sketches = None
         records = codec.pack_documents(keys, fingerprints, metas)
-        return None if records is None else cls(keys, index_keys(encoded), fingerprints, records)
+        if records is None:
+            return None
+        return cls(keys, index_keys(encoded), fingerprints, records, sketches=sketches)
 
     @classmethod
     def _prepare_each(cls, rows: list[Any], first_position: int) -> Batch:
@@ -147,21 +157,26 @@ class Batch:
         )
 
 
-def _checked_sketch(sketch: Any, fingerprint: int, position: int) -> bytes | None:
-    """An item's sketch, checked: None (none), :data:`SKETCH_BYTES` bytes, or b"" for a
+def _well_formed(sketch: Any, fingerprint: int) -> bool:
+    """Whether an item's sketch is None (none), :data:`SKETCH_BYTES` bytes, or b"" for a
     featureless text, whose fingerprint is 0."""
-    if sketch is None:
-        return None
+    return sketch is None or (
+        isinstance(sketch, bytes) and (len(sketch) == SKETCH_BYTES or (not sketch and not fingerprint))
+    )
+
+
+def _checked_sketch(sketch: Any, fingerprint: int, position: int) -> bytes | None:
+    """An item's sketch if :func:`_well_formed`, else InvalidInputError saying what is wrong."""
+    if _well_formed(sketch, fingerprint):
+        return sketch  # None or bytes: checked just above
     if not isinstance(sketch, bytes) or len(sketch) not in (0, SKETCH_BYTES):
         raise InvalidInputError(
             f"item {position} has sketch={describe(sketch)}, not {SKETCH_BYTES} bytes, b'' or None",
             "give the sketch that Fingerprinter.fingerprint_and_sketch made with the fingerprint",
         )
-    if not sketch and fingerprint:
-        raise InvalidInputError(
-            f"item {position} has the empty sketch of a featureless text but fingerprint {fingerprint:#x}, not 0"
-        )
-    return sketch
+    raise InvalidInputError(
+        f"item {position} has the empty sketch of a featureless text but fingerprint {fingerprint:#x}, not 0"
+    )
 
 
 #: A batch of removals: ``(key, index key)`` pairs, as :meth:`Database._delete` takes them.
