@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import os
 import pathlib
-import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -547,10 +546,6 @@ class Database:
         """The number of the last flush the batching writer ``name`` committed (0: none)."""
         with self._storage.read() as txn:
             return self._records.flush_mark(txn, name)
-
-    def _holding(self, lock: threading.Lock, action: str) -> AbstractContextManager[object]:
-        """A caller's ``lock``, held as :meth:`Storage.holding` holds it (for BatchWriter)."""
-        return self._storage.holding(lock, action)
 
     def _drop_flush_mark(self, name: bytes) -> None:
         """Delete a closing batching writer's flush mark: one small commit."""

@@ -810,7 +810,7 @@ class Storage:
         (looked at every :data:`_LOCK_RECHECK_SECONDS`).  Other threads, which nobody waits
         for, take the lock itself (a C ``__enter__``: the cheapest, and no interrupt can
         leave it held)."""
-        if not self.reading_in_this_thread():
+        if not self._lock.held_by_this_thread():
             return lock
         return self._holding_inside_read(lock, action)
 

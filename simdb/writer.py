@@ -26,7 +26,8 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, suppress
+from contextlib import suppress
+from functools import partial
 from itertools import groupby
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -141,6 +142,11 @@ class BatchWriter:
         self._if_new = if_new
         self._threshold = None if threshold is None else check_threshold(threshold)
         self._lock = threading.Lock()
+        # The writer's lock, which a flush holds while it waits for the database: a thread
+        # inside a read of the database, which that flush may wait for, gets
+        # ReadInProgressError rather than waiting (Storage.holding); any other takes the lock
+        # itself.  Bound once: every add takes it, so its cost is two calls.
+        self._locked = partial(database._storage.holding, self._lock, "wait for a writer of")
         self._queue = _Queue([])
         self._oldest = 0.0  # time.monotonic() of the first buffered operation
         self._mark = FLUSH_MARK_PREFIX + os.urandom(12)
@@ -201,13 +207,6 @@ class BatchWriter:
         with self._locked():
             self._settle()
             return len(self._queue.operations)
-
-    def _locked(self) -> AbstractContextManager[object]:
-        """The writer's lock, which a flush holds while it waits for the database: a thread
-        inside a read of the database, which that flush may wait for, gets
-        ReadInProgressError rather than waiting for it (:meth:`Storage.holding`).  Any other
-        thread takes the lock itself, whose C ``__enter__`` costs least."""
-        return self._database._holding(self._lock, "wait for a writer of")
 
     def __enter__(self) -> BatchWriter:
         return self
