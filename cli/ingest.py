@@ -356,6 +356,11 @@ class Ingest:
         counts = self.counts()
         self.progress.update(self.task, completed=self.intake.bytes_done, documents=sum(counts[:3]) + counts.unchanged)
 
+    def in_flight(self) -> int:
+        """How many items the database took for the batch it was committing: at most a
+        batch of those not yet reported committed."""
+        return min(self.batch_size, len(self._uncommitted))
+
     def counts(self) -> Counts:
         """What every committed batch added, replaced, skipped, left unchanged and found featureless."""
         done, running = self.finished, self._running
@@ -394,6 +399,7 @@ def run_ingest(
     return the exit code: 130 after Ctrl-C (the committed batches stay and the message says
     how many documents they added), 2 if any input failed, else 0."""
     started = time.monotonic()
+    documents_before = len(database)
     interrupted = False
     with output.progress_bar(show_progress) as progress, interrupts_in_this_process_only() as ctrl_c:
         task = progress.add_task("adding", total=total_bytes, documents=0)
@@ -423,6 +429,11 @@ def run_ingest(
     # number of documents, which other processes' writes meanwhile are part of.
     counts = ingest.counts()
     if interrupted:
+        # Ctrl-C during a commit surfaces right after it, before its report: the batch in
+        # flight is counted as far as the number of documents grew beyond the reports (all
+        # of it when this run wrote alone; never more than it held).
+        unreported = max(0, min(ingest.in_flight(), len(database) - documents_before - counts.added))
+        counts = counts._replace(added=counts.added + unreported)
         err(
             f"simdb: interrupted; {counts.added:,} documents were added before Ctrl-C "
             "(every committed batch is kept; the batch in progress was not stored)"
