@@ -89,13 +89,31 @@ def prefix_of(path: str, key_base: str | None = None) -> tuple[str, str | None]:
     return key, key.rstrip(os.sep) + os.sep
 
 
+def _known_gone(path: str) -> bool:
+    """Whether ``path`` is known not to exist: its lstat says no such file (ENOENT) or that
+    a component is not a directory (ENOTDIR).  Any other failure (EACCES, EIO, ELOOP,
+    ENAMETOOLONG, ...) says nothing of the file, so it counts as present.  One lstat."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def names_existing_file(key: str, key_base: str | None = None) -> bool:
-    """Whether the file ``key`` names still exists (a ``FILE:LINE`` key of a JSONL line
-    counts as existing while FILE does).  One or two stats."""
-    if os.path.lexists(key_path(key, key_base)):
+    """Whether the file ``key`` names may still exist: False only when it is known to be
+    gone (:func:`_known_gone`), so that a file that cannot be read now (a directory without
+    permission, a failing disk) is never taken for a deleted one.  A ``FILE:LINE`` key of
+    a JSONL line counts as existing while FILE does.  One or two lstats."""
+    if not _known_gone(key_path(key, key_base)):
         return True
     line_key = _LINE_KEY.fullmatch(key)
-    return line_key is not None and os.path.isfile(key_path(line_key.group(1), key_base))
+    if line_key is None:
+        return False
+    line_file = key_path(line_key.group(1), key_base)
+    return not _known_gone(line_file) and not os.path.isdir(line_file)
 
 
 def stale_keys(stored: Iterable[str], key_base: str | None = None) -> Iterator[str]:

@@ -252,6 +252,33 @@ def test_prune_removes_only_keys_that_the_walk_would_have_read(tmp_path: Path, m
     assert {line["key"] for line in json_lines(flat.stdout) if line.get("event") == "pruned"} == set()
 
 
+def test_prune_keeps_keys_whose_files_cannot_be_reached_now(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by an adversarial probe: a directory that could not be read (EACCES) had its
+    files pruned as gone, though they were there.  Only a file known to be missing (ENOENT,
+    ENOTDIR) is pruned; a symbolic-link loop in its path (ELOOP, which root meets as anyone
+    does) or a refused lstat leaves the key."""
+    monkeypatch.chdir(tmp_path)
+    write_tree(tmp_path, ["docs/a.txt", "docs/sub/c.txt", "docs/gone.txt", "docs/locked/d.txt"])
+    db = tmp_path / "db"
+    assert add("docs", "-r", "--db", db).exit_code == 0
+    (tmp_path / "docs" / "gone.txt").unlink()
+    (tmp_path / "docs" / "sub" / "c.txt").unlink()
+    (tmp_path / "docs" / "sub").rmdir()
+    (tmp_path / "docs" / "sub").symlink_to("sub")  # docs/sub/c.txt: ELOOP
+    real_lstat = os.lstat
+
+    def refusing_lstat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if "locked" in os.fspath(path):  # type: ignore[arg-type]
+            raise PermissionError(13, "Permission denied", os.fspath(path))  # type: ignore[arg-type]
+        return real_lstat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "lstat", refusing_lstat)
+    result = add("docs", "-r", "--prune", "--db", db, "--json")
+    pruned = {line["key"] for line in json_lines(result.stdout) if line.get("event") == "pruned"}
+    assert pruned == {"docs/gone.txt"}, result.output
+    assert set(stored(db)) == {"docs/a.txt", "docs/sub/c.txt", "docs/locked/d.txt"}
+
+
 def test_prune_removes_the_key_of_a_file_argument_that_is_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Found by an adversarial probe: a PATH that no longer exists covered only keys below
     # it, so its own key, the one the help promises, stayed.
