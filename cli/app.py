@@ -97,6 +97,7 @@ from .sources import (
     JsonlFields,
     decode,
     expand_paths,
+    export_format_of,
     export_meta,
     export_sketch,
     other_settings,
@@ -1411,12 +1412,13 @@ def export(
         typer.Option(
             "--format",
             help=(
-                "jsonl (a settings header line, then one object per document), tsv (KEY, FINGERPRINT, META-JSON, "
-                "sketch:BASE64), "
+                "auto (the --output name's: tsv for .tsv or .tsv.gz, parquet for .parquet, else jsonl, as import "
+                "reads them), jsonl (a settings header line, then one object per document), tsv (KEY, FINGERPRINT, "
+                "META-JSON, sketch:BASE64), "
                 "or parquet (key, fingerprint: the input of pairs --parquet; needs the dask extra)."
             ),
         ),
-    ] = "jsonl",
+    ] = "auto",
     output_path: Annotated[
         str, typer.Option("--output", "-o", help="Write here instead of stdout; gzipped if the name ends in .gz.")
     ] = "-",
@@ -1430,6 +1432,17 @@ def export(
     """
     if output_path != "-" and Path(os.path.realpath(output_path)).is_relative_to(os.path.realpath(db)):
         raise usage_error(f"-o {output_path} is inside the database {db}, whose files the export would replace")
+    if file_format not in ("auto", *EXPORT_FORMATS):
+        raise usage_error(f"--format {file_format!r} is not one of auto, {', '.join(EXPORT_FORMATS)}")
+    named = export_format_of(output_path)
+    says_jsonl = output_path.lower().endswith((".jsonl", ".jsonl.gz"))
+    if file_format == "auto":
+        file_format = named
+    elif file_format != named and (named != "jsonl" or says_jsonl):
+        # import reads a file by its name: a .tsv holding JSONL would fail on every line.
+        raise usage_error(
+            f"-o {output_path} is named as {named}, but --format is {file_format}; import reads a file by its name"
+        )
     if file_format == "parquet":
         if output_path == "-":
             raise usage_error("--format parquet needs --output FILE.parquet")
@@ -1439,8 +1452,6 @@ def export(
             written = export_parquet(database, output_path)
         err(f"exported {written:,} documents (key, fingerprint) to {output_path}")
         return
-    if file_format not in EXPORT_FORMATS:
-        raise usage_error(f"--format {file_format!r} is not one of {', '.join(EXPORT_FORMATS)}")
     try:
         with open_existing(db) as database, output_file(output_path) as stream:
             if file_format == "jsonl":
@@ -1496,7 +1507,11 @@ def import_command(
         typer.Argument(help="Files written by simdb export ('-' for stdin, .gz allowed).", show_default=False),
     ],
     file_format: Annotated[
-        str, typer.Option("--format", help="auto (tsv if the name ends in .tsv, else jsonl), jsonl or tsv.")
+        str,
+        typer.Option(
+            "--format",
+            help="auto (tsv if the name ends in .tsv or .tsv.gz, Parquet if .parquet, else jsonl), jsonl or tsv.",
+        ),
     ] = "auto",
     k: CreateKOption = None,
     blocks: BlocksOption = None,

@@ -1248,13 +1248,22 @@ def read_export(
     version, bad settings) is reported and not read.  A line longer than ``max_bytes`` is
     reported with its size and skipped, never read whole."""
     for item in inputs:
-        is_tsv = file_format == "tsv" or (file_format == "auto" and item.path.lower().endswith((".tsv", ".tsv.gz")))
-        if file_format == "auto" and item.path.lower().endswith(".parquet"):
+        chosen = export_format_of(item.path) if file_format == "auto" else file_format
+        if chosen == "parquet":
             yield from _read_parquet_shard(item, intake)
-        elif is_tsv:
+        elif chosen == "tsv":
             yield from read_fingerprint_tsv([item], intake, decode_bytes=True, max_bytes=max_bytes)
         else:
-            yield from _read_export_jsonl(item, intake, header, max_bytes)
+            yield from _read_export_jsonl(item, intake, header, max_bytes, named_by_format=file_format != "auto")
+
+
+def export_format_of(path: str) -> str:
+    """The export format a file's name says, for export and import alike: ``tsv`` for
+    ``.tsv`` (or ``.tsv.gz``), ``parquet`` for ``.parquet``, else ``jsonl`` (stdout too)."""
+    name = path.lower()
+    if name.endswith((".tsv", ".tsv.gz")):
+        return "tsv"
+    return "parquet" if name.endswith(".parquet") else "jsonl"
 
 
 #: Rows per batch read from a Parquet shard (bounds memory whatever the shard's size).
@@ -1363,13 +1372,22 @@ def _settings_words(fingerprinter: Fingerprinter) -> str:
 _EXPORT_HEADER = re.compile(rb'"simdb"\s*:\s*"export"')
 
 
-def _read_export_jsonl(item: Input, intake: Intake, header: ExportHeader, max_bytes: int) -> Iterator[Item]:
+def _read_export_jsonl(
+    item: Input, intake: Intake, header: ExportHeader, max_bytes: int, named_by_format: bool = False
+) -> Iterator[Item]:
+    """JSONL export lines (see :func:`read_export`); ``named_by_format``: --format jsonl
+    was given, so a file that is not JSON is not said to lack a .tsv name."""
     name = item.name
     first = True
     for _, where, line in _nonblank_lines(item, intake, max_bytes):
         if first and not line.lstrip().startswith(b"{"):
             # Not JSON at all: read the rest as TSV lines would be guessing; say so once.
-            intake.fail(name, "neither an export JSONL file (lines of {...}) nor named .tsv", name)
+            why = (
+                "not an export JSONL file (lines of {...})"
+                if named_by_format
+                else "neither an export JSONL file (lines of {...}) nor named .tsv or .parquet"
+            )
+            intake.fail(name, why, name)
             return
         if first and _EXPORT_HEADER.search(line):
             # A damaged header must not let the documents in with default settings.

@@ -728,6 +728,31 @@ def test_export_parquet_needs_an_output_file_and_unknown_formats_are_refused(fil
     assert run("export", "--format", "xml", "--db", filled).exit_code == 2
 
 
+@pytest.mark.parametrize("name", ["backup.tsv", "backup.TSV.gz", "backup.jsonl", "backup.txt"])
+def test_export_writes_the_format_its_output_name_says_and_imports_back(filled: str, tmp_path: Path, name: str) -> None:
+    """Found by an adversarial probe: ``export -o backup.tsv`` wrote JSONL, which import
+    (reading a file by its name) then refused line by line."""
+    exported = tmp_path / name
+    assert run("export", "-o", exported, "--db", filled).exit_code == 0
+    with gzip.open(exported, "rt") if name.lower().endswith(".gz") else open(exported) as stream:
+        first = stream.readline()
+    assert first.startswith("{") != (".tsv" in name.lower())  # JSONL opens with its header object
+    copy = str(tmp_path / "copy")
+    imported = run("import", exported, "--db", copy, "--no-progress")
+    assert imported.exit_code == 0 and "failed 0" in imported.stdout, imported.output
+    with simdb.open(filled, readonly=True) as original, simdb.open(copy, readonly=True) as rebuilt:
+        assert list(rebuilt.items()) == list(original.items())
+
+
+@pytest.mark.parametrize(("file_format", "name"), [("jsonl", "x.tsv"), ("tsv", "x.jsonl"), ("jsonl", "x.parquet")])
+def test_export_refuses_a_format_its_output_name_contradicts(
+    filled: str, tmp_path: Path, file_format: str, name: str
+) -> None:
+    result = run("export", "--format", file_format, "-o", tmp_path / name, "--db", filled)
+    assert result.exit_code == 2 and "named as" in result.stderr
+    assert not (tmp_path / name).exists()
+
+
 def test_export_tsv_refuses_keys_it_cannot_carry(tmp_path: Path) -> None:
     db = str(tmp_path / "db")
     with simdb.open(db) as database:
