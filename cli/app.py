@@ -35,7 +35,7 @@ from simdb import InvalidInputError, InvalidKeyError, NotADatabaseError
 from simdb.database import DEFAULT_K
 from simdb.errors import DASK_INSTALL_HINT, ConfigMismatchError, DaskNotInstalledError
 from simdb.features import NORMALIZATION
-from simdb.keys import describe
+from simdb.keys import check_key, describe
 
 from . import _exit_quietly, output
 from .atomic import output_file
@@ -1087,13 +1087,19 @@ def remove(
         wanted = [canonical_key(path, key_base) for path in wanted]
     unique = list(dict.fromkeys(wanted))
     with open_existing(db, readonly=False) as database:
-        missing: list[str] = []
-        for key in unique:  # the first few keys not stored, to name them; one lookup each
-            if len(missing) == NOT_FOUND_NAMED:
-                break
-            if database.get(key) is None:
+        missing: list[str] = []  # the first few keys not stored, to name them
+        storable: list[str] = []
+        for key in unique:
+            try:
+                check_key(key)
+            except InvalidKeyError:  # empty, too long: no such key can be stored, nor removed
+                stored = False
+            else:
+                storable.append(key)
+                stored = len(missing) == NOT_FOUND_NAMED or database.get(key) is not None
+            if not stored and len(missing) < NOT_FOUND_NAMED:
                 missing.append(key)
-        removed = database.remove_many(unique)
+        removed = database.remove_many(storable)
     not_found = len(unique) - removed
     missing = missing[:not_found]
     if json_output:
@@ -1260,7 +1266,7 @@ def get(
 
         output.write_records(records(), DOCUMENT_COLUMNS, shown_as, header=not no_header)
     for key in missing:
-        err(f"simdb: no document with key {key!r}")
+        err(f"simdb: no document with key {describe(key)}")
     if intake.failed:
         raise typer.Exit(EXIT_USAGE)
     if missing:

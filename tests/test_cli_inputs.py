@@ -313,6 +313,23 @@ def test_remove_gets_plurals_right_and_names_the_keys_not_found(tmp_path: Path) 
     assert as_json == [{"removed": 1, "not_found": 1, "not_found_keys": ["gone"]}]
 
 
+def test_remove_counts_keys_that_cannot_be_stored_as_not_stored_and_removes_the_rest(tmp_path: Path) -> None:
+    """Found by an adversarial probe: an empty or over-long key among the keys made remove
+    refuse the whole list (exit 2, nothing removed), though such a key is merely not stored."""
+    db = tmp_path / "db"
+    with simdb.open(db) as database:
+        database.add_many([(f"k{i}", i) for i in range(3)])
+    huge = "x" * (simdb.keys.MAX_KEY_BYTES + 1)
+    result = run("remove", "", "k0", "-", "--db", db, "--json", input=f"k1\n{huge}\nk2\n")
+    assert result.exit_code == 0, result.output
+    report = json_lines(result.stdout)[0]
+    assert (report["removed"], report["not_found"]) == (3, 2)
+    assert report["not_found_keys"][0] == "" and report["not_found_keys"][1].startswith("x")
+    assert stored(db) == {}
+    missing = run("get", huge, "--db", db)
+    assert missing.exit_code == 1 and len(missing.stderr) < 200  # the key is shortened, not echoed whole
+
+
 # -- decoding --------------------------------------------------------------------------------------
 
 
