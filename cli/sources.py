@@ -451,7 +451,23 @@ def checked_encoding(encoding: str) -> str:
         ) from None
     if not getattr(info, "_is_text_encoding", True):
         raise InvalidInputError(f"--encoding {describe(encoding)} is not a text encoding", "give one such as latin-1")
+    try:
+        # Some text codecs decode no text at all (undefined; idna refuses a line break) or
+        # raise whatever the error handler (punycode on a byte past ASCII): refused here,
+        # before anything is read, rather than failing the run at its first file.
+        _ENCODING_SAMPLE.decode(info.name, errors="replace")
+    except (UnicodeError, ValueError) as error:
+        reason = (str(error).splitlines() or [type(error).__name__])[0]
+        raise InvalidInputError(
+            f"--encoding {describe(encoding)} cannot decode text ({reason})",
+            "give one such as utf-8, latin-1, cp1252 or utf-16",
+        ) from None
     return info.name
+
+
+#: Bytes that any usable --encoding decodes, with U+FFFD for what it cannot: words, digits,
+#: a line break and bytes past ASCII.
+_ENCODING_SAMPLE = b"Text 0123, and a line.\n\xe9\xff\xfe\x80"
 
 
 def bom_encoding(data: bytes) -> tuple[str, int] | None:
@@ -493,7 +509,14 @@ def decode(
     except UnicodeDecodeError as exc:
         what = "UTF-8" if encoding is None else name
         intake.replaced(where, f"not valid {what} (byte {exc.start}); decoded with replacement", source)
+    except UnicodeError:  # a codec that raises whatever the error handler (see checked_encoding)
+        intake.replaced(where, f"cannot be decoded as {name}; decoded as UTF-8 with replacement", source)
+        return data.decode("utf-8", errors="replace")
+    try:
         return data.decode(name, errors="replace")
+    except UnicodeError:
+        intake.replaced(where, f"cannot be decoded as {name}; decoded as UTF-8 with replacement", source)
+        return data.decode("utf-8", errors="replace")
 
 
 def read_text_files(

@@ -345,6 +345,21 @@ def test_encoding_decodes_files_without_a_notice_per_file(tmp_path: Path) -> Non
     assert unknown.exit_code == 2 and "no-such-codec" in unknown.stderr and not (tmp_path / "db2").exists()
 
 
+@pytest.mark.parametrize("encoding", ["undefined", "punycode", "idna"])
+def test_an_encoding_that_cannot_decode_text_is_refused_before_anything_is_read(tmp_path: Path, encoding: str) -> None:
+    """Found by an adversarial probe: these text codecs raise whatever the error handler,
+    and the run ended in 'unexpected UnicodeError' (exit 3) with a line break in it."""
+    text = tmp_path / "a.txt"
+    text.write_text("abc-def " + prose(4) + "\n")
+    refused = add(text, "--encoding", encoding, "--db", tmp_path / "new")
+    assert not (tmp_path / "new").exists()
+    assert add(text, "--db", tmp_path / "db").exit_code == 0
+    queried = run("query", "--file", text, "--encoding", encoding, "--db", tmp_path / "db")
+    for result in (refused, queried):
+        assert result.exit_code == 2, result.output
+        assert encoding in result.stderr and result.stderr.count("\n") == 1
+
+
 def test_quiet_hides_notices_but_not_failures(tmp_path: Path) -> None:
     latin = tmp_path / "latin.txt"
     latin.write_bytes(("café " + prose(4)).encode("latin-1"))
