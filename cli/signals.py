@@ -21,9 +21,11 @@ def interrupts_in_this_process_only() -> Iterator[threading.Event]:
     Yields an event that is set once Ctrl-C came: the KeyboardInterrupt can surface as
     another error (a process pool interrupted while starting fails to shut down), and the
     caller should still treat that as the interruption.  Off the main thread, signals
-    cannot be handled, and the event is never set."""
+    cannot be handled, and where SIGINT is ignored it stays so; the event is then never set."""
     received = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # A SIGINT ignored from the start was ignored by whoever started us (a shell's
+        # background job, nohup): it stays ignored, as for any other command.
         yield received
         return
     owner = os.getpid()

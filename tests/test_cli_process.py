@@ -144,6 +144,47 @@ def test_ctrl_c_during_add_keeps_committed_batches_and_says_how_many(tmp_path: P
         assert database.check()
 
 
+def test_an_add_started_with_sigint_ignored_goes_on_through_it(tmp_path: Path) -> None:
+    """Found by an adversarial probe: a background job (``cmd &`` in a script, nohup) starts
+    with SIGINT ignored, so that Ctrl-C on the script does not reach it; add installed its
+    own handler anyway and stopped (exit 130, part of the input added)."""
+    source = tmp_path / "big.jsonl"
+    rng = random.Random(4)
+    words = [f"w{n}" for n in range(5000)]
+    total = 30_000
+    with open(source, "w") as handle:
+        for number in range(total):
+            handle.write(json.dumps({"id": f"doc-{number}", "text": " ".join(rng.choices(words, k=30))}) + "\n")
+    db = tmp_path / "db"
+    command = [sys.executable, "-m", "simdb_cli.app", "add", "--jsonl", source, "--db", db, "--batch-size", "1000"]
+    process = subprocess.Popen(
+        [*map(str, command), "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # as a shell does for `cmd &`
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and process.poll() is None:  # wait for the first committed batch
+            time.sleep(0.05)
+            with contextlib.suppress(simdb.SimdbError), simdb.open(db, readonly=True) as database:
+                if len(database) > 0:
+                    break
+        for _ in range(3):
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGINT)
+            time.sleep(0.1)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert f"added {total:,}," in stdout
+    with simdb.open(db, readonly=True) as database:
+        assert len(database) == total
+
+
 def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     source = tmp_path / "fps.tsv"
     source.write_text("".join(f"key-{number}\t{number * 0x9E3779B97F4A7C15 % (1 << 64)}\n" for number in range(20_000)))
