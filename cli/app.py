@@ -1382,6 +1382,7 @@ def hash_command(
     """
     if (text is None) == (not file):
         raise usage_error("give either TEXT or --file FILE")
+    stdin_read_once(*(("--file", [name]) for name in file or ()))
     fingerprinter = make_fingerprinter(features, ngram, stopwords, bits, kind=kind, weights=weights, always=True)
     assert fingerprinter is not None
     settings = fingerprinter.to_dict()
