@@ -234,6 +234,17 @@ class ReadOnlyError(DatabaseError):
     default_remedy = Remedy.OPEN_WRITABLE
 
 
+class PermissionDeniedError(DatabaseError):
+    """The system refused this process access to a database file (EACCES), typically one
+    another user made: LMDB writes its lock file even to read, so a reader needs write
+    access to the database directory's files."""
+
+    default_hint = (
+        "give this user read and write access to the database directory and its files "
+        "(LMDB writes its lock file even to read), or use the database as the user who made it"
+    )
+
+
 class DatabaseClosedError(DatabaseError):
     """The database was used after ``close()``."""
 

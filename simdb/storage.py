@@ -66,6 +66,7 @@ from simdb.errors import (
     DiskFullError,
     InheritedHandleError,
     NotADatabaseError,
+    PermissionDeniedError,
     ReadInProgressError,
     ReadOnlyError,
     StorageError,
@@ -143,6 +144,8 @@ def translate(
     see :func:`_open_environment`."""
     text = str(exc)
     code = getattr(exc, "code", 0)
+    if code == errno.EACCES:  # py-lmdb says so with ReadonlyError, but nothing was opened read-only
+        return PermissionDeniedError(f"no permission to open {where}", path=where)
     if isinstance(exc, lmdb.ReadonlyError):
         return ReadOnlyError(f"{where} is read-only: {text}", path=where)
     if isinstance(exc, lmdb.MapFullError) or code in _NO_SPACE:

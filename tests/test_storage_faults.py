@@ -529,6 +529,26 @@ def test_an_io_error_is_disk_full_only_when_the_filesystem_is_full(small_fs: Pat
     assert type(translate(error, "db", tmp_path)) is simdb.StorageError
 
 
+def test_a_refused_permission_is_not_called_read_only() -> None:
+    """Found by an adversarial probe: a database another user made (LMDB needs write access
+    to its lock file even to read) was 'read-only' with the hint to run simdb add, which
+    fails the same way.  py-lmdb raises ReadonlyError with code EACCES for it."""
+    import lmdb
+    from simdb_cli.errors import error_message
+
+    from simdb.storage import translate
+
+    refused = lmdb.ReadonlyError("db/data-000001.mdb: Permission denied")
+    refused.code = errno.EACCES
+    error = translate(refused, "db/data-000001.mdb")
+    assert type(error) is simdb.PermissionDeniedError and error.path == "db/data-000001.mdb"
+    line = error_message(error)
+    assert "db/data-000001.mdb" in line and "access" in line and "simdb add" not in line
+    opened_read_only = lmdb.ReadonlyError("mdb_put: Permission denied")
+    opened_read_only.code = errno.EACCES + 1
+    assert type(translate(opened_read_only, "db")) is simdb.ReadOnlyError
+
+
 # -- 9. hostile files inside the database directory -----------------------------------------
 
 OPEN_AND_REPORT = """
