@@ -572,15 +572,15 @@ class Database:
 
     def _query_radius(self, k: int | None, threshold: float | None, verified: bool) -> tuple[int, float | None]:
         """The probe radius and checked threshold of a query: ``k`` (at most the index k) if
-        given, else with a threshold min(index k, :func:`candidate_distance`; ``verified``
-        when the query has a sketch to check with), else the index k."""
+        given, else with a threshold :func:`candidate_distance` (``verified`` when the query
+        has a sketch to check with; past the index k, the queries compare every stored
+        fingerprint), else the index k."""
         if threshold is None:
             return self._check_k(k), None
         threshold = check_threshold(threshold)
         if k is not None:
             return self._check_k(k), threshold
-        radius = candidate_distance(threshold, kind_of(self._fingerprinter), verified=verified)
-        return min(self.plan.k, radius), threshold
+        return candidate_distance(threshold, kind_of(self._fingerprinter), verified=verified), threshold
 
     def query(
         self,
@@ -593,10 +593,12 @@ class Database:
     ) -> list[Match]:
         """Every stored document within ``k`` bits (default: the index's k), nearest first
         (ties in insertion order), each with its similarity.  With ``threshold``, the
-        candidates within min(index k, :func:`candidate_distance`) bits whose similarity is
-        >= threshold, most similar first.  A ``text`` query is compared by sketch with stored
-        documents that have one; otherwise similarity is the fingerprint's estimate.
-        Cost: one range scan per table plus one read per match."""
+        candidates within :func:`candidate_distance` bits whose similarity is >= threshold,
+        most similar first, as :meth:`pairs` finds them.  A ``text`` query is compared by
+        sketch with stored documents that have one; otherwise similarity is the
+        fingerprint's estimate.  Cost: one range scan per table plus one read per match;
+        a threshold whose radius passes the index's k (below about 0.9 for minhash with the
+        default k=5) instead reads every stored fingerprint: O(n) per call."""
         sketch: bytes | None = None
         if text is not None:
             if fingerprint is not None:

@@ -18,6 +18,7 @@ import lmdb
 import numpy as np
 
 from simdb.allpairs import resolve_workers
+from simdb.plan import TablePlan
 from simdb.records import Records
 from simdb.threshold import candidate_similarities, fingerprint_similarities
 
@@ -28,6 +29,9 @@ MERGE_COST_RATIO = 5
 #: query_many gives each worker thread at least this many queries: below it, a thread and a
 #: read transaction cost more than the queries they would take over.
 MIN_QUERIES_PER_WORKER = 256
+#: Fingerprint comparisons per numpy pass of :meth:`Queries.scan_many` (a pass holds about
+#: 9 bytes per comparison).
+SCAN_BLOCK = 1 << 22
 
 
 def merges_whole_tables(queries: int, stored: int, seek_cost: float) -> bool:
@@ -54,7 +58,12 @@ class Match(NamedTuple):
 
 class TableIndex(Protocol):
     """What the engines need from a tables layer: ids of stored fingerprints within ``k``
-    bits of queries, with their distances."""
+    bits of queries (``k`` up to ``plan.k``), with their distances, and every stored
+    fingerprint for radii beyond it."""
+
+    plan: TablePlan
+
+    def scan(self, txn: lmdb.Transaction[bytes]) -> tuple[np.ndarray, np.ndarray]: ...
 
     def probe(self, txn: lmdb.Transaction[bytes], fingerprint: int, k: int) -> dict[int, int]: ...
 
@@ -80,10 +89,28 @@ class Queries:
     def find_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[int, int]]:
         """Candidates of many queries within ``k`` bits: whole tables merged when the batch is
         large against the stored count (:data:`MERGE_COST_RATIO`), else one seek per query
-        and table."""
+        and table; beyond the index's k, every stored fingerprint compared (:meth:`scan_many`)."""
+        if k > self.tables.plan.k:
+            return self.scan_many(txn, queries, k)
         if merges_whole_tables(len(queries), self.records.count(txn), self.tables.seek_cost):
             return self.tables.merge_many(txn, queries, k)
         return self.tables.probe_many(txn, queries, k)
+
+    def scan_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[int, int]]:
+        """Candidates of many queries within ``k`` bits by comparing each with every stored
+        fingerprint: the answer for a radius beyond the index's k, which the permutation
+        tables hold no exact answer for (a threshold below about 0.9).  Cost: one read of
+        every stored fingerprint (:meth:`TableIndex.scan`, O(n log n), about 40 bytes per
+        document at its peak), then O(n) per query, :data:`SCAN_BLOCK` comparisons a pass."""
+        ids, fingerprints = self.tables.scan(txn)
+        found: list[dict[int, int]] = []
+        rows = max(1, SCAN_BLOCK // max(1, len(fingerprints)))
+        for start in range(0, len(queries), rows):
+            distances = np.bitwise_count(queries[start : start + rows, None] ^ fingerprints[None, :])
+            for row in distances:
+                near = np.flatnonzero(row <= k)
+                found.append(dict(zip(ids[near].tolist(), row[near].tolist())))
+        return found
 
     def similarities_to(
         self, txn: lmdb.Transaction[bytes], sketch: bytes | None, ids: list[int], distances: np.ndarray, kind: str
@@ -146,9 +173,13 @@ class Queries:
         self, fingerprint: int, k: int, limit: int | None, sketch: bytes | None, threshold: float | None, kind: str
     ) -> list[Match]:
         """The matches of one query within ``k`` bits, in one read transaction: one range
-        scan per table plus one read per match."""
+        scan per table plus one read per match (beyond the index's k, :meth:`scan_many`)."""
         with self.read() as txn:
-            return self.matches(txn, self.tables.probe(txn, fingerprint, k), limit, sketch, threshold, kind)
+            if k > self.tables.plan.k:
+                found = self.scan_many(txn, np.array([fingerprint], dtype=np.uint64), k)[0]
+            else:
+                found = self.tables.probe(txn, fingerprint, k)
+            return self.matches(txn, found, limit, sketch, threshold, kind)
 
     def query_many(
         self,
@@ -169,7 +200,9 @@ class Queries:
         may see different commits.  A thread inside a read searches on its own: new threads'
         reads would wait behind a compaction or map growth that waits for its read."""
         workers = min(resolve_workers(workers), max(1, len(queries) // MIN_QUERIES_PER_WORKER))
-        if workers > 1 and self.reading():
+        if workers > 1 and (self.reading() or k > self.tables.plan.k):
+            # A thread inside a read searches on its own; a scan (beyond the index's k) reads
+            # every fingerprint once for the whole batch rather than once per chunk.
             workers = 1
         if workers > 1:
             with self.read() as txn:

@@ -101,19 +101,24 @@ def test_candidate_engines_equal_brute_force(layer: str, plan_k: int, seed: int,
         for bit in rng.sample(range(64), rng.randint(0, plan_k + 1)):
             fingerprint ^= 1 << bit
         fingerprints.append(fingerprint)
-    k = data.draw(st.integers(0, plan_k), label="k")
+    k = data.draw(st.integers(0, plan_k + 3), label="k")  # past the plan's k: a scan of every fingerprint
     queries = [*near(rng, fingerprints, 30, plan_k + 2), 0, 2**64 - 1]
     query_array = np.array(queries, dtype=np.uint64)
     expected = [brute_force(fingerprints, query, k) for query in queries]
     with engine(layer, plan, fingerprints) as (queries_engine, env), env.begin() as txn:
         tables = queries_engine.tables
-        assert [tables.probe(txn, query, k) for query in queries] == expected
-        assert tables.probe_many(txn, query_array, k) == expected
-        with pytest.MonkeyPatch.context() as patch:  # the batch search even for a few queries
-            patch.setattr(simdb.tables, "PROBE_EACH_BELOW", 0)
+        if k <= plan_k:
+            assert [tables.probe(txn, query, k) for query in queries] == expected
             assert tables.probe_many(txn, query_array, k) == expected
-        assert tables.merge_many(txn, query_array, k) == expected
+            with pytest.MonkeyPatch.context() as patch:  # the batch search even for a few queries
+                patch.setattr(simdb.tables, "PROBE_EACH_BELOW", 0)
+                assert tables.probe_many(txn, query_array, k) == expected
+            assert tables.merge_many(txn, query_array, k) == expected
         assert queries_engine.find_many(txn, query_array, k) == expected
+        assert queries_engine.scan_many(txn, query_array, k) == expected
+        with pytest.MonkeyPatch.context() as patch:  # a few comparisons a pass
+            patch.setattr(simdb.queries, "SCAN_BLOCK", 7)
+            assert queries_engine.scan_many(txn, query_array, k) == expected
 
 
 @pytest.mark.parametrize("layer", LAYERS)
