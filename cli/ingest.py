@@ -92,7 +92,14 @@ def dry_run_target(path: str, dry_run: bool) -> Iterator[str]:
         if not is_new_database(path):
             with simdb.open(path, readonly=True, create=False) as source:
                 source.copy_to(target)
-        yield target
+        try:
+            yield target
+        except simdb.SimdbError as error:
+            # The copy stands for the user's database: an error names that (a setting that
+            # differs from the stored one is worded from this field).
+            if error.path is not None and os.path.abspath(error.path) == os.path.abspath(target):
+                error.path = path
+            raise
 
 
 class FirstReady(Iterable[Item]):
@@ -241,7 +248,7 @@ class Ingest:
 
     def prune(self, paths: Iterable[str], rules: PathRules) -> None:
         """Remove the stored documents under ``paths`` (see :func:`.filekeys.prefix_of`)
-        whose files are gone (``add --prune``), reporting each with --json.  Under a
+        whose files are gone (``add --prune``), naming each on stdout.  Under a
         directory, only keys that its walk would have read (``rules``: recursion, --glob,
         --exclude) are candidates, so that documents added otherwise (JSONL ids, keys of
         --fingerprints) are not taken for deleted files, unless their keys have the names of
@@ -265,9 +272,8 @@ class Ingest:
         if self.stop.is_set():
             raise KeyboardInterrupt
         self.pruned += self.database.remove_many(stale)
-        if self.json_output:
-            for key in stale:
-                out(json_line({"event": "pruned", "key": key}))
+        for key in stale:  # what went (or, in a dry run, would go), before the summary
+            out(json_line({"event": "pruned", "key": key}) if self.json_output else f"pruned {key}")
 
     def fingerprints(self, items: Iterable[Item]) -> None:
         """Store ``(key, fingerprint, meta, where)`` items; a fingerprint read from an export

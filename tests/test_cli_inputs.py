@@ -507,6 +507,23 @@ def test_dry_run_reports_what_a_real_run_would_do_and_stores_nothing(tmp_path: P
     assert add(incoming, "--if-new", "--dry-run", "--db", fresh).exit_code == 0 and not fresh.exists()
 
 
+def test_a_dry_run_names_the_users_database_and_what_it_would_prune(tmp_path: Path, monkeypatch) -> None:
+    """Found by an adversarial probe: a dry run's errors named its scratch copy in a
+    temporary directory, and --prune --dry-run said how many keys would go but not which
+    (the help promises it shows them)."""
+    monkeypatch.chdir(tmp_path)
+    write_tree(tmp_path, ["docs/a.txt", "docs/b.txt"])
+    db = tmp_path / "db"
+    assert add("docs", "--db", db).exit_code == 0
+    mismatch = add("docs", "--dry-run", "-k", "4", "--db", db)
+    assert mismatch.exit_code == 2 and f"the database at {db} " in mismatch.stderr, mismatch.stderr
+    assert "dry-run" not in mismatch.stderr
+    (tmp_path / "docs" / "a.txt").unlink()
+    dry = add("docs", "--prune", "--dry-run", "--db", db)
+    assert "pruned docs/a.txt" in dry.stdout.splitlines()
+    assert set(stored(db)) == {"docs/a.txt", "docs/b.txt"}
+
+
 def test_an_import_that_adds_nothing_creates_no_database(tmp_path: Path) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
