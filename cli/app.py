@@ -121,8 +121,9 @@ DEFAULT_BATCH_SIZE = 5_000
 app = typer.Typer(
     name="simdb",
     cls=SimdbGroup,
-    help="A persistent database of 64-bit SimHash fingerprints for near-duplicate detection.\n\n"
-    "Exit codes: 0 success; 1 nothing found (query, pairs, clusters, remove) or check found problems; "
+    help="A persistent database of 64-bit fingerprints (one-bit minwise hashes by default, or SimHash) for "
+    "near-duplicate detection.\n\n"
+    "Exit codes: 0 success; 1 nothing found (query, pairs, clusters, remove, get, keys) or check found problems; "
     "2 bad usage or input; 3 database error; 130 interrupted.",
     add_completion=True,
     pretty_exceptions_enable=False,
@@ -1733,7 +1734,7 @@ def root(
         ),
     ] = None,
 ) -> None:
-    """simdb: find near-duplicate documents with SimHash fingerprints stored on disk."""
+    """simdb: find near-duplicate documents with 64-bit fingerprints stored on disk."""
     if version:
         out(f"simdb {installed_version()}")
         raise typer.Exit(0)

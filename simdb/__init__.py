@@ -1,4 +1,5 @@
-"""simdb: a persistent on-disk database of SimHash fingerprints for near-duplicate detection.
+"""simdb: a persistent on-disk database of 64-bit fingerprints (one-bit minwise hashes by default,
+or SimHash) for near-duplicate detection.
 
 >>> import simdb
 >>> with simdb.open("example.simdb", k=3) as db:          # doctest: +SKIP
