@@ -851,7 +851,8 @@ def without_sketches(items: Iterable[Item], intake: Intake) -> Iterator[Item]:
                 intake.notice(
                     source,
                     "its sketches were left out: the database has no fingerprint settings to compare them under "
-                    "(a TSV export carries none); import the JSONL export, or make the database with them first",
+                    "(this file has no settings header: a TSV export, or JSONL without its first line); import the "
+                    "whole JSONL export, or make the database with them first",
                 )
             value = value.fingerprint
         yield key, value, meta, where
