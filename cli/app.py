@@ -684,6 +684,7 @@ def query(
                 encoding=encoding_of(encoding),
                 shown_as=shown_as,
                 header=not no_header,
+                named_one_file=not files_from and len(file or []) == 1 and not os.path.isdir((file or [""])[0]),
             )
             if intake.failed:  # each was reported as it was met
                 raise typer.Exit(EXIT_USAGE)

@@ -92,16 +92,18 @@ def print_file_matches(
     encoding: str | None,
     shown_as: str,
     header: bool,
+    named_one_file: bool,
 ) -> int:
     """Print the matches of ``inputs`` in ``shown_as`` and return how many were printed.
     As grep names the file of each line only when it searches several, a ``query`` column
-    names the input each match belongs to (its key) unless the input is one text file;
-    JSON lines always carry it as a field."""
+    names the input each match belongs to (its key) unless the arguments named one text
+    file (``named_one_file``: not a directory, which may hold one file today and more
+    tomorrow, so a script's columns never depend on it); JSON lines always carry it."""
     documents = read_documents(inputs, intake, DEFAULT_MAX_DOC_BYTES, encoding=encoding)
     records = (
         {"query": query_key, **match_record(match)} for query_key, match in file_matches(database, documents, settings)
     )
-    one_query = len(inputs) == 1 and inputs[0].kind == TEXT
+    one_query = named_one_file and len(inputs) == 1 and inputs[0].kind == TEXT
     columns = MATCH_COLUMNS if one_query else (QUERY, *MATCH_COLUMNS)
     return output.write_records(records, columns, shown_as, header=header)
 

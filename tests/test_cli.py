@@ -396,6 +396,13 @@ def test_query_text_file_and_fingerprint_find_nearest_first(filled: str, corpus:
     assert by_files.stdout.splitlines()[0].split() == ["query", "similarity", "distance", "fingerprint", "key"]
     rows = [line.split() for line in by_files.stdout.splitlines()[1:]]
     assert {row[0] for row in rows} == {str(corpus / "beta.txt"), str(corpus / "alpha.txt")}
+    # A directory names its queries even when it holds one file today (found by a probe: the
+    # column came and went with the directory's contents, shifting a script's columns).
+    single = corpus / "single"
+    single.mkdir()
+    (single / "beta.txt").write_text((corpus / "beta.txt").read_text())
+    by_directory = run("query", "--file", single, "--db", filled)
+    assert by_directory.stdout.splitlines()[0].split() == ["query", "similarity", "distance", "fingerprint", "key"]
     near = simhash(prose(2)) ^ 0b101  # two bits away
     by_fingerprint = json_lines(run("query", "--fingerprint", hex(near), "--db", filled, "--json").stdout)
     # A fingerprint query has no sketch: the similarity is minhash's estimate from the distance.
