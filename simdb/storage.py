@@ -678,21 +678,28 @@ class Storage:
                 if getattr(exc, "code", 0) == errno.ENOENT:
                     continue
                 raise translate(exc, data_file, self.path, _NOT_OPENED) from None
-            if self._read_current()[0] != name:
-                # A compaction swapped generations while we opened this one, and removed it:
-                # a writable open then made a new empty file under the old name.  Drop it.
-                # (Only when the name moved on: creators racing to make a new database each
-                # open the same first file, and that file is in use.)
+            try:
+                if self._read_current()[0] != name:
+                    # A compaction swapped generations while we opened this one, and removed
+                    # it: a writable open then made a new empty file under the old name.  Drop
+                    # it.  (Only when the name moved on: creators racing to make a new database
+                    # each open the same first file, and that file is in use.)
+                    env.close()
+                    if not self.readonly:
+                        _remove_generation(self.path, name)
+                    continue
+                if held is None or _identity(data_file) != held:
+                    env.close()  # replaced while LMDB opened it: which file it holds is unknown
+                    continue
+                _check_file_length(env, data_file)
+                env.reader_check()  # clear reader slots left by killed processes
+                handles = self._open_handles(env, name, mark_initialised=creating)
+            except BaseException:
+                # Closed at once, so that an error or an interrupt here leaves no environment
+                # registered on the file while its traceback lives (every call on the handle
+                # then failed with AlreadyOpenError; found by a probe).
                 env.close()
-                if not self.readonly:
-                    _remove_generation(self.path, name)
-                continue
-            if held is None or _identity(data_file) != held:
-                env.close()  # replaced while LMDB opened it: which file it holds is unknown
-                continue
-            _check_file_length(env, data_file)
-            env.reader_check()  # clear reader slots left by killed processes
-            handles = self._open_handles(env, name, mark_initialised=creating)
+                raise
             if handles is not None:
                 return _Live(env, name, held, handles)
             env.close()  # superseded while we opened it, as above (only a writable open says so)
@@ -1071,7 +1078,7 @@ class Storage:
         compaction made meanwhile by another process first.  Returns the size in bytes of
         the data file it compacted.  Raises DiskFullError, with nothing left behind, if the
         disk or its inodes run out."""
-        compacted: list[tuple[str, int]] = []
+        compacted: list[tuple[str, int, lmdb.Environment]] = []
         self._refuse_inside_read("compact")  # before the work: the reopen after it would raise
 
         def build(txn: lmdb.Transaction[bytes]) -> None:
@@ -1130,12 +1137,15 @@ class Storage:
             # Committed before the write lock is released, so before any writer can commit to
             # the new generation: a reader's snapshot begun after such a commit holds the key.
             txn.put(SUPERSEDED_BY, name.encode())
-            compacted[:] = [(source, before)]
+            compacted[:] = [(source, before, self.env)]
 
         self.write(build)
-        self._reopen(self.env)
+        source, before, replaced = compacted[0]
+        # The environment this compaction replaced, not whatever is open now: another thread
+        # of this process may have followed the swap already, and reopening its environment
+        # would open the new file a second time (AlreadyOpenError, found by a probe).
+        self._reopen(replaced)
         # Other processes keep their open handles; the names go so nothing new opens them.
-        source, before = compacted[0]
         _remove_generation(self.path, source)
         return before
 

@@ -129,6 +129,55 @@ def test_an_interrupted_reopen_after_compaction_leaves_the_handle_working(db_pat
     reopened.close()
 
 
+@pytest.mark.parametrize("function", ["_check_file_length", "_open_handles"])
+def test_an_interrupt_after_the_new_generation_opened_leaves_the_handle_working_at_once(db_path, function) -> None:
+    """Found by a probe: an interrupt after the reopen had opened the new generation's
+    environment left that environment registered, so every call raised AlreadyOpenError for
+    as long as the exception's traceback lived (inside the except block, in a REPL)."""
+    db = simdb.open(db_path)
+    db.add_many((f"k{i}", i * 0x9E3779B97F4A7C15 % 2**64) for i in range(100))
+    try:
+        with interrupt_on_entry(function, caller="_open_generation") as hits:
+            db.compact()
+    except Interrupt:
+        assert hits
+        assert len(db) == 100 and db.get("k3") is not None  # while the traceback is alive
+        assert db.add("new", 1).added == 1
+    else:
+        pytest.fail("the interrupt did not come")
+    assert db.check()
+    db.close()
+
+
+def test_a_compaction_whose_swap_another_thread_followed_first_returns(db_path, monkeypatch) -> None:
+    """Found by a probe: another thread's write between compact()'s commit and its reopen
+    moved to the new generation first; compact() then reopened that thread's environment,
+    opened the new file a second time and raised AlreadyOpenError, though it had worked."""
+    db = simdb.open(db_path)
+    db.add_many((f"k{i}", i * 0x9E3779B97F4A7C15 % 2**64) for i in range(100))
+    storage = db._storage
+    write = storage.write
+
+    def write_then_another_thread(work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        result = write(work, *args, **kwargs)
+        if getattr(work, "__name__", "") == "build":  # compact()'s transaction has committed
+            other = threading.Thread(target=db.add, args=("other-thread", 12345))
+            other.start()
+            other.join()
+        return result
+
+    monkeypatch.setattr(storage, "write", write_then_another_thread)
+    result = db.compact()
+    assert result is not None
+    assert len(db) == 101 and db.get("other-thread") is not None and db.check()
+    monkeypatch.undo()
+    db.close()
+    assert sorted(path.name for path in db_path.iterdir() if path.name.startswith("data-")) == [
+        "data-000002.mdb",
+        "data-000002.mdb-lock",
+    ]
+
+
 def test_writes_and_stats_from_other_threads_during_a_compaction_wait_for_it(db_path, monkeypatch) -> None:
     # Before: while one thread's compaction reopened the new generation, other threads'
     # add() and writer() raised DatabaseClosedError and stats() reported the old data file
