@@ -536,7 +536,10 @@ def add(
     # Only lists of paths, all empty, are a pipeline that found nothing, as an empty --jsonl
     # stream is, and end as it does below; anything else read nothing by mistake.
     if not inputs and not prune and (intake.failed or named):
-        if not intake.failed:  # else the missing inputs were reported
+        database_itself = [path for path in named if os.path.realpath(path) == os.path.realpath(db)]
+        if database_itself:  # its files are never read as documents
+            err(f"simdb: nothing to add: {database_itself[0]} is the database itself (--db), whose files are not read")
+        elif not intake.failed:  # else the missing inputs were reported
             matching = f" matching --glob {' or '.join(map(repr, glob))}" if glob else ""
             deeper = "" if recursive else " (-r also reads subdirectories)"
             err(f"simdb: nothing to add: no files{matching} in {', '.join(named)}{deeper}")

@@ -419,6 +419,9 @@ def test_an_input_that_yields_nothing_says_why(tmp_path: Path) -> None:
         {**json_lines(unmatched.stdout)[0], "event": "summary", "added": 0, "failed": 0}
     ]
     assert not (tmp_path / "db").exists()
+    assert run("add", tmp_path / "docs", "--db", tmp_path / "db").exit_code == 0
+    itself = run("add", tmp_path / "db", "-r", "--db", tmp_path / "db")  # said to have no files (a probe)
+    assert itself.exit_code == 2 and "is the database itself" in itself.stderr
 
 
 def test_library_hints_are_put_in_command_line_terms(tmp_path: Path) -> None:
