@@ -208,6 +208,16 @@ IfNewOption = Annotated[
         "and report the key it duplicates; one batched probe per batch.",
     ),
 ]
+IfNewThresholdOption = Annotated[
+    float | None,
+    typer.Option(
+        "--threshold",
+        "-t",
+        help=f"With --if-new: the smallest similarity (0 < t <= 1) at which a document counts as a near-duplicate. "
+        f"Default {simdb.DEFAULT_THRESHOLD} (where sketches are stored; else within the index's k bits).",
+        show_default=False,
+    ),
+]
 CreateKOption = Annotated[
     int | None,
     typer.Option(
@@ -467,16 +477,7 @@ def add(
         ),
     ] = None,
     if_new: IfNewOption = False,
-    threshold: Annotated[
-        float | None,
-        typer.Option(
-            "--threshold",
-            "-t",
-            help=f"With --if-new: the smallest similarity (0 < t <= 1) at which a document counts as a near-duplicate. "
-            f"Default {simdb.DEFAULT_THRESHOLD} (where sketches are stored; else within the index's k bits).",
-            show_default=False,
-        ),
-    ] = None,
+    threshold: IfNewThresholdOption = None,
     workers: WorkersOption = None,
     batch_size: BatchOption = DEFAULT_BATCH_SIZE,
     max_doc_bytes: Annotated[
@@ -1528,6 +1529,7 @@ def import_command(
     k: CreateKOption = None,
     blocks: BlocksOption = None,
     if_new: IfNewOption = False,
+    threshold: IfNewThresholdOption = None,
     batch_size: BatchOption = DEFAULT_BATCH_SIZE,
     max_line_bytes: Annotated[
         int,
@@ -1551,6 +1553,8 @@ def import_command(
     """
     if file_format not in ("auto", "jsonl", "tsv"):
         raise usage_error(f"--format {file_format!r} is not one of auto, jsonl, tsv")
+    if checked_threshold(threshold) is not None and not if_new:
+        raise usage_error("--threshold goes with --if-new (import stores every document otherwise)")
     stdin_read_once(*(("FILES", [name]) for name in files))
     intake = Intake(on_problem=problem_printer(json_output), on_notice=print_notice)
     inputs = stream_inputs(files, "export", intake)
@@ -1596,6 +1600,7 @@ def import_command(
             lambda ingest: ingest.fingerprints(documents),
             total_bytes=total_bytes(inputs),
             if_new=if_new,
+            threshold=threshold,
             workers=1,
             batch_size=batch_size,
             json_output=json_output,

@@ -767,6 +767,28 @@ def test_export_refuses_a_format_its_output_name_contradicts(
     assert not (tmp_path / name).exists()
 
 
+def test_import_if_new_takes_a_threshold(tmp_path: Path) -> None:
+    """import --if-new had no -t, so an import deduplicated only at the default 0.9."""
+    words = prose(300, words=300).split()
+    edited = list(words)
+    for position in (50, 150, 250):
+        edited[position] = "changed"
+    source, copy = str(tmp_path / "source"), str(tmp_path / "copy")
+    with simdb.open(source) as database:
+        database.add_texts([("edited", " ".join(edited))])
+    exported = tmp_path / "e.jsonl"
+    assert run("export", "-o", exported, "--db", source).exit_code == 0
+    with simdb.open(copy) as database:
+        database.add_texts([("original", " ".join(words))])
+        [match] = [m for m in database.query(text=" ".join(edited), threshold=0.5) if m.key == "original"]
+    assert 0.9 <= match.similarity < 0.99
+    skipped = run("import", exported, "--if-new", "--db", copy, "--no-progress")
+    assert skipped.exit_code == 0 and "skipped 1" in skipped.stdout, skipped.output
+    kept = run("import", exported, "--if-new", "-t", "0.99", "--db", copy, "--no-progress")
+    assert kept.exit_code == 0 and "added 1" in kept.stdout, kept.output
+    assert run("import", exported, "-t", "0.99", "--db", copy).exit_code == 2  # -t goes with --if-new
+
+
 def test_export_tsv_refuses_keys_it_cannot_carry(tmp_path: Path) -> None:
     db = str(tmp_path / "db")
     with simdb.open(db) as database:
