@@ -107,11 +107,15 @@ PRINTED_CHARS = 1_000
 
 
 def shortened(text: str) -> str:
-    """``text`` for a line on stderr: past :data:`PRINTED_CHARS`, cut short with its length
-    said (JSON events keep it whole, for programs to match)."""
-    if len(text) <= PRINTED_CHARS:
-        return text
-    return f"{text[: PRINTED_CHARS // 2]}... ({len(text):,} characters)"
+    """``text`` for a line on stderr: its line breaks escaped (a name read from a NUL-separated
+    list may hold them), and past :data:`PRINTED_CHARS` cut short with its length said (JSON
+    events keep it whole, for programs to match)."""
+    if len(text) > PRINTED_CHARS:
+        text = f"{text[: PRINTED_CHARS // 2]}... ({len(text):,} characters)"
+    return text.translate(_LINE_BREAKS)
+
+
+_LINE_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r"})
 
 
 def printable(text: str) -> str:

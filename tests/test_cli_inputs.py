@@ -178,6 +178,10 @@ def test_paths_from_a_nul_separated_list(tmp_path: Path) -> None:
     assert set(stored(db2)) == set(stored(db))
     refused = add("-", "--db", tmp_path / "db3", input=listing.read_bytes())
     assert refused.exit_code == 2 and "-0/--null" in refused.stderr
+    # A newline-separated list given to -0 is one name with line breaks: reported on one
+    # line, the breaks escaped (found by a probe: the message spanned three lines).
+    lines = add("-", "--null", "--db", tmp_path / "db4", input=f"{tmp_path / 'plain.txt'}\nnone.txt\n".encode())
+    assert lines.exit_code == 2 and lines.stderr.count("\n") == 1 and "\\nnone.txt\\n" in lines.stderr
 
 
 # -- a run that adds nothing creates nothing -------------------------------------------------------
