@@ -208,6 +208,12 @@ IfNewOption = Annotated[
         "and report the key it duplicates; one batched probe per batch.",
     ),
 ]
+IdFieldOption = Annotated[
+    str, typer.Option("--id-field", help="JSONL field holding the key (lines without it get the key FILE:LINE).")
+]
+TextFieldOption = Annotated[
+    str, typer.Option("--text-field", help="JSONL field holding the text; other fields are stored as meta.")
+]
 IfNewThresholdOption = Annotated[
     float | None,
     typer.Option(
@@ -462,12 +468,8 @@ def add(
             show_default=False,
         ),
     ] = None,
-    id_field: Annotated[
-        str, typer.Option("--id-field", help="JSONL field holding the key (lines without it get the key FILE:LINE).")
-    ] = "id",
-    text_field: Annotated[
-        str, typer.Option("--text-field", help="JSONL field holding the text; other fields are stored as meta.")
-    ] = "text",
+    id_field: IdFieldOption = "id",
+    text_field: TextFieldOption = "text",
     fingerprints: Annotated[
         list[str] | None,
         typer.Option(
@@ -623,6 +625,8 @@ def query(
         ),
     ] = False,
     encoding: EncodingOption = None,
+    id_field: IdFieldOption = "id",
+    text_field: TextFieldOption = "text",
     quiet: QuietOption = False,
     fingerprint: Annotated[
         str | None,
@@ -636,8 +640,9 @@ def query(
         typer.Option(
             "--threshold",
             "-t",
-            help="Report only documents at least this similar (0 < t <= 1); candidates come from the index, within "
-            "the smaller of its k and the distance the threshold calls for. Without it, every document within k bits.",
+            help="Report only documents at least this similar (0 < t <= 1): the candidates within the distance the "
+            "threshold calls for (from the index up to its k; past it, every stored fingerprint is compared). "
+            "Without it, every document within k bits.",
             show_default=False,
         ),
     ] = None,
@@ -669,8 +674,12 @@ def query(
     file_mode = bool(file or files_from)
     if sum((text is not None, file_mode, fingerprint is not None)) != 1:
         raise usage_error("give exactly one of TEXT, --file FILE (or --files-from LIST) or --fingerprint HEX")
-    if not file_mode and (recursive or glob or exclude or null or key_base or exclude_self or encoding):
-        raise usage_error("-r, --glob, --exclude, -0, --key-base, --exclude-self and --encoding go with --file")
+    jsonl_fields = (id_field, text_field) != ("id", "text")
+    if not file_mode and (recursive or glob or exclude or null or key_base or exclude_self or encoding or jsonl_fields):
+        raise usage_error(
+            "-r, --glob, --exclude, -0, --key-base, --exclude-self, --encoding, --id-field and --text-field "
+            "go with --file"
+        )
     stdin_read_once(("--file", file), ("--files-from", files_from))
     checked_threshold(threshold)
     shown_as = output_format(file_format, json_output)
@@ -686,6 +695,7 @@ def query(
                 intake,
                 settings,
                 encoding=encoding_of(encoding),
+                fields=JsonlFields(id_field, text_field),
                 shown_as=shown_as,
                 header=not no_header,
                 named_one_file=not files_from and len(file or []) == 1 and not os.path.isdir((file or [""])[0]),

@@ -14,7 +14,17 @@ import simdb
 from . import output
 from .ingest import print_notice, problem_printer, quiet_or
 from .records import MATCH_COLUMNS, match_record
-from .sources import DEFAULT_MAX_DOC_BYTES, TEXT, Input, Intake, Item, PathRules, expand_paths, read_documents
+from .sources import (
+    DEFAULT_MAX_DOC_BYTES,
+    TEXT,
+    Input,
+    Intake,
+    Item,
+    JsonlFields,
+    PathRules,
+    expand_paths,
+    read_documents,
+)
 
 #: Query documents fingerprinted and looked up together, at most.
 QUERY_BATCH_DOCUMENTS = 1_000
@@ -90,6 +100,7 @@ def print_file_matches(
     settings: QuerySettings,
     *,
     encoding: str | None,
+    fields: JsonlFields,
     shown_as: str,
     header: bool,
     named_one_file: bool,
@@ -99,7 +110,7 @@ def print_file_matches(
     names the input each match belongs to (its key) unless the arguments named one text
     file (``named_one_file``: not a directory, which may hold one file today and more
     tomorrow, so a script's columns never depend on it); JSON lines always carry it."""
-    documents = read_documents(inputs, intake, DEFAULT_MAX_DOC_BYTES, encoding=encoding)
+    documents = read_documents(inputs, intake, DEFAULT_MAX_DOC_BYTES, encoding=encoding, fields=fields)
     records = (
         {"query": query_key, **match_record(match)} for query_key, match in file_matches(database, documents, settings)
     )

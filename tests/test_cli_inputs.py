@@ -462,6 +462,22 @@ def test_query_options_for_files_need_files(stored_corpus: tuple[Path, dict[str,
     db, _ = stored_corpus
     result = run("query", "some text", "--glob", "*.txt", "--db", db)
     assert result.exit_code == 2 and "--file" in result.stderr
+    fields = run("query", "some text", "--text-field", "body", "--db", db)
+    assert fields.exit_code == 2 and "--file" in fields.stderr
+
+
+def test_query_reads_jsonl_files_with_the_fields_add_reads(tmp_path: Path) -> None:
+    """Found by a probe: the help says query reads files as add does, but a JSONL file whose
+    fields add needed --id-field/--text-field for could not be queried (no such options)."""
+    pages = tmp_path / "pages.jsonl"
+    pages.write_text("".join(json.dumps({"url": f"u{n}", "body": prose(70 + n)}) + "\n" for n in range(3)))
+    db = tmp_path / "db"
+    assert add("--jsonl", pages, "--id-field", "url", "--text-field", "body", "--db", db).exit_code == 0
+    result = run("query", "--file", pages, "--id-field", "url", "--text-field", "body", "--db", db, "--json")
+    assert result.exit_code == 0, result.output
+    assert {(line["query"], line["key"]) for line in json_lines(result.stdout)} == {
+        (f"u{n}", f"u{n}") for n in range(3)
+    }
 
 
 # -- add --dry-run ---------------------------------------------------------------------------------
