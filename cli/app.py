@@ -219,7 +219,8 @@ IfNewThresholdOption = Annotated[
     typer.Option(
         "--threshold",
         "-t",
-        help=f"With --if-new: the smallest similarity (0 < t <= 1) at which a document counts as a near-duplicate. "
+        help=f"With --if-new: the smallest similarity (0 < t <= 1) at which a document counts as a near-duplicate, "
+        f"among the candidates within the index's k bits (a larger -k at creation dedupes looser thresholds). "
         f"Default {simdb.DEFAULT_THRESHOLD} (where sketches are stored; else within the index's k bits).",
         show_default=False,
     ),
@@ -641,7 +642,8 @@ def query(
             "--threshold",
             "-t",
             help="Report only documents at least this similar (0 < t <= 1): the candidates within the distance the "
-            "threshold calls for (from the index up to its k; past it, every stored fingerprint is compared). "
+            "threshold calls for (past the index's k, probes of nearby prefixes or a scan of every stored fingerprint, "
+            "whichever is cheaper; -k keeps the index's radius). "
             "Without it, every document within k bits.",
             show_default=False,
         ),
@@ -1398,7 +1400,7 @@ def hash_command(
     """
     if (text is None) == (not file):
         raise usage_error("give either TEXT or --file FILE")
-    stdin_read_once(*(("--file", [name]) for name in file or ()))
+    stdin_read_once(("--file", file))
     fingerprinter = make_fingerprinter(features, ngram, stopwords, bits, kind=kind, weights=weights, always=True)
     assert fingerprinter is not None
     settings = fingerprinter.to_dict()

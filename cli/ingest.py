@@ -273,7 +273,7 @@ class Ingest:
             raise KeyboardInterrupt
         self.pruned += self.database.remove_many(stale)
         for key in stale:  # what went (or, in a dry run, would go), before the summary
-            out(json_line({"event": "pruned", "key": key}) if self.json_output else f"pruned {key}")
+            out(json_line({"event": "pruned", "key": key}) if self.json_output else f"pruned {shortened(key)}")
 
     def fingerprints(self, items: Iterable[Item]) -> None:
         """Store ``(key, fingerprint, meta, where)`` items; a fingerprint read from an export

@@ -233,14 +233,17 @@ class BTreeTables:
 
     def probe(self, txn: lmdb.Transaction[bytes], fingerprint: int, k: int) -> dict[int, int]:
         """Ids of stored fingerprints within ``k`` bits of one query, with their distances:
-        one range scan per table over the query's leading bits."""
+        one range scan per table over the query's leading bits (past the plan's k, one per
+        prefix :meth:`~simdb.plan.TablePlan.flips_for` bits or fewer from it)."""
         found: dict[int, int] = {}
+        flips = self.plan.flips_for(k)
         for table, name in zip(self.plan.tables, self._names):
             query = table.permute(fingerprint)
-            low = query & table.prefix_mask
-            bound = low + table.prefix_span
             cursor = txn.cursor(self.handles.db(name))
-            scan_entries(cursor, low.to_bytes(8, "big"), prefix_bound(bound), query, k, found, self.path, name)
+            for mask in table.prefix_flips(flips):
+                low = (query ^ mask) & table.prefix_mask
+                bound = low + table.prefix_span
+                scan_entries(cursor, low.to_bytes(8, "big"), prefix_bound(bound), query, k, found, self.path, name)
         return found
 
     def probe_many(self, txn: lmdb.Transaction[bytes], fingerprints: np.ndarray, k: int) -> list[dict[int, int]]:

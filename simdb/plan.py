@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from itertools import combinations
 from typing import Any
 
@@ -87,6 +87,12 @@ class Table:
     def prefix_span(self) -> int:
         """How many permuted values share one prefix: 2 ** (bits after the prefix)."""
         return 1 << (BITS - self.leading_bits)
+
+    def prefix_flips(self, flips: int) -> tuple[int, ...]:
+        """Masks of every set of at most ``flips`` bits of the prefix, 0 first: XORed into a
+        permuted query, the prefixes a probe past the plan's k visits
+        (:meth:`TablePlan.flips_for`).  sum C(leading_bits, i) masks, made once."""
+        return _prefix_flips(self.leading_bits, flips)
 
     def permute(self, fingerprint: int) -> int:
         """Permute one fingerprint.  O(blocks) int operations."""
@@ -174,6 +180,19 @@ class TablePlan:
     def widths(self) -> list[int]:
         return block_widths(self.bits, self.blocks)
 
+    def flips_for(self, k: int) -> int:
+        """Bits of a table's prefix that a probe must flip to find every fingerprint within
+        ``k`` bits: 0 up to the plan's k; past it, k(m - plan k)/m rounded down for m blocks.
+        Of the m blocks, the m - plan k that differ least from the query's hold at most that
+        share of the k differing bits, and some table leads with exactly those blocks."""
+        return 0 if k <= self.k else k * (self.blocks - self.k) // self.blocks
+
+    def probes_for(self, k: int) -> int:
+        """Range scans a probe within ``k`` bits makes: one per table, times the prefixes
+        :meth:`flips_for` visits past the plan's k.  O(tables)."""
+        flips = self.flips_for(k)
+        return sum(sum(math.comb(table.leading_bits, i) for i in range(flips + 1)) for table in self.tables)
+
     @cached_property
     def tables(self) -> list[Table]:
         widths = self.widths
@@ -206,3 +225,14 @@ class TablePlan:
             "widths": self.widths,
             "tables": [list(t.leading_blocks) for t in self.tables],
         }
+
+
+@cache
+def _prefix_flips(leading_bits: int, flips: int) -> tuple[int, ...]:
+    """:meth:`Table.prefix_flips` for a prefix of ``leading_bits`` bits."""
+    positions = range(BITS - leading_bits, BITS)
+    return tuple(
+        sum(1 << position for position in chosen)
+        for count in range(flips + 1)
+        for chosen in combinations(positions, count)
+    )

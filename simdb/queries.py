@@ -32,6 +32,11 @@ MIN_QUERIES_PER_WORKER = 256
 #: Fingerprint comparisons per numpy pass of :meth:`Queries.scan_many` (a pass holds about
 #: 9 bytes per comparison).
 SCAN_BLOCK = 1 << 22
+#: Costs (ns, one core, 2-core Zen 3, 1M stored) that choose between probing and scanning
+#: past the index's k: a probe's range scan, and each stored entry it meets; reading every
+#: stored fingerprint, and comparing one with one query.  Measured at 1M in a 6-block plan:
+#: 70 range scans 84 ms, a scan 100-160 ms.
+_RANGE_NS, _RANGE_ENTRY_NS, _READ_NS, _COMPARE_NS = 20_000.0, 2_400.0, 100.0, 1.5
 
 
 def merges_whole_tables(queries: int, stored: int, seek_cost: float) -> bool:
@@ -89,19 +94,33 @@ class Queries:
     def find_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[int, int]]:
         """Candidates of many queries within ``k`` bits: whole tables merged when the batch is
         large against the stored count (:data:`MERGE_COST_RATIO`), else one seek per query
-        and table; beyond the index's k, every stored fingerprint compared (:meth:`scan_many`)."""
+        and table; past the index's k, :meth:`_beyond_index_k`."""
         if k > self.tables.plan.k:
-            return self.scan_many(txn, queries, k)
+            return self._beyond_index_k(txn, queries, k)
         if merges_whole_tables(len(queries), self.records.count(txn), self.tables.seek_cost):
             return self.tables.merge_many(txn, queries, k)
         return self.tables.probe_many(txn, queries, k)
 
+    def _beyond_index_k(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[int, int]]:
+        """Candidates within ``k`` bits, past the index's k, the cheaper exact way by the
+        costs above: a probe per query that visits the prefixes a few bits from its own
+        (:meth:`simdb.plan.TablePlan.probes_for` range scans: cheap where prefixes are long),
+        or one :meth:`scan_many` of every stored fingerprint."""
+        plan = self.tables.plan
+        stored = self.records.count(txn)
+        shortest = min(table.leading_bits for table in plan.tables)
+        probe_ns = plan.probes_for(k) * (_RANGE_NS + (stored >> shortest) * _RANGE_ENTRY_NS)
+        scan_ns = stored * (_READ_NS + len(queries) * _COMPARE_NS)
+        if len(queries) * probe_ns < scan_ns:
+            return [self.tables.probe(txn, query, k) for query in queries.tolist()]
+        return self.scan_many(txn, queries, k)
+
     def scan_many(self, txn: lmdb.Transaction[bytes], queries: np.ndarray, k: int) -> list[dict[int, int]]:
         """Candidates of many queries within ``k`` bits by comparing each with every stored
-        fingerprint: the answer for a radius beyond the index's k, which the permutation
-        tables hold no exact answer for (a threshold below about 0.9).  Cost: one read of
-        every stored fingerprint (:meth:`TableIndex.scan`, O(n log n), about 40 bytes per
-        document at its peak), then O(n) per query, :data:`SCAN_BLOCK` comparisons a pass."""
+        fingerprint (for a radius past the index's k, where probes would cost more).  Cost:
+        one read of every stored fingerprint (:meth:`TableIndex.scan`, O(n log n), about 40
+        bytes per document at its peak), then O(n) per query, a pass of at least one query
+        and about :data:`SCAN_BLOCK` comparisons at a time (9 bytes per comparison)."""
         ids, fingerprints = self.tables.scan(txn)
         found: list[dict[int, int]] = []
         rows = max(1, SCAN_BLOCK // max(1, len(fingerprints)))
@@ -173,10 +192,12 @@ class Queries:
         self, fingerprint: int, k: int, limit: int | None, sketch: bytes | None, threshold: float | None, kind: str
     ) -> list[Match]:
         """The matches of one query within ``k`` bits, in one read transaction: one range
-        scan per table plus one read per match (beyond the index's k, :meth:`scan_many`)."""
+        scan per table plus one read per match (past the index's k, :meth:`_beyond_index_k`)."""
+        if sketch == b"" and threshold is not None:
+            return []  # a featureless text is similar to nothing: no candidate can pass (0 < threshold)
         with self.read() as txn:
             if k > self.tables.plan.k:
-                found = self.scan_many(txn, np.array([fingerprint], dtype=np.uint64), k)[0]
+                found = self._beyond_index_k(txn, np.array([fingerprint], dtype=np.uint64), k)[0]
             else:
                 found = self.tables.probe(txn, fingerprint, k)
             return self.matches(txn, found, limit, sketch, threshold, kind)
@@ -201,7 +222,7 @@ class Queries:
         reads would wait behind a compaction or map growth that waits for its read."""
         workers = min(resolve_workers(workers), max(1, len(queries) // MIN_QUERIES_PER_WORKER))
         if workers > 1 and (self.reading() or k > self.tables.plan.k):
-            # A thread inside a read searches on its own; a scan (beyond the index's k) reads
+            # A thread inside a read searches on its own; past the index's k, a scan reads
             # every fingerprint once for the whole batch rather than once per chunk.
             workers = 1
         if workers > 1:

@@ -144,8 +144,6 @@ def translate(
     see :func:`_open_environment`."""
     text = str(exc)
     code = getattr(exc, "code", 0)
-    if code == errno.EACCES:  # py-lmdb says so with ReadonlyError, but nothing was opened read-only
-        return PermissionDeniedError(f"no permission to open {where}", path=where)
     if isinstance(exc, lmdb.ReadonlyError):
         return ReadOnlyError(f"{where} is read-only: {text}", path=where)
     if isinstance(exc, lmdb.MapFullError) or code in _NO_SPACE:
@@ -206,6 +204,15 @@ def _open_environment(
         if identity is not None:
             _open_environments[identity] = (weakref.ref(env), os.getpid())
         return env
+
+
+def _open_error(exc: lmdb.Error, data_file: Path, directory: Path) -> DatabaseError:
+    """The error for LMDB refusing to open ``data_file``: EACCES there is the system refusing
+    this user the file (py-lmdb raises it as ReadonlyError, as it does a write to a read-only
+    environment), else :func:`translate`'s."""
+    if getattr(exc, "code", 0) == errno.EACCES:
+        return PermissionDeniedError(f"no permission to open {data_file}", path=data_file)
+    return translate(exc, data_file, directory, _NOT_OPENED)
 
 
 def _inherited_error(database: Path) -> InheritedHandleError:
@@ -677,7 +684,7 @@ class Storage:
             except lmdb.Error as exc:
                 if getattr(exc, "code", 0) == errno.ENOENT:
                     continue
-                raise translate(exc, data_file, self.path, _NOT_OPENED) from None
+                raise _open_error(exc, data_file, self.path) from None
             try:
                 if self._read_current()[0] != name:
                     # A compaction swapped generations while we opened this one, and removed

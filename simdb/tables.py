@@ -862,7 +862,10 @@ class Tables:
     def probe(self, txn: lmdb.Transaction[bytes], fingerprint: int, k: int) -> dict[int, int]:
         """Ids of stored fingerprints within ``k`` bits of ``fingerprint``, with distances:
         per table one range scan of the recent tree and one seek and bisect per run, except
-        the runs whose prefix filter rules the query out."""
+        the runs whose prefix filter rules the query out.  Past the plan's k, each table is
+        scanned at every prefix :meth:`~simdb.plan.TablePlan.flips_for` bits or fewer from
+        the query's, each entry checked against the query itself: still exact, at
+        :meth:`~simdb.plan.TablePlan.probes_for` scans."""
         found: dict[int, int] = {}
         resolve: dict[int, int] = {}  # original fingerprints found in id-less blocks
         # Fingerprints found in table 0's blocks: every id of theirs is in ``found`` already
@@ -871,9 +874,13 @@ class Tables:
         # cases.
         settled: dict[int, int] = {}
         shape = self.shape(txn)
+        flips = self.plan.flips_for(k)
         queries = [(table, table.permute(fingerprint)) for table in self.plan.tables]
-        for (table, query), parts in zip(queries, self._probed_parts(txn, shape, queries)):
-            low = query & table.prefix_mask
+        # (table, prefix probed): the query's own, and past the plan's k the flipped ones.
+        probed = [(table, query ^ mask) for table, query in queries for mask in table.prefix_flips(flips)]
+        originals = [query for table, query in queries for _ in table.prefix_flips(flips)]
+        for (table, probed_value), query, parts in zip(probed, originals, self._probed_parts(txn, shape, probed)):
+            low = probed_value & table.prefix_mask
             fingerprints = resolve if table.index else settled
             self._probe_table(txn, parts, table, query, low, low + table.prefix_span, k, found, fingerprints)
         for fingerprint in settled.keys() & resolve.keys():

@@ -107,14 +107,19 @@ def test_candidate_engines_equal_brute_force(layer: str, plan_k: int, seed: int,
     expected = [brute_force(fingerprints, query, k) for query in queries]
     with engine(layer, plan, fingerprints) as (queries_engine, env), env.begin() as txn:
         tables = queries_engine.tables
+        # Past the plan's k, a probe visits the prefixes a few bits from the query's too.
+        assert [tables.probe(txn, query, k) for query in queries] == expected
         if k <= plan_k:
-            assert [tables.probe(txn, query, k) for query in queries] == expected
             assert tables.probe_many(txn, query_array, k) == expected
             with pytest.MonkeyPatch.context() as patch:  # the batch search even for a few queries
                 patch.setattr(simdb.tables, "PROBE_EACH_BELOW", 0)
                 assert tables.probe_many(txn, query_array, k) == expected
             assert tables.merge_many(txn, query_array, k) == expected
         assert queries_engine.find_many(txn, query_array, k) == expected
+        for cost, high in (("_COMPARE_NS", 1e12), ("_RANGE_NS", 1e12)):  # probes, then a scan, past the plan's k
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(simdb.queries, cost, high)
+                assert queries_engine.find_many(txn, query_array, k) == expected
         assert queries_engine.scan_many(txn, query_array, k) == expected
         with pytest.MonkeyPatch.context() as patch:  # a few comparisons a pass
             patch.setattr(simdb.queries, "SCAN_BLOCK", 7)

@@ -536,17 +536,18 @@ def test_a_refused_permission_is_not_called_read_only() -> None:
     import lmdb
     from simdb_cli.errors import error_message
 
-    from simdb.storage import translate
+    from simdb.storage import _open_error, translate
 
     refused = lmdb.ReadonlyError("db/data-000001.mdb: Permission denied")
     refused.code = errno.EACCES
-    error = translate(refused, "db/data-000001.mdb")
+    error = _open_error(refused, Path("db/data-000001.mdb"), Path("db"))
     assert type(error) is simdb.PermissionDeniedError and error.path == "db/data-000001.mdb"
     line = error_message(error)
     assert "db/data-000001.mdb" in line and "access" in line and "simdb add" not in line
-    opened_read_only = lmdb.ReadonlyError("mdb_put: Permission denied")
-    opened_read_only.code = errno.EACCES + 1
-    assert type(translate(opened_read_only, "db")) is simdb.ReadOnlyError
+    # A write to a read-only environment: the same class and code from py-lmdb, but no open.
+    written = lmdb.ReadonlyError("mdb_put: Permission denied")
+    written.code = errno.EACCES
+    assert type(translate(written, "db")) is simdb.ReadOnlyError
 
 
 # -- 9. hostile files inside the database directory -----------------------------------------
