@@ -3,8 +3,9 @@
 For each index k, the corpus is added from text (default settings: minhash with sketches),
 ``pairs(threshold=t)`` is taken as the truth (it searches in memory at the candidate radius,
 not limited by the index), and every document is queried with ``query_many(texts=...,
-threshold=t)`` (radius min(index k, candidate_distance)).  Recall is the share of the pairs
-that some query finds.  Bytes per document are measured after ``compact()``.
+threshold=t, k=min(index k, candidate_distance))``: the index's own radius, as ``add
+--if-new`` checks (a query without ``k`` goes past it and finds every pair).  Recall is the
+share of the pairs that some query finds.  Bytes per document are measured after ``compact()``.
 
     python bench/threshold_recall.py messy:20000 /work/shared/corpora/reuters21578 --ks 3 4 5
 """
@@ -43,7 +44,8 @@ def measure(texts: list[str], k: int, blocks: int | None, threshold: float) -> d
             db.add_texts((f"d{i}", text) for i, text in enumerate(texts))
             truth = {frozenset(pair[:2]) for pair in db.pairs(threshold=threshold)}
             found: set[frozenset[str]] = set()
-            for i, matches in enumerate(db.query_many(texts=texts, threshold=threshold)):
+            radius = min(db.k, simdb.candidate_distance(threshold, "minhash", verified=True))
+            for i, matches in enumerate(db.query_many(texts=texts, threshold=threshold, k=radius)):
                 found.update(frozenset((f"d{i}", match.key)) for match in matches if match.key != f"d{i}")
             db.compact()
             size = db.stats()["size_bytes"]
