@@ -32,11 +32,11 @@ MIN_QUERIES_PER_WORKER = 256
 #: Fingerprint comparisons per numpy pass of :meth:`Queries.scan_many` (a pass holds about
 #: 9 bytes per comparison).
 SCAN_BLOCK = 1 << 22
-#: Costs (ns, one core, 2-core Zen 3, 1M stored) that choose between probing and scanning
-#: past the index's k: a probe's range scan, and each stored entry it meets; reading every
-#: stored fingerprint, and comparing one with one query.  Measured at 1M in a 6-block plan:
-#: 70 range scans 84 ms, a scan 100-160 ms.
-_RANGE_NS, _RANGE_ENTRY_NS, _READ_NS, _COMPARE_NS = 20_000.0, 2_400.0, 100.0, 1.5
+#: Costs (ns, one core) that choose between probing and scanning past the index's k: a
+#: probe's range scan, and each stored entry it meets; reading every stored fingerprint, and
+#: comparing one with one query.  bench/bench_query_radius.py at 1M on 2-core Zen 3, 6-block
+#: plan: 70 range scans of about 490 entries 25-49 ms, a scan 200-230 ms.
+_RANGE_NS, _RANGE_ENTRY_NS, _READ_NS, _COMPARE_NS = 20_000.0, 850.0, 200.0, 1.5
 
 
 def merges_whole_tables(queries: int, stored: int, seek_cost: float) -> bool:
