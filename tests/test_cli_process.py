@@ -37,6 +37,26 @@ def simdb_process(
     )
 
 
+def write_jsonl_pages(path: Path, total: int, seed: int) -> None:
+    """``total`` JSONL documents of 30 random words each."""
+    rng = random.Random(seed)
+    words = [f"w{n}" for n in range(5000)]
+    with open(path, "w") as handle:
+        for number in range(total):
+            handle.write(json.dumps({"id": f"doc-{number}", "text": " ".join(rng.choices(words, k=30))}) + "\n")
+
+
+def wait_for_first_batch(db: Path, process: subprocess.Popen[str], seconds: float = 30) -> None:
+    """Until the database at ``db`` holds a document (the first committed batch), the
+    process ends, or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.05)
+        with contextlib.suppress(simdb.SimdbError), simdb.open(db, readonly=True) as database:
+            if len(database) > 0:
+                return
+
+
 def test_importing_simdb_never_imports_typer_or_rich() -> None:
     code = "import sys, simdb, simdb.fingerprint; sys.exit(bool({'typer', 'rich', 'simdb_cli'} & set(sys.modules)))"
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
@@ -88,12 +108,8 @@ def test_ctrl_c_during_add_keeps_committed_batches_and_says_how_many(tmp_path: P
     """SIGINT to the process group (what Ctrl-C sends) mid-run: exit 130, no traceback from
     any worker, the message's count equals what is stored, and the database passes check()."""
     source = tmp_path / "big.jsonl"
-    rng = random.Random(9)
-    words = [f"w{n}" for n in range(5000)]
     total = 120_000
-    with open(source, "w") as handle:
-        for number in range(total):
-            handle.write(json.dumps({"id": f"doc-{number}", "text": " ".join(rng.choices(words, k=30))}) + "\n")
+    write_jsonl_pages(source, total, seed=9)
     db = tmp_path / "db"
     process = subprocess.Popen(
         [
@@ -116,15 +132,7 @@ def test_ctrl_c_during_add_keeps_committed_batches_and_says_how_many(tmp_path: P
         start_new_session=True,  # its own process group, as a shell job is
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # wait for the first committed batch
-            time.sleep(0.1)
-            try:
-                with simdb.open(db, readonly=True) as database:
-                    if len(database) > 0:
-                        break
-            except simdb.SimdbError:
-                continue  # not created yet
+        wait_for_first_batch(db, process)
         # A terminal's Ctrl-C signals the whole foreground process group: the command and
         # its fingerprinting workers alike.
         os.killpg(process.pid, signal.SIGINT)
@@ -149,12 +157,8 @@ def test_an_add_started_with_sigint_ignored_goes_on_through_it(tmp_path: Path) -
     with SIGINT ignored, so that Ctrl-C on the script does not reach it; add installed its
     own handler anyway and stopped (exit 130, part of the input added)."""
     source = tmp_path / "big.jsonl"
-    rng = random.Random(4)
-    words = [f"w{n}" for n in range(5000)]
     total = 30_000
-    with open(source, "w") as handle:
-        for number in range(total):
-            handle.write(json.dumps({"id": f"doc-{number}", "text": " ".join(rng.choices(words, k=30))}) + "\n")
+    write_jsonl_pages(source, total, seed=4)
     db = tmp_path / "db"
     command = [sys.executable, "-m", "simdb_cli.app", "add", "--jsonl", source, "--db", db, "--batch-size", "1000"]
     process = subprocess.Popen(
@@ -165,12 +169,7 @@ def test_an_add_started_with_sigint_ignored_goes_on_through_it(tmp_path: Path) -
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # as a shell does for `cmd &`
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and process.poll() is None:  # wait for the first committed batch
-            time.sleep(0.05)
-            with contextlib.suppress(simdb.SimdbError), simdb.open(db, readonly=True) as database:
-                if len(database) > 0:
-                    break
+        wait_for_first_batch(db, process)
         for _ in range(3):
             with contextlib.suppress(ProcessLookupError):
                 process.send_signal(signal.SIGINT)
