@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import pathlib
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -187,17 +188,28 @@ def open(  # noqa: A001 - the public name is simdb.open, as in the spec
     )
 
 
-def _check_open_arguments(path: object, k: object, blocks: object, fingerprinter: object, map_size: object) -> None:
-    """Refuse arguments of the wrong type or range before anything is opened.  O(1)."""
+def _check_path(path: object) -> pathlib.Path:
+    """``path`` as a Path, refused with InvalidInputError unless it is a str or path-like of
+    valid UTF-8 (LMDB opens its files by UTF-8 path) without NUL (which no file name holds).
+    O(len(path))."""
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidInputError(f"path {describe(path)} is a {type(path).__name__}, not a str or path")
+    text = os.fspath(path)
     try:
-        os.fspath(path).encode()  # type: ignore[union-attr]  # LMDB opens its files by UTF-8 path
+        text.encode()  # type: ignore[union-attr]
     except (UnicodeEncodeError, AttributeError):
         raise InvalidInputError(
-            f"path {describe(os.fspath(path))} is not valid UTF-8, which LMDB needs to open its files",
+            f"path {describe(text)} is not valid UTF-8, which LMDB needs to open its files",
             "give a database directory whose path is valid UTF-8",
         ) from None
+    if "\0" in text:  # type: ignore[operator]
+        raise InvalidInputError(f"path {describe(text)} holds a NUL character, which no file name can")
+    return pathlib.Path(text)  # type: ignore[arg-type]
+
+
+def _check_open_arguments(path: object, k: object, blocks: object, fingerprinter: object, map_size: object) -> None:
+    """Refuse arguments of the wrong type or range before anything is opened.  O(1)."""
+    _check_path(path)
     if k is not None:
         check_distance(k)
     for name, value in (("blocks", blocks), ("map_size", map_size)):
@@ -432,6 +444,8 @@ class Database:
     ) -> AddResult:
         if threshold is not None:
             threshold = check_threshold(threshold)
+        if on_batch is not None and not callable(on_batch):  # before the first batch commits
+            raise InvalidInputError(f"on_batch={describe(on_batch)} is not callable", "pass a function of an AddResult")
         total = AddResult()
         for batch in batches:
             if batch.sketches is not None and self._fingerprinter is None:
@@ -694,6 +708,7 @@ class Database:
         """The documents in chunks of ``chunk``, each read in one transaction (of one for all
         with ``snapshot``), with their stored sketches if ``sketches`` (else no list).  The
         callers go through a chunk's lists, so a document costs them one step."""
+        chunk = check_int("chunk", chunk, minimum=1)  # 0 or less never ended a chunk: a hang
         if snapshot:
             with self._storage.read() as txn:
                 yield from self._chunks_after(lambda: nullcontext(txn), chunk, sketches)
@@ -791,7 +806,7 @@ class Database:
         """Write a consistent copy of this database (one read snapshot, compacted) to the
         new directory ``path``, e.g. to try writes on it (``simdb add --dry-run``); this
         database is left as it is, and may be read-only.  O(size)."""
-        self._storage.copy_to(pathlib.Path(path))
+        self._storage.copy_to(_check_path(path))
 
     def compact(self) -> CompactResult:
         """Rewrite the database into a fresh file, every sub-database in key order with full
@@ -974,7 +989,7 @@ class Database:
 
 
 def _check_batch_size(batch_size: object) -> None:
-    check_int("batch_size", batch_size, minimum=1)
+    check_int("batch_size", batch_size, minimum=1, maximum=sys.maxsize)  # islice's own limit
 
 
 class _KeyNames:

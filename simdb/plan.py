@@ -50,6 +50,7 @@ def default_blocks(
     """Return the smallest block count m > k whose shortest table prefix has at least
     ``target_leading_bits`` bits, among those needing at most ``max_tables`` tables;
     when none reaches it (large k), the allowed m with the longest prefixes.  O(bits)."""
+    k = check_distance(k, maximum=bits - 1)  # a plain int: numpy's uint64 wrapped -(m - k) round
     allowed = [blocks for blocks in range(k + 1, bits + 1) if math.comb(blocks, k) <= max_tables]
     for blocks in allowed:
         if sum(block_widths(bits, blocks)[-(blocks - k) :]) >= target_leading_bits:

@@ -366,3 +366,48 @@ def test_a_path_that_is_not_utf8_is_refused_before_anything_is_made(tmp_path) ->
     with pytest.raises(simdb.InvalidInputError, match="not valid UTF-8"):
         simdb.open(path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_with_a_nul_is_refused_by_open_and_copy_to(tmp_path) -> None:
+    # Found by an adversarial probe: ValueError("embedded null byte"), and TypeError from
+    # copy_to(None).
+    with pytest.raises(simdb.InvalidInputError, match="NUL"):
+        simdb.open(tmp_path / "db\0x")
+    with simdb.open(tmp_path / "db") as db:
+        db.add("a", 1)
+        for path in (tmp_path / "copy\0", None, b"copy"):
+            with pytest.raises(simdb.InvalidInputError):
+                db.copy_to(path)  # type: ignore[arg-type]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["db"]
+
+
+@pytest.mark.parametrize("chunk", [0, -1, False, 1.5, None])
+def test_a_chunk_that_is_no_positive_int_is_refused_not_looped_on(db_path, chunk) -> None:
+    # Found by an adversarial probe: items(chunk=0) never returned.
+    with simdb.open(db_path) as db:
+        db.add("a", 1)
+        for read in (db.items, db.sketched_items):
+            with pytest.raises(simdb.InvalidInputError, match="chunk"):
+                next(read(chunk=chunk))
+
+
+def test_an_on_batch_that_cannot_be_called_is_refused_before_any_batch_commits(db_path) -> None:
+    # Found by an adversarial probe: the first batch committed, then TypeError.
+    with simdb.open(db_path) as db:
+        with pytest.raises(simdb.InvalidInputError, match="on_batch"):
+            db.add_many([(f"k{i}", i) for i in range(10)], batch_size=3, on_batch=5)  # type: ignore[arg-type]
+        assert len(db) == 0
+        for call in (db.add_many, db.remove_many):
+            items = [("k", 1)] if call is db.add_many else ["k"]
+            with pytest.raises(simdb.InvalidInputError, match="batch_size"):
+                call(items, batch_size=2**64)  # type: ignore[operator]
+
+
+def test_default_blocks_takes_numpy_integers_and_refuses_what_is_no_distance() -> None:
+    # Found by an adversarial probe: numpy's uint64 wrapped -(m - k) round (40 blocks, not 5).
+    import numpy as np
+
+    assert simdb.default_blocks(np.uint64(3)) == simdb.default_blocks(3) == simdb.default_blocks(np.int64(3))
+    for bad in (-1, 2**64, None, "5", 1.5):
+        with pytest.raises(simdb.DistanceError):
+            simdb.default_blocks(bad)  # type: ignore[arg-type]
