@@ -147,9 +147,18 @@ def pack_documents(keys: list[str], fingerprints: list[int], metas: list[Any] | 
 def pack_document(key: str, fingerprint: int, meta: Any) -> bytes:
     """Encode one document record as ``[key, fingerprint, meta]``; bad meta raises
     InvalidInputError naming the key."""
-    what = f"meta of key {describe(key)}"
+    what = meta_of(key)
     _check_storable([meta], what)  # the meta alone, so its depth counts as in pack_documents
-    return _packb([key, fingerprint, meta], what)
+    try:
+        return bytes(msgpack.packb([key, fingerprint, meta], use_bin_type=True))
+    except (TypeError, ValueError, OverflowError, UnicodeEncodeError):
+        _packb(meta, what)  # raises naming the meta alone (key and fingerprint were checked)
+        return _packb([key, fingerprint, meta], what)
+
+
+def meta_of(key: str) -> str:
+    """How an error names the meta of the document ``key``."""
+    return f"meta of key {describe(key)}"
 
 
 def unpack_document(encoded: bytes, raw_id: bytes) -> tuple[str, int, Any]:

@@ -237,7 +237,7 @@ class BatchWriter:
         if meta is not None:
             # Copied as it will be stored (and refused now if it cannot be), so a caller that
             # reuses or changes the object after add() changes nothing buffered.
-            meta = codec.unpack(codec.pack_document(key, 0, meta), "meta")[2]
+            meta = codec.unpack(codec.pack(meta, codec.meta_of(key)), "meta")
         if text is None:
             return _Operation(_FINGERPRINT, key, self._database._resolve(fingerprint, None), meta)
         if fingerprint is not None:

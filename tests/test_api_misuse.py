@@ -411,3 +411,15 @@ def test_default_blocks_takes_numpy_integers_and_refuses_what_is_no_distance() -
     for bad in (-1, 2**64, None, "5", 1.5):
         with pytest.raises(simdb.DistanceError):
             simdb.default_blocks(bad)  # type: ignore[arg-type]
+
+
+def test_meta_that_cannot_be_stored_is_named_alone(db_path) -> None:
+    # Found by an adversarial probe: the message quoted the whole record, ['m', 12345, {1, 2}],
+    # and through a writer with fingerprint 0, which the caller never gave.
+    with simdb.open(db_path) as db:
+        with pytest.raises(simdb.InvalidInputError) as direct:
+            db.add("m", 12345, meta={1, 2})
+        with db.writer() as writer, pytest.raises(simdb.InvalidInputError) as buffered:
+            writer.add("m", 5, meta={1, 2})
+    for raised in (direct, buffered):
+        assert raised.value.message.startswith("meta of key 'm' {1, 2} cannot be stored"), raised.value.message
