@@ -1386,7 +1386,9 @@ def _fingerprinter_for(settings: dict[str, Any]) -> Fingerprinter:
 def simhash(text: Text, **settings: Any) -> int:
     """The SimHash fingerprint of ``text`` with the given :class:`Fingerprinter` settings
     (``features``, ``ngram``, ``bits`` = 32, 64 or 128, ``weights``, ``stopwords``,
-    ``split_unspaced``, ``normalization``).  ``simhash(t, **s) == Fingerprinter(**s).fingerprint(t)``.  O(len(text))."""
+    ``split_unspaced``, ``normalization``; ``kind`` is ``"simhash"`` unless given, while a
+    Fingerprinter's default is minhash): ``simhash(t, **s) == Fingerprinter(kind="simhash",
+    **s).fingerprint(t)``.  O(len(text))."""
     return _fingerprinter_for(settings).fingerprint(text)
 
 
