@@ -209,8 +209,18 @@ def _as_rows(data: Any, name: str = "fingerprints") -> dd.DataFrame:
         # One partition per file, in _parquet_files' order, so that positions in the
         # files' concatenated fingerprints (which each search task reads itself) fall in
         # known partitions.  Dask's own reader may split or join files.
-        files = _parquet_files(data)
-        schema = dask_dataframe.read_parquet(files, columns=[KEY, FINGERPRINT])._meta
+        try:
+            files = _parquet_files(data)
+            schema = dask_dataframe.read_parquet(files, columns=[KEY, FINGERPRINT])._meta
+        except FileNotFoundError:
+            raise
+        except (KeyError, ValueError, OSError) as error:  # pyarrow's ArrowInvalid is a ValueError
+            reason = (str(error).splitlines() or [type(error).__name__])[0]
+            raise InvalidInputError(
+                f"{name} {os.fspath(data)!r}: cannot read '{KEY}' and '{FINGERPRINT}' columns from it "
+                f"as Parquet ({reason})",
+                "give Parquet files such as simdb export --format parquet writes",
+            ) from None
         check_fingerprint_dtype(schema[FINGERPRINT].dtype)
         meta = _rows_meta(schema[KEY])
         return dask_dataframe.from_map(_read_rows, files, key_dtype=meta[KEY].dtype, meta=meta, enforce_metadata=False)

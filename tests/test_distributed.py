@@ -411,6 +411,15 @@ def test_bad_inputs_are_refused_before_running(client: Client) -> None:
         distributed.find_all(as_frame(np.arange(3, dtype=np.uint64)), k=3, blocks=2)
 
 
+def test_parquet_that_cannot_be_read_is_refused_naming_it(tmp_path: Path) -> None:
+    # Found by an adversarial probe: pyarrow's ArrowInvalid and a KeyError came through.
+    (tmp_path / "junk.parquet").write_text("not parquet")
+    pd.DataFrame({"key": ["a", "b"], "fp": np.array([1, 2], np.uint64)}).to_parquet(tmp_path / "nofp.parquet")
+    for name in ("junk.parquet", "nofp.parquet"):
+        with pytest.raises(InvalidInputError, match=name):
+            distributed.find_all(str(tmp_path / name))
+
+
 def test_missing_dask_gives_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "dask.dataframe", None)  # makes the import fail
     with pytest.raises(SimdbError, match=r"pip install 'simdb\[dask\]'"):
