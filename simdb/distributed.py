@@ -549,6 +549,14 @@ def _add_keys(
     if not pieces:
         return bucket, None
     keys = [_key_column(parts[part], key_dtype).take(piece[0]).reset_index(drop=True) for part, piece in pieces]
+    for (part, piece), found in zip(pieces, keys):
+        missing = np.flatnonzero(found.isna().to_numpy())
+        if missing.size:  # a pair needs both keys: a null one cannot be ordered or written
+            where = parts[part] if isinstance(parts[part], str) else f"input partition {first + part}"
+            raise InvalidInputError(
+                f"{where}: row {int(piece[0][missing[0]])} has no key (null), and it has a near-duplicate",
+                "give every row a key",
+            )
     return _merge_buckets(tuple(piece for _, piece in pieces)), _pandas().concat(keys, ignore_index=True)
 
 

@@ -411,6 +411,23 @@ def test_bad_inputs_are_refused_before_running(client: Client) -> None:
         distributed.find_all(as_frame(np.arange(3, dtype=np.uint64)), k=3, blocks=2)
 
 
+def test_a_null_key_with_a_near_duplicate_is_refused_naming_its_row(tmp_path: Path) -> None:
+    # Found by an adversarial probe: pandas' "boolean value of NA is ambiguous" came through.
+    frame = pd.DataFrame({"key": ["a", None, "c"], "fingerprint": np.array([1, 1, 3], np.uint64)})
+    frame.to_parquet(tmp_path / "nullkey.parquet")
+    for source, where in (
+        (dd.from_pandas(frame, npartitions=1), "input partition 0"),
+        (str(tmp_path / "nullkey.parquet"), "nullkey.parquet"),
+    ):
+        with pytest.raises(InvalidInputError, match=f"{where}: row 1 has no key"):
+            distributed.find_all(source, k=3).compute(scheduler="synchronous")
+    apart = frame.assign(
+        fingerprint=np.array([1, 0xFFFF_0000_0000_0000, 3], np.uint64)
+    )  # the keyless row pairs with none
+    found = distributed.find_all(dd.from_pandas(apart, npartitions=1), k=3).compute(scheduler="synchronous")
+    assert found[["key_a", "key_b"]].values.tolist() == [["a", "c"]]
+
+
 def test_parquet_that_cannot_be_read_is_refused_naming_it(tmp_path: Path) -> None:
     # Found by an adversarial probe: pyarrow's ArrowInvalid and a KeyError came through.
     (tmp_path / "junk.parquet").write_text("not parquet")
