@@ -700,7 +700,7 @@ def query(
                 fields=JsonlFields(id_field, text_field),
                 shown_as=shown_as,
                 header=not no_header,
-                named_one_file=not files_from and len(file or []) == 1 and not os.path.isdir((file or [""])[0]),
+                named_one_file=file is not None and len(file) == 1 and not files_from and not os.path.isdir(file[0]),
             )
             if intake.failed:  # each was reported as it was met
                 raise typer.Exit(EXIT_USAGE)
@@ -1111,11 +1111,11 @@ def remove(
             try:
                 check_key(key)
             except InvalidKeyError:  # empty, too long: no such key can be stored, nor removed
-                stored = False
+                can_be_stored = False
             else:
                 storable.append(key)
-                stored = len(missing) == NOT_FOUND_NAMED or database.get(key) is not None
-            if not stored and len(missing) < NOT_FOUND_NAMED:
+                can_be_stored = True
+            if len(missing) < NOT_FOUND_NAMED and not (can_be_stored and database.get(key) is not None):
                 missing.append(key)
         removed = database.remove_many(storable)
     not_found = len(unique) - removed

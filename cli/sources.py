@@ -509,16 +509,13 @@ def decode(
         encoding, data = found[0], data[found[1] :]
     name = encoding or "utf-8"
     try:
-        return data.decode(name)
-    except UnicodeDecodeError as exc:
-        what = "UTF-8" if encoding is None else name
-        intake.replaced(where, f"not valid {what} (byte {exc.start}); decoded with replacement", source)
+        try:
+            return data.decode(name)
+        except UnicodeDecodeError as exc:
+            what = "UTF-8" if encoding is None else name
+            intake.replaced(where, f"not valid {what} (byte {exc.start}); decoded with replacement", source)
+            return data.decode(name, errors="replace")
     except UnicodeError:  # a codec that raises whatever the error handler (see checked_encoding)
-        intake.replaced(where, f"cannot be decoded as {name}; decoded as UTF-8 with replacement", source)
-        return data.decode("utf-8", errors="replace")
-    try:
-        return data.decode(name, errors="replace")
-    except UnicodeError:
         intake.replaced(where, f"cannot be decoded as {name}; decoded as UTF-8 with replacement", source)
         return data.decode("utf-8", errors="replace")
 

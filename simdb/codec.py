@@ -78,12 +78,14 @@ def pack(value: Any, what: str) -> bytes:
     return _packb(value, what)
 
 
-def _packb(value: Any, what: str) -> bytes:
+def _packb(value: Any, what: str, shown: Any = None) -> bytes:
+    """``value`` as msgpack, or InvalidInputError naming ``what`` and ``shown`` (the part of
+    ``value`` at fault; by default all of it)."""
     try:
         return msgpack.packb(value, use_bin_type=True)
     except (TypeError, ValueError, OverflowError, UnicodeEncodeError) as exc:
         raise InvalidInputError(
-            f"{what} {describe(value)} cannot be stored: {exc}",
+            f"{what} {describe(value if shown is None else shown)} cannot be stored: {exc}",
             "use plain data: None, bool, int, float, str, bytes, lists and dicts",
         ) from None
 
@@ -149,11 +151,7 @@ def pack_document(key: str, fingerprint: int, meta: Any) -> bytes:
     InvalidInputError naming the key."""
     what = meta_of(key)
     _check_storable([meta], what)  # the meta alone, so its depth counts as in pack_documents
-    try:
-        return bytes(msgpack.packb([key, fingerprint, meta], use_bin_type=True))
-    except (TypeError, ValueError, OverflowError, UnicodeEncodeError):
-        _packb(meta, what)  # raises naming the meta alone (key and fingerprint were checked)
-        return _packb([key, fingerprint, meta], what)
+    return _packb([key, fingerprint, meta], what, shown=meta)  # key and fingerprint were checked
 
 
 def meta_of(key: str) -> str:

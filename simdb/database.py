@@ -587,8 +587,8 @@ class Database:
     def _query_radius(self, k: int | None, threshold: float | None, verified: bool) -> tuple[int, float | None]:
         """The probe radius and checked threshold of a query: ``k`` (at most the index k) if
         given, else with a threshold :func:`candidate_distance` (``verified`` when the query
-        has a sketch to check with; past the index k, the queries compare every stored
-        fingerprint), else the index k."""
+        has a sketch to check with; past the index k, :class:`~simdb.queries.Queries` probes
+        nearby prefixes or scans), else the index k."""
         if threshold is None:
             return self._check_k(k), None
         threshold = check_threshold(threshold)
@@ -610,9 +610,10 @@ class Database:
         candidates within :func:`candidate_distance` bits whose similarity is >= threshold,
         most similar first, as :meth:`pairs` finds them.  A ``text`` query is compared by
         sketch with stored documents that have one; otherwise similarity is the
-        fingerprint's estimate.  Cost: one range scan per table plus one read per match;
-        a threshold whose radius passes the index's k (below about 0.9 for minhash with the
-        default k=5) instead reads every stored fingerprint: O(n) per call."""
+        fingerprint's estimate.  Cost: one range scan per table plus one read per match; a
+        threshold whose radius passes the index's k (a text query on minhash at 0.9 with the
+        default k=5) probes every table at each prefix a few bits from the query's, or reads
+        every stored fingerprint (O(n)), whichever costs less."""
         sketch: bytes | None = None
         if text is not None:
             if fingerprint is not None:

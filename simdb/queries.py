@@ -222,8 +222,8 @@ class Queries:
         reads would wait behind a compaction or map growth that waits for its read."""
         workers = min(resolve_workers(workers), max(1, len(queries) // MIN_QUERIES_PER_WORKER))
         if workers > 1 and (self.reading() or k > self.tables.plan.k):
-            # A thread inside a read searches on its own; past the index's k, a scan reads
-            # every fingerprint once for the whole batch rather than once per chunk.
+            # A thread inside a read searches on its own; past the index's k the batch is
+            # searched whole, so that a scan reads every fingerprint once, not once per chunk.
             workers = 1
         if workers > 1:
             with self.read() as txn:
