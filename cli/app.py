@@ -143,7 +143,8 @@ def chosen_db(context: typer.Context, param: typer.CallbackParam, value: str) ->
         before_command = context.find_root().params.get("db")
         value = before_command if isinstance(before_command, str) else value
     if not value:  # "" would put a database's files loose in the working directory
-        raise typer.BadParameter("is empty: give a database directory, such as --db ./simdb-data")
+        # Only a command line gives "": click reads an empty $SIMDB_PATH as unset.
+        raise usage_error(f"--db is empty: give a database directory, such as --db ./{DEFAULT_DB_PATH}")
     return value
 
 
@@ -775,14 +776,14 @@ def pairs(
         ),
     ] = None,
     sort: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--sort",
-            help="Order of the pairs: similarity (most similar first, then nearest, then by key_a and key_b), "
-            "key (by key_a, then key_b), or none (as found: streamed, without holding the pairs in memory, "
-            "in an order that may differ between runs).",
+            help="Order of the pairs: similarity (the default: most similar first, then nearest, then by key_a "
+            "and key_b), key (by key_a, then key_b), or none (as found: streamed, without holding the pairs in "
+            "memory, in an order that may differ between runs).",
         ),
-    ] = "similarity",
+    ] = None,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     file_format: FormatOption = None,
@@ -803,12 +804,14 @@ def pairs(
     """
     checked_threshold(threshold)
     shown_as = output_format(file_format, json_output)
-    if sort not in PAIR_ORDERS:
+    if sort is not None and sort not in PAIR_ORDERS:
         raise usage_error(f"--sort {sort!r} is not one of {', '.join(PAIR_ORDERS)}")
+    if histogram and sort is not None:
+        raise usage_error("--sort does not go with --histogram: its rows are always in bucket order")
     if parquet is not None:
-        if histogram or threshold is not None or include_featureless:
+        if histogram or threshold is not None or include_featureless or sort is not None:
             raise usage_error(
-                "--histogram, --threshold and --include-featureless do not go with --parquet: "
+                "--histogram, --threshold, --include-featureless and --sort do not go with --parquet: "
                 "the batch job writes the pairs within -k bits to --out"
             )
         run_distributed_pairs(parquet, out_dir, k, scheduler, workers, shown_as == "json")
@@ -820,7 +823,9 @@ def pairs(
         if histogram:
             total = print_pair_histogram(database, k, limit, include_featureless, shown_as, not no_header)
         else:
-            found = ordered_pairs(database.pairs(k, threshold=threshold, include_featureless=include_featureless), sort)
+            found = ordered_pairs(
+                database.pairs(k, threshold=threshold, include_featureless=include_featureless), sort or "similarity"
+            )
             first = next(found, None)
             total = 0
             if first is not None:

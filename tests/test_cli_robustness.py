@@ -392,6 +392,21 @@ def test_pairs_parquet_problems_are_usage_errors_naming_the_input(tmp_path: Path
     one_line(wrong.stderr)
 
 
+def test_sort_with_a_histogram_or_a_batch_job_is_refused_not_ignored(tmp_path: Path) -> None:
+    """The chart's rows and the batch job's shards have no pair order to choose, so a
+    --sort there would be silently ignored: it is a usage error instead."""
+    db = tmp_path / "db"
+    (tmp_path / "one.txt").write_text("a b c d e f")
+    assert run("add", tmp_path / "one.txt", "--db", db).exit_code == 0
+    for sort in ("key", "similarity", "none"):
+        refused = run("pairs", "--histogram", "--sort", sort, "--db", db)
+        assert refused.exit_code == 2 and "--sort" in refused.stderr and "--histogram" in refused.stderr
+        one_line(refused.stderr)
+        batch = run("pairs", "--parquet", tmp_path / "a.parquet", "--out", tmp_path / "pq", "--sort", sort)
+        assert batch.exit_code == 2 and "--sort" in batch.stderr
+    assert run("pairs", "--histogram", "--db", db).exit_code in (0, 1)
+
+
 def test_an_empty_list_of_paths_adds_nothing_and_succeeds_as_an_empty_jsonl_stream_does(tmp_path: Path) -> None:
     """A pipeline (``find ... | simdb add -``) that found nothing is no mistake: it exits 0
     like an empty --jsonl stream, says so, and creates no database."""
