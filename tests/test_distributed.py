@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 pytest.importorskip("dask.distributed")
 pytest.importorskip("pyarrow")
 
+import dask
 import dask.dataframe as dd
 from dask.core import get_dependencies
 from dask.distributed import Client, LocalCluster, get_task_stream
@@ -110,6 +111,19 @@ def test_find_all_cut_into_many_jobs_equals_single_machine(client: Client, kind:
     fingerprints = INPUTS[kind]()
     got = distributed.find_all(as_frame(fingerprints), k=3, workers=7).compute()
     assert rows(got, distributed.PAIR_COLUMNS) == local_pairs(fingerprints, 3, None)
+
+
+def test_more_workers_than_pay_for_their_pass_are_planned_as_the_cap() -> None:
+    """Each search task reads every fingerprint, so workers past MAX_SEARCH_TASKS are not
+    planned for: workers=10,000 on a few hundred rows built a graph of 30,000 tasks in
+    minutes.  The graph is the cap's, and the pairs are still exact."""
+    fingerprints = clustered_input(300)
+    frame = as_frame(fingerprints)
+    capped = distributed.find_all(frame, k=3, workers=distributed.MAX_SEARCH_TASKS)
+    huge = distributed.find_all(frame, k=3, workers=distributed.MAX_SEARCH_TASKS + 100)
+    assert len(huge.__dask_graph__()) == len(capped.__dask_graph__())
+    with dask.config.set(scheduler="sync"):
+        assert rows(huge.compute(), distributed.PAIR_COLUMNS) == local_pairs(fingerprints, 3, None)
 
 
 def test_find_all_and_clusters_shuffle_no_rows() -> None:
