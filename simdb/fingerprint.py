@@ -6,7 +6,8 @@ every platform and in every release that keeps :data:`SETTINGS_VERSION`:
 1. The text is tokenised by :mod:`simdb.features` (NFKC, casefolding, punctuation and
    whitespace folding, one token per character for scripts written without spaces; from
    pipeline version 2, the ``normalization`` setting, invisible characters deleted and
-   every script's digits made ASCII), then
+   every script's digits made ASCII; from version 3, optional diacritics dropped and
+   words broken by a hyphen at a line end joined), then
    stop words are dropped if a list is chosen (``stopwords="english"``; by default every
    word is kept).
 2. **Token hash.**  Each token (for ``features="char"``: each character of the tokens
@@ -82,7 +83,7 @@ import numpy.typing as npt
 from simdb import features as _features_module
 from simdb.arrays import distinct
 from simdb.errors import FingerprinterError, InvalidInputError
-from simdb.features import NORMALIZATION, NORMALIZATIONS, iter_chunks, tokenize
+from simdb.features import NORMALIZATION, NORMALIZATIONS, iter_chunks, join_line_end_hyphens, tokenize
 from simdb.keys import iterate
 from simdb.stopwords import STOPWORD_LISTS, stopword_list
 from simdb.validation import check_fingerprint, check_int, check_workers
@@ -511,12 +512,14 @@ class Fingerprinter:
       are formed.
     * ``split_unspaced`` — give each character of Chinese, Japanese, Thai, ... its own token
       (word features only; character features never need it, so it is stored as ``True``).
-    * ``normalization`` — the version of :mod:`simdb.features`' text pipeline: 2 (the
-      default) deletes invisible characters, makes every script's digits ASCII and reads
-      "İ" as "i"; 1 is the pipeline of settings stored before versions, which a database
-      made then keeps.  ASCII texts tokenise alike in both.  Left out, it is the current
-      version, and opening a database with these settings takes the database's version
-      (see :meth:`agrees_with`).
+    * ``normalization`` — the version of :mod:`simdb.features`' text pipeline: 3 (the
+      default) also drops diacritics that a reader can leave out ("café" is "cafe") and
+      joins words broken by a hyphen at a line end; 2 deletes invisible characters, makes
+      every script's digits ASCII and reads "İ" as "i"; 1 is the pipeline of settings
+      stored before versions.  A database keeps the version it was made with.  ASCII texts
+      tokenise alike in all three but for version 3's line-end hyphens.  Left out, it is
+      the current version, and opening a database with these settings takes the
+      database's version (see :meth:`agrees_with`).
 
     Two Fingerprinters are ``==`` (and hash alike) exactly when their settings and IDF tables
     are equal, which is when they give the same fingerprints.  :meth:`to_dict` and
@@ -800,6 +803,7 @@ class Fingerprinter:
         if piece.isascii():
             # Fast path, same tokens as features.tokenize: one C pass lowercases, folds
             # every non-alphanumeric byte to a space and deletes apostrophes.
+            piece = join_line_end_hyphens(piece, self._normalization)
             tokens = piece.encode("ascii").translate(_ASCII_FOLD, b"'").split()
             stop: frozenset[Any] = self._stopword_bytes
         else:

@@ -92,7 +92,13 @@ def ref_feature_hash(tokens: list[str], bits: int) -> int:
     return lanes[0] | lanes[1] << 64
 
 
-def ref_ascii_tokens(text: str) -> list[str]:
+def ref_ascii_tokens(text: str, normalization: int = features_module.NORMALIZATION) -> list[str]:
+    """Tokens of an ASCII text: from version 3, a word broken by a hyphen at a line end, the
+    next line starting lowercase, is joined first."""
+    line_end_hyphen = r"([A-Za-z])-[ \t]*(?:\r\n|\r|\n)[ \t]*([a-z])"
+    joined = re.sub(line_end_hyphen, r"\1\2", text) if normalization >= 3 else text
+    while joined != text:  # "a-\nb-\nc": each match's letters can be the next match's
+        text, joined = joined, re.sub(line_end_hyphen, r"\1\2", joined)
     return re.findall(r"[a-z0-9]+", text.lower().replace("'", ""))
 
 
@@ -102,11 +108,15 @@ def ref_features(
     ngram: int | None = None,
     stopwords: str | None = None,
     split_unspaced: bool = True,
+    normalization: int = features_module.NORMALIZATION,
 ) -> list[list[str]]:
     """Each feature as its list of tokens (characters for char features), in order."""
     if ngram is None:
         ngram = {"word": 1, "word-shingle": 3, "char": 5}[features]
-    tokens = ref_ascii_tokens(text) if text.isascii() else tokenize(text, split_unspaced and features != "char")
+    if text.isascii():
+        tokens = ref_ascii_tokens(text, normalization)
+    else:
+        tokens = tokenize(text, split_unspaced and features != "char", normalization)
     if stopwords:
         tokens = [token for token in tokens if token not in STOPWORD_LISTS[stopwords]]
     units = list(" ".join(tokens)) if features == "char" else tokens
@@ -176,7 +186,7 @@ PINNED = [
         {"stopwords": None, "weights": "binary", "features": "word"},
         0xA0884116E090C081,
     ),
-    ("Grüße aus 東京都 — ﬁne!", {"stopwords": None}, 0x3E4D19605129C1E0),
+    ("Grüße aus 東京都 — ﬁne!", {"stopwords": None, "normalization": 2}, 0x3E4D19605129C1E0),
     ("ภาษาไทย ง่าย", {"features": "word"}, 0x185F9CCF45F11CF0),
 ]
 
@@ -191,7 +201,7 @@ def test_defaults_are_the_documented_ones() -> None:
         "weights": "tf",
         "stopwords": None,
         "split_unspaced": True,
-        "normalization": 2,
+        "normalization": 3,
         "idf": None,
     }
     # Since issue #14: minhash by default, and SimHash weighs each distinct feature once.
@@ -204,7 +214,7 @@ def test_defaults_are_the_documented_ones() -> None:
         "weights": "binary",
         "stopwords": None,
         "split_unspaced": True,
-        "normalization": 2,
+        "normalization": 3,
         "idf": None,
     }
     assert Fingerprinter(kind="simhash").weights == "binary"
@@ -342,7 +352,7 @@ def test_settings_stored_before_pipeline_versions_keep_version_1() -> None:
     stored = Fingerprinter().to_dict()
     del stored["normalization"]
     old = Fingerprinter.from_dict(stored)
-    assert old.normalization == 1 and old != Fingerprinter() and Fingerprinter().normalization == 2
+    assert old.normalization == 1 and old != Fingerprinter() and Fingerprinter().normalization == 3
     hyphenated = (
         "Auto\u00admo\u00adbil\u00adin\u00addus\u00adtrie und Zu\u00adlie\u00adfe\u00adrer mel\u00adden Re\u00adkord"
     )
@@ -353,7 +363,7 @@ def test_settings_stored_before_pipeline_versions_keep_version_1() -> None:
     # ASCII text takes the same path in both versions.
     assert [old.fingerprint(text) for text in CORPUS] == [Fingerprinter().fingerprint(text) for text in CORPUS]
     with pytest.raises(InvalidInputError, match="normalization"):
-        Fingerprinter(normalization=3)
+        Fingerprinter(normalization=4)
 
 
 def test_tokenize_normalises() -> None:
@@ -365,6 +375,78 @@ def test_tokenize_normalises() -> None:
     assert tokenize("東京都 abc", split_unspaced=False) == ["東京都", "abc"]
     assert tokenize("a\ud800b") == ["a", "b"]  # a lone surrogate separates like punctuation
     assert tokenize("...!!! \n\t") == []
+
+
+# Letters of Latin, Greek and Cyrillic text with and without diacritics, capitals included.
+ACCENTED_TEXT = st.text(
+    alphabet="aeioucnAEIOUCN éèêëÉÈàâäçñõøœÑÇÅ ΆΈΉΊΌΎΏάέήίόύώϊϋΐΰαεηιουωΑΕΗΙΟΥΩ ёйЁЙеиЕИ", max_size=80
+)
+
+
+def ref_without_diacritics(text: str) -> str:
+    """``text`` without the combining diacritical marks (U+0300..U+036F) of its canonical
+    decomposition, composed again."""
+    decomposed = unicodedata.normalize("NFD", text)
+    return unicodedata.normalize("NFC", "".join(char for char in decomposed if not 0x300 <= ord(char) <= 0x36F))
+
+
+@settings(max_examples=80, deadline=None)
+@given(ACCENTED_TEXT)
+def test_a_copy_without_diacritics_has_the_same_tokens(text: str) -> None:
+    """Version 3 reads "café" as "cafe" and a Greek title in capitals, which drop the tonos,
+    as the same words in lowercase; version 2 did not."""
+    assert tokenize(text) == tokenize(ref_without_diacritics(text))
+    assert tokenize(text) == tokenize(ref_without_diacritics(text).upper())
+    assert all(not 0x300 <= ord(char) <= 0x36F for token in tokenize(text) for char in token)
+
+
+def test_marks_that_make_another_word_are_kept_and_others_dropped() -> None:
+    # Arabic vowel marks and the tatweel, Hebrew points: optional in writing, so dropped.
+    assert tokenize("كِتَـــابٌ جَمِيلٌ") == tokenize("كتاب جميل") == ["كتاب", "جميل"]
+    assert tokenize("שָׁלוֹם עוֹלָם") == tokenize("שלום עולם")
+    assert tokenize("ΚΑΦΈΣ") == tokenize("καφές") == tokenize("καφες")
+    # A Devanagari vowel sign and a kana voicing mark make a different word: kept.
+    assert tokenize("कुल") != tokenize("कल") and tokenize("नमस्ते") == ["नमस्ते"]
+    assert tokenize("がっこう") != tokenize("かっこう")
+    # Version 2 databases keep their pipeline.
+    assert tokenize("café", normalization=2) == ["café"] and tokenize("café") == ["cafe"]
+
+
+LOWER_WORDS = st.lists(
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyzéöñ", min_size=2, max_size=12), min_size=1, max_size=12
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    LOWER_WORDS,
+    st.lists(st.tuples(st.integers(0, 99), st.sampled_from(["-\n", "- \n", "-\r\n  ", "\u2010\n", "-\t\n\t"]))),
+    st.sampled_from([32, 41, 64]),
+)
+def test_a_word_broken_at_a_line_end_by_a_hyphen_is_one_word(
+    words: list[str], breaks: list[tuple[int, str]], chunk_chars: int
+) -> None:
+    """Text taken from a PDF or a scan breaks words across lines; version 3 joins them back
+    (a letter before the hyphen, a lowercase letter after the line break), in every chunk
+    (chunks longer than a broken word, so that no chunk has to cut a word)."""
+    broken = list(words)
+    for position, line_end in breaks:
+        index = position % len(broken)
+        word = words[index]
+        cut = 1 + position % (len(word) - 1)
+        broken[index] = word[:cut] + line_end + word[cut:]
+    text = " ".join(broken)
+    assert tokenize(text) == tokenize(" ".join(words))
+    chunked = [token for chunk in features_module.iter_token_chunks(text, chunk_chars=chunk_chars) for token in chunk]
+    assert chunked == tokenize(" ".join(words))
+    assert Fingerprinter().fingerprint_and_sketch(text) == Fingerprinter().fingerprint_and_sketch(" ".join(words))
+
+
+def test_a_hyphen_before_a_capital_or_a_digit_or_within_a_line_is_kept_as_a_break() -> None:
+    assert tokenize("Smith-\nJones well-known") == ["smith", "jones", "well", "known"]
+    assert tokenize("pages 3-\n4 and A-\n4") == ["pages", "3", "4", "and", "a", "4"]
+    assert tokenize("hyphen-\n\nation") == ["hyphen", "ation"]  # a paragraph ends there
+    assert tokenize("hyphen-\nation", normalization=2) == ["hyphen", "ation"]
 
 
 def test_shingle_helpers() -> None:
