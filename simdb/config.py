@@ -8,6 +8,8 @@ blocks, block widths) and ``fingerprinter`` (the fingerprint settings, once text
 
 from __future__ import annotations
 
+import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +21,7 @@ from simdb.errors import (
     ConfigMismatchError,
     CorruptDatabaseError,
     DatabaseMissingError,
+    DatabaseReplacedError,
     FormatVersionError,
     InvalidInputError,
     NoFingerprinterError,
@@ -27,7 +30,7 @@ from simdb.errors import (
 )
 from simdb.keys import describe
 from simdb.plan import BITS, MAX_DATABASE_TABLES, TablePlan
-from simdb.storage import Storage
+from simdb.storage import READ_RECHECK_SECONDS, Storage
 
 if TYPE_CHECKING:
     from simdb.fingerprint import Fingerprinter
@@ -79,6 +82,7 @@ class Config:
         self.format = FORMAT_VERSION
         self.fingerprinter: Fingerprinter | None = None
         self.requested: Fingerprinter | None = None
+        self._next_settings_check = 0.0
 
     @property
     def path(self) -> str:
@@ -119,7 +123,71 @@ class Config:
             config.plan, config.format = config.plan_from(stored, k, blocks)
             storage.reopen_with([META, *layer_names(config.plan, config.format)])
         config.fingerprinter = config.settle_fingerprinter(fingerprinter)
+        storage.follow_check = weakref.WeakMethod(config.check_followed)
         return config
+
+    def check_followed(self, txn: lmdb.Transaction[bytes], handles: dict[bytes, lmdb._Database]) -> None:
+        """Check the settings of a generation the storage is about to follow (``txn`` reads
+        it, ``handles`` are its sub-databases) before this handle uses it: another process's
+        compaction keeps them, but a database removed and made again at the path may have
+        others.  Other k, blocks or format, or other fingerprint settings where this handle
+        has some, raise DatabaseReplacedError: table entries or fingerprints made by the old
+        ones would damage the new database.  Settings where this handle has none are
+        adopted; none where it has some make it store its own when text is first used, as
+        the first handle to use text does.  O(size of the settings)."""
+        meta = handles.get(META)
+        raw = txn.get(CONFIG_KEY, db=meta) if meta is not None else None
+        if raw is None:
+            raise NotADatabaseError(f"{self.path} no longer holds a simdb database", path=self.path)
+        plan, version = self.plan_from(self.parse(raw), None, None)
+        for setting, held, stored in (
+            ("k", self.plan.k, plan.k),
+            ("blocks", self.plan.blocks, plan.blocks),
+            ("format", self.format, version),
+        ):
+            if held != stored:
+                raise self._replaced(setting, held, stored)
+        raw_settings = txn.get(FINGERPRINTER_KEY, db=meta)
+        settings = None if raw_settings is None else self.stored_fingerprinter(raw_settings)
+        if settings is None:
+            if self.fingerprinter is not None:
+                self.requested, self.fingerprinter = self.fingerprinter, None
+        elif self.fingerprinter is None:
+            self.fingerprinter = self._adopted(settings)
+        elif settings != self.fingerprinter:
+            raise self._replaced("fingerprinter", self.fingerprinter, settings)
+
+    def _replaced(self, setting: str, held: object, stored: object) -> DatabaseReplacedError:
+        return DatabaseReplacedError(
+            f"the database at {self.path} was removed and made again with {setting}={stored!r} "
+            f"while this handle, which has {setting}={held!r}, had it open",
+            setting=setting,
+            held=held,
+            stored=stored,
+            path=self.path,
+        )
+
+    def current_fingerprinter(self) -> Fingerprinter | None:
+        """The fingerprint settings, read again while this handle has none, since another
+        process may have stored some: pairs, thresholds and ``if_new`` then estimate
+        similarity their way, as every other handle does.  Read at most every
+        READ_RECHECK_SECONDS (a read transaction costs about 12 us, a tenth of a query), so
+        settings another process stored reach this handle as late as its compactions do.
+        O(1) otherwise."""
+        if self.fingerprinter is None and time.monotonic() >= self._next_settings_check:
+            self._next_settings_check = time.monotonic() + READ_RECHECK_SECONDS
+            with self.storage.read() as txn:
+                raw = txn.get(FINGERPRINTER_KEY, db=self.storage.db(META))
+            if raw is not None:
+                self.fingerprinter = self._adopted(self.stored_fingerprinter(raw))
+        return self.fingerprinter
+
+    def _adopted(self, stored: Fingerprinter) -> Fingerprinter:
+        """``stored``, the settings another process stored since this handle opened, once
+        checked against those requested at open."""
+        if self.requested is not None and not self.requested.agrees_with(stored):
+            raise self._fingerprinter_mismatch(self.requested, stored, f"{self.path} now uses")
+        return stored
 
     def read(self) -> dict[str, Any] | None:
         """The stored configuration, None in an empty environment.  One read transaction."""

@@ -283,7 +283,7 @@ class Database:
 
     @property
     def _fingerprinter(self) -> Fingerprinter | None:
-        return self._config.fingerprinter
+        return self._config.current_fingerprinter()
 
     @property
     def _format(self) -> int:

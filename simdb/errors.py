@@ -245,6 +245,22 @@ class PermissionDeniedError(DatabaseError):
     )
 
 
+class DatabaseReplacedError(DatabaseError):
+    """The database at ``path`` was removed and made again with other settings while this
+    handle had it open: ``setting`` (``"k"``, ``"blocks"``, ``"format"`` or
+    ``"fingerprinter"``) is ``held`` here but ``stored`` there.  The handle stays on the
+    removed file and refuses to go on, rather than write or read the new database by the
+    old settings."""
+
+    default_hint = "close this Database and open the path again, which takes the new database's settings"
+
+    def __init__(self, message: str, hint: str | None = None, *, setting: str, held: Any, stored: Any, path: object):
+        super().__init__(message, hint, path=path)
+        self.setting = setting
+        self.held = held
+        self.stored = stored
+
+
 class DatabaseClosedError(DatabaseError):
     """The database was used after ``close()``."""
 

@@ -513,6 +513,10 @@ def _check_file_length(env: lmdb.Environment, data_file: Path) -> None:
         )
 
 
+#: A check of a generation's settings before a Storage follows it (Storage.follow_check).
+FollowCheck = Callable[["lmdb.Transaction[bytes]", dict[bytes, "lmdb._Database"]], None]
+
+
 @dataclass(frozen=True)
 class _Live:
     """The generation a Storage has open.  Replaced whole, in one assignment, so that no
@@ -561,6 +565,13 @@ class Storage:
         self._next_read_check = 0.0
         self._last_reader_check = time.monotonic()
         self._inherited = False  # set in a child process forked after the open
+        #: Called with a read transaction of a generation this handle is about to follow
+        #: (another process's compaction, or a database made again at this path) and that
+        #: generation's sub-database handles; raising keeps this handle where it is.  Held
+        #: weakly: its owner holds this storage, and a cycle would keep a dropped handle's
+        #: environment open until the garbage collector ran (opening the path again then
+        #: raised AlreadyOpenError).
+        self.follow_check: weakref.WeakMethod[FollowCheck] | None = None
         self._live: _Live | None = self._open_generation()
         _storages.add(self)
 
@@ -922,8 +933,9 @@ class Storage:
         replaced it already), by the one ``CURRENT`` names, once this process's running reads
         have ended.  The new one is opened beside the old one, which is closed only after it
         is in place, so a failure or an interrupt leaves this handle on the old generation,
-        working.  ``same_file`` (new sub-database handles in the same file, which LMDB lets a
-        process open only once) closes first, so a failure there leaves it closed."""
+        working; so does a :attr:`follow_check` that refuses the new one.  ``same_file`` (new
+        sub-database handles in the same file, which LMDB lets a process open only once)
+        closes first, so a failure there leaves it closed."""
         with self._exclusive("reopen"):
             if not self._holds(stale_env):
                 return
@@ -932,7 +944,16 @@ class Storage:
                 stale_env.close()
                 self._live = self._open_generation()
             else:
-                self._live = self._open_generation()
+                followed = self._open_generation()
+                try:
+                    check = None if self.follow_check is None else self.follow_check()
+                    if check is not None:
+                        with followed.env.begin(buffers=False) as txn:
+                            check(txn, followed.handles)
+                except BaseException:
+                    followed.env.close()
+                    raise
+                self._live = followed
                 stale_env.close()
 
     @staticmethod

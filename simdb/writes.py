@@ -97,7 +97,7 @@ class Writes:
 
     @property
     def _fingerprinter(self) -> Fingerprinter | None:
-        return self._config.fingerprinter
+        return self._config.current_fingerprinter()
 
     @property
     def _sketched(self) -> bool:

@@ -369,6 +369,7 @@ def test_a_stored_document_is_checked_by_the_codec_not_as_an_argument() -> None:
         simdb.DistanceTooLargeError("k=9 is above", value=9, largest=3),
         simdb.CorruptDatabaseError("damaged", path="/db", record="document 5", field="key", remedy=Remedy.RUN_CHECK),
         simdb.AlreadyOpenError("open twice", path="/db"),
+        simdb.DatabaseReplacedError("made again", setting="k", held=3, stored=5, path="/db"),
         simdb.errors.DaskNotInstalledError("no dask", "pip install simdb[dask]"),
     ],
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -710,6 +711,93 @@ def test_an_open_writer_and_reader_follow_a_database_removed_and_made_again_at_t
     with simdb.open(db_path, readonly=True) as db:
         assert result.added == 100 and len(db) == 101  # every acknowledged document is stored
         assert db.get("fresh") is not None and db.get("b-99") is not None
+
+
+RECREATE_WITH = """
+import sys, simdb
+settings = {"k": 5} if sys.argv[2] == "k" else {"k": 3, "fingerprinter": simdb.Fingerprinter(kind="simhash")}
+with simdb.open(sys.argv[1], **settings) as db:
+    db.add_texts([("fresh", "the new database holds this text and nothing else at all")])
+"""
+
+
+@pytest.mark.parametrize("setting", ["k", "fingerprinter"])
+def test_a_handle_refuses_a_database_made_again_with_other_settings(db_path: Path, setting: str) -> None:
+    """Another process removes the database and makes it again with another k (the tables
+    are other permutations) or other fingerprint settings.  Followed blindly, this handle's
+    next batch was stored in the new database by the old plan or settings: check() found
+    64 problems, or a text no longer found itself (a probe found it).  Every use now raises
+    DatabaseReplacedError and leaves the new database as its maker left it."""
+    texts = [(f"old-{n}", f"document number {n} of the old database, in words enough to shingle") for n in range(5)]
+    handle = simdb.open(db_path, k=3)
+    handle.add_texts(texts)
+    shutil.rmtree(db_path)
+    made = subprocess.run(
+        [sys.executable, "-c", RECREATE_WITH, str(db_path), setting],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    for attempt in (
+        lambda: handle.add_many(as_items(range(50), prefix="late")),
+        lambda: handle.add_texts(texts),
+        lambda: handle.remove("fresh"),
+    ):
+        with pytest.raises(simdb.DatabaseReplacedError) as refused:
+            attempt()
+        assert refused.value.setting == setting and refused.value.path == str(db_path)
+    time.sleep(0.05)  # past READ_RECHECK_SECONDS: a read moves to the new database too
+    with pytest.raises(simdb.DatabaseReplacedError):
+        handle.query(1)
+    handle.close()
+    with simdb.open(db_path, readonly=True) as db:
+        assert sorted(db.keys()) == ["fresh"] and db.check()
+        assert [m.key for m in db.query(text="the new database holds this text and nothing else at all")] == ["fresh"]
+
+
+READ_SETTINGS_LATER = """
+import sys, time, simdb
+db = simdb.open(sys.argv[1])
+print("OPEN", db.fingerprinter is None, flush=True)
+sys.stdin.readline()
+time.sleep(0.05)  # past READ_RECHECK_SECONDS
+pairs = sorted((p.key_a, p.key_b, round(p.similarity, 6)) for p in db.pairs())
+query = [(m.key, round(m.similarity, 6)) for m in db.query(db.get("c0").fingerprint, threshold=0.8)]
+print("ANSWERS", repr((db.fingerprinter.to_dict(), pairs, query)).replace(" ", ""), flush=True)
+"""
+
+
+def test_a_handle_opened_before_text_settings_were_stored_takes_them(db_path: Path) -> None:
+    """A handle opened while no fingerprint settings were stored kept none for good after
+    another process stored some: it took similarities from the bits alone and ignored the
+    sketches, so pairs() and thresholds differed from every other handle's (a probe found 6
+    pairs where a fresh handle found 3).  It now reads them again."""
+    simdb.open(db_path).close()
+    early = python(READ_SETTINGS_LATER, db_path)
+    assert expect(early, "OPEN") == ["True"]
+    words = [f"w{n}" for n in range(400)]
+    rng = random.Random(5)
+    base = [rng.choice(words) for _ in range(150)]
+    texts = []
+    for copy in range(6):
+        edited = list(base)
+        for _ in range(copy * 2):
+            edited[rng.randrange(len(edited))] = rng.choice(words)
+        texts.append((f"c{copy}", " ".join(edited)))
+    with simdb.open(db_path) as db:
+        db.add_texts(texts)
+        expected = (
+            db.fingerprinter.to_dict(),
+            sorted((p.key_a, p.key_b, round(p.similarity, 6)) for p in db.pairs()),
+            [(m.key, round(m.similarity, 6)) for m in db.query(db.get("c0").fingerprint, threshold=0.8)],
+        )
+    assert early.stdin is not None
+    early.stdin.write("go\n")
+    early.stdin.flush()
+    assert expect(early, "ANSWERS") == [repr(expected).replace(" ", "")]
+    early.communicate(timeout=30)
 
 
 def test_a_relative_path_keeps_naming_the_same_database_after_chdir(
