@@ -164,13 +164,26 @@ def unpack_document(encoded: bytes, raw_id: bytes) -> tuple[str, int, Any]:
     meta]`` with a non-empty str key and an int fingerprint in [0, 2**64).  Every reader of
     documents goes through here, so damage raises CorruptDatabaseError naming the document and
     the bad field, never a value the index cannot hold.  O(size of the record)."""
-    record = unpack(encoded, f"document {decode_id(raw_id)}")
+    if len(raw_id) != 8:
+        raise CorruptDatabaseError(
+            f"{document_name(raw_id)} is stored under {len(raw_id)} bytes, not 8",
+            record=document_name(raw_id),
+            remedy=Remedy.RUN_CHECK,
+        )
+    record = unpack(encoded, document_name(raw_id))
     if type(record) is list and len(record) == 3:
         key, fingerprint, meta = record
         good_key = type(key) is str and 0 < len(key) <= MAX_KEY_BYTES
         if good_key and type(fingerprint) is int and 0 <= fingerprint < FINGERPRINT_LIMIT:
             return key, fingerprint, meta
     raise _damaged_document(record, decode_id(raw_id))
+
+
+def document_name(raw_id: bytes) -> str:
+    """How an error names the document stored under ``raw_id``: by its id, or, where the
+    stored id is damaged (not 8 bytes: read whole, it could be an int of thousands of
+    digits, which Python refuses to print), by its shortened bytes."""
+    return f"document {decode_id(raw_id)}" if len(raw_id) == 8 else f"document entry {describe(raw_id)}"
 
 
 def _damaged_document(record: Any, doc_id: int) -> CorruptDatabaseError:

@@ -792,9 +792,11 @@ class Database:
     def check(self) -> CheckReport:
         """Verify the stored metadata (configuration, fingerprint settings, next id), that
         every document record is valid and in every table exactly once, that nothing else is
-        in the tables, and that the key index and documents agree.  Damage is reported in the
-        result, never raised.  One read transaction; O(n log n) with n documents, vectorised
-        per table."""
+        in the tables, and that the key index and documents agree.  Damage to simdb's
+        records is reported in the result; damage to LMDB's own page structure, which ends
+        the read, raises CorruptDatabaseError (``simdb export`` may still save the documents).
+        Sketches and meta carry no checksum: a changed byte there that still decodes is not
+        found.  One read transaction; O(n log n) with n documents, vectorised per table."""
         with self._storage.read() as txn:
             problems = self._config.problems(txn)
             record_problems, ids, fingerprints = self._records.verify(txn)

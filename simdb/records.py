@@ -305,15 +305,15 @@ class Records:
             problems.append(exc.message)
             next_id = None
         for raw_id, raw in txn.cursor(self.handles.db(DOCS)):
-            doc_id = decode_id(raw_id)
             try:
-                key, fingerprint, _ = codec.unpack_document(raw, raw_id)
+                key, fingerprint, _ = codec.unpack_document(raw, raw_id)  # first: checks raw_id's length
+                doc_id = decode_id(raw_id)
                 id_by_index_key[index_key(check_key(key))] = doc_id
             except CorruptDatabaseError as exc:
                 problems.append(exc.message)
                 continue
             except InvalidKeyError as exc:  # a str key that is not valid Unicode, or too long in bytes
-                problems.append(f"document {doc_id}: {exc.message}")
+                problems.append(f"{codec.document_name(raw_id)}: {exc.message}")
                 continue
             if next_id is not None and doc_id >= next_id:
                 problems.append(f"document {doc_id} is at or above the next id {next_id}")

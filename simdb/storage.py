@@ -133,7 +133,12 @@ def _disk_full(where: object, reason: str, hint: str = _BATCH_NOT_STORED) -> Dis
 
 
 def translate(
-    exc: lmdb.Error, where: object, directory: Path | None = None, full_hint: str = _BATCH_NOT_STORED
+    exc: lmdb.Error,
+    where: object,
+    directory: Path | None = None,
+    full_hint: str = _BATCH_NOT_STORED,
+    *,
+    reading: bool = False,
 ) -> DatabaseError:
     """Map an LMDB error to the matching simdb error, naming ``where``, by its class and
     errno alone (``exc.code``, which py-lmdb sets for an operating-system failure); LMDB's
@@ -141,7 +146,9 @@ def translate(
     with (almost) no space left in ``directory`` is a full disk too; that costs one statvfs
     call, on the error path only.  A second environment on a file this process already has
     open (which py-lmdb refuses with neither class nor code) is caught before LMDB is asked:
-    see :func:`_open_environment`."""
+    see :func:`_open_environment`.  ``reading``: ``exc`` ended a read-only transaction, where
+    MDB_BAD_TXN (the transaction failed inside LMDB, as it does on a damaged sub-database
+    record, with no error of its own) can only mean damage."""
     text = str(exc)
     code = getattr(exc, "code", 0)
     if isinstance(exc, lmdb.ReadonlyError):
@@ -152,7 +159,7 @@ def translate(
         return _disk_full(where, f"{text} (the filesystem is full)", full_hint)
     if code == errno.EIO and directory is not None and _file_size_limit_reached(directory):
         return _disk_full(where, f"{text} (the file size limit, ulimit -f, is reached: raise it)", full_hint)
-    if isinstance(exc, _DAMAGE):
+    if isinstance(exc, _DAMAGE) or (reading and isinstance(exc, lmdb.BadTxnError)):
         return CorruptDatabaseError(f"{where} is damaged: {text}", "restore it from a backup or an export", path=where)
     return StorageError(f"LMDB failed on {where}: {text}", path=where)
 
@@ -1031,7 +1038,7 @@ class Storage:
                     try:
                         yield txn
                     except lmdb.Error as exc:
-                        raise translate(exc, self.path, self.path) from None
+                        raise translate(exc, self.path, self.path, reading=True) from None
                     finally:
                         txn.abort()
                     return

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -492,6 +493,38 @@ def test_a_stored_record_the_index_cannot_hold_is_damage(db_path, record, field:
                 read()
             assert caught.value.field == field
         assert any(problem.startswith("document 0 ") for problem in db.check().problems)
+
+
+def test_a_document_stored_under_a_damaged_id_is_reported_not_a_python_error(tmp_path) -> None:
+    """One flipped bit in a node's key-size field (0x0008 to 0x0808) makes a document's
+    8-byte id read as 2,056 bytes: its name, an int of about 5,000 digits, raised Python's
+    ValueError from check() (a probe found it; ``simdb check`` said "unexpected
+    ValueError").  check() now reports it, or raises CorruptDatabaseError where LMDB's own
+    structure fails; never anything else."""
+    pristine = tmp_path / "pristine"
+    with simdb.open(pristine) as db:
+        db.add_many([(f"doc{n}", n * 0x9E3779B97F4A7C15 % 2**64) for n in range(3000)])
+        data_file = next(path for path in pristine.glob("data-*.mdb"))
+    image = data_file.read_bytes()
+    reported = 0
+    for doc_id in range(100, 3000, 300):
+        key = f"doc{doc_id}".encode()
+        # An LMDB leaf node: data size (4 bytes), flags (2), key size (2, little-endian), key.
+        at = image.find(b"\x08\x00" + doc_id.to_bytes(8, "big") + b"\x93" + bytes([0xA0 + len(key)]) + key)
+        assert at > 0
+        damaged_copy = tmp_path / f"damaged{doc_id}"
+        shutil.copytree(pristine, damaged_copy)
+        with open(damaged_copy / data_file.name, "r+b") as handle:
+            handle.seek(at + 1)
+            handle.write(b"\x08")
+        with simdb.open(damaged_copy) as db:
+            try:
+                report = db.check()
+            except simdb.CorruptDatabaseError:
+                continue
+            assert not report
+            reported += any("not 8" in problem for problem in report.problems)
+    assert reported
 
 
 def test_sigkill_trials_leave_no_partial_batch_under_growth(tmp_path) -> None:

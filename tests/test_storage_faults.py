@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import lmdb
 import pytest
 
 import simdb
@@ -962,3 +963,15 @@ def test_a_stray_line_in_current_is_named_as_such(db_path: Path) -> None:
         handle.write("x\n")
     with pytest.raises(simdb.CorruptDatabaseError, match="unexpected content after the name 'data-000001.mdb': 'x'"):
         simdb.open(db_path)
+
+
+def test_a_read_transaction_failed_inside_lmdb_is_damage() -> None:
+    """LMDB fails a read transaction without an error of its own when a sub-database's
+    record is damaged; every later call then says MDB_BAD_TXN.  ``simdb check`` showed that
+    as "LMDB failed ... Transaction must abort" with no hint (a probe found it); in a read it
+    is damage.  In a write it stays a StorageError: there it can follow a retried map-full."""
+    from simdb.storage import translate
+
+    failed = lmdb.BadTxnError("mdb_cursor_get", "MDB_BAD_TXN: Transaction must abort")
+    assert type(translate(failed, "/db", reading=True)) is simdb.CorruptDatabaseError
+    assert type(translate(failed, "/db")) is simdb.StorageError
