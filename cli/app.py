@@ -56,8 +56,8 @@ from .ingest import (
     print_notice,
     print_problem,
     print_summary,
-    problem_printer,
     quiet_or,
+    reporting_intake,
     run_ingest,
     total_bytes,
 )
@@ -530,7 +530,7 @@ def add(
     )
     rules = path_rules(recursive, glob, exclude, key_base)
     text_encoding = encoding_of(encoding)
-    intake = Intake(on_problem=problem_printer(json_output), on_notice=quiet_or(print_notice, quiet))
+    intake = reporting_intake(json_output, quiet_or(print_notice, quiet))
     fingerprint_inputs = stream_inputs(fingerprints or [], FINGERPRINTS, intake)
     path_inputs = expand_paths(
         paths or [], intake, rules=rules, skip_directory=db, files_from=files_from or [], null=null
@@ -1102,7 +1102,7 @@ def remove(
     if key_base is not None and not paths:
         raise usage_error("--key-base goes with --paths (keys are otherwise taken as given)")
     path_rules(False, None, None, key_base)  # checks --key-base
-    intake = Intake(on_problem=problem_printer(json_output), on_notice=print_notice)
+    intake = reporting_intake(json_output, print_notice)
     wanted: list[str] = []
     for key in keys:
         wanted.extend(stdin_keys(intake) if key == "-" else [key])
@@ -1265,7 +1265,7 @@ def get(
     stored, naming it on stderr (the others are still printed).
     """
     shown_as = output_format(file_format, json_output)
-    intake = Intake(on_problem=problem_printer(shown_as == "json"), on_notice=print_notice)
+    intake = reporting_intake(shown_as == "json", print_notice)
     wanted: list[str] = []
     for key in keys:
         wanted.extend(stdin_keys(intake) if key == "-" else [key])
@@ -1573,7 +1573,7 @@ def import_command(
     if checked_threshold(threshold) is not None and not if_new:
         raise usage_error("--threshold goes with --if-new (import stores every document otherwise)")
     stdin_read_once(*(("FILES", [name]) for name in files))
-    intake = Intake(on_problem=problem_printer(json_output), on_notice=print_notice)
+    intake = reporting_intake(json_output, print_notice)
     inputs = stream_inputs(files, "export", intake)
     header = ExportHeader()
     items = read_export(inputs, intake, header, file_format, max_line_bytes)

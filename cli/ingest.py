@@ -380,11 +380,16 @@ class Ingest:
         )
 
 
-def problem_printer(json_output: bool) -> Callable[[str, str], None]:
-    """How a failed input is reported: a JSON line on stdout, or a line on stderr."""
+def reporting_intake(json_output: bool, on_notice: Callable[[str, str], None]) -> Intake:
+    """An Intake that reports each failed input as a JSON event on stdout, every one (a
+    program reads them), or as a line on stderr, at most MESSAGES_PER_INPUT per input."""
     if json_output:
-        return lambda where, cause: out(json_line({"event": "failed", "input": where, "cause": cause}))
-    return print_problem
+        return Intake(
+            on_problem=lambda where, cause: out(json_line({"event": "failed", "input": where, "cause": cause})),
+            on_notice=on_notice,
+            every_problem=True,
+        )
+    return Intake(on_problem=print_problem, on_notice=on_notice)
 
 
 def run_ingest(

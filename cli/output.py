@@ -169,14 +169,28 @@ def human_bytes(size: float | None) -> str:
     raise AssertionError("unreachable")
 
 
+#: Control characters (C0, DEL, C1) as visible escapes, for text meant for a terminal: a key
+#: read from a JSONL id or a WARC URI may hold ESC sequences that would clear the screen or
+#: recolour it, and a line break or tab would break a table's rows and columns.
+CONTROL_ESCAPES = str.maketrans(
+    {
+        **{code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))},
+        ord("\n"): "\\n",
+        ord("\r"): "\\r",
+        ord("\t"): "\\t",
+    }
+)
+
+
 def table(
     header: Sequence[str], rows: Iterable[Sequence[Any]], right_aligned: Sequence[int] = (), *, show_header: bool = True
 ) -> int:
     """Print ``rows`` under ``header`` (unless not ``show_header``, or there are no rows) as aligned columns,
     streaming: widths come from the first :data:`WIDTH_SAMPLE_ROWS` rows, so a million rows
-    never sit in memory.  The last column is never padded.  Returns the number of rows."""
+    never sit in memory.  The last column is never padded; control characters are escaped
+    (:data:`CONTROL_ESCAPES`).  Returns the number of rows."""
     iterator: Iterator[Sequence[Any]] = iter(rows)
-    sample = [[str(cell) for cell in row] for row in islice(iterator, WIDTH_SAMPLE_ROWS)]
+    sample = [[str(cell).translate(CONTROL_ESCAPES) for cell in row] for row in islice(iterator, WIDTH_SAMPLE_ROWS)]
     widths = [max([len(name)] + [len(row[column]) for row in sample]) for column, name in enumerate(header)]
     last = len(header) - 1
 
@@ -194,7 +208,7 @@ def table(
     if show_header and sample:  # a table of nothing is no table: the caller says what was not found
         out(render(list(header)))
     count = 0
-    for row in chain(sample, ([str(cell) for cell in row] for row in iterator)):
+    for row in chain(sample, ([str(cell).translate(CONTROL_ESCAPES) for cell in row] for row in iterator)):
         out(render(row))
         count += 1
     return count

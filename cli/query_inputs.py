@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import simdb
 
 from . import output
-from .ingest import print_notice, problem_printer, quiet_or
+from .ingest import print_notice, quiet_or, reporting_intake
 from .records import MATCH_COLUMNS, match_record
 from .sources import (
     DEFAULT_MAX_DOC_BYTES,
@@ -121,4 +121,4 @@ def print_file_matches(
 
 def query_intake(json_output: bool, quiet: bool) -> Intake:
     """How ``query`` reports inputs it cannot read (always) and notices (unless --quiet)."""
-    return Intake(on_problem=problem_printer(json_output), on_notice=quiet_or(print_notice, quiet))
+    return reporting_intake(json_output, quiet_or(print_notice, quiet))

@@ -40,7 +40,7 @@ from simdb.validation import check_fingerprint, is_int
 
 from .errors import error_message
 from .filekeys import canonical_key, key_base_path
-from .output import unplain
+from .output import CONTROL_ESCAPES, unplain
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to an export header that needs it
     from simdb.fingerprint import Fingerprinter
@@ -107,15 +107,12 @@ PRINTED_CHARS = 1_000
 
 
 def shortened(text: str) -> str:
-    """``text`` for a line on stderr: its line breaks escaped (a name read from a NUL-separated
-    list may hold them), and past :data:`PRINTED_CHARS` cut short with its length said (JSON
-    events keep it whole, for programs to match)."""
+    """``text`` for a line on stderr: its line breaks and other control characters escaped (a
+    name read from a NUL-separated list may hold them), and past :data:`PRINTED_CHARS` cut
+    short with its length said (JSON events keep it whole, for programs to match)."""
     if len(text) > PRINTED_CHARS:
         text = f"{text[: PRINTED_CHARS // 2]}... ({len(text):,} characters)"
-    return text.translate(_LINE_BREAKS)
-
-
-_LINE_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r"})
+    return text.translate(CONTROL_ESCAPES)
 
 
 def printable(text: str) -> str:
@@ -159,11 +156,13 @@ class Intake:
     ``on_problem(where, cause)`` is called for every failed input (an unreadable or binary
     file, a bad JSONL line, ...); ``on_notice(where, message)`` for things that were still
     added (text decoded with replacement, a fallback key).  Messages past
-    :data:`MESSAGES_PER_INPUT` per input are counted but not reported.
+    :data:`MESSAGES_PER_INPUT` per input are counted but not reported, except failures
+    when ``every_problem`` (JSON events, which a program reads rather than a person).
     """
 
     on_problem: Callable[[str, str], None]
     on_notice: Callable[[str, str], None]
+    every_problem: bool = False
     failed: int = 0
     decoded_with_replacement: int = 0
     bytes_done: int = 0
@@ -179,7 +178,7 @@ class Intake:
     def fail(self, where: str, cause: str, source: str | None = None) -> None:
         """Count one input (file, line or record) that could not be added."""
         self.failed += 1
-        if self._quota(source or where):
+        if self.every_problem or self._quota(source or where):
             self.on_problem(printable(where), printable(cause))
 
     def replaced(self, where: str, cause: str, source: str | None = None) -> None:

@@ -535,3 +535,36 @@ def test_damaged_archives_are_reported(tmp_path: Path) -> None:
         result = run("add", archive, "--db", tmp_path / f"db-{archive.name}", "--workers", "1")
         assert result.exit_code == 2 and str(archive) in result.stderr and "damaged" in result.stderr, archive
     assert run("add", whole, zipped, "--db", tmp_path / "db-whole", "--workers", "1").exit_code == 0
+
+
+def test_json_output_reports_every_failed_input_not_the_first_five(tmp_path: Path) -> None:
+    """Messages on stderr stop after five per input, so a broken file cannot flood the
+    terminal; the JSON events of --json are for a program, which needs one per failed line
+    (the summary said 20 failed beside 5 events; a probe found it)."""
+    source = tmp_path / "bad.jsonl"
+    good = json.dumps({"id": "good", "text": prose(1)})
+    source.write_text("\n".join([good, *(json.dumps({"id": f"d{n}"}) for n in range(20))]) + "\n")
+    result = run("add", "--jsonl", source, "--json", "--db", tmp_path / "db")
+    events = json_lines(result.stdout)
+    failed = [event for event in events if event.get("event") == "failed"]
+    assert len(failed) == 20 and events[-1]["failed"] == 20
+    assert sorted(event["input"] for event in failed) == sorted(f"{source}:{line}" for line in range(2, 22))
+    plain = run("add", "--jsonl", source, "--db", tmp_path / "db2")
+    assert plain.stderr.count("no 'text'") == 5 and "counted but not shown" in plain.stderr
+
+
+def test_table_output_escapes_control_characters_in_keys(tmp_path: Path) -> None:
+    """A key from a JSONL id or a WARC URI may hold an ESC sequence: printed raw in a table,
+    it cleared the terminal and recoloured what followed (a probe found it).  Tables show it
+    escaped; JSON keeps the key exact."""
+    source = tmp_path / "docs.jsonl"
+    hostile = "evil\x1b[2J\x1b[31m\tkey"
+    source.write_text(
+        "\n".join(json.dumps({"id": key, "text": prose(3)}) for key in (hostile, "plain")) + "\n", encoding="utf-8"
+    )
+    assert run("add", "--jsonl", source, "--db", tmp_path / "db").exit_code == 0
+    shown = run("pairs", "--db", tmp_path / "db")
+    assert shown.exit_code == 0 and "\x1b" not in shown.stdout and "\t" not in shown.stdout
+    assert "evil\\x1b[2J\\x1b[31m\\tkey" in shown.stdout
+    exact = json_lines(run("pairs", "--json", "--db", tmp_path / "db").stdout)
+    assert {exact[0]["key_a"], exact[0]["key_b"]} == {hostile, "plain"}
