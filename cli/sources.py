@@ -24,6 +24,7 @@ import json
 import math
 import os
 import re
+import shlex
 import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -764,10 +765,18 @@ def read_jsonl(
     for item in inputs:
         name = item.name
         warned_missing_id = False
+        first = True
         for number, where, line in _nonblank_lines(item, intake, max_bytes):
             record = _json_object(line, where, intake, name)
             if record is None:
                 continue
+            if first and record.get("simdb") == "export":
+                # Every line would fail for want of text: say once what the file is.
+                intake.fail(
+                    name, f"is a simdb export, not documents; load it with `simdb import {shlex.quote(name)}`", name
+                )
+                break
+            first = False
             text = record.get(text_field)
             if not isinstance(text, str):
                 cause = (
@@ -1433,8 +1442,16 @@ def _read_export_jsonl(
                 return
             first = False
             continue
-        first = False
         key, fingerprint = record.get("key"), record.get("fingerprint")
+        if first and "key" not in record and "fingerprint" not in record and "text" in record:
+            # Every line would fail for want of a key: say once what the file is.
+            intake.fail(
+                name,
+                f"holds documents with text, not an export; add them with `simdb add --jsonl {shlex.quote(name)}`",
+                name,
+            )
+            return
+        first = False
         if not isinstance(key, str):
             intake.fail(where, "no string 'key' field", name)
             continue

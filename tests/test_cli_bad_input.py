@@ -698,3 +698,22 @@ def test_names_that_are_not_utf8_are_usage_errors(tmp_path: Path) -> None:
         assert result.returncode == 2 and b"unexpected" not in result.stderr, (arguments, result.stderr)
         assert b"\\udcff" in result.stderr, result.stderr  # the input is named
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a.txt"]  # nothing was made
+
+
+def test_an_export_given_to_add_and_documents_given_to_import_are_named_once(tmp_path: Path) -> None:
+    """`simdb add backup.jsonl` (an export) failed every line for want of text, and `simdb
+    import docs.jsonl` (documents) every line for want of a key, with no word of the other
+    command (a probe found it).  Each now fails the file once, naming the command that reads it."""
+    documents = tmp_path / "my docs.jsonl"
+    documents.write_text("".join(json.dumps({"id": f"d{n}", "text": prose(n)}) + "\n" for n in range(12)))
+    assert run("add", "--jsonl", documents, "--db", tmp_path / "db").exit_code == 0
+    backup = tmp_path / "backup.jsonl"
+    assert run("export", "-o", backup, "--db", tmp_path / "db").exit_code == 0
+    for command in (["add", backup], ["add", "--jsonl", backup]):
+        refused = run(*command, "--db", tmp_path / "other")
+        assert refused.exit_code == 2 and f"simdb import {backup}" in refused.stderr
+        assert refused.stderr.count(str(backup)) == 2 and not (tmp_path / "other").exists()
+        one_line(refused.stderr.splitlines()[0])
+    wrong = run("import", documents, "--db", tmp_path / "other")
+    assert wrong.exit_code == 2 and f"simdb add --jsonl '{documents}'" in wrong.stderr
+    assert "no string 'key'" not in wrong.stderr and not (tmp_path / "other").exists()
