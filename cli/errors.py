@@ -15,7 +15,7 @@ import typer
 from typer.exceptions import TyperException
 
 from simdb import DatabaseError, SimdbError
-from simdb.errors import ConfigMismatchError, DistanceTooLargeError, Remedy
+from simdb.errors import ConfigMismatchError, DistanceTooLargeError, InvalidInputError, Remedy
 
 from . import output
 from .output import err
@@ -50,6 +50,11 @@ CLI_HINTS: dict[Remedy, str] = {
 
 #: The stored settings of a database (a ConfigMismatchError's ``setting``) by their options.
 CLI_OPTIONS = {"k": "-k", "blocks": "--blocks"}
+
+#: The library arguments that are command-line options of the same name, for errors about one.
+SETTING_OPTIONS = {
+    name: f"--{name}" for name in ("features", "ngram", "stopwords", "kind", "weights", "bits", "blocks")
+}
 
 #: The fingerprint settings the command line sets, by option, in the order --help lists them.
 FINGERPRINTER_OPTIONS = ("features", "ngram", "stopwords", "kind", "weights")
@@ -97,6 +102,10 @@ def error_message(error: SimdbError, *, hint: bool = True) -> str:
     advice: str | None
     if isinstance(error, ConfigMismatchError):  # its remedy, OMIT_SETTING, is worded per setting
         message, advice = _mismatch_line(error)
+    elif isinstance(error, InvalidInputError) and error.argument in SETTING_OPTIONS and error.expected:
+        # A setting given as an option: named by the option, its value as it was typed.
+        message = f"{SETTING_OPTIONS[error.argument]} {error.value} is not valid: give {error.expected}"
+        advice = None
     elif isinstance(error, DistanceTooLargeError):
         message = f"-k {error.value} is above the database's k={error.largest}, which it cannot answer exactly"
         advice = f"give -k {error.largest} or less, or rebuild the database with a larger -k"

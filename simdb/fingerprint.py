@@ -482,7 +482,13 @@ def _log_weights(multiplicity: npt.NDArray[np.int64]) -> FloatArray:
 def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
     # By type as well as value: 64.0 == 64 and True == 1, but neither is a setting.
     if isinstance(value, bool) or not any(isinstance(value, type(choice)) and value == choice for choice in choices):
-        raise InvalidInputError(f"{name}={value!r} is not a valid setting", f"use one of {list(choices)}")
+        raise InvalidInputError(
+            f"{name}={value!r} is not a valid setting",
+            f"use one of {list(choices)}",
+            argument=name,
+            value=value,
+            expected="one of " + ", ".join(map(str, choices)),
+        )
 
 
 def _as_text(text: Any) -> str:
@@ -605,7 +611,7 @@ class Fingerprinter:
                     "leave weights out, or give kind='simhash' for weighted features",
                     argument="weights",
                     value=weights,
-                    expected="'binary' with kind='minhash'",
+                    expected="binary, as kind minhash fingerprints the set of features (tf and log need kind simhash)",
                 )
         setter = object.__setattr__
         setter(self, "_features", features)

@@ -171,9 +171,13 @@ class TablePlan:
             blocks = default_blocks(k, bits, max_tables=max_tables)
         blocks = check_int("blocks", blocks, minimum=k + 1, maximum=bits, hint=f"k={k} needs more than {k} blocks")
         if math.comb(blocks, k) > max_tables:
+            most = max((count for count in range(k + 1, blocks) if math.comb(count, k) <= max_tables), default=k + 1)
             raise InvalidInputError(
                 f"blocks={blocks}, k={k} needs {math.comb(blocks, k)} tables, more than {max_tables}",
                 "choose fewer blocks or a smaller k",
+                argument="blocks",
+                value=blocks,
+                expected=f"at most {most} when k is {k}, for at most {max_tables} tables",
             )
         return cls(k=k, blocks=blocks, bits=bits)
 

@@ -57,4 +57,7 @@ def stopword_list(language: str) -> frozenset[str]:
         raise InvalidInputError(
             f"stopwords={language!r} is not a known stop-word list",
             f"use None or one of {sorted(STOPWORD_LISTS)}",
+            argument="stopwords",
+            value=language,
+            expected="none or one of " + ", ".join(sorted(STOPWORD_LISTS)),
         ) from None

@@ -717,3 +717,29 @@ def test_an_export_given_to_add_and_documents_given_to_import_are_named_once(tmp
     wrong = run("import", documents, "--db", tmp_path / "other")
     assert wrong.exit_code == 2 and f"simdb add --jsonl '{documents}'" in wrong.stderr
     assert "no string 'key'" not in wrong.stderr and not (tmp_path / "other").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        (["add", "doc.txt", "--stopwords", "french"], "--stopwords french"),
+        (["add", "doc.txt", "--features", "bogus"], "--features bogus"),
+        (["add", "doc.txt", "--weights", "tf"], "--weights tf"),
+        (["add", "doc.txt", "--kind", "nope"], "--kind nope"),
+        (["add", "doc.txt", "--blocks", "64"], "--blocks 64"),
+        (["hash", "some text", "--bits", "16"], "--bits 16"),
+    ],
+)
+def test_a_bad_setting_is_named_by_its_option_not_in_python_terms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str], option: str
+) -> None:
+    """The library words these as Python (``stopwords='french'``, ``use None or one of
+    ['english']``, ``give kind='simhash'``); the command line names the option and the
+    values it takes (a probe found the Python wording)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "doc.txt").write_text(prose(1))
+    refused = run(*command, *(["--db", tmp_path / "db"] if command[0] != "hash" else []))
+    assert refused.exit_code == 2 and refused.stderr.startswith(f"simdb: {option} is not valid: give ")
+    assert "=" not in refused.stderr and "[" not in refused.stderr and "None" not in refused.stderr
+    one_line(refused.stderr)
+    assert not (tmp_path / "db").exists()
