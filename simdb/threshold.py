@@ -62,16 +62,22 @@ def candidate_distance(threshold: float, kind: str, *, verified: bool) -> int:
     threshold = check_threshold(threshold)
     if kind not in KINDS:
         raise InvalidInputError(f"kind={describe(kind)} is not one of {', '.join(KINDS)}")
-    flip = _bit_flip_probability(threshold, kind)
     if not verified or kind == WEIGHTED:  # weighted: no sketch checks the candidates
         # A small epsilon keeps exact boundaries (t = 0.5 -> 16 bits) from rounding down.
-        return min(BITS, math.floor(BITS * flip + 1e-9))
-    cumulative = 0.0
-    for distance in range(BITS + 1):
-        cumulative += math.comb(BITS, distance) * flip**distance * (1.0 - flip) ** (BITS - distance)
-        if cumulative >= CANDIDATE_RECALL:
-            return distance
-    return BITS
+        return min(BITS, math.floor(BITS * _bit_flip_probability(threshold, kind) + 1e-9))
+    return next(
+        (distance for distance in range(BITS + 1) if share_within(distance, threshold, kind) >= CANDIDATE_RECALL), BITS
+    )
+
+
+def share_within(distance: int, threshold: float, kind: str) -> float:
+    """The share of the pairs exactly at similarity ``threshold`` whose ``kind``
+    fingerprints differ in at most ``distance`` bits: Binomial(64, p) at ``distance``, p as
+    in :func:`candidate_distance`.  Pairs more similar lie within it more often.  O(distance)."""
+    flip = _bit_flip_probability(threshold, kind)
+    return math.fsum(
+        math.comb(BITS, bits) * flip**bits * (1.0 - flip) ** (BITS - bits) for bits in range(min(distance, BITS) + 1)
+    )
 
 
 def fingerprint_similarities(distances: npt.ArrayLike, kind: str) -> npt.NDArray[np.float64]:

@@ -634,3 +634,17 @@ def test_texts_of_a_refused_batch_are_retried_as_texts_and_keep_their_sketches(t
     assert_same_pairs(
         reported_pairs(run("pairs", "-t", "0.3", "--db", db, "--json").stdout), oracle_pairs(db, documents, 0.3)
     )
+
+
+def test_if_new_says_when_its_threshold_reaches_past_the_index(tmp_path: Path) -> None:
+    """--if-new compares a document only with stored ones within the index's k bits: at
+    0.7 on a k=5 minhash index that is 7% of the pairs at 0.7, so it says so, naming what
+    lists the rest and the -k that would compare them; at the default 0.9 (90% within k)
+    it says nothing (an answers probe found the silent gap at 0.7 and 0.8)."""
+    (tmp_path / "a.txt").write_text("the committee met on tuesday to review the budget for the coming year")
+    db = tmp_path / "db"
+    quiet = run("add", tmp_path / "a.txt", "--if-new", "--db", db)
+    assert quiet.exit_code == 0 and "note" not in quiet.stderr
+    loose = run("add", tmp_path / "a.txt", "--if-new", "-t", "0.7", "--db", db)
+    assert loose.exit_code == 0 and "simdb pairs -t 0.7" in loose.stderr and "-k 15" in loose.stderr
+    assert "7% of pairs at similarity 0.7" in loose.stderr
