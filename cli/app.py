@@ -1041,7 +1041,7 @@ def print_clusters(found: Iterable[simdb.Cluster], shown_as: str, header: bool) 
     if shown_as == "table":
         for count, (keys, spread) in numbered:
             weakest = f", min similarity {spread:.3f}" if spread is not None else ""
-            out(f"cluster {count}: {len(keys)} documents, representative {keys[0]}{weakest}")
+            out(f"cluster {count}: {counted(len(keys), 'document')}, representative {keys[0]}{weakest}")
             for member in keys[1:]:
                 out(f"    {member}")
         return count
@@ -1360,13 +1360,16 @@ def check(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug
             )
         )
     elif report:
-        out(f"ok: {report.documents:,} documents, {report.table_entries:,} table entries, no problems")
+        out(
+            f"ok: {counted(report.documents, 'document')}, "
+            f"{counted(report.table_entries, 'table entry', 'table entries')}, no problems"
+        )
     else:
         for problem in report.problems:
             out(f"problem: {problem}")
         out(
-            f"{len(report.problems)} problems in {report.documents:,} documents "
-            f"and {report.table_entries:,} table entries"
+            f"{counted(len(report.problems), 'problem')} in {counted(report.documents, 'document')} "
+            f"and {counted(report.table_entries, 'table entry', 'table entries')}"
         )
     if not report:
         raise typer.Exit(EXIT_NOTHING_FOUND)
@@ -1480,7 +1483,7 @@ def export(
             from simdb.distributed import export_parquet
 
             written = export_parquet(database, output_path)
-        err(f"exported {written:,} documents (key, fingerprint) to {output_path}")
+        err(f"exported {counted(written, 'document')} (key, fingerprint) to {output_path}")
         return
     try:
         with open_existing(db) as database, output_file(output_path) as stream:

@@ -115,13 +115,19 @@ def error_message(error: SimdbError, *, hint: bool = True) -> str:
     return f"{message} (hint: {advice})" if hint and advice else message
 
 
+def debug_asked(setting: str | None) -> bool:
+    """Whether ``$SIMDB_DEBUG`` asks for tracebacks: any value but empty, 0, false, no or
+    off (``SIMDB_DEBUG=0`` turned them on)."""
+    return (setting or "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
 def guarded(command: F) -> F:
     """Run ``command`` so that any error ends it with one line on stderr and its exit code,
     never a traceback (unless ``--debug`` or ``$SIMDB_DEBUG`` asks for one)."""
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
-        debug = bool(kwargs.get("debug")) or bool(os.environ.get("SIMDB_DEBUG"))
+        debug = bool(kwargs.get("debug")) or debug_asked(os.environ.get("SIMDB_DEBUG"))
         try:
             try:
                 result = command(*args, **kwargs)

@@ -610,7 +610,8 @@ class Database:
         candidates within :func:`candidate_distance` bits whose similarity is >= threshold,
         most similar first, as :meth:`pairs` finds them.  A ``text`` query is compared by
         sketch with stored documents that have one; otherwise similarity is the
-        fingerprint's estimate.  Cost: one range scan per table plus one read per match; a
+        fingerprint's estimate; a text without features (empty, punctuation only) matches
+        nothing, as it pairs with nothing.  Cost: one range scan per table plus one read per match; a
         threshold whose radius passes the index's k (a text query on minhash at 0.9 with the
         default k=5) probes every table at each prefix a few bits from the query's, or reads
         every stored fingerprint (O(n)), whichever costs less."""
@@ -623,6 +624,8 @@ class Database:
             query = self._resolve(fingerprint, None)
         radius, threshold = self._query_radius(k, threshold, verified=bool(sketch) and self._sketched)
         limit = self._check_limit(limit)
+        if sketch == b"":  # a text without features is nobody's near-duplicate, as in pairs()
+            return []
         return self._queries.query(query, radius, limit, sketch, threshold, kind_of(self._fingerprinter))
 
     def query_many(
@@ -659,7 +662,13 @@ class Database:
             return []
         query_array = np.array(queries, dtype=np.uint64)
         kind = kind_of(self._fingerprinter)
-        return self._queries.query_many(query_array, radius, limit, sketches, threshold, kind, workers)
+        found = self._queries.query_many(query_array, radius, limit, sketches, threshold, kind, workers)
+        # A text without features is nobody's near-duplicate, as in pairs().
+        return (
+            found
+            if sketches is None
+            else [[] if sketch == b"" else matches for sketch, matches in zip(sketches, found)]
+        )
 
     @staticmethod
     def _check_limit(limit: int | None) -> int | None:

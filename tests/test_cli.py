@@ -1005,3 +1005,19 @@ def test_progress_shows_documents_per_second_and_time_left() -> None:
     assert re.fullmatch(r"2,500 docs  1,2\d\d docs/s", rate.render(task).plain)
     assert any(isinstance(column, TimeRemainingColumn) for column in bar.columns)
     assert bar.disable  # stderr is no terminal under pytest: no bar is drawn
+
+
+def test_counts_of_one_are_singular_and_simdb_debug_0_means_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "one.txt").write_text("a few words of text")
+    db = tmp_path / "db"
+    assert run("add", tmp_path / "one.txt", "--db", db).exit_code == 0
+    checked = run("check", "--db", db)
+    assert checked.exit_code == 0 and checked.stdout.startswith("ok: 1 document, ")
+    monkeypatch.setattr(simdb.Database, "check", lambda self: simdb.CheckReport(1, 5, ["one problem"]))
+    assert "1 problem in 1 document and 5 table entries" in run("check", "--db", db).stdout
+    for setting, traceback in (("0", False), ("false", False), ("", False), ("1", True), ("yes", True)):
+        monkeypatch.setenv("SIMDB_DEBUG", setting)
+        missing = run("stats", "--db", tmp_path / "nothing-here")
+        assert missing.exit_code == 3 and ("Traceback" in missing.stderr) == traceback, setting
