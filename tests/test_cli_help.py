@@ -183,3 +183,12 @@ def test_pairs_parquet_without_dask_distributed_gives_the_install_hint(tmp_path:
     assert done.returncode == 2, done.stderr
     assert "pip install 'simdb[dask]'" in done.stderr and "distributed" in done.stderr
     assert "unexpected" not in done.stderr
+
+
+def test_python_m_simdb_runs_the_command_line() -> None:
+    """``python -m simdb`` is what a user tries first when the script is not on PATH."""
+    for module in ("simdb", "simdb_cli"):
+        shown = subprocess.run(
+            [sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert shown.returncode == 0 and shown.stdout.strip() == f"simdb {version('simdb')}", shown.stderr
