@@ -3,6 +3,7 @@
 Only running the package this way loads the command line (and typer); ``import simdb``
 never does."""
 
-from simdb_cli.app import main
+import runpy
 
-main()
+# By name: the command line is a package of its own (simdb_cli), which the library never imports.
+runpy.run_module("simdb_cli", run_name="__main__")
