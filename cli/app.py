@@ -1412,10 +1412,19 @@ def hash_command(
     fingerprinter = make_fingerprinter(features, ngram, stopwords, bits, kind=kind, weights=weights, always=True)
     assert fingerprinter is not None
     settings = fingerprinter.to_dict()
-    named = [(path, read_text_file(path)) for path in file] if file else [(None, read_argument_text(text or ""))]
     if not json_output:
         err(f"simdb hash: {_settings_summary(settings)}")
-    for name, content in named:
+    failed = 0
+    for name in file or [None]:
+        try:
+            content = read_argument_text(text or "") if name is None else read_text_file(name)
+        except simdb.InvalidInputError as error:
+            if not file or len(file) == 1:
+                raise
+            # One unreadable file of many: the others are still fingerprinted, as add reads them.
+            err(f"simdb: {error_message(error)}")
+            failed += 1
+            continue
         value = fingerprinter.fingerprint(content)
         shown = format(value, f"0{bits}b") if binary else hex_fingerprint(value, bits)
         if json_output:
@@ -1424,6 +1433,8 @@ def hash_command(
                 "weights": fingerprinter.weights,
                 "features": fingerprinter.features,
                 "ngram": fingerprinter.ngram,
+                "stopwords": fingerprinter.stopwords,
+                "normalization": fingerprinter.normalization,
             }
             out(
                 json_line(
@@ -1432,6 +1443,8 @@ def hash_command(
             )
         else:
             out(shown if name is None else f"{shown}  {name}")
+    if failed:
+        raise typer.Exit(EXIT_USAGE)
 
 
 EXPORT_FORMATS = ("jsonl", "tsv", "parquet")

@@ -668,13 +668,31 @@ def test_hash_prints_hex_bits_and_json(tmp_path: Path) -> None:
         "kind": char_settings.kind,
         "weights": char_settings.weights,
     }
-    assert line == {**expected, "features": "char", "ngram": char_settings.ngram}
+    assert line == {
+        **expected,
+        "features": "char",
+        "ngram": char_settings.ngram,
+        "stopwords": char_settings.stopwords,
+        "normalization": char_settings.normalization,
+    }
     sentence = "The cat sat on the mat, and the dog was not amused by it."
     assert simhash(sentence, stopwords="english") != simhash(sentence)
     assert (
         run("hash", sentence, "--stopwords", "english").stdout.strip()
         == f"0x{simhash(sentence, stopwords='english'):016x}"
     )
+
+
+def test_hash_of_many_files_goes_on_past_one_it_cannot_read(tmp_path: Path) -> None:
+    """One binary file among many stopped hash before it printed anything (a probe found
+    it); add and query go on past such a file, and so does hash now, exiting 2."""
+    first, binary, last = tmp_path / "a.txt", tmp_path / "b.dat", tmp_path / "c.txt"
+    first.write_text(prose(1))
+    binary.write_bytes(b"x\0y")
+    last.write_text(prose(2))
+    result = run("hash", "-f", first, "-f", binary, "-f", last)
+    assert result.exit_code == 2 and f"{binary} is a binary file" in result.stderr
+    assert result.stdout.splitlines() == [f"0x{simhash(prose(1)):016x}  {first}", f"0x{simhash(prose(2)):016x}  {last}"]
 
 
 @pytest.mark.parametrize(
