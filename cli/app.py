@@ -183,6 +183,15 @@ DebugOption = Annotated[
 ProgressOption = Annotated[
     bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr (only on a terminal).")
 ]
+SearchWorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        min=1,
+        help="Threads for the search (at most 4 per core). Default: every available core.",
+        show_default=False,
+    ),
+]
 WorkersOption = Annotated[
     int | None,
     typer.Option(
@@ -766,7 +775,10 @@ def pairs(
     workers: Annotated[
         int | None,
         typer.Option(
-            "--workers", min=1, help="With --parquet and a local cluster: worker processes (default: one per core)."
+            "--workers",
+            min=1,
+            help="Threads for the search (at most 4 per core; default: every available core); with --parquet and "
+            "a local cluster, worker processes (default: one per core).",
         ),
     ] = None,
     out_dir: Annotated[
@@ -816,15 +828,16 @@ def pairs(
             )
         run_distributed_pairs(parquet, out_dir, k, scheduler, workers, shown_as == "json")
         return
-    if out_dir is not None or scheduler is not None or workers is not None:
-        raise usage_error("--out, --scheduler and --workers go with --parquet")
+    if out_dir is not None or scheduler is not None:
+        raise usage_error("--out and --scheduler go with --parquet")
     limit = effective_threshold(threshold, k)
     with open_existing(db) as database:
         if histogram:
-            total = print_pair_histogram(database, k, limit, include_featureless, shown_as, not no_header)
+            total = print_pair_histogram(database, k, limit, include_featureless, shown_as, not no_header, workers)
         else:
             found = ordered_pairs(
-                database.pairs(k, threshold=threshold, include_featureless=include_featureless), sort or "similarity"
+                database.pairs(k, threshold=threshold, include_featureless=include_featureless, workers=workers),
+                sort or "similarity",
             )
             first = next(found, None)
             total = 0
@@ -876,12 +889,16 @@ def print_pair_histogram(
     include_featureless: bool,
     shown_as: str,
     header: bool,
+    workers: int | None,
 ) -> int:
     """Print how many pairs there are per similarity bucket (with a threshold) or per
     distance 0..k (bit mode, -k alone), as a chart (table format) or records; return the
-    number of pairs.  Cost as pairs, memory O(buckets)."""
+    number of pairs.  The search runs on ``workers`` threads (None: every core).  Cost as
+    pairs, memory O(buckets)."""
     if threshold is None:
-        per_distance = database.pair_histogram(k, by="distance", include_featureless=include_featureless)
+        per_distance = database.pair_histogram(
+            k, by="distance", include_featureless=include_featureless, workers=workers
+        )
         counts = [per_distance[distance] for distance in sorted(per_distance)]
         if shown_as == "table":
             output.histogram("pairs", counts)
@@ -890,7 +907,7 @@ def print_pair_histogram(
             output.write_records(records, [output.Column("distance"), output.Column("pairs")], shown_as, header=header)
         return sum(counts)
     per_bucket = database.pair_histogram(
-        k, threshold=threshold, by="similarity", include_featureless=include_featureless
+        k, threshold=threshold, by="similarity", include_featureless=include_featureless, workers=workers
     )
     buckets = similarity_buckets(threshold)
     counts = [per_bucket.get(bucket, 0) for bucket in buckets]
@@ -957,6 +974,7 @@ def clusters(
     singletons: Annotated[
         bool, typer.Option("--singletons", help="Also print documents with no near-duplicate, as clusters of one.")
     ] = False,
+    workers: SearchWorkersOption = None,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     file_format: FormatOption = None,
@@ -982,7 +1000,11 @@ def clusters(
 
         def found(at_k: int | None, at_threshold: float | None) -> Iterator[list[str]]:
             return database.clusters(
-                at_k, threshold=at_threshold, singletons=singletons, include_featureless=include_featureless
+                at_k,
+                threshold=at_threshold,
+                singletons=singletons,
+                include_featureless=include_featureless,
+                workers=workers,
             )
 
         if histogram:
@@ -1016,7 +1038,7 @@ def clusters(
                 output.write_records(records, columns, shown_as, header=not no_header)
         else:
             spread = database.clusters_with_spread(
-                k, threshold=threshold, singletons=singletons, include_featureless=include_featureless
+                k, threshold=threshold, singletons=singletons, include_featureless=include_featureless, workers=workers
             )
             total = print_clusters(spread, shown_as, not no_header)
     if not total:
@@ -1415,7 +1437,8 @@ def hash_command(
     if not json_output:
         err(f"simdb hash: {_settings_summary(settings)}")
     failed = 0
-    for name in file or [None]:
+    names: list[str | None] = list(file) if file else [None]  # None: the TEXT argument
+    for name in names:
         try:
             content = read_argument_text(text or "") if name is None else read_text_file(name)
         except simdb.InvalidInputError as error:

@@ -1039,3 +1039,15 @@ def test_counts_of_one_are_singular_and_simdb_debug_0_means_off(
         monkeypatch.setenv("SIMDB_DEBUG", setting)
         missing = run("stats", "--db", tmp_path / "nothing-here")
         assert missing.exit_code == 3 and ("Traceback" in missing.stderr) == traceback, setting
+
+
+def test_pairs_and_clusters_take_workers_for_their_search(filled: str) -> None:
+    """--workers went only with --parquet, so a user on a shared machine could not keep
+    pairs or clusters off every core (a probe found it); it sets the search's threads, and
+    the answers are those of every core."""
+    for command in (["pairs", "-k", "3"], ["pairs", "-k", "3", "--histogram"], ["clusters", "-k", "3"]):
+        everywhere = run(*command, "--db", filled, "--json")
+        one = run(*command, "--db", filled, "--json", "--workers", "1")
+        assert one.exit_code == everywhere.exit_code == 0 and one.stdout == everywhere.stdout != ""
+    refused = run("pairs", "--db", filled, "--workers", "0")
+    assert refused.exit_code == 2
