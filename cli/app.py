@@ -686,12 +686,20 @@ def query(
     file_mode = bool(file or files_from)
     if sum((text is not None, file_mode, fingerprint is not None)) != 1:
         raise usage_error("give exactly one of TEXT, --file FILE (or --files-from LIST) or --fingerprint HEX")
-    jsonl_fields = (id_field, text_field) != ("id", "text")
-    if not file_mode and (recursive or glob or exclude or null or key_base or exclude_self or encoding or jsonl_fields):
-        raise usage_error(
-            "-r, --glob, --exclude, -0, --key-base, --exclude-self, --encoding, --id-field and --text-field "
-            "go with --file"
-        )
+    file_options = {
+        "-r": recursive,
+        "--glob": glob,
+        "--exclude": exclude,
+        "-0": null,
+        "--key-base": key_base,
+        "--exclude-self": exclude_self,
+        "--encoding": encoding,
+        "--id-field": id_field != "id",
+        "--text-field": text_field != "text",
+    }
+    given = [name for name, value in file_options.items() if value]
+    if not file_mode and given:
+        raise usage_error(f"{' and '.join(given)} {'goes' if len(given) == 1 else 'go'} with --file or --files-from")
     stdin_read_once(("--file", file), ("--files-from", files_from))
     checked_threshold(threshold)
     shown_as = output_format(file_format, json_output)

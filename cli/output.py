@@ -203,7 +203,9 @@ def table(
                 parts.append(cell.rjust(widths[column]))
             else:
                 parts.append(cell.ljust(widths[column]))
-        return "  ".join(parts)
+        line = "  ".join(parts)
+        # An empty last cell (a histogram's bar of a zero count) leaves only padding behind.
+        return line if cells[last] else line.rstrip(" ")
 
     if show_header and sample:  # a table of nothing is no table: the caller says what was not found
         out(render(list(header)))

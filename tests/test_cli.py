@@ -546,6 +546,7 @@ def test_pairs_histogram_counts_pairs_per_distance(tmp_path: Path) -> None:
     assert chart[0].split() == ["distance", "pairs"]
     bars = [line.count("█") for line in chart[1:]]
     assert bars[3] == output.BAR_WIDTH and bars[2] == 0 and 0 < bars[0] < bars[1] < bars[3]
+    assert all(line == line.rstrip() for line in chart)  # the header and a zero row had trailing spaces
     assert json_lines(run("pairs", "-k", "1", "--histogram", "--db", db, "--json").stdout)[-1] == {
         "distance": 1,
         "pairs": 2,
@@ -1051,3 +1052,12 @@ def test_pairs_and_clusters_take_workers_for_their_search(filled: str) -> None:
         assert one.exit_code == everywhere.exit_code == 0 and one.stdout == everywhere.stdout != ""
     refused = run("pairs", "--db", filled, "--workers", "0")
     assert refused.exit_code == 2
+
+
+def test_a_file_option_without_a_file_names_only_the_options_given(filled: str) -> None:
+    """query --fingerprint X --exclude-self listed nine options as going with --file (a probe
+    found it); the message names the ones given."""
+    alone = run("query", "--fingerprint", "0x1", "--exclude-self", "--db", filled)
+    assert alone.exit_code == 2 and alone.stderr == "simdb: --exclude-self goes with --file or --files-from\n"
+    two = run("query", "some words", "-r", "--glob", "*.txt", "--db", filled)
+    assert two.exit_code == 2 and two.stderr == "simdb: -r and --glob go with --file or --files-from\n"
