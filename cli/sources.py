@@ -921,6 +921,15 @@ def read_fingerprint_tsv(
             if len(fields) < 2:
                 intake.fail(where, "expected KEY<TAB>FINGERPRINT", name)
                 continue
+            columns = (
+                "KEY<TAB>FINGERPRINT<TAB>META<TAB>sketch:BASE64"
+                if decode_bytes
+                else "KEY<TAB>FINGERPRINT<TAB>META-JSON"
+            )
+            if len(fields) > columns.count("<TAB>") + 1:
+                # A column too many would be dropped without a word: a tab inside a key or a meta?
+                intake.fail(where, f"{len(fields)} tab-separated columns, more than {columns} has", name)
+                continue
             try:
                 fingerprint = parse_fingerprint(fields[1])
             except InvalidInputError as exc:
