@@ -116,6 +116,8 @@ def previous_output(directory: Path) -> Output:
     ``DIR/db`` hold nothing else (InvalidInputError naming the first thing that is not the
     demo's): a rerun may then replace all of it.  Cost: one listing, one pass over the keys."""
     record_path = directory / RECORD_NAME
+    if directory.exists() and not directory.is_dir():
+        raise InvalidInputError(f"{directory} is a file, not a directory", "choose a new or empty --dir")
     try:
         record = json.loads(record_path.read_text(encoding="utf-8"))
         made = Output(set(record["files"]), set(record["keys"]))

@@ -180,6 +180,11 @@ def test_demo_refuses_a_populated_directory_it_did_not_write(tmp_path: Path) -> 
     assert run("demo", "--dir", empty, "--documents", "20", "--workers", "1").exit_code == 0
     again = run("demo", "--dir", empty, "--documents", "20", "--workers", "1")  # its own output: rerun
     assert again.exit_code == 0, again.output
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine")
+    not_a_directory = run("demo", "--dir", a_file, "--documents", "20", "--workers", "1")
+    assert not_a_directory.exit_code == 2 and f"{a_file} is a file, not a directory" in not_a_directory.stderr
+    assert a_file.read_text() == "mine"  # "File exists" was the raw OSError (a probe found it)
 
 
 # -- WARC records whose Content-Length is no number ----------------------------------------
