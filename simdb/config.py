@@ -130,11 +130,10 @@ class Config:
         """Check the settings of a generation the storage is about to follow (``txn`` reads
         it, ``handles`` are its sub-databases) before this handle uses it: another process's
         compaction keeps them, but a database removed and made again at the path may have
-        others.  Other k, blocks or format, or other fingerprint settings where this handle
-        has some, raise DatabaseReplacedError: table entries or fingerprints made by the old
-        ones would damage the new database.  Settings where this handle has none are
-        adopted; none where it has some make it store its own when text is first used, as
-        the first handle to use text does.  O(size of the settings)."""
+        others.  Other k, blocks or format, or other or no fingerprint settings where this
+        handle has some, raise DatabaseReplacedError: table entries or fingerprints made by
+        the old ones would damage the new database.  Settings where this handle has none are
+        adopted.  O(size of the settings)."""
         meta = handles.get(META)
         raw = txn.get(CONFIG_KEY, db=meta) if meta is not None else None
         if raw is None:
@@ -151,15 +150,17 @@ class Config:
         settings = None if raw_settings is None else self.stored_fingerprinter(raw_settings)
         if settings is None:
             if self.fingerprinter is not None:
-                self.requested, self.fingerprinter = self.fingerprinter, None
+                # Texts fingerprinted here by the old settings would be stored without them.
+                raise self._replaced("fingerprinter", self.fingerprinter, None)
         elif self.fingerprinter is None:
             self.fingerprinter = self._adopted(settings)
         elif settings != self.fingerprinter:
             raise self._replaced("fingerprinter", self.fingerprinter, settings)
 
     def _replaced(self, setting: str, held: object, stored: object) -> DatabaseReplacedError:
+        made_with = f"{setting}={stored!r}" if stored is not None else f"no {setting}"
         return DatabaseReplacedError(
-            f"the database at {self.path} was removed and made again with {setting}={stored!r} "
+            f"the database at {self.path} was removed and made again with {made_with} "
             f"while this handle, which has {setting}={held!r}, had it open",
             setting=setting,
             held=held,
@@ -175,11 +176,11 @@ class Config:
         settings another process stored reach this handle as late as its compactions do.
         O(1) otherwise."""
         if self.fingerprinter is None and time.monotonic() >= self._next_settings_check:
-            self._next_settings_check = time.monotonic() + READ_RECHECK_SECONDS
             with self.storage.read() as txn:
                 raw = txn.get(FINGERPRINTER_KEY, db=self.storage.db(META))
-            if raw is not None:
+            if raw is not None:  # settings that disagree with those requested raise on every call
                 self.fingerprinter = self._adopted(self.stored_fingerprinter(raw))
+            self._next_settings_check = time.monotonic() + READ_RECHECK_SECONDS
         return self.fingerprinter
 
     def _adopted(self, stored: Fingerprinter) -> Fingerprinter:

@@ -69,6 +69,7 @@ from simdb.errors import (
     PermissionDeniedError,
     ReadInProgressError,
     ReadOnlyError,
+    SimdbError,
     StorageError,
     UnfinishedDatabaseError,
 )
@@ -579,6 +580,9 @@ class Storage:
         #: environment open until the garbage collector ran (opening the path again then
         #: raised AlreadyOpenError).
         self.follow_check: weakref.WeakMethod[FollowCheck] | None = None
+        #: What follow_check raised: every later use raises it too, since the generation
+        #: this handle still holds is no longer the database at its path.
+        self._refusal: SimdbError | None = None
         self._live: _Live | None = self._open_generation()
         _storages.add(self)
 
@@ -733,6 +737,8 @@ class Storage:
 
     def _current(self) -> _Live:
         live = self._live
+        if self._refusal is not None:
+            raise self._refusal
         if live is None:
             if self._inherited:
                 raise _inherited_error(self.path)
@@ -957,6 +963,10 @@ class Storage:
                     if check is not None:
                         with followed.env.begin(buffers=False) as txn:
                             check(txn, followed.handles)
+                except SimdbError as refusal:
+                    followed.env.close()
+                    self._refusal = refusal
+                    raise
                 except BaseException:
                     followed.env.close()
                     raise

@@ -716,13 +716,17 @@ def test_an_open_writer_and_reader_follow_a_database_removed_and_made_again_at_t
 
 RECREATE_WITH = """
 import sys, simdb
+if sys.argv[2] == "no fingerprinter":  # fingerprints only: no fingerprint settings stored
+    with simdb.open(sys.argv[1], k=3) as db:
+        db.add("fresh", 12345)
+    sys.exit()
 settings = {"k": 5} if sys.argv[2] == "k" else {"k": 3, "fingerprinter": simdb.Fingerprinter(kind="simhash")}
 with simdb.open(sys.argv[1], **settings) as db:
     db.add_texts([("fresh", "the new database holds this text and nothing else at all")])
 """
 
 
-@pytest.mark.parametrize("setting", ["k", "fingerprinter"])
+@pytest.mark.parametrize("setting", ["k", "fingerprinter", "no fingerprinter"])
 def test_a_handle_refuses_a_database_made_again_with_other_settings(db_path: Path, setting: str) -> None:
     """Another process removes the database and makes it again with another k (the tables
     are other permutations) or other fingerprint settings.  Followed blindly, this handle's
@@ -748,14 +752,22 @@ def test_a_handle_refuses_a_database_made_again_with_other_settings(db_path: Pat
     ):
         with pytest.raises(simdb.DatabaseReplacedError) as refused:
             attempt()
-        assert refused.value.setting == setting and refused.value.path == str(db_path)
-    time.sleep(0.05)  # past READ_RECHECK_SECONDS: a read moves to the new database too
-    with pytest.raises(simdb.DatabaseReplacedError):
-        handle.query(1)
+        assert refused.value.setting == setting.removeprefix("no ") and refused.value.path == str(db_path)
+    # Every read too, not only the one that looks at CURRENT again: the reads between those
+    # served the removed file (a review found 81 of 96).
+    deadline = time.monotonic() + 0.1
+    while time.monotonic() < deadline:
+        with pytest.raises(simdb.DatabaseReplacedError):
+            handle.get("old-0")
     handle.close()
     with simdb.open(db_path, readonly=True) as db:
         assert sorted(db.keys()) == ["fresh"] and db.check()
-        assert [m.key for m in db.query(text="the new database holds this text and nothing else at all")] == ["fresh"]
+        if setting != "no fingerprinter":
+            found = db.query(text="the new database holds this text and nothing else at all")
+            assert [m.key for m in found] == ["fresh"]
+        assert db.fingerprinter is None or db.fingerprinter.kind == (
+            "simhash" if setting == "fingerprinter" else "minhash"
+        )
 
 
 READ_SETTINGS_LATER = """
@@ -975,3 +987,30 @@ def test_a_read_transaction_failed_inside_lmdb_is_damage() -> None:
     failed = lmdb.BadTxnError("mdb_cursor_get", "MDB_BAD_TXN: Transaction must abort")
     assert type(translate(failed, "/db", reading=True)) is simdb.CorruptDatabaseError
     assert type(translate(failed, "/db")) is simdb.StorageError
+
+
+def test_settings_stored_elsewhere_that_disagree_with_those_requested_refuse_every_call(db_path: Path) -> None:
+    """A read-only handle asked for SimHash before any settings were stored; another process
+    then stores minhash.  Its calls raised ConfigMismatchError once every 20 ms and answered
+    by the bits in between (a review found 10 refusals in 83 calls); now every one raises."""
+    with simdb.open(db_path) as db:
+        db.add("raw", 1)
+    handle = simdb.open(db_path, readonly=True, fingerprinter=simdb.Fingerprinter(kind="simhash"))
+    stored = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, simdb\nwith simdb.open(sys.argv[1]) as db: db.add('t', text='a b c d')",
+            db_path,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        check=False,
+    )
+    assert stored.returncode == 0, stored.stderr
+    deadline = time.monotonic() + 0.1
+    while time.monotonic() < deadline:
+        with pytest.raises(simdb.ConfigMismatchError):
+            handle.query(1, threshold=0.9)
+    handle.close()
