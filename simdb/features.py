@@ -23,7 +23,8 @@ The pipeline, applied to every text before any hashing:
    voicing marks are kept: there they make a different word.  And a word broken across a
    line end by a hyphen ("hyphen-" then a line break, then "ation") is joined, when a
    letter comes before the hyphen and a lowercase letter starts the next line, as in text
-   taken from a PDF or a scan.
+   taken from a PDF or a scan (after NFKC, so an accent written as its own mark and a
+   fullwidth hyphen count; a soft hyphen at a line end is joined too).
 4. **Punctuation and whitespace folding.**  A token is a maximal run of letters, digits and
    combining marks; everything else (punctuation, symbols, whitespace, underscore) only
    separates tokens.  Character shingles are taken over the tokens joined by single spaces.
@@ -140,6 +141,12 @@ _LINE_END_HYPHENS = tuple(
     (hyphen, re.compile(f"{hyphen}(?<=[^\\W\\d_]{hyphen})[ \\t]*(?:\\r\\n|\\r|\\n)[ \\t]*(?=([^\\W\\d_]))"))
     for hyphen in ("-", "\u2010")
 )
+# A soft hyphen at a line end marks a word broken there (it is only ever inside a word, so
+# no letter before it is asked for: an accent may be).  Joined before step 2 deletes it.
+_SOFT_HYPHEN_BREAK = re.compile("\u00ad[ \\t]*(?:\\r\\n|\\r|\\n)[ \\t]*(?=([^\\W\\d_]))")
+#: Characters that are, or that NFKC makes, a hyphen that may break a word at a line end:
+#: a chunk is never cut in the spaces after one.
+_BREAKING_HYPHENS = "-\u2010\u2011\u00ad\ufe63\uff0d"
 
 
 def _class_body(codes: list[int]) -> str:
@@ -207,8 +214,13 @@ def join_line_end_hyphens(text: str, normalization: int = NORMALIZATION) -> str:
         return text
     for hyphen, line_end_hyphen in _LINE_END_HYPHENS:
         if hyphen in text:
-            text = line_end_hyphen.sub(lambda match: "" if match.group(1).islower() else match.group(0), text)
+            text = line_end_hyphen.sub(_joined_if_lowercase, text)
     return text
+
+
+def _joined_if_lowercase(match: re.Match[str]) -> str:
+    """A line-end hyphen break deleted where the next line starts lowercase, else kept."""
+    return "" if match.group(1).islower() else match.group(0)
 
 
 @cache
@@ -228,22 +240,24 @@ def normalize(text: str, normalization: int = NORMALIZATION) -> str:
     with diacritics dropped and line-end hyphens joined, and with apostrophes deleted
     (steps 1 to 3 of the module docstring).  O(len(text)); ASCII text is only lowercased
     (and its line-end hyphens joined)."""
-    return _normalized(join_line_end_hyphens(text, normalization), normalization)
-
-
-def _normalized(text: str, normalization: int) -> str:
-    """:func:`normalize` of a text whose line-end hyphens are joined already."""
     if text.isascii():
+        text = join_line_end_hyphens(text, normalization)
         return text.lower().translate(_APOSTROPHES) if "'" in text else text.lower()
     if _SURROGATES.search(text):
         text = _SURROGATES.sub("\ufffd", text)
+    if normalization >= 3 and "\u00ad" in text:
+        text = _SOFT_HYPHEN_BREAK.sub(_joined_if_lowercase, text)
     if normalization >= 2:
         # Before NFKC: a deleted joiner between a letter and its accent would otherwise
         # keep the two from composing.
         mapped, table = _version_2_mapping()
         if mapped.search(text):
             text = text.translate(table)
-    text = unicodedata.normalize("NFKC", text).casefold()
+    text = unicodedata.normalize("NFKC", text)
+    # Line-end hyphens after NFKC, which composes an accent before one ("e" and U+0301 are
+    # "é", a letter) and makes fullwidth hyphens plain; before casefolding, which would hide
+    # whether the next line starts with a capital.
+    text = join_line_end_hyphens(text, normalization).casefold()
     if normalization >= 3:
         # After casefolding, which can leave a mark of its own ("İ" is "i" and a dot above).
         folded, table = _version_3_folding()
@@ -263,13 +277,12 @@ def tokenize(text: str, split_unspaced: bool = True, normalization: int = NORMAL
     The empty text and a text of punctuation only have no tokens.  O(len(text)) time and
     memory; use :func:`iter_token_chunks` for texts too big to tokenise at once.
     """
-    text = join_line_end_hyphens(text, normalization)
     if text.isascii():
-        lowered = text.lower()
+        lowered = join_line_end_hyphens(text, normalization).lower()
         if "'" in lowered:
             lowered = lowered.replace("'", "")
         return _ASCII_TOKENS(lowered)
-    return _token_finder(split_unspaced, normalization).findall(_normalized(text, normalization))
+    return _token_finder(split_unspaced, normalization).findall(normalize(text, normalization))
 
 
 def has_unspaced(text: str) -> bool:
@@ -295,15 +308,19 @@ def iter_chunks(text: str, chunk_chars: int = CHUNK_CHARS, normalization: int = 
         # Cut after the last whitespace of the window.  Whitespace is a starter in every
         # normalisation form and never part of a token, so cutting there changes nothing.
         cut = _last_space(text, start, end)
-        if normalization >= 3 and cut > start:
+        while normalization >= 3 and cut > start:
             # Not inside the spaces after a hyphen (version 3 may join the words across
-            # them): before the hyphenated word instead, where there is room.
+            # them): before the hyphenated word instead, where there is room, and again
+            # while that is after a hyphen too (a word broken over three lines).
             before = cut
             while before > start and text[before - 1] in " \t\r\n":
                 before -= 1
-            if before > start and text[before - 1] in "-\u2010":
-                earlier = _last_space(text, start, before - 1)
-                cut = earlier if earlier > start else cut
+            if before == start or text[before - 1] not in _BREAKING_HYPHENS:
+                break
+            earlier = _last_space(text, start, before - 1)
+            if earlier <= start:
+                break
+            cut = earlier
         if cut <= start:
             cut = end - 1
             # No whitespace at all: do not separate a base character from its marks, nor

@@ -442,6 +442,21 @@ def test_a_word_broken_at_a_line_end_by_a_hyphen_is_one_word(
     assert Fingerprinter().fingerprint_and_sketch(text) == Fingerprinter().fingerprint_and_sketch(" ".join(words))
 
 
+def test_line_end_hyphens_are_joined_in_any_normal_form_and_across_chunk_cuts() -> None:
+    """The join ran before NFKC, so decomposed text (an accent as its own mark before the
+    hyphen, as PDF tools and macOS write it) and fullwidth hyphens were not joined, and a
+    word broken over three lines was cut between chunks (a review found both)."""
+    composed = "le pré-\nsident a dé-\nclaré"
+    assert tokenize(unicodedata.normalize("NFD", composed)) == tokenize(composed) == ["le", "president", "a", "declare"]
+    assert tokenize("hyph\uff0d\nation and soft hyph\u00ad\nation") == ["hyphation", "and", "soft", "hyphation"]
+    text = "lorem ipsum dolor donau-\ndampf-\nschiff-\nfahrt tail words"
+    for chunk_chars in range(30, 50):  # the broken word (28 characters) fits in a chunk
+        chunked = [
+            token for chunk in features_module.iter_token_chunks(text, chunk_chars=chunk_chars) for token in chunk
+        ]
+        assert chunked == tokenize(text) == ["lorem", "ipsum", "dolor", "donaudampfschifffahrt", "tail", "words"]
+
+
 def test_a_hyphen_before_a_capital_or_a_digit_or_within_a_line_is_kept_as_a_break() -> None:
     assert tokenize("Smith-\nJones well-known") == ["smith", "jones", "well", "known"]
     assert tokenize("pages 3-\n4 and A-\n4") == ["pages", "3", "4", "and", "a", "4"]
