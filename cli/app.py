@@ -1071,9 +1071,10 @@ def print_clusters(found: Iterable[simdb.Cluster], shown_as: str, header: bool) 
     if shown_as == "table":
         for count, (keys, spread) in numbered:
             weakest = f", min similarity {spread:.3f}" if spread is not None else ""
-            out(f"cluster {count}: {counted(len(keys), 'document')}, representative {keys[0]}{weakest}")
+            representative = keys[0].translate(output.CONTROL_ESCAPES)
+            out(f"cluster {count}: {counted(len(keys), 'document')}, representative {representative}{weakest}")
             for member in keys[1:]:
-                out(f"    {member}")
+                out(f"    {member.translate(output.CONTROL_ESCAPES)}")
         return count
     if shown_as == "json":
         records: Iterable[dict[str, Any]] = (

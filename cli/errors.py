@@ -104,7 +104,8 @@ def error_message(error: SimdbError, *, hint: bool = True) -> str:
         message, advice = _mismatch_line(error)
     elif isinstance(error, InvalidInputError) and error.argument in SETTING_OPTIONS and error.expected:
         # A setting given as an option: named by the option, its value as it was typed.
-        message = f"{SETTING_OPTIONS[error.argument]} {error.value} is not valid: give {error.expected}"
+        value = str(error.value).translate(output.CONTROL_ESCAPES) or "''"
+        message = f"{SETTING_OPTIONS[error.argument]} {value} is not valid: give {error.expected}"
         advice = None
     elif isinstance(error, DistanceTooLargeError):
         message = f"-k {error.value} is above the database's k={error.largest}, which it cannot answer exactly"

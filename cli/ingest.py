@@ -355,7 +355,7 @@ class Ingest:
                 out(json_line(event))
             else:
                 out(
-                    f"skipped {skip.key}: near-duplicate of {skip.duplicate_of} "
+                    f"skipped {shortened(skip.key)}: near-duplicate of {shortened(skip.duplicate_of)} "
                     f"(similarity {skip.similarity:.3f}, distance {skip.distance})"
                 )
         self._skips_shown = len(totals.skipped)
@@ -479,7 +479,8 @@ def if_new_reach(database: simdb.Database, threshold: float | None) -> str | Non
     return (
         f"--if-new compared each document only with stored ones within the index's {database.k} bits, "
         f"where {1 - unseen:.0%} of pairs at similarity {threshold:g} lie, so near-duplicates may have been "
-        f"stored (`simdb pairs -t {threshold:g}` lists them; a database made with -k {needed} compares them all)"
+        f"stored (`simdb pairs -t {threshold:g}` lists them; a database made with -k {needed} checks every "
+        "candidate that pairs checks)"
     )
 
 

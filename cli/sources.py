@@ -1384,7 +1384,8 @@ def _read_header(record: dict[str, Any], where: str, header: ExportHeader) -> st
         try:
             fingerprinter = Fingerprinter.from_dict(unplain(settings))
         except ValueError as exc:  # InvalidInputError, or bad base64 in an IDF table
-            reason = error_message(exc, hint=False) if isinstance(exc, SimdbError) else exc
+            # The library's words (stopwords='french'): import has no options of these names.
+            reason = exc.message if isinstance(exc, SimdbError) else exc
             return f"header fingerprinter settings cannot be used: {reason}"
     if header.where is None:
         header.where, header.k, header.blocks, header.fingerprinter = where, k, blocks, fingerprinter

@@ -65,19 +65,28 @@ def candidate_distance(threshold: float, kind: str, *, verified: bool) -> int:
     if not verified or kind == WEIGHTED:  # weighted: no sketch checks the candidates
         # A small epsilon keeps exact boundaries (t = 0.5 -> 16 bits) from rounding down.
         return min(BITS, math.floor(BITS * _bit_flip_probability(threshold, kind) + 1e-9))
-    return next(
-        (distance for distance in range(BITS + 1) if share_within(distance, threshold, kind) >= CANDIDATE_RECALL), BITS
-    )
+    cumulative = 0.0
+    for distance, share in enumerate(_distance_shares(threshold, kind)):
+        cumulative += share
+        if cumulative >= CANDIDATE_RECALL:
+            return distance
+    return BITS
 
 
 def share_within(distance: int, threshold: float, kind: str) -> float:
     """The share of the pairs exactly at similarity ``threshold`` whose ``kind``
     fingerprints differ in at most ``distance`` bits: Binomial(64, p) at ``distance``, p as
-    in :func:`candidate_distance`.  Pairs more similar lie within it more often.  O(distance)."""
+    in :func:`candidate_distance`.  Pairs more similar lie within it more often.  O(64)."""
+    return math.fsum(_distance_shares(threshold, kind)[: max(0, distance) + 1])
+
+
+@lru_cache(maxsize=256)
+def _distance_shares(threshold: float, kind: str) -> tuple[float, ...]:
+    """The share of the pairs at similarity ``threshold`` at each distance 0..64: the
+    Binomial(64, p) probabilities, p the chance that one bit differs.  O(64) the first time
+    for a threshold (30 us), then a cache lookup: every text query and pairs() call asks."""
     flip = _bit_flip_probability(threshold, kind)
-    return math.fsum(
-        math.comb(BITS, bits) * flip**bits * (1.0 - flip) ** (BITS - bits) for bits in range(min(distance, BITS) + 1)
-    )
+    return tuple(math.comb(BITS, bits) * flip**bits * (1.0 - flip) ** (BITS - bits) for bits in range(BITS + 1))
 
 
 def fingerprint_similarities(distances: npt.ArrayLike, kind: str) -> npt.NDArray[np.float64]:

@@ -759,3 +759,18 @@ def test_a_fingerprint_line_with_a_column_too_many_is_reported_not_cut(tmp_path:
     assert result.exit_code == 2 and f"{source}:1: 4 tab-separated columns" in result.stderr
     [(key, document)] = stored(tmp_path / "db").items()
     assert key == "k8" and (document.fingerprint, document.meta) == (4, {"b": 2})
+
+
+def test_bad_settings_in_an_export_header_are_named_as_stored_not_as_options(tmp_path: Path) -> None:
+    """import has no --stopwords: an export header whose stop-word list is unknown was
+    reported as "--stopwords french is not valid" (a review found it)."""
+    (tmp_path / "a.txt").write_text(prose(1))
+    assert run("add", tmp_path / "a.txt", "--db", tmp_path / "db").exit_code == 0
+    export = run("export", "--db", tmp_path / "db").stdout
+    damaged = tmp_path / "bad.jsonl"
+    damaged.write_text(export.replace('"stopwords":null', '"stopwords":"french"', 1))
+    refused = run("import", damaged, "--db", tmp_path / "copy")
+    assert (
+        refused.exit_code == 2 and "header fingerprinter settings cannot be used: stopwords='french'" in refused.stderr
+    )
+    assert "--stopwords" not in refused.stderr

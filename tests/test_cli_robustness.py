@@ -568,3 +568,9 @@ def test_table_output_escapes_control_characters_in_keys(tmp_path: Path) -> None
     assert "evil\\x1b[2J\\x1b[31m\\tkey" in shown.stdout
     exact = json_lines(run("pairs", "--json", "--db", tmp_path / "db").stdout)
     assert {exact[0]["key_a"], exact[0]["key_b"]} == {hostile, "plain"}
+    clustered = run("clusters", "--db", tmp_path / "db")
+    assert clustered.exit_code == 0 and "\x1b" not in clustered.stdout and "evil\\x1b[2J" in clustered.stdout
+    skipped = run("add", "--jsonl", source, "--if-new", "--db", tmp_path / "again")
+    assert "skipped" in skipped.stdout and "\x1b" not in skipped.stdout + skipped.stderr
+    refused = run("add", "--jsonl", source, "--stopwords", "a\x1b[2Jb", "--db", tmp_path / "other")
+    assert refused.exit_code == 2 and "\x1b" not in refused.stderr and "a\\x1b[2Jb" in refused.stderr
