@@ -142,7 +142,8 @@ _LINE_END_HYPHENS = tuple(
     for hyphen in ("-", "\u2010")
 )
 # A soft hyphen at a line end marks a word broken there (it is only ever inside a word, so
-# no letter before it is asked for: an accent may be).  Joined before step 2 deletes it.
+# no letter before it is asked for: an accent may be).  Joined before version 2's deletion
+# of invisible characters removes it.
 _SOFT_HYPHEN_BREAK = re.compile("\u00ad[ \\t]*(?:\\r\\n|\\r|\\n)[ \\t]*(?=([^\\W\\d_]))")
 #: Characters that are, or that NFKC makes, a hyphen that may break a word at a line end:
 #: a chunk is never cut in the spaces after one.

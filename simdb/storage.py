@@ -63,13 +63,13 @@ from simdb.errors import (
     DatabaseClosedError,
     DatabaseError,
     DatabaseMissingError,
+    DatabaseReplacedError,
     DiskFullError,
     InheritedHandleError,
     NotADatabaseError,
     PermissionDeniedError,
     ReadInProgressError,
     ReadOnlyError,
-    SimdbError,
     StorageError,
     UnfinishedDatabaseError,
 )
@@ -582,7 +582,7 @@ class Storage:
         self.follow_check: weakref.WeakMethod[FollowCheck] | None = None
         #: What follow_check raised: every later use raises it too, since the generation
         #: this handle still holds is no longer the database at its path.
-        self._refusal: SimdbError | None = None
+        self._refusal: DatabaseReplacedError | None = None
         self._live: _Live | None = self._open_generation()
         _storages.add(self)
 
@@ -946,9 +946,10 @@ class Storage:
         replaced it already), by the one ``CURRENT`` names, once this process's running reads
         have ended.  The new one is opened beside the old one, which is closed only after it
         is in place, so a failure or an interrupt leaves this handle on the old generation,
-        working; so does a :attr:`follow_check` that refuses the new one.  ``same_file`` (new
-        sub-database handles in the same file, which LMDB lets a process open only once)
-        closes first, so a failure there leaves it closed."""
+        working, except that a :attr:`follow_check` refusing a replaced database makes every
+        later use raise that refusal.  ``same_file`` (new sub-database handles in the same
+        file, which LMDB lets a process open only once) closes first, so a failure there
+        leaves it closed."""
         with self._exclusive("reopen"):
             if not self._holds(stale_env):
                 return
@@ -963,7 +964,9 @@ class Storage:
                     if check is not None:
                         with followed.env.begin(buffers=False) as txn:
                             check(txn, followed.handles)
-                except SimdbError as refusal:
+                except DatabaseReplacedError as refusal:
+                    # For good: the database at the path is another one.  Other errors (a
+                    # creation still under way there) leave the next use to try again.
                     followed.env.close()
                     self._refusal = refusal
                     raise
