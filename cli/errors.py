@@ -51,13 +51,11 @@ CLI_HINTS: dict[Remedy, str] = {
 #: The stored settings of a database (a ConfigMismatchError's ``setting``) by their options.
 CLI_OPTIONS = {"k": "-k", "blocks": "--blocks"}
 
-#: The library arguments that are command-line options of the same name, for errors about one.
-SETTING_OPTIONS = {
-    name: f"--{name}" for name in ("features", "ngram", "stopwords", "kind", "weights", "bits", "blocks")
-}
-
 #: The fingerprint settings the command line sets, by option, in the order --help lists them.
 FINGERPRINTER_OPTIONS = ("features", "ngram", "stopwords", "kind", "weights")
+
+#: The library arguments that are command-line options of the same name, for errors about one.
+SETTING_OPTIONS = {name: f"--{name}" for name in (*FINGERPRINTER_OPTIONS, "bits", "blocks")}
 _OMIT_FINGERPRINTER = "omit " + ", ".join(f"--{name}" for name in FINGERPRINTER_OPTIONS[:-1])
 _OMIT_FINGERPRINTER += f" and --{FINGERPRINTER_OPTIONS[-1]} to use the stored settings"
 

@@ -355,7 +355,8 @@ class Ingest:
                 out(json_line(event))
             else:
                 out(
-                    f"skipped {shortened(skip.key)}: near-duplicate of {shortened(skip.duplicate_of)} "
+                    f"skipped {skip.key.translate(output.CONTROL_ESCAPES)}: "
+                    f"near-duplicate of {skip.duplicate_of.translate(output.CONTROL_ESCAPES)} "
                     f"(similarity {skip.similarity:.3f}, distance {skip.distance})"
                 )
         self._skips_shown = len(totals.skipped)

@@ -911,6 +911,9 @@ def read_fingerprint_tsv(
     first character of its key (an export of such a key as the file's first line starts with
     a mark of its own).  Bad lines (and lines over ``max_bytes``) are reported and counted.
     Streams; O(file size)."""
+    # The columns a line may have: an export's lines (decode_bytes) may carry a sketch.
+    columns = "KEY<TAB>FINGERPRINT<TAB>META<TAB>sketch:BASE64" if decode_bytes else "KEY<TAB>FINGERPRINT<TAB>META-JSON"
+    most_columns = columns.count("<TAB>") + 1
     for item in inputs:
         name = item.name
         for number, where, line in _nonblank_lines(item, intake, max_bytes):
@@ -921,12 +924,7 @@ def read_fingerprint_tsv(
             if len(fields) < 2:
                 intake.fail(where, "expected KEY<TAB>FINGERPRINT", name)
                 continue
-            columns = (
-                "KEY<TAB>FINGERPRINT<TAB>META<TAB>sketch:BASE64"
-                if decode_bytes
-                else "KEY<TAB>FINGERPRINT<TAB>META-JSON"
-            )
-            if len(fields) > columns.count("<TAB>") + 1:
+            if len(fields) > most_columns:
                 # A column too many would be dropped without a word: a tab inside a key or a meta?
                 intake.fail(where, f"{len(fields)} tab-separated columns, more than {columns} has", name)
                 continue

@@ -164,13 +164,12 @@ def unpack_document(encoded: bytes, raw_id: bytes) -> tuple[str, int, Any]:
     meta]`` with a non-empty str key and an int fingerprint in [0, 2**64).  Every reader of
     documents goes through here, so damage raises CorruptDatabaseError naming the document and
     the bad field, never a value the index cannot hold.  O(size of the record)."""
+    name = document_name(raw_id)
     if len(raw_id) != 8:
         raise CorruptDatabaseError(
-            f"{document_name(raw_id)} is stored under {len(raw_id)} bytes, not 8",
-            record=document_name(raw_id),
-            remedy=Remedy.RUN_CHECK,
+            f"{name} is stored under {len(raw_id)} bytes, not 8", record=name, remedy=Remedy.RUN_CHECK
         )
-    record = unpack(encoded, document_name(raw_id))
+    record = unpack(encoded, name)
     if type(record) is list and len(record) == 3:
         key, fingerprint, meta = record
         good_key = type(key) is str and 0 < len(key) <= MAX_KEY_BYTES

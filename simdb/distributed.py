@@ -398,9 +398,8 @@ def _expand(fp_pairs: dd.DataFrame, rows_a: dd.DataFrame, rows_b: dd.DataFrame, 
 #: picks from every fingerprint, a pass that cost 0.16 s of the 9.4 s a one-thread search of
 #: 20M random fingerprints took, so T tasks take about (9.4 / T + 0.16) s each: past 512
 #: tasks, any number of further workers could save at most a tenth of that, each at the
-#: cost of a full pass.  Dask's graph
-#: also grows as tasks x routing groups: 10,000 tasks over 600 rows took 181 s to build and
-#: 167 s to run, against 0.2 s and 0.1 s for 64.
+#: cost of a full pass.  Dask's graph also grows as tasks x routing groups: 10,000 tasks
+#: over 600 rows took 181 s to build and 167 s to run, against 0.2 s and 0.1 s for 64.
 MAX_SEARCH_TASKS = 512
 
 
