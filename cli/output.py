@@ -65,14 +65,21 @@ def unplain(value: Any) -> Any:
     return value
 
 
+#: The characters JSON leaves raw that still end a line for Python's ``str.splitlines`` (and
+#: for JavaScript before ES2019): escaped, so that every JSON line is one line to any reader.
+_UNICODE_LINE_BREAKS = str.maketrans({code: f"\\u{code:04x}" for code in (0x85, 0x2028, 0x2029)})
+
+
 def json_line(value: Any) -> str:
-    """One compact JSON line (UTF-8 kept as is, bytes as base64).  A value holding NaN or
-    an infinity, which JSON has no way to write, raises InvalidInputError: printing it as
-    Python does (NaN, Infinity) would make the line invalid JSON."""
+    """One compact JSON line (UTF-8 kept as is but for the Unicode line breaks, bytes as
+    base64).  A value holding NaN or an infinity, which JSON has no way to write, raises
+    InvalidInputError: printing it as Python does (NaN, Infinity) would make the line invalid
+    JSON."""
     try:
-        return json.dumps(_plain(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        line = json.dumps(_plain(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:
         raise InvalidInputError(f"{describe(value)} holds NaN or an infinity, which JSON cannot carry") from None
+    return line.translate(_UNICODE_LINE_BREAKS)
 
 
 _muted = False  # stdout was closed under keep_going_if_stdout_closes(): drop the output
@@ -171,10 +178,15 @@ def human_bytes(size: float | None) -> str:
 
 #: Control characters (C0, DEL, C1) as visible escapes, for text meant for a terminal: a key
 #: read from a JSONL id or a WARC URI may hold ESC sequences that would clear the screen or
-#: recolour it, and a line break or tab would break a table's rows and columns.
+#: recolour it, and a line break or tab would break a table's rows and columns.  The bidi
+#: controls go too: an RLO (U+202E) in one key reverses what the terminal shows after it,
+#: other columns included, and the Unicode line and paragraph separators end lines for
+#: readers that follow Unicode.
+_BIDI_CONTROLS = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 CONTROL_ESCAPES = str.maketrans(
     {
         **{code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))},
+        **{code: f"\\u{code:04x}" for code in (*_BIDI_CONTROLS, 0x2028, 0x2029)},
         ord("\n"): "\\n",
         ord("\r"): "\\r",
         ord("\t"): "\\t",

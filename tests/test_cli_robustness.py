@@ -574,3 +574,22 @@ def test_table_output_escapes_control_characters_in_keys(tmp_path: Path) -> None
     assert "skipped" in skipped.stdout and "\x1b" not in skipped.stdout + skipped.stderr
     refused = run("add", "--jsonl", source, "--stopwords", "a\x1b[2Jb", "--db", tmp_path / "other")
     assert refused.exit_code == 2 and "\x1b" not in refused.stderr and "a\\x1b[2Jb" in refused.stderr
+
+
+def test_output_escapes_bidi_controls_and_unicode_line_breaks(tmp_path: Path) -> None:
+    """A right-to-left override (U+202E) in one key reversed everything the terminal showed
+    after it on the line, the other key included; a line separator (U+2028) or NEL (U+0085)
+    ends a line for Python's splitlines, which broke JSON lines in two.  Tables show them
+    escaped; JSON escapes the line breaks and keeps the key exact."""
+    source = tmp_path / "docs.jsonl"
+    hostile = "invoice\u202efdp.exe\u2028next\x85last"
+    source.write_text(
+        "\n".join(json.dumps({"id": key, "text": prose(3)}) for key in (hostile, "plain")) + "\n", encoding="utf-8"
+    )
+    assert run("add", "--jsonl", source, "--db", tmp_path / "db").exit_code == 0
+    shown = run("pairs", "--db", tmp_path / "db")
+    assert shown.exit_code == 0 and "\u202e" not in shown.stdout and "\u2028" not in shown.stdout
+    assert "invoice\\u202efdp.exe\\u2028next\\x85last" in shown.stdout
+    exact = run("pairs", "--json", "--db", tmp_path / "db").stdout
+    pair = json.loads(exact)
+    assert len(exact.splitlines()) == 1 and {pair["key_a"], pair["key_b"]} == {hostile, "plain"}
