@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Iterable, Iterator
@@ -1707,6 +1708,7 @@ def demo(
         raise usage_error(f"--dir {describe(directory)} is not valid UTF-8, which the database needs") from None
     docs_dir = Path(directory) / "docs"
     db_path = str(Path(directory) / "db")
+    shell_db = shlex.quote(db_path)  # the commands shown can be pasted into a shell as they are
     made = generator.previous_output(Path(directory))  # refuses a directory holding other things
     collection = generator.generate(documents, copies=max(1, documents * 2 // 15))
     keys = {name: canonical_key(str(docs_dir / name)) for name in collection.documents}
@@ -1720,7 +1722,7 @@ def demo(
         "or case and punctuation changed).\n"
     )
 
-    out(f"2. simdb add {docs_dir} --db {db_path}")
+    out(f"2. simdb add {shlex.quote(str(docs_dir))} --db {shell_db}")
     # A rerun with another --documents leaves no stale generated files behind.
     for stale in made.files - set(keys):
         (docs_dir / stale).unlink(missing_ok=True)
@@ -1753,7 +1755,7 @@ def demo(
             if frozenset((pair.key_a, pair.key_b)) in planted
         ]
         example = min(found_planted)[1] if found_planted else keys[collection.planted[0][1]]
-        out(f"\n3. simdb query --threshold {simdb.DEFAULT_THRESHOLD} --file {example} --db {db_path}")
+        out(f"\n3. simdb query --threshold {simdb.DEFAULT_THRESHOLD} --file {shlex.quote(example)} --db {shell_db}")
         matches = database.query(text=Path(example).read_text(encoding="utf-8"), threshold=simdb.DEFAULT_THRESHOLD)
         output.table(
             ["similarity", "distance", "key"],
@@ -1761,7 +1763,7 @@ def demo(
             right_aligned=(0, 1),
         )
 
-        out(f"\n4. simdb pairs --db {db_path}")
+        out(f"\n4. simdb pairs --db {shell_db}")
         output.table(
             ["similarity", "distance", "key_a", "key_b"],
             ([f"{p.similarity:.3f}", p.distance, p.key_a, p.key_b] for p in found),
@@ -1778,7 +1780,7 @@ def demo(
             )
         )
     generator.record_output(Path(directory), generator.Output(set(keys), set(keys.values())))
-    out(f"\nTry next:  export SIMDB_PATH={db_path}   then   simdb stats;  simdb clusters;  simdb pairs --histogram")
+    out(f"\nTry next:  export SIMDB_PATH={shell_db}   then   simdb stats;  simdb clusters;  simdb pairs --histogram")
 
 
 def installed_version() -> str:
@@ -1815,6 +1817,13 @@ def root(
     if context.invoked_subcommand is None:
         out(context.get_help())
         raise typer.Exit(0)
+    if db is not None:
+        # A --db that the command never reads would be silently ignored (demo makes its own).
+        group = context.command
+        chosen = group.get_command(context, context.invoked_subcommand) if hasattr(group, "get_command") else None
+        if chosen is not None and not any(param.name == "db" for param in chosen.params):
+            where = "; its database is DIR/db under --dir DIR" if context.invoked_subcommand == "demo" else ""
+            raise usage_error(f"{context.invoked_subcommand} opens no database given by --db{where}")
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -78,6 +79,33 @@ def test_demo_reruns_over_its_own_output_even_after_an_interrupted_run(
     again = run("demo", "--dir", target, "--documents", "30", "--workers", "1")
     assert again.exit_code == 0, again.output
     assert len(stored(target / "db")) == 30 and len(list((target / "docs").iterdir())) == 30
+
+
+def test_demo_prints_commands_a_shell_runs_as_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo prints the commands it runs for the user to try; with a --dir holding a
+    space they were printed unquoted, so pasted into a shell they named other paths."""
+    monkeypatch.chdir(tmp_path)
+    shown = run("demo", "--dir", "my demo", "--documents", "20", "--workers", "1")
+    assert shown.exit_code == 0, shown.output
+    query_line = next(line for line in shown.stdout.splitlines() if line.startswith("3. simdb query"))
+    arguments = shlex.split(query_line.removeprefix("3. simdb "))
+    assert arguments[arguments.index("--db") + 1] == "my demo/db"
+    again = run(*arguments)
+    demo_rows = shown.stdout.split(query_line)[1].split("\n\n")[0].splitlines()[2:]
+    assert again.exit_code == 0 and demo_rows
+    assert all(row.split(None, 2)[2] in again.stdout for row in demo_rows)
+
+
+def test_a_db_given_before_a_command_that_opens_none_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`simdb --db X demo` made its database under --dir and said nothing of X."""
+    monkeypatch.chdir(tmp_path)
+    refused = run("--db", "elsewhere", "demo", "--documents", "20")
+    assert refused.exit_code == 2 and "--dir" in refused.stderr
+    one_line(refused.stderr)
+    assert not any(tmp_path.iterdir())
+    assert run("--db", "elsewhere", "hash", "--text", "some words here").exit_code == 2
 
 
 # -- 2. add and import store everything when stdout closes ----------------------------------
