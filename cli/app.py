@@ -1589,7 +1589,8 @@ def import_command(
         str,
         typer.Option(
             "--format",
-            help="auto (tsv if the name ends in .tsv or .tsv.gz, Parquet if .parquet, else jsonl), jsonl or tsv.",
+            help="auto (tsv if the name ends in .tsv or .tsv.gz, parquet if .parquet, else jsonl), jsonl, tsv "
+            "or parquet.",
         ),
     ] = "auto",
     k: CreateKOption = None,
@@ -1617,8 +1618,8 @@ def import_command(
     A new database takes k, blocks and fingerprint settings from a JSONL export's header
     unless -k/--blocks are given; that is how to rebuild with another block plan.
     """
-    if file_format not in ("auto", "jsonl", "tsv"):
-        raise usage_error(f"--format {file_format!r} is not one of auto, jsonl, tsv")
+    if file_format not in ("auto", *EXPORT_FORMATS):
+        raise usage_error(f"--format {file_format!r} is not one of auto, {', '.join(EXPORT_FORMATS)}")
     if checked_threshold(threshold) is not None and not if_new:
         raise usage_error("--threshold goes with --if-new (import stores every document otherwise)")
     stdin_read_once(*(("FILES", [name]) for name in files))

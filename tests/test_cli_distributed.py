@@ -64,6 +64,21 @@ def test_parquet_shards_import_without_rehashing(tmp_path) -> None:
         assert sorted((doc.key, doc.fingerprint) for doc in db.items()) == sorted(items + more)
 
 
+def test_import_format_parquet_reads_a_shard_of_any_name(tmp_path) -> None:
+    """--format parquet was refused although auto-detection reads .parquet files, so a
+    shard named otherwise could not be imported at all."""
+    import pandas as pd
+
+    items = [(f"k{i}", random.Random(i).getrandbits(64)) for i in range(40)]
+    pd.DataFrame({"key": [key for key, _ in items], "fingerprint": [fp for _, fp in items]}).to_parquet(
+        tmp_path / "shard.bin"
+    )
+    result = run("import", "--format", "parquet", tmp_path / "shard.bin", "--db", tmp_path / "db")
+    assert result.exit_code == 0, result.stderr
+    with simdb.open(tmp_path / "db") as db:
+        assert sorted((doc.key, doc.fingerprint) for doc in db.items()) == sorted(items)
+    assert run("import", "--format", "feather", tmp_path / "shard.bin", "--db", tmp_path / "db").exit_code == 2
+
 def test_unusable_parquet_shards_are_reported_by_name(tmp_path) -> None:
     import pandas as pd
 
