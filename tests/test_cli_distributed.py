@@ -79,6 +79,7 @@ def test_import_format_parquet_reads_a_shard_of_any_name(tmp_path) -> None:
         assert sorted((doc.key, doc.fingerprint) for doc in db.items()) == sorted(items)
     assert run("import", "--format", "feather", tmp_path / "shard.bin", "--db", tmp_path / "db").exit_code == 2
 
+
 def test_unusable_parquet_shards_are_reported_by_name(tmp_path) -> None:
     import pandas as pd
 
