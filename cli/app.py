@@ -676,10 +676,9 @@ def query(
 ) -> None:
     """Find the stored documents near a text, files or a fingerprint, using the index.
 
-    Prints similarity, distance, fingerprint and key, nearest first (most similar first with
-    --threshold).  The similarity is the
-    sketch estimate of the two texts' Jaccard similarity where both have sketches, else the
-    fingerprints' estimate from their distance.  With --file or --files-from, many files are
+    Prints similarity, distance, fingerprint and key, most similar first (then nearest).
+    The similarity is the sketch estimate of the two texts' Jaccard similarity where both
+    have sketches, else the fingerprints' estimate from their distance.  With --file or --files-from, many files are
     checked in one process, a batch at a time, and each match also names its query: the
     file's key (as add would key it) or the JSONL/WARC document's key.  Nothing is added.
     Exits 1 when nothing matches, like grep; 2 when an input could not be read.

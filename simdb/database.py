@@ -605,10 +605,10 @@ class Database:
         limit: int | None = None,
         threshold: float | None = None,
     ) -> list[Match]:
-        """Every stored document within ``k`` bits (default: the index's k), nearest first
-        (ties in insertion order), each with its similarity.  With ``threshold``, the
-        candidates within :func:`candidate_distance` bits whose similarity is >= threshold,
-        most similar first, as :meth:`pairs` finds them.  A ``text`` query is compared by
+        """Every stored document within ``k`` bits (default: the index's k), each with its
+        similarity, most similar first (then nearest, then in insertion order).  With
+        ``threshold``, the candidates within :func:`candidate_distance` bits whose similarity
+        is >= threshold, as :meth:`pairs` finds them.  A ``text`` query is compared by
         sketch with stored documents that have one; otherwise similarity is the
         fingerprint's estimate; a text without features (empty, punctuation only) matches
         nothing, as it pairs with nothing.  Cost: one range scan per table plus one read per match; a
