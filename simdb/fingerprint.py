@@ -515,7 +515,7 @@ class Fingerprinter:
       ``kind="minhash"`` takes the set of features and refuses any other weighting.
     * ``stopwords`` — ``None`` (the default: every word counts) or a language of
       :data:`simdb.stopwords.STOPWORD_LISTS`, whose stop words are dropped before features
-      are formed.
+      are formed (negations stay from pipeline version 3 on: "not" was one before it).
     * ``split_unspaced`` — give each character of Chinese, Japanese, Thai, ... its own token
       (word features only; character features never need it, so it is stored as ``True``).
     * ``normalization`` — the version of :mod:`simdb.features`' text pipeline: 3 (the
@@ -593,7 +593,6 @@ class Fingerprinter:
             features = "word"
         _check_choice("bits", bits, FINGERPRINT_BITS)
         _check_choice("weights", weights, WEIGHT_KINDS)
-        stopword_set = frozenset() if stopwords is None else stopword_list(stopwords)
         if not isinstance(split_unspaced, bool):
             raise InvalidInputError(f"split_unspaced={split_unspaced!r} is not a bool")
         if features == "char":
@@ -613,6 +612,8 @@ class Fingerprinter:
                     value=weights,
                     expected="binary, as kind minhash fingerprints the set of features (tf and log need kind simhash)",
                 )
+        version = NORMALIZATION if normalization is None else normalization
+        stopword_set = frozenset() if stopwords is None else stopword_list(stopwords, version)
         setter = object.__setattr__
         setter(self, "_features", features)
         setter(self, "_ngram", ngram)
@@ -621,7 +622,7 @@ class Fingerprinter:
         setter(self, "_stopwords", stopwords)
         setter(self, "_split_unspaced", split_unspaced)
         setter(self, "_kind", kind)
-        setter(self, "_normalization", NORMALIZATION if normalization is None else normalization)
+        setter(self, "_normalization", version)
         setter(self, "_normalization_given", normalization is not None)
         setter(self, "_idf", _idf)
         setter(self, "_stopword_set", stopword_set)

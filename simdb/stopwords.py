@@ -13,6 +13,7 @@ some corpora and hurts others; ``bench/quality.py`` measures it.
 from __future__ import annotations
 
 from simdb.errors import InvalidInputError
+from simdb.features import NORMALIZATION
 
 _ENGLISH_WORDS = """
 a about above after again against all am an and any are as at
@@ -39,20 +40,32 @@ who whom whos why whys will with wont would wouldnt
 you youd youll your youre yours yourself yourselves youve
 """
 
-#: The built-in lists, by language name.
+#: Negations: stop words of the text pipeline before version 3, whose dropping made "you
+#: should not take it" and "you should take it" the same text.  Version 3 keeps them.
+_ENGLISH_NEGATIONS = """
+no nor not cannot couldnt didnt doesnt dont hadnt hasnt havent isnt mustnt shant shouldnt
+wasnt werent wont wouldnt
+"""
+
+#: The built-in lists of the current text pipeline (version 3), by language name.
 STOPWORD_LISTS: dict[str, frozenset[str]] = {
-    "english": frozenset(_ENGLISH_WORDS.split()),
+    "english": frozenset(_ENGLISH_WORDS.split()) - frozenset(_ENGLISH_NEGATIONS.split()),
 }
+#: The lists of the pipeline versions before 3, where they differ: the databases made with
+#: them keep them.
+_LISTS_BEFORE_VERSION_3: dict[str, frozenset[str]] = {"english": frozenset(_ENGLISH_WORDS.split())}
 
 
-def stopword_list(language: str) -> frozenset[str]:
-    """Return the stop-word set for ``language`` (a name from :data:`STOPWORD_LISTS`).
+def stopword_list(language: str, normalization: int = NORMALIZATION) -> frozenset[str]:
+    """Return the stop-word set for ``language`` (a name from :data:`STOPWORD_LISTS`) in
+    text pipeline version ``normalization`` (see :data:`simdb.features.NORMALIZATION`).
 
     Raises :class:`InvalidInputError` naming the setting ``stopwords`` for an unknown
     language.  O(1).
     """
     try:
-        return STOPWORD_LISTS[language]
+        current = STOPWORD_LISTS[language]
+        return _LISTS_BEFORE_VERSION_3.get(language, current) if normalization < 3 else current
     except (KeyError, TypeError):
         raise InvalidInputError(
             f"stopwords={language!r} is not a known stop-word list",

@@ -898,10 +898,25 @@ def test_chunks_never_separate_a_base_character_from_its_marks() -> None:
     assert [token for piece in iter_chunks(text, 7) for token in tokenize(piece)] == tokenize(text)
 
 
+def test_negations_are_no_stop_words_from_pipeline_version_3() -> None:
+    """With stopwords="english", "not" and "don't" were dropped, so a sentence and its
+    negation had one fingerprint (a probe found it); version 3 keeps them, and databases of
+    the versions before keep the list they were made with."""
+    pairs = [
+        ("you should not take the pills with food", "you should take the pills with food"),
+        ("we don't ship to these countries at all", "we do ship to these countries at all"),
+    ]
+    for positive, negative in pairs:
+        current = Fingerprinter(stopwords="english")
+        assert current.fingerprint(positive) != current.fingerprint(negative)
+        older = Fingerprinter(stopwords="english", normalization=2)
+        assert older.fingerprint(positive) == older.fingerprint(negative)
+
+
 def test_unknown_stopword_language_names_the_setting() -> None:
     from simdb.stopwords import stopword_list
 
-    assert "the" in stopword_list("english") and "dont" in stopword_list("english")
+    assert "the" in stopword_list("english") and "dont" in stopword_list("english", normalization=2)
     with pytest.raises(InvalidInputError, match="stopwords"):
         stopword_list("latin")
 
