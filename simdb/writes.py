@@ -244,27 +244,41 @@ class Writes:
         result = AddResult()
         kept: list[int] = []
         live: dict[bytes, int] = {}  # index key -> position of its latest kept version in this batch
+        first_kept: dict[bytes, int] = {}  # index key -> position where this batch first kept it
         replaced_ids: set[int] = set()  # stored documents that a kept item replaced
         for position, key in enumerate(batch.keys):
             # As if added one by one: a stored document or kept item replaced earlier in this
-            # batch counts in its new version only.
+            # batch counts in its new version only, and the duplicate named is the most
+            # similar, then the nearest, then the oldest, the items kept earlier being stored
+            # documents too, each with its key's id (a replacement keeps it) or else a new one
+            # in the order they were kept.
             stored = next((row for row in stored_matches[position] if row[2] not in replaced_ids), None)
-            if stored is not None:
-                negative, distance, doc_id = stored
-                duplicate_of = self._records.indexed(txn, doc_id)[0]
+            # (-similarity, distance, id order, batch position or None for a stored document)
+            best: tuple[float, int, tuple[int, int], int | None] | None = (
+                None if stored is None else (stored[0], stored[1], (0, stored[2]), None)
+            )
+            for other, distance, similarity in earlier.get(position, ()):
+                other_key = batch.index_keys[other]
+                if live.get(other_key) == other:
+                    own = own_ids[other]
+                    candidate = (
+                        -similarity,
+                        distance,
+                        (0, own) if own is not None else (1, first_kept[other_key]),
+                        other,
+                    )
+                    if best is None or candidate[:3] < best[:3]:
+                        best = candidate
+            if best is not None:
+                negative, distance, (_, doc_id), kept_earlier = best
+                duplicate_of = (
+                    self._records.indexed(txn, doc_id)[0] if kept_earlier is None else batch.keys[kept_earlier]
+                )
                 result.skipped.append(Skip(key, duplicate_of, distance, -negative))
-                continue
-            inside = [
-                (similarity, distance, other)
-                for other, distance, similarity in earlier.get(position, ())
-                if live.get(batch.index_keys[other]) == other
-            ]
-            if inside:
-                similarity, distance, other = max(inside, key=lambda row: (row[0], -row[1], -row[2]))
-                result.skipped.append(Skip(key, batch.keys[other], distance, similarity))
                 continue
             kept.append(position)
             live[batch.index_keys[position]] = position
+            first_kept.setdefault(batch.index_keys[position], position)
             own_id = own_ids[position]
             if own_id is not None:
                 replaced_ids.add(own_id)
