@@ -349,8 +349,12 @@ class Database:
     def __enter__(self) -> Database:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        # With an exception in flight, a read this thread is inside (a generator such as
+        # pairs() left suspended, its frame kept by the traceback) must not replace that
+        # exception by ReadInProgressError: the handle closes as the read ends, when the
+        # exception has been dealt with and its traceback freed.
+        self._storage.close(when_reads_end=exc_type is not None)
 
     def __repr__(self) -> str:
         state = "closed" if self._storage.closed else f"k={self.plan.k}, blocks={self.plan.blocks}"

@@ -573,6 +573,7 @@ class Storage:
         self._next_read_check = 0.0
         self._last_reader_check = time.monotonic()
         self._inherited = False  # set in a child process forked after the open
+        self._close_pending = False  # close() deferred until this thread's read ends
         #: Called with a read transaction of a generation this handle is about to follow
         #: (another process's compaction, or a database made again at this path) and that
         #: generation's sub-database handles; raising keeps this handle where it is.  Held
@@ -890,11 +891,16 @@ class Storage:
         self._refuse_inside_read(action)
         return self._lock.exclusive()
 
-    def close(self) -> None:
+    def close(self, *, when_reads_end: bool = False) -> None:
         """Close the environment, once this process's running reads have ended.  In a
         process forked after the open, only forget it: closing there could clear the reader
-        slots of the parent's running transactions."""
+        slots of the parent's running transactions.  ``when_reads_end``: where this thread is
+        inside a read (a generator that an exception left suspended), close as that read
+        ends instead of raising ReadInProgressError."""
         if self._inherited:
+            return
+        if when_reads_end and self._lock.held_by_this_thread():
+            self._close_pending = True
             return
         with self._exclusive("close"):
             live, self._live = self._live, None  # first: an interrupt then leaves it closed
@@ -1058,6 +1064,9 @@ class Storage:
             finally:
                 self._lock.drop(token, None)  # first: one C call (see _SharedLock)
                 self._lock.wake()
+                if self._close_pending and not self._lock.held_by_this_thread():
+                    self._close_pending = False
+                    self.close()
             if action == "adopt":
                 self._adopt_map_size(env, grow=False)
             else:

@@ -274,6 +274,31 @@ def test_a_thread_inside_its_own_read_is_refused_what_would_wait_for_that_read(d
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:] + run.stdout[-500:]
 
 
+@pytest.mark.parametrize("loop", ["pairs", "items"])
+@pytest.mark.parametrize("raised", [ValueError, KeyboardInterrupt])
+def test_an_exception_inside_a_loop_over_a_read_leaves_the_with_block_as_itself(
+    db_path: Path, loop: str, raised: type[BaseException]
+) -> None:
+    """An exception (Ctrl-C in `simdb pairs`, a bug in the caller's loop) raised while a
+    pairs() or items(snapshot=True) generator was suspended left its read open, kept alive
+    by the traceback, so the with block's close() raised ReadInProgressError in its place:
+    the CLI exited 3 with a library hint instead of 130 (a probe found it).  The exception
+    comes through, and the handle closes once it has been dealt with."""
+    with simdb.open(db_path) as db:
+        db.add_many([("a", 1), ("b", 3), ("c", 7)])
+
+    def use() -> None:
+        with simdb.open(db_path) as db:
+            documents = db.pairs() if loop == "pairs" else db.items(snapshot=True)
+            next(iter(documents))
+            raise raised("the caller's own")
+
+    with pytest.raises(raised, match="the caller's own"):
+        use()
+    with simdb.open(db_path) as again:  # the first handle is closed: no AlreadyOpenError
+        assert len(again) == 3
+
+
 _BESIDE_ANOTHER_THREADS_WAIT = """
 import subprocess, sys, threading, time, simdb
 path = sys.argv[1]
