@@ -255,7 +255,7 @@ BlocksOption = Annotated[
     ),
 ]
 #: Said of a fingerprint setting by ``add`` (a database keeps the settings it was created with), not by ``hash``.
-FIXED = " Fixed at the first text added."
+FIXED = " Fixed when add creates the database (or, in one the library made without settings, by the first text)."
 _FEATURES_HELP = "Fingerprint features: word-shingle (default), word or char."
 _NGRAM_HELP = "Tokens per feature (default 3 for word-shingle, 5 for char)."
 _STOPWORDS_HELP = "Drop this language's stop words before forming features (english); by default every word counts."
@@ -560,7 +560,18 @@ def add(
             err(f"simdb: nothing to add: no files{matching} in {', '.join(named)}{deeper}")
         print_summary(intake, json_output)
         raise typer.Exit(EXIT_USAGE)
+    # A new database takes the default settings even when only fingerprints come, as
+    # `simdb hash` makes them: without settings they would be judged as SimHash until the
+    # first text arrived and made the database minhash, each pair's similarity changing.
     fingerprinter = make_fingerprinter(features, ngram, stopwords, kind=kind, weights=weights)
+    if fingerprinter is None and is_new_database(db):
+        fingerprinter = make_fingerprinter(None, None, None, always=True)
+        if fingerprint_inputs:
+            print_notice(
+                db,
+                "a new database: its fingerprints are taken as made with the default settings "
+                "(minhash, as simdb hash makes them); for SimHash or other settings give --kind and the rest",
+            )
     # Read up to the first document before opening the database, so a run whose inputs all
     # fail (or hold nothing) creates no database whose settings a corrected retry would meet.
     fingerprint_items = FirstReady(read_fingerprint_tsv(fingerprint_inputs, intake, max_bytes=max_doc_bytes))

@@ -980,10 +980,36 @@ def test_bar_scales_to_the_largest_value() -> None:
 
 
 def test_text_query_on_a_database_without_text_settings_is_a_usage_error(tmp_path: Path) -> None:
-    db = _fingerprint_db(tmp_path, [0])
+    db = str(tmp_path / "bare")
+    with simdb.open(db) as bare:  # the library stores no settings with bare fingerprints
+        bare.add_many([("a", 1), ("b", 3)])
     result = run("query", "some text", "--db", db)
     assert result.exit_code == 2
     assert "fingerprint settings" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_new_database_of_fingerprints_takes_the_default_settings(tmp_path: Path) -> None:
+    """Fingerprints from `simdb hash` (minhash) added to a new database were judged as
+    SimHash (a 2-bit pair at 0.995) until the first text made it minhash (the same pair at
+    0.938): each threshold meant other pairs before and after (a probe found it).  A new
+    database takes the default settings, and says so; --kind chooses others."""
+    texts = [prose(1), prose(1).replace(" ", "  ", 1) + " extra", prose(2)]
+    lines = []
+    for number, text in enumerate(texts):
+        (tmp_path / f"t{number}.txt").write_text(text)
+        hashed = run("hash", "--file", tmp_path / f"t{number}.txt")
+        lines.append(f"t{number}\t{hashed.stdout.split()[0]}")
+    (tmp_path / "fp.tsv").write_text("\n".join(lines) + "\n")
+    added = run("add", "--fingerprints", tmp_path / "fp.tsv", "--db", tmp_path / "db")
+    assert added.exit_code == 0 and "default settings" in added.stderr
+    before = json_lines(run("pairs", "-k", "20", "--json", "--db", tmp_path / "db").stdout)
+    assert run("add", tmp_path / "t2.txt", "--db", tmp_path / "db").exit_code == 0
+    after = json_lines(run("pairs", "-k", "20", "--json", "--db", tmp_path / "db").stdout)
+    assert before and [pair["similarity"] for pair in before] == [pair["similarity"] for pair in after[: len(before)]]
+    minhash = 1 - 2 * before[0]["distance"] / 64
+    assert before[0]["similarity"] == pytest.approx(minhash)
+    chosen = run("add", "--kind", "simhash", "--fingerprints", tmp_path / "fp.tsv", "--db", tmp_path / "sim")
+    assert chosen.exit_code == 0 and "default settings" not in chosen.stderr
 
 
 def test_add_of_only_missing_paths_creates_no_database(tmp_path: Path, db: str) -> None:

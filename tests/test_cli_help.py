@@ -84,8 +84,8 @@ def test_descriptions_are_wrapped_as_paragraphs(command: str, width: int) -> Non
 
 def test_hash_help_does_not_speak_of_a_database() -> None:
     for width in WIDTHS:
-        assert "Fixed at the first text added" not in " ".join(help_text("hash", width).split())
-        assert "Fixed at the first text added" in " ".join(help_text("add", width).split())
+        assert "Fixed when add creates the database" not in " ".join(help_text("hash", width).split())
+        assert "Fixed when add creates the database" in " ".join(help_text("add", width).split())
 
 
 def test_version_flags_print_the_installed_version() -> None:

@@ -575,8 +575,8 @@ def test_hash_says_what_it_did_and_its_help_promises_no_database(tmp_path: Path)
     simhash_result = run("hash", text, "--kind", "simhash", "--weights", "tf")
     assert simhash_result.stdout.strip() == f"0x{simdb.simhash(text):016x}" and "simhash" in simhash_result.stderr
     help_text = flat_help("hash")
-    assert "Fixed at the first text added" not in help_text and "--kind" in help_text and "--weights" in help_text
-    assert "Fixed at the first text added" in flat_help("add")
+    assert "Fixed when add creates the database" not in help_text and "--kind" in help_text and "--weights" in help_text
+    assert "Fixed when add creates the database" in flat_help("add")
     bad = run("hash", text, "--kind", "superhash")
     assert bad.exit_code == 2 and "superhash" in bad.stderr and "Traceback" not in bad.output
 
