@@ -68,6 +68,7 @@ from .input_options import (
     ExcludeOption,
     FilesFromOption,
     GlobOption,
+    HiddenOption,
     KeyBaseOption,
     NullOption,
     QuietOption,
@@ -446,6 +447,7 @@ def add(
         ),
     ] = None,
     recursive: RecursiveOption = False,
+    hidden: HiddenOption = False,
     glob: GlobOption = None,
     exclude: ExcludeOption = None,
     files_from: FilesFromOption = None,
@@ -538,7 +540,7 @@ def add(
     stdin_read_once(
         ("PATHS", paths), ("--files-from", files_from), ("--jsonl", jsonl), ("--fingerprints", fingerprints)
     )
-    rules = path_rules(recursive, glob, exclude, key_base)
+    rules = path_rules(recursive, glob, exclude, key_base, hidden)
     text_encoding = encoding_of(encoding)
     intake = reporting_intake(json_output, quiet_or(print_notice, quiet))
     fingerprint_inputs = stream_inputs(fingerprints or [], FINGERPRINTS, intake)
@@ -635,6 +637,7 @@ def query(
     ] = None,
     files_from: FilesFromOption = None,
     recursive: RecursiveOption = False,
+    hidden: HiddenOption = False,
     glob: GlobOption = None,
     exclude: ExcludeOption = None,
     null: NullOption = False,
@@ -699,6 +702,7 @@ def query(
         raise usage_error("give exactly one of TEXT, --file FILE (or --files-from LIST) or --fingerprint HEX")
     file_options = {
         "-r": recursive,
+        "--hidden": hidden,
         "--glob": glob,
         "--exclude": exclude,
         "-0": null,
@@ -717,7 +721,7 @@ def query(
     with open_existing(db) as database:
         if file_mode:
             intake = query_intake(json_output, quiet)
-            rules = path_rules(recursive, glob, exclude, key_base)
+            rules = path_rules(recursive, glob, exclude, key_base, hidden)
             inputs = query_inputs(file or [], intake, rules=rules, files_from=files_from or [], null=null)
             settings = QuerySettings(k, limit, threshold, exclude_self)
             found = print_file_matches(

@@ -24,6 +24,14 @@ KEY_HELP = (
 RecursiveOption = Annotated[
     bool, typer.Option("--recursive", "-r", help="Also read the files in subdirectories of the directories given.")
 ]
+HiddenOption = Annotated[
+    bool,
+    typer.Option(
+        "--hidden",
+        help="In directories, also read hidden files and subdirectories (names starting with '.', such as .git), "
+        "which are left out by default.",
+    ),
+]
 GlobOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -82,11 +90,13 @@ FilesFromOption = Annotated[
 ]
 
 
-def path_rules(recursive: bool, globs: list[str] | None, excludes: list[str] | None, key_base: str | None) -> PathRules:
+def path_rules(
+    recursive: bool, globs: list[str] | None, excludes: list[str] | None, key_base: str | None, hidden: bool = False
+) -> PathRules:
     """The :class:`PathRules` of the options; a --key-base that is no directory is a usage error."""
     if key_base is not None and not os.path.isdir(key_base):
         raise InvalidInputError(f"--key-base {key_base}: no such directory", "give the directory keys are relative to")
-    return PathRules(recursive, tuple(globs or ()), tuple(excludes or ()), key_base)
+    return PathRules(recursive, tuple(globs or ()), tuple(excludes or ()), key_base, hidden)
 
 
 def encoding_of(encoding: str | None) -> str | None:

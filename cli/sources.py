@@ -37,11 +37,12 @@ from simdb.errors import DASK_INSTALL_HINT, KeyProblem
 from simdb.features import NORMALIZATION
 from simdb.fingerprint import SKETCH_BYTES
 from simdb.keys import check_key, describe
+from simdb.storage import Storage
 from simdb.validation import check_fingerprint, is_int
 
 from .errors import error_message
 from .filekeys import canonical_key, key_base_path
-from .output import CONTROL_ESCAPES, unplain
+from .output import CONTROL_ESCAPES, counted, unplain
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to an export header that needs it
     from simdb.fingerprint import Fingerprinter
@@ -209,13 +210,15 @@ def kind_of_name(path: str) -> str:
 class PathRules:
     """Which files of a directory are read, and how the files read are keyed: ``patterns``
     (a name must match one, when any are given), ``excludes`` (a file or subdirectory whose
-    name matches one is left out), ``recursive``, and the ``key_base`` keys are relative to
-    (None: the working directory)."""
+    name matches one is left out), ``recursive``, the ``key_base`` keys are relative to
+    (None: the working directory), and whether ``hidden`` files and subdirectories (names
+    starting with ".": a .git directory, editor and system files) are read."""
 
     recursive: bool = False
     patterns: tuple[str, ...] = ()
     excludes: tuple[str, ...] = ()
     key_base: str | None = None
+    hidden: bool = False
 
     def wanted(self, name: str) -> bool:
         """Whether a file named ``name`` found in a directory is read."""
@@ -377,12 +380,18 @@ def _walk(
     """The files of directory ``top`` in sorted order, then (with ``recursive``) those of
     each subdirectory in turn, depth first.  Iterative, with its own stack, so a tree of any
     depth is walked; ``visited`` (device, inode) pairs keep a directory from being read twice.
-    A FIFO, socket or device among the files is reported, not read.  Cost: one stat and one
+    A FIFO, socket or device among the files is reported, not read.  Hidden names are left
+    out unless ``rules.hidden``, with one notice counting them; a simdb database directory
+    is never read (its files are no documents), with a notice.  Cost: one stat and one
     listing per directory, one stat per file."""
     pending = [top]  # directories still to read, the next one last
+    hidden = 0
     while pending:
         directory = pending.pop()
         if skipped is not None and os.path.realpath(directory) == skipped:
+            continue
+        if Storage.exists(directory):
+            intake.notice(directory, "a simdb database, whose files are no documents: skipped")
             continue
         try:
             info = os.stat(directory)
@@ -396,6 +405,9 @@ def _walk(
         visited.add((info.st_dev, info.st_ino))
         subdirectories = []
         for entry in entries:
+            if entry.name.startswith(".") and not rules.hidden:
+                hidden += 1
+                continue
             try:
                 if entry.is_dir():
                     if not rules.excluded(entry.name):
@@ -415,6 +427,12 @@ def _walk(
             yield Input(entry.path, kind_of_name(entry.name), size, canonical_key(entry.path, rules.key_base))
         if rules.recursive:
             pending.extend(reversed(subdirectories))
+    if hidden:
+        intake.notice(
+            top,
+            f"{counted(hidden, 'hidden file or directory', 'hidden files and directories')} "
+            "left out (--hidden reads them)",
+        )
 
 
 def stream_inputs(paths: Iterable[str], kind: str, intake: Intake) -> list[Input]:

@@ -114,6 +114,31 @@ def test_the_walk_keeps_its_order(tmp_path: Path) -> None:
     assert list(stored(tmp_path / "db")) == [str(docs / name) for name in order]
 
 
+def test_a_walk_leaves_out_hidden_names_and_simdb_databases(tmp_path: Path) -> None:
+    """`simdb add -r .` in a git checkout stored .git/HEAD, .git/config and compressed
+    objects, and in a directory holding other simdb databases it stored their CURRENT files
+    and failed on every data file (a probe found both).  Hidden names are left out unless
+    --hidden, with a notice; a database directory is never read; a hidden file named on
+    the command line is read as given."""
+    tree = tmp_path / "tree"
+    for name, seed in ((".git/HEAD", 1), (".git/objects/ab", 2), (".notes.txt", 3), ("a.txt", 4), ("sub/b.txt", 5)):
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text(prose(seed))
+    with simdb.open(tree / "sub" / "other-db") as other:
+        other.add("x", 1)
+    walked = run("add", "-r", tree, "--db", tmp_path / "db")
+    assert walked.exit_code == 0, walked.output
+    assert set(stored(tmp_path / "db")) == {str(tree / "a.txt"), str(tree / "sub" / "b.txt")}
+    assert "2 hidden files and directories left out (--hidden" in walked.stderr  # .git, .notes.txt
+    assert f"{tree / 'sub' / 'other-db'}: a simdb database" in walked.stderr
+    everything = run("add", "-r", "--hidden", tree, "--db", tmp_path / "all")
+    assert everything.exit_code == 0, everything.output
+    expected = {".git/HEAD", ".git/objects/ab", ".notes.txt", "a.txt", "sub/b.txt"}
+    assert set(stored(tmp_path / "all")) == {str(tree / name) for name in expected}
+    named = run("add", tree / ".notes.txt", "--db", tmp_path / "named")
+    assert named.exit_code == 0 and set(stored(tmp_path / "named")) == {str(tree / ".notes.txt")}
+
+
 def test_special_files_met_in_a_walk_are_reported(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
