@@ -491,19 +491,27 @@ class Database:
         waiting: deque[tuple[Any, Any]] = deque()  # (key, meta) of texts sent, in order
 
         item_iterator = iterate(items, "items")
+        # A bad item, or the items' own iterator failing, ends the texts here and is raised
+        # by the batch it falls in: a pool reads ahead of the batches being stored, and raised
+        # as it was read it came out before the valid batches ahead of it were committed
+        # (none of 2,100 were, where one worker committed them all).
+        failure: list[Exception] = []
 
         def texts() -> Iterator[Any]:
-            for position, item in enumerate(item_iterator):
-                if (
-                    not isinstance(item, (tuple, list))
-                    or len(item) not in (2, 3)
-                    or not isinstance(item[1], (str, bytes, bytearray, memoryview))
-                ):
-                    raise InvalidInputError(
-                        f"item {position} ({describe(item)}) is not (key, text) or (key, text, meta)"
-                    )
-                waiting.append((item[0], item[2] if len(item) == 3 else None))
-                yield item[1]
+            try:
+                for position, item in enumerate(item_iterator):
+                    if (
+                        not isinstance(item, (tuple, list))
+                        or len(item) not in (2, 3)
+                        or not isinstance(item[1], (str, bytes, bytearray, memoryview))
+                    ):
+                        raise InvalidInputError(
+                            f"item {position} ({describe(item)}) is not (key, text) or (key, text, meta)"
+                        )
+                    waiting.append((item[0], item[2] if len(item) == 3 else None))
+                    yield item[1]
+            except Exception as error:  # noqa: BLE001 - raised again, by the batch it falls in
+                failure.append(error)
 
         pairs = fingerprinter.iter_fingerprints_and_sketches(texts(), workers)
 
@@ -516,6 +524,8 @@ class Database:
                     key, meta = waiting.popleft()  # fingerprints come back in the order sent
                     rows.append((key, fingerprint, meta))
                     sketches.append(sketch)
+                if failure and len(rows) < batch_size:  # the texts ended early: this batch holds the failure
+                    raise failure[0]
                 if not rows:
                     return
                 batch = Batch.prepare(rows, position)
