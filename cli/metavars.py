@@ -9,10 +9,13 @@ as its name in capitals, without its Python type.  Cost: one pass over the param
 
 from __future__ import annotations
 
+import sys
 import types
 import typing
+from collections.abc import Sequence
 from typing import Any
 
+import typer
 from typer.core import TyperGroup
 
 #: Placeholders by option name, for the options whose value is more than its type.
@@ -79,8 +82,47 @@ def placeholder(param: Any) -> str | None:
     return BY_TYPE.get(_value_type(annotation), "VALUE")
 
 
+# click's classes, from the copy of click that typer uses (its own from typer 0.28 on).
+_USAGE_ERROR: type[Any] = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "UsageError")
+_CLICK_EXCEPTION: type[Any] = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException")
+
+
 class SimdbGroup(TyperGroup):
-    """typer's group, with CLI placeholders for its own and its commands' parameters."""
+    """typer's group, with CLI placeholders for its own and its commands' parameters, and
+    click's own usage errors (an unknown option, a value of the wrong type) in simdb's one
+    line instead of click's four."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        def run() -> Any:
+            return super(SimdbGroup, self).main(
+                args, prog_name, complete_var, False, windows_expand_args=windows_expand_args, **extra
+            )
+
+        if not standalone_mode:
+            return run()
+        try:
+            code = run()
+        except _USAGE_ERROR as error:
+            where = error.ctx.command_path if error.ctx is not None else "simdb"
+            listed = "commands" if error.ctx is None or error.ctx.command is self else "options"
+            message = " ".join(error.format_message().split())
+            print(f"simdb: {message} (hint: {where} -h lists the {listed})", file=sys.stderr)
+            sys.exit(error.exit_code)
+        except _CLICK_EXCEPTION as error:
+            error.show()
+            sys.exit(error.exit_code)
+        except typer.Abort:
+            print("Aborted!", file=sys.stderr)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

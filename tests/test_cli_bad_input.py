@@ -799,3 +799,22 @@ def test_bad_settings_in_an_export_header_are_named_as_stored_not_as_options(tmp
         refused.exit_code == 2 and "header fingerprinter settings cannot be used: stopwords='french'" in refused.stderr
     )
     assert "--stopwords" not in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        (["pairs", "-t", "abc"], "'--threshold'"),
+        (["add", "-k", "many", "x.txt"], "'-k'"),
+        (["pairs", "--bogus"], "--bogus"),
+        (["frob"], "'frob'"),
+    ],
+)
+def test_click_usage_errors_are_one_line_naming_the_input(arguments: list[str], named: str) -> None:
+    """A value of the wrong type or an unknown option or command got click's four lines
+    (usage, a "Try" line, a blank, the error), where every other simdb error is one line
+    (a probe found it)."""
+    result = run(*arguments)
+    assert result.exit_code == 2 and result.stdout == ""
+    one_line(result.stderr)
+    assert len(result.stderr.splitlines()) == 1 and named in result.stderr and "-h lists the" in result.stderr
