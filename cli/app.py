@@ -85,6 +85,7 @@ from .records import (
     match_record,
     meta_fields,
     meta_text,
+    pair_record,
 )
 from .sources import (
     BINARY_SNIFF_BYTES,
@@ -865,10 +866,7 @@ def pairs(
             first = next(found, None)
             total = 0
             if first is not None:
-                records = (
-                    {"key_a": pair.key_a, "key_b": pair.key_b, "similarity": pair.similarity, "distance": pair.distance}
-                    for pair in chain([first], found)
-                )
+                records = (pair_record(pair) for pair in chain([first], found))
                 total = output.write_records(records, PAIR_COLUMNS, shown_as, header=not no_header)
     if not total:
         err(f"simdb: no pairs {nearness(limit, k)}")
@@ -1759,7 +1757,7 @@ def demo(
         )
         if code:
             raise typer.Exit(code)
-        found = sorted(database.pairs(), key=lambda pair: (-pair.similarity, pair.distance, pair.key_a, pair.key_b))
+        found = list(ordered_pairs(database.pairs(), "similarity"))
         planted = {frozenset((keys[a], keys[b])) for a, b in collection.planted}
         # Query with the least similar planted copy that is still found, so the answer shows
         # a similarity below 1; any copy if none was found.
@@ -1772,18 +1770,11 @@ def demo(
         example = min(found_planted)[1] if found_planted else keys[collection.planted[0][1]]
         out(f"\n3. simdb query --threshold {simdb.DEFAULT_THRESHOLD} --file {shlex.quote(example)} --db {shell_db}")
         matches = database.query(text=Path(example).read_text(encoding="utf-8"), threshold=simdb.DEFAULT_THRESHOLD)
-        output.table(
-            ["similarity", "distance", "key"],
-            ([f"{m.similarity:.3f}", m.distance, m.key] for m in matches),
-            right_aligned=(0, 1),
-        )
+        # As the command shown prints them, so that running it gives the same table.
+        output.write_records((match_record(match) for match in matches), MATCH_COLUMNS, "table")
 
         out(f"\n4. simdb pairs --db {shell_db}")
-        output.table(
-            ["similarity", "distance", "key_a", "key_b"],
-            ([f"{p.similarity:.3f}", p.distance, p.key_a, p.key_b] for p in found),
-            right_aligned=(0, 1),
-        )
+        output.write_records((pair_record(pair) for pair in found), PAIR_COLUMNS, "table")
         hits = sum(1 for pair in found if frozenset((pair.key_a, pair.key_b)) in planted)
         out(
             f"\nFound {hits} of the {len(planted)} planted pairs with similarity >= {simdb.DEFAULT_THRESHOLD}, "

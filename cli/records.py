@@ -15,6 +15,11 @@ from .output import hex_fingerprint, json_line
 from .sources import TSV_MSGPACK_PREFIX
 
 
+def pair_record(pair: simdb.Pair) -> dict[str, Any]:
+    """A pair as every format prints it: its keys, similarity and distance."""
+    return {"key_a": pair.key_a, "key_b": pair.key_b, "similarity": pair.similarity, "distance": pair.distance}
+
+
 def match_record(match: simdb.Match) -> dict[str, Any]:
     """A match as every format prints it: key, fingerprint (hex), similarity, distance and
     its meta (see :func:`meta_fields`)."""
