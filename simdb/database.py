@@ -87,7 +87,7 @@ from simdb.threshold import (
     check_threshold,
     kind_of,
 )
-from simdb.validation import check_distance, check_int
+from simdb.validation import a_type, check_distance, check_int
 from simdb.writes import AddResult, Skip, Writes
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def _check_path(path: object) -> pathlib.Path:
     valid UTF-8 (LMDB opens its files by UTF-8 path) without NUL (which no file name holds).
     O(len(path))."""
     if not isinstance(path, (str, os.PathLike)):
-        raise InvalidInputError(f"path {describe(path)} is a {type(path).__name__}, not a str or path")
+        raise InvalidInputError(f"path {describe(path)} is {a_type(path)}, not a str or path")
     text = os.fspath(path)
     try:
         text.encode()  # type: ignore[union-attr]
@@ -236,8 +236,9 @@ def _check_open_arguments(path: object, k: object, blocks: object, fingerprinter
 
 
 class Database:
-    """A persistent SimHash index.  Safe to share between threads; many processes may read
-    while one writes.  Use as a context manager, or call :meth:`close`."""
+    """A persistent index of documents by their 64-bit fingerprints (minwise hashes or
+    SimHash).  Safe to share between threads; many processes may read while one writes.  Use
+    as a context manager, or call :meth:`close`."""
 
     def __init__(
         self,

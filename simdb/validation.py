@@ -25,6 +25,12 @@ FINGERPRINT_LIMIT = 1 << FINGERPRINT_BITS
 _FULL64 = FINGERPRINT_LIMIT - 1
 
 
+def a_type(value: object) -> str:
+    """The name of ``value``'s type with its article, for error messages: "an int", "a str"."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def describe(value: object, limit: int = 60) -> str:
     """A short repr of a user value for error messages (a huge string is cut before its
     repr is built, not after)."""
@@ -110,7 +116,7 @@ def check_fingerprint(value: object, name: str = "fingerprint", bits: int | None
     expected = "an int >= 0" if bits is None else f"an int in [0, 2**{bits})"
     if not is_int(value):
         raise InvalidFingerprintError(
-            f"{name}={describe(value)} is a {type(value).__name__}, not an int fingerprint",
+            f"{name}={describe(value)} is {a_type(value)}, not an int fingerprint",
             "parse hex text with simdb.parse_fingerprint()" if isinstance(value, str) else None,
             argument=name,
             value=value,

@@ -423,3 +423,12 @@ def test_meta_that_cannot_be_stored_is_named_alone(db_path) -> None:
             writer.add("m", 5, meta={1, 2})
     for raised in (direct, buffered):
         assert raised.value.message.startswith("meta of key 'm' {1, 2} cannot be stored"), raised.value.message
+
+
+def test_type_errors_name_the_type_with_its_article(tmp_path) -> None:
+    """ "key 5 is a int" (a probe found it): the article follows the type's name."""
+    with simdb.open(tmp_path / "db") as db:
+        with pytest.raises(simdb.InvalidKeyError, match="key 5 is an int, not a str"):
+            db.add(5, 1)  # type: ignore[arg-type]
+        with pytest.raises(simdb.InvalidKeyError, match=r"key b'k' is a bytes, not a str"):
+            db.add(b"k", 1)  # type: ignore[arg-type]
