@@ -108,6 +108,7 @@ from .sources import (
     read_export,
     read_fingerprint_tsv,
     read_jsonl,
+    shortened,
     stdin_bytes,
     stdin_keys,
     stream_inputs,
@@ -526,8 +527,8 @@ def add(
     settings, fingerprint, sketch and meta) is left alone and counted as unchanged.  Inputs
     are read in this order: --fingerprints files, PATH arguments (and --files-from lists),
     --jsonl files.  An unreadable or binary file is reported once and counted as failed
-    (exit code 2 at the end); text that is not valid UTF-8 (or --encoding) is decoded with
-    replacement and counted, and so is a document over --max-doc-bytes.  A run that stores
+    (exit code 2 at the end), and so is a document over --max-doc-bytes; text that is not
+    valid UTF-8 (or --encoding) is decoded with replacement and counted.  A run that stores
     nothing creates no database.  Ctrl-C stops cleanly: every committed batch stays.  Ends
     with a summary line: added, replaced, skipped, failed, unchanged, and how many documents
     had no words (featureless: stored, but never anyone's near-duplicate).
@@ -1166,8 +1167,24 @@ def remove(
                 can_be_stored = True
             if len(missing) < NOT_FOUND_NAMED and not (can_be_stored and database.get(key) is not None):
                 missing.append(key)
+        # A path given without --paths names no key unless given as add keyed it: say so.
+        as_path = next(
+            (
+                (key, canonical)
+                for key in ([] if paths else missing)
+                if os.path.isfile(key)
+                and (canonical := canonical_key(key)) != key
+                and database.get(canonical) is not None
+            ),
+            None,
+        )
         removed = database.remove_many(storable)
     not_found = len(unique) - removed
+    if as_path is not None:
+        err(
+            f"simdb: {shortened(as_path[0])} is a file stored under the key {shortened(as_path[1])}: "
+            "--paths makes keys of paths as add does"
+        )
     missing = missing[:not_found]
     if json_output:
         failures = {"failed": intake.failed} if intake.failed else {}

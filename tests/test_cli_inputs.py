@@ -605,3 +605,20 @@ def test_a_weighting_with_minhash_is_refused_not_ignored(tmp_path: Path) -> None
     refused = run("hash", "--weights", "tf", prose(1))
     assert refused.exit_code == 2 and "--weights tf is not valid" in refused.stderr and refused.stdout == ""
     assert run("hash", "--kind", "simhash", "--weights", "tf", prose(1)).exit_code == 0
+
+
+def test_remove_of_a_path_without_paths_says_how_that_file_is_keyed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`simdb remove ./notes/a.txt` removed nothing and only said the key was not stored,
+    though the file is stored under notes/a.txt (a probe found it): it says so now."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("some words for a note kept here")
+    assert run("add", "notes/a.txt", "--db", "db").exit_code == 0
+    missed = run("remove", "./notes/a.txt", "--db", "db")
+    assert missed.exit_code == 1 and "stored under the key notes/a.txt" in missed.stderr and "--paths" in missed.stderr
+    assert len(missed.stderr.splitlines()) == 1
+    assert run("remove", "--paths", "./notes/a.txt", "--db", "db").exit_code == 0
+    plain = run("remove", "./notes/a.txt", "--db", "db")  # nothing stored under it now: no hint
+    assert plain.exit_code == 1 and plain.stderr == ""
