@@ -1009,11 +1009,14 @@ def clusters(
     or within k bits with -k alone; in memory, at any k.  Each cluster shows its
     representative (the first-added member), its other members, and its spread: the
     smallest similarity of the pairs inside it (its weakest link; min_similarity in
-    JSON, TSV and CSV, empty for a singleton).  Clusters come in order of their
+    JSON, TSV and CSV) and the smallest similarity of a member to the representative
+    (to_representative), both empty for a singleton.  Members are linked through chains,
+    so the second can be far below the threshold: such a cluster holds documents that are
+    not near-duplicates of its representative.  Clusters come in order of their
     representatives.  Exits 1 when there are none.
 
-    TSV and CSV print one row per member (cluster, size, min_similarity, key), the
-    representative first; JSON prints one line per cluster.
+    TSV and CSV print one row per member (cluster, size, min_similarity,
+    to_representative, key), the representative first; JSON prints one line per cluster.
     """
     checked_threshold(threshold)
     shown_as = output_format(file_format, json_output)
@@ -1073,6 +1076,7 @@ CLUSTER_MEMBER_COLUMNS = (
     output.Column("cluster"),
     output.Column("size"),
     output.Column("min_similarity"),
+    output.Column("to_representative"),
     output.Column("key"),
 )
 
@@ -1083,8 +1087,10 @@ def print_clusters(found: Iterable[simdb.Cluster], shown_as: str, header: bool) 
     numbered = enumerate(found, 1)
     count = 0
     if shown_as == "table":
-        for count, (keys, spread) in numbered:
-            weakest = f", min similarity {spread:.3f}" if spread is not None else ""
+        for count, (keys, spread, to_representative) in numbered:
+            weakest = f", weakest link {spread:.3f}" if spread is not None else ""
+            if to_representative is not None and len(keys) > 2:  # of two, it is the weakest link
+                weakest += f", least similar to it {to_representative:.3f}"
             representative = keys[0].translate(output.CONTROL_ESCAPES)
             out(f"cluster {count}: {counted(len(keys), 'document')}, representative {representative}{weakest}")
             for member in keys[1:]:
@@ -1092,17 +1098,30 @@ def print_clusters(found: Iterable[simdb.Cluster], shown_as: str, header: bool) 
         return count
     if shown_as == "json":
         records: Iterable[dict[str, Any]] = (
-            {"cluster": number, "representative": keys[0], "size": len(keys), "min_similarity": spread, "members": keys}
-            for number, (keys, spread) in numbered
+            {
+                "cluster": number,
+                "representative": keys[0],
+                "size": len(keys),
+                "min_similarity": spread,
+                "to_representative": to_representative,
+                "members": keys,
+            }
+            for number, (keys, spread, to_representative) in numbered
         )
         return output.write_records(records, (), shown_as)
     clusters_seen = [0]
 
     def member_rows() -> Iterator[dict[str, Any]]:
-        for number, (keys, spread) in numbered:
+        for number, (keys, spread, to_representative) in numbered:
             clusters_seen[0] = number
             for key in keys:
-                yield {"cluster": number, "size": len(keys), "min_similarity": spread, "key": key}
+                yield {
+                    "cluster": number,
+                    "size": len(keys),
+                    "min_similarity": spread,
+                    "to_representative": to_representative,
+                    "key": key,
+                }
 
     output.write_records(member_rows(), CLUSTER_MEMBER_COLUMNS, shown_as, header=header)
     return clusters_seen[0]

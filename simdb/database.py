@@ -66,6 +66,7 @@ from simdb.pairsearch import (
     SIMILARITY_BUCKETS,
     Snapshot,
     pair_blocks,
+    pair_similarities,
     pairs_plan,
 )
 from simdb.plan import BITS, TablePlan
@@ -137,11 +138,16 @@ class Pair(NamedTuple):
 
 
 class Cluster(NamedTuple):
-    """One group from :meth:`Database.clusters_with_spread`: its keys, the first-added first,
-    and the smallest similarity of the pairs inside it (None for a singleton)."""
+    """One group from :meth:`Database.clusters_with_spread`: its keys, the first-added first
+    (its representative); the smallest similarity of the pairs found inside it, its weakest
+    link; and the smallest similarity of the representative to another member (both None
+    for a singleton).  A cluster is a connected component of the pairs, so a member can be
+    far from the representative, linked through others: ``to_representative`` below the
+    threshold says that the cluster chained."""
 
     keys: list[str]
     min_similarity: float | None
+    to_representative: float | None
 
 
 @dataclass
@@ -938,10 +944,11 @@ class Database:
         workers: int | None = None,
     ) -> Iterator[Cluster]:
         """The clusters of :meth:`clusters` (same arguments, same order) as :class:`Cluster`
-        ``(keys, min_similarity)``: the smallest similarity among the pairs of :meth:`pairs`
-        inside the cluster, its weakest link (None for a singleton).  Cost as
-        :meth:`clusters` in threshold mode; in bit mode it expands the pairs of identical
-        fingerprints too, to know their similarities."""
+        ``(keys, min_similarity, to_representative)``: the smallest similarity among the
+        pairs of :meth:`pairs` inside the cluster, its weakest link, and the smallest
+        similarity of its first key to another member (None for a singleton).  Cost as
+        :meth:`clusters` in threshold mode plus one sketch comparison per member; in bit mode
+        it expands the pairs of identical fingerprints too, to know their similarities."""
         return self._clusters(k, threshold, singletons, include_featureless, workers, spread=True)
 
     def _clusters(
@@ -976,11 +983,22 @@ class Database:
                     np.minimum.at(weakest, left, similarity)
                     np.minimum.at(weakest, right, similarity)
             labels = labeler.labels()
+        kind = kind_of(self._fingerprinter)
         for members in iter_clusters(labels, singletons):
-            keys = [key for key in names.fetch(members) if key is not None]
+            fetched = names.fetch(members)
+            present = members[[key is not None for key in fetched]]  # a key removed since: no member
+            keys = [key for key in fetched if key is not None]
             if len(keys) > 1 or (singletons and keys):
-                lowest = float(weakest[members].min()) if weakest is not None else math.inf
-                yield Cluster(keys, lowest if math.isfinite(lowest) else None)
+                if weakest is None or len(keys) == 1:
+                    yield Cluster(keys, None, None)
+                    continue
+                lowest = float(weakest[present].min())
+                representative, others = present[:1], present[1:]
+                distance = np.bitwise_count(snapshot.fingerprints[others] ^ snapshot.fingerprints[representative])
+                to_representative = pair_similarities(
+                    snapshot, np.repeat(representative, len(others)), others, distance.astype(np.int64), kind
+                )
+                yield Cluster(keys, lowest if math.isfinite(lowest) else None, float(to_representative.min()))
 
     def pair_histogram(
         self,

@@ -104,6 +104,25 @@ def sketch_matrix(sketches: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return rows, present
 
 
+def pair_similarities(
+    snapshot: Snapshot, left: np.ndarray, right: np.ndarray, distance: np.ndarray, kind: str
+) -> np.ndarray:
+    """The similarity of each pair of positions ``(left[i], right[i])``, ``distance[i]``
+    bits apart: the joint sketch estimate where both have sketches, else the fingerprints'
+    estimate; two featureless documents have 1, one has 0.  O(192) per sketched pair."""
+    state = snapshot.state
+    left_state, right_state = state[left], state[right]
+    similarity = fingerprint_similarities(distance, kind)
+    both = (left_state == SKETCHED) & (right_state == SKETCHED)
+    if both.any():
+        agreeing = sketch_agreements(snapshot.rows[left[both]], snapshot.rows[right[both]])
+        similarity[both] = candidate_similarities(distance[both], agreeing, kind)
+    featureless = (left_state == FEATURELESS) | (right_state == FEATURELESS)
+    if featureless.any():
+        similarity[featureless] = np.where(left_state[featureless] == right_state[featureless], 1.0, 0.0)
+    return similarity
+
+
 def pair_blocks(
     snapshot: Snapshot, k: int, threshold: float | None, include_featureless: bool, workers: int | None, kind: str
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
@@ -113,21 +132,13 @@ def pair_blocks(
     featureless documents then have similarity 1, one has 0).  Similarities are
     vectorised over each block.  Cost: the in-memory all-pairs search at radius k plus
     O(192) per candidate."""
-    state, rows = snapshot.state, snapshot.rows
+    state = snapshot.state
     for left, right, distance in iter_pairs_any_k(snapshot.fingerprints, k, workers):
-        left_state, right_state = state[left], state[right]
-        featureless = (left_state == FEATURELESS) | (right_state == FEATURELESS)
-        if not include_featureless and featureless.any():
-            keep = ~featureless
-            left, right, distance = left[keep], right[keep], distance[keep]
-            left_state, right_state, featureless = left_state[keep], right_state[keep], featureless[keep]
-        similarity = fingerprint_similarities(distance, kind)
-        both = (left_state == SKETCHED) & (right_state == SKETCHED)
-        if both.any():
-            agreeing = sketch_agreements(rows[left[both]], rows[right[both]])
-            similarity[both] = candidate_similarities(distance[both], agreeing, kind)
-        if featureless.any():
-            similarity[featureless] = np.where(left_state[featureless] == right_state[featureless], 1.0, 0.0)
+        if not include_featureless:
+            keep = (state[left] != FEATURELESS) & (state[right] != FEATURELESS)
+            if not keep.all():
+                left, right, distance = left[keep], right[keep], distance[keep]
+        similarity = pair_similarities(snapshot, left, right, distance, kind)
         if threshold is not None:
             keep = similarity >= threshold
             left, right, distance, similarity = left[keep], right[keep], distance[keep], similarity[keep]

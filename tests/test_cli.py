@@ -574,12 +574,13 @@ def test_clusters_show_representative_first(tmp_path: Path) -> None:
             "representative": "first",
             "size": 3,
             "min_similarity": weakest,
+            "to_representative": weakest,  # first-third is the weakest link too
             "members": ["first", "second", "third"],
         }
     ]
     human = run("clusters", "-k", "3", "--db", db).stdout.splitlines()
     assert human == [
-        f"cluster 1: 3 documents, representative first, min similarity {weakest:.3f}",
+        f"cluster 1: 3 documents, representative first, weakest link {weakest:.3f}, least similar to it {weakest:.3f}",
         "    second",
         "    third",
     ]

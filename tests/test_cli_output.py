@@ -196,41 +196,46 @@ def test_pairs_histogram_in_csv_matches_the_library(awkward_db: str) -> None:
 # -- clusters ----------------------------------------------------------------------------------
 
 
-def spread_oracle(path: str, k: int, singletons: bool = False) -> list[tuple[list[str], float | None]]:
-    """Each cluster's members (from the library) and the smallest similarity of the pairs
-    of db.pairs() with both keys in it, computed here."""
+def spread_oracle(path: str, k: int, singletons: bool = False) -> list[tuple[list[str], float | None, float | None]]:
+    """Each cluster's members (from the library), the smallest similarity of the pairs of
+    db.pairs() with both keys in it, and the smallest similarity of its first key to
+    another, from every pair (k=64), computed here."""
     with simdb.open(path, readonly=True) as database:
         groups = list(database.clusters(k, singletons=singletons))
         found = list(database.pairs(k))
+        every = {(pair.key_a, pair.key_b): pair.similarity for pair in database.pairs(64, include_featureless=True)}
     answer = []
     for keys in groups:
         members = set(keys)
         inside = [pair.similarity for pair in found if pair.key_a in members and pair.key_b in members]
-        answer.append((keys, min(inside) if inside else None))
+        reach = [every.get((keys[0], key), every.get((key, keys[0]))) for key in keys[1:]]
+        answer.append((keys, min(inside) if inside else None, min(reach) if reach else None))
     return answer
 
 
 def test_clusters_show_their_weakest_link_in_every_format(awkward_db: str) -> None:
     expected = spread_oracle(awkward_db, 4, singletons=True)
-    assert any(spread is not None and spread < 1 for _, spread in expected)
-    assert any(spread is None for _, spread in expected)  # "lonely", a singleton
+    assert any(spread is not None and spread < 1 for _, spread, _ in expected)
+    assert any(spread is None for _, spread, _ in expected)  # "lonely", a singleton
     as_json = run("clusters", "-k", "4", "--singletons", "--json", "--db", awkward_db)
     assert as_json.exit_code == 0
     records = [json.loads(line) for line in as_json.stdout.splitlines()]
-    assert [(record["members"], record["min_similarity"]) for record in records] == expected
+    assert [(r["members"], r["min_similarity"], r["to_representative"]) for r in records] == expected
     as_csv = csv_rows(stdout(run("clusters", "-k", "4", "--singletons", "--format", "csv", "--db", awkward_db)))
-    assert as_csv[0] == ["cluster", "size", "min_similarity", "key"]
+    assert as_csv[0] == ["cluster", "size", "min_similarity", "to_representative", "key"]
     rebuilt: dict[int, list[str]] = {}
-    spreads: dict[int, float | None] = {}
-    for number, size, spread, key in as_csv[1:]:
+    spreads: dict[int, tuple[float | None, float | None]] = {}
+    for number, size, spread, reach, key in as_csv[1:]:
         rebuilt.setdefault(int(number), []).append(key)
-        spreads[int(number)] = float(spread) if spread else None
+        spreads[int(number)] = (float(spread) if spread else None, float(reach) if reach else None)
         assert int(size) == len(expected[int(number) - 1][0])
-    assert [(rebuilt[n], spreads[n]) for n in sorted(rebuilt)] == expected
+    assert [(rebuilt[n], *spreads[n]) for n in sorted(rebuilt)] == expected
     table = run("clusters", "-k", "4", "--db", awkward_db).stdout
-    for _, spread in expected:
+    for keys, spread, reach in expected:
         if spread is not None:
-            assert f"min similarity {spread:.3f}" in table
+            assert f"weakest link {spread:.3f}" in table
+        if reach is not None and len(keys) > 2:
+            assert f"least similar to it {reach:.3f}" in table
 
 
 def test_clusters_with_spread_matches_the_pairs_in_threshold_mode(tmp_path: Path) -> None:
@@ -249,11 +254,35 @@ def test_clusters_with_spread_matches_the_pairs_in_threshold_mode(tmp_path: Path
         database.add_texts(texts)
         spread = list(database.clusters_with_spread(threshold=0.6))
         found = list(database.pairs(threshold=0.6))
+        every = {(pair.key_a, pair.key_b): pair.similarity for pair in database.pairs(64)}
         assert [cluster.keys for cluster in spread] == list(database.clusters(threshold=0.6))
     assert spread
     for cluster in spread:
         inside = [p.similarity for p in found if p.key_a in cluster.keys and p.key_b in cluster.keys]
         assert cluster.min_similarity == min(inside)
+        assert cluster.to_representative == min(every[(cluster.keys[0], key)] for key in cluster.keys[1:])
+
+
+def test_a_chained_cluster_says_how_far_it_reaches_from_its_representative(tmp_path: Path) -> None:
+    """A revision chain (each text a few words from the one before) is one cluster, though
+    its ends are far apart; the weakest link (0.9 and up) looked like a guarantee that the
+    members were near-duplicates of the representative (a probe found it)."""
+    rng = random.Random(11)
+    words = [f"w{i}" for i in range(5000)]
+    text = rng.choices(words, k=300)
+    revisions = []
+    for number in range(12):
+        for _ in range(3):
+            text[rng.randrange(len(text))] = rng.choice(words)
+        revisions.append((f"rev-{number:02d}", " ".join(text)))
+    with simdb.open(tmp_path / "db") as database:
+        database.add_texts(revisions)
+        (chain,) = database.clusters_with_spread(threshold=0.9)
+        first_to_last = simdb.jaccard(revisions[0][1], revisions[-1][1])
+    assert chain.keys == [key for key, _ in revisions] and chain.min_similarity >= 0.9
+    assert chain.to_representative < 0.8 and abs(chain.to_representative - first_to_last) < 0.15
+    shown = run("clusters", "--db", tmp_path / "db").stdout
+    assert f"least similar to it {chain.to_representative:.3f}" in shown
 
 
 # -- query, stats --------------------------------------------------------------------------------
