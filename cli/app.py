@@ -70,6 +70,7 @@ from .input_options import (
     GlobOption,
     HiddenOption,
     KeyBaseOption,
+    KeysNullOption,
     NullOption,
     QuietOption,
     RecursiveOption,
@@ -1152,6 +1153,7 @@ def remove(
         ),
     ] = False,
     key_base: KeyBaseOption = None,
+    null: KeysNullOption = False,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     debug: DebugOption = False,
@@ -1169,7 +1171,7 @@ def remove(
     intake = reporting_intake(json_output, print_notice)
     wanted: list[str] = []
     for key in keys:
-        wanted.extend(stdin_keys(intake) if key == "-" else [key])
+        wanted.extend(stdin_keys(intake, null=null) if key == "-" else [key])
     if paths:
         wanted = [canonical_key(path, key_base) for path in wanted]
     unique = list(dict.fromkeys(wanted))
@@ -1333,6 +1335,7 @@ def get(
             help="Keys of the documents to show; '-' reads keys from stdin, one per line.", show_default=False
         ),
     ],
+    null: KeysNullOption = False,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     file_format: FormatOption = None,
@@ -1348,7 +1351,7 @@ def get(
     intake = reporting_intake(shown_as == "json", print_notice)
     wanted: list[str] = []
     for key in keys:
-        wanted.extend(stdin_keys(intake) if key == "-" else [key])
+        wanted.extend(stdin_keys(intake, null=null) if key == "-" else [key])
     missing: list[str] = []
     with open_existing(db) as database:
 

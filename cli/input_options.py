@@ -80,6 +80,10 @@ NullOption = Annotated[
         "--null", "-0", help="Lists of paths ('-' or --files-from) are NUL-separated, as find -print0 writes them."
     ),
 ]
+KeysNullOption = Annotated[
+    bool,
+    typer.Option("--null", "-0", help="Keys on stdin ('-') are NUL-separated, as simdb keys -0 writes them."),
+]
 FilesFromOption = Annotated[
     list[str] | None,
     typer.Option(

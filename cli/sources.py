@@ -337,16 +337,20 @@ def _expand_listed(
     return found
 
 
-def stdin_keys(intake: Intake, stdin: IO[str] | None = None) -> list[str]:
-    """The non-empty lines of stdin as keys.  Read as bytes and decoded line by line, so
-    that a line that is not UTF-8 (it can name no stored key) is reported with its number
-    and the rest are still read, whatever error handler the locale gave stdin.  O(input)."""
+def stdin_keys(intake: Intake, stdin: IO[str] | None = None, *, null: bool = False) -> list[str]:
+    """The non-empty lines of stdin as keys, or with ``null`` its NUL-separated parts (as
+    ``simdb keys -0`` writes them: a key may hold a line break).  Read as bytes and decoded
+    one by one, so that a key that is not UTF-8 (it can name no stored key) is reported with
+    its number and the rest are still read, whatever error handler the locale gave stdin.
+    O(input)."""
     stream = stdin or stdin_text()
     raw = getattr(stream, "buffer", None)
     if raw is None:  # a text stream without bytes beneath: already decoded
-        return [line for line in stream.read().splitlines() if line]
+        text = stream.read()
+        return [part for part in (text.split("\0") if null else text.splitlines()) if part]
+    data = raw.read()
     keys = []
-    for number, line in enumerate(raw.read().splitlines(), 1):
+    for number, line in enumerate(data.split(b"\0") if null else data.splitlines(), 1):
         try:
             key = line.decode("utf-8")
         except UnicodeDecodeError as exc:

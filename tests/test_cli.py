@@ -610,6 +610,21 @@ def test_remove_keys_and_keys_from_stdin(filled: str, corpus: Path) -> None:
     assert nothing.exit_code == 1 and "removed 0 documents; 1 key was not stored: 'no-such-key'" in nothing.stdout
 
 
+def test_keys_0_feeds_get_and_remove_0(tmp_path: Path) -> None:
+    """`simdb keys -0 | simdb remove -` kept each NUL in its key, and remove had no -0, so a
+    key holding a line break could not be removed through stdin (a probe found it)."""
+    db = str(tmp_path / "db")
+    with simdb.open(db) as database:
+        database.add_many([("two\nlines", 1), ("plain", 2), ("kept", 3 << 40)])
+    listed = run("keys", "-0", "--db", db).stdout
+    wanted = "".join(key + "\0" for key in listed.split("\0") if key and key != "kept")
+    shown = json_lines(run("get", "-0", "-", "--json", "--db", db, input=wanted).stdout)
+    assert sorted(record["key"] for record in shown) == ["plain", "two\nlines"]
+    removed = run("remove", "-0", "-", "--db", db, input=wanted)
+    assert removed.exit_code == 0 and "removed 2 documents" in removed.stdout
+    assert stored_keys(db) == {"kept"}
+
+
 def test_compact_reports_bytes_before_and_after(filled: str, corpus: Path) -> None:
     run("remove", corpus / "beta.txt", corpus / "alpha.txt", "--db", filled)
     result = run("compact", "--db", filled, "--json")
