@@ -858,6 +858,7 @@ def pairs(
         raise usage_error("--out and --scheduler go with --parquet")
     limit = effective_threshold(threshold, k)
     with open_existing(db) as database:
+        warn_of_a_long_search(database, k, threshold)
         if histogram:
             total = print_pair_histogram(database, k, limit, include_featureless, shown_as, not no_header, workers)
         else:
@@ -903,6 +904,23 @@ def similarity_buckets(threshold: float) -> list[float]:
     :meth:`simdb.Database.pair_histogram` names them), from the one holding ``threshold`` up to 1.0."""
     lowest = math.floor(threshold * 20 + 1e-9)  # the epsilon keeps 0.95 in its own bucket
     return [round(step / 20, 2) for step in range(lowest, 21)]
+
+
+#: The search time (one core, by the cost model) from which pairs and clusters say that they
+#: will take a while: a loose threshold on a large database otherwise ran silently for minutes.
+LONG_SEARCH_SECONDS = 30.0
+
+
+def warn_of_a_long_search(database: simdb.Database, k: int | None, threshold: float | None) -> None:
+    """Say on stderr, before it starts, that the pair search these options ask for is long."""
+    seconds = database.pair_search_seconds(k, threshold=threshold)
+    if seconds >= LONG_SEARCH_SECONDS:
+        asked = f"-t {threshold:g}" if threshold is not None else f"-k {k}" if k is not None else "this threshold"
+        err(
+            f"simdb: {asked} on {counted(len(database), 'document')} means a long search: about "
+            f"{output.human_duration(seconds)} of one core's work, more with many candidates to compare "
+            "(a higher -t searches far less)"
+        )
 
 
 def print_pair_histogram(
@@ -1023,6 +1041,7 @@ def clusters(
     shown_as = output_format(file_format, json_output)
     limit = effective_threshold(threshold, k)
     with open_existing(db) as database:
+        warn_of_a_long_search(database, k, threshold)
 
         def found(at_k: int | None, at_threshold: float | None) -> Iterator[list[str]]:
             return database.clusters(

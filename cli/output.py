@@ -166,6 +166,15 @@ def hex_fingerprint(value: int, bits: int = 64) -> str:
     return f"0x{value:0{bits // 4}x}"
 
 
+def human_duration(seconds: float) -> str:
+    """A duration in the largest unit that keeps it readable: "40 s", "3 minutes", "2.5 hours"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds / 3600:.1f} hours"
+
+
 def human_bytes(size: float | None) -> str:
     if size is None:
         return "-"

@@ -68,6 +68,7 @@ from simdb.pairsearch import (
     pair_blocks,
     pair_similarities,
     pairs_plan,
+    search_seconds,
 )
 from simdb.plan import BITS, TablePlan
 from simdb.queries import Match, Queries
@@ -879,6 +880,16 @@ class Database:
             ids, fingerprints = self._tables.scan(txn)
             rows, state = self._records.sketch_rows(txn, ids)
         return Snapshot(ids, fingerprints, rows, state)
+
+    def pair_search_seconds(self, k: int | None = None, *, threshold: float | None = None) -> float:
+        """What the in-memory search of :meth:`pairs`, :meth:`clusters` and
+        :meth:`pair_histogram` with these arguments should take on one core, by the cost
+        model that picks its plan, for random fingerprints and before any candidate's sketch
+        is compared: a floor on their time, to warn before a loose threshold runs for
+        minutes.  O(1) plus a count of the documents."""
+        verified = self._sketched and self._fingerprinter is not None
+        radius, _ = self._pair_settings(k, threshold, verified)
+        return search_seconds(radius, len(self))
 
     def pairs(
         self,

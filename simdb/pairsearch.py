@@ -48,9 +48,21 @@ def pairs_plan(k: int, n: int) -> TablePlan | None:
     fingerprints in memory, by a cost model measured on this code (a table costs a pass over
     the rows plus the pairs sharing its shortest prefix), or None when comparing every pair
     directly is cheaper (large k, or few fingerprints).  O(64)."""
+    return _cheapest_search(k, n)[1]
+
+
+def search_seconds(k: int, n: int) -> float:
+    """What the cost model of :func:`pairs_plan` expects the search for every pair within
+    ``k`` bits among ``n`` fingerprints to take on one core, before any similarity is
+    checked (random fingerprints: near-duplicates add their pairs).  O(64)."""
+    return _cheapest_search(k, n)[0] / 1e9
+
+
+def _cheapest_search(k: int, n: int) -> tuple[float, TablePlan | None]:
+    """(nanoseconds, plan) of the cheapest search: a block plan, or None for comparing every pair."""
     best: tuple[float, TablePlan | None] = (n * (n - 1) / 2 * _BRUTE_PAIR_NS, None)
     if k >= BITS:
-        return None
+        return best
     for blocks in range(k + 1, BITS + 1):
         tables = math.comb(blocks, k)
         if tables > _PAIR_PLAN_TABLES:
@@ -59,7 +71,7 @@ def pairs_plan(k: int, n: int) -> TablePlan | None:
         cost = tables * (n * _ROW_NS + n * (n - 1) / 2 / 2.0**leading * _CANDIDATE_NS)
         if cost < best[0]:
             best = (cost, TablePlan.create(k, blocks))
-    return best[1]
+    return best
 
 
 def iter_pairs_any_k(

@@ -648,3 +648,24 @@ def test_if_new_says_when_its_threshold_reaches_past_the_index(tmp_path: Path) -
     loose = run("add", tmp_path / "a.txt", "--if-new", "-t", "0.7", "--db", db)
     assert loose.exit_code == 0 and "simdb pairs -t 0.7" in loose.stderr and "-k 15" in loose.stderr
     assert "7% of pairs at similarity 0.7" in loose.stderr
+
+
+def test_a_loose_threshold_on_many_documents_says_the_search_is_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pairs -t 0.5` on 200,000 documents ran for ten minutes without a word (a probe
+    found it).  Where the cost model's estimate passes LONG_SEARCH_SECONDS (lowered here,
+    so that a small database reaches it), pairs and clusters say so first."""
+    from simdb_cli import app as cli_app
+
+    rng = random.Random(3)
+    with simdb.open(tmp_path / "db") as database:
+        database.add_many((f"d{number}", rng.getrandbits(64)) for number in range(3000))
+        loose, strict = database.pair_search_seconds(threshold=0.5), database.pair_search_seconds(threshold=0.9)
+    assert loose > 2 * strict
+    monkeypatch.setattr(cli_app, "LONG_SEARCH_SECONDS", (loose + strict) / 2)
+    for command in ("pairs", "clusters"):
+        warned = run(command, "-t", "0.5", "--db", tmp_path / "db")
+        assert "-t 0.5 on 3,000 documents means a long search" in warned.stderr, warned.stderr
+        quiet = run(command, "-t", "0.9", "--db", tmp_path / "db")
+        assert "long search" not in quiet.stderr
