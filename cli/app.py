@@ -749,10 +749,10 @@ def query(
         else:
             matches = database.query(k=k, text=read_argument_text(text or ""), limit=limit, threshold=threshold)
         distance_limit = database.k if k is None else k
-    if not matches:
+    output.write_records((match_record(match) for match in matches), MATCH_COLUMNS, shown_as, header=not no_header)
+    if not matches:  # TSV and CSV have printed their header, as over matches
         err(f"simdb: no document {nearness(threshold, k if threshold is not None else distance_limit)}")
         raise typer.Exit(EXIT_NOTHING_FOUND)
-    output.write_records((match_record(match) for match in matches), MATCH_COLUMNS, shown_as, header=not no_header)
 
 
 def nearness(threshold: float | None, k: int | None) -> str:
@@ -866,11 +866,9 @@ def pairs(
                 database.pairs(k, threshold=threshold, include_featureless=include_featureless, workers=workers),
                 sort or "similarity",
             )
-            first = next(found, None)
-            total = 0
-            if first is not None:
-                records = (pair_record(pair) for pair in chain([first], found))
-                total = output.write_records(records, PAIR_COLUMNS, shown_as, header=not no_header)
+            # TSV and CSV print their header even over no pairs, as every command does.
+            records = (pair_record(pair) for pair in found)
+            total = output.write_records(records, PAIR_COLUMNS, shown_as, header=not no_header)
     if not total:
         err(f"simdb: no pairs {nearness(limit, k)}")
         raise typer.Exit(EXIT_NOTHING_FOUND)

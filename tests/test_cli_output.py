@@ -358,3 +358,28 @@ def test_keys_lists_every_key_in_every_form(awkward_db: str) -> None:
     none = run("keys", "--prefix", "zzz", "--db", simple)
     assert none.exit_code == 1 and "zzz" in none.stderr
     assert run("keys", "-0", "--format", "csv", "--db", simple).exit_code == 2
+
+
+def test_tsv_and_csv_print_their_header_over_no_records_in_every_command(tmp_path: Path) -> None:
+    """With nothing found, clusters and query --file printed their TSV or CSV header while
+    pairs and a text query printed nothing (a probe found it): a header is the file's
+    schema, so every command prints it, and exits 1 as before."""
+    db = tmp_path / "db"
+    (tmp_path / "q.txt").write_text("a query with words found in no stored text at all")
+    with simdb.open(db) as database:
+        database.add_texts([("one", "alpha beta gamma delta epsilon"), ("two", "zeta eta theta iota kappa lambda")])
+    commands = {
+        "pairs": (["pairs"], "similarity,distance,key_a,key_b"),
+        "clusters": (["clusters"], "cluster,size,min_similarity,to_representative,key"),
+        "query": (["query", "omicron pi rho sigma tau", "-t", "0.9"], "similarity,distance,fingerprint,key"),
+        "query --file": (["query", "--file", tmp_path / "q.txt", "-t", "0.9"], "similarity,distance,fingerprint,key"),
+        "keys": (["keys", "--prefix", "none-such"], "key"),
+    }
+    for name, (arguments, header) in commands.items():
+        for separator, file_format in ((",", "csv"), ("\t", "tsv")):
+            result = run(*arguments, "--format", file_format, "--db", db)
+            assert result.exit_code == 1, (name, result.output)
+            assert result.stdout.replace(separator, ",").startswith(header) and len(result.stdout.splitlines()) == 1, (
+                name,
+                result.stdout,
+            )
