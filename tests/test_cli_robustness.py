@@ -581,16 +581,23 @@ def test_json_output_reports_every_failed_input_not_the_first_five(tmp_path: Pat
     assert plain.stderr.count("no 'text'") == 5 and "counted but not shown" in plain.stderr
 
 
-def test_table_output_escapes_control_characters_in_keys(tmp_path: Path) -> None:
-    """A key from a JSONL id or a WARC URI may hold an ESC sequence: printed raw in a table,
-    it cleared the terminal and recoloured what followed (a probe found it).  Tables show it
-    escaped; JSON keeps the key exact."""
+def pair_keyed(tmp_path: Path, hostile: str) -> Path:
+    """A JSONL file of two copies of one text, keyed ``hostile`` and "plain", added to the
+    database tmp_path/db; returns the file."""
     source = tmp_path / "docs.jsonl"
-    hostile = "evil\x1b[2J\x1b[31m\tkey"
     source.write_text(
         "\n".join(json.dumps({"id": key, "text": prose(3)}) for key in (hostile, "plain")) + "\n", encoding="utf-8"
     )
     assert run("add", "--jsonl", source, "--db", tmp_path / "db").exit_code == 0
+    return source
+
+
+def test_table_output_escapes_control_characters_in_keys(tmp_path: Path) -> None:
+    """A key from a JSONL id or a WARC URI may hold an ESC sequence: printed raw in a table,
+    it cleared the terminal and recoloured what followed (a probe found it).  Tables show it
+    escaped; JSON keeps the key exact."""
+    hostile = "evil\x1b[2J\x1b[31m\tkey"
+    source = pair_keyed(tmp_path, hostile)
     shown = run("pairs", "--db", tmp_path / "db")
     assert shown.exit_code == 0 and "\x1b" not in shown.stdout and "\t" not in shown.stdout
     assert "evil\\x1b[2J\\x1b[31m\\tkey" in shown.stdout
@@ -609,12 +616,8 @@ def test_output_escapes_bidi_controls_and_unicode_line_breaks(tmp_path: Path) ->
     after it on the line, the other key included; a line separator (U+2028) or NEL (U+0085)
     ends a line for Python's splitlines, which broke JSON lines in two.  Tables show them
     escaped; JSON escapes the line breaks and keeps the key exact."""
-    source = tmp_path / "docs.jsonl"
     hostile = "invoice\u202efdp.exe\u2028next\x85last"
-    source.write_text(
-        "\n".join(json.dumps({"id": key, "text": prose(3)}) for key in (hostile, "plain")) + "\n", encoding="utf-8"
-    )
-    assert run("add", "--jsonl", source, "--db", tmp_path / "db").exit_code == 0
+    pair_keyed(tmp_path, hostile)
     shown = run("pairs", "--db", tmp_path / "db")
     assert shown.exit_code == 0 and "\u202e" not in shown.stdout and "\u2028" not in shown.stdout
     assert "invoice\\u202efdp.exe\\u2028next\\x85last" in shown.stdout
