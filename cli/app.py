@@ -443,7 +443,8 @@ def add(
     paths: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Text files or directories to add; '-' reads more paths from stdin, one per line. "
+            help="Text files (gunzipped if named .gz) or directories to add; '-' reads more paths from stdin, "
+            "one per line. "
             "WARC/WET archives (.warc, .wet, .warc.wet.gz, ...) add one document per text record, keyed by "
             "WARC-Target-URI; JSONL files (.jsonl, .jsonl.gz, .ndjson) one per line, as --jsonl does.",
             show_default=False,

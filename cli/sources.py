@@ -545,8 +545,9 @@ def decode(
 def read_text_files(
     inputs: Iterable[Input], intake: Intake, max_bytes: int | None = None, encoding: str | None = None
 ) -> Iterator[Item]:
-    """``(key, text, None, path)`` for every readable text file, decoded as :func:`decode`
-    does (``encoding`` for files without a byte-order mark); binary files (see
+    """``(key, text, None, path)`` for every readable text file (gunzipped when its name
+    ends in .gz), decoded as :func:`decode` does (``encoding`` for files without a
+    byte-order mark); binary files (see
     :func:`looks_binary`), unreadable ones, ones over ``max_bytes`` and ones whose path
     cannot be a key (a name that is not valid UTF-8) are reported and counted.  Reads each
     file whole, but never more than ``max_bytes + 1`` bytes of it."""
@@ -568,12 +569,17 @@ def read_text_files(
             )
             continue
         try:
-            # "-" is stdin's text (query --file -); getattr: a test's text stream has no bytes beneath.
-            with contextlib.nullcontext(stdin_bytes()) if item.path == "-" else open(item.path, "rb") as handle:
-                data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
-        except OSError as exc:
+            # "-" is stdin's text (query --file -); a .gz file is read gunzipped, never past
+            # max_bytes + 1 bytes of its text, however small the file.
+            stream, raw = _open_binary(item)
+            try:
+                data = stream.read() if max_bytes is None else stream.read(max_bytes + 1)
+            finally:
+                if item.path != "-":  # stdin stays open, as everywhere
+                    raw.close()
+        except (OSError, EOFError) as exc:
             intake.bytes_done += item.size or 0
-            intake.fail(item.path, f"cannot read: {exc.strerror or exc}")
+            intake.fail(item.path, f"cannot read: {getattr(exc, 'strerror', None) or exc}")
             continue
         intake.bytes_done += item.size if item.size is not None else len(data)
         if max_bytes is not None and len(data) > max_bytes:  # it grew since it was listed

@@ -622,3 +622,23 @@ def test_remove_of_a_path_without_paths_says_how_that_file_is_keyed(
     assert run("remove", "--paths", "./notes/a.txt", "--db", "db").exit_code == 0
     plain = run("remove", "./notes/a.txt", "--db", "db")  # nothing stored under it now: no hint
     assert plain.exit_code == 1 and plain.stderr == ""
+
+
+def test_gzipped_text_files_are_read_gunzipped(tmp_path: Path) -> None:
+    """A .txt.gz file was "binary (contains NUL bytes)", though JSONL and WARC files were
+    gunzipped (a probe found it).  It is read as its text, keyed by its name; a file named
+    .gz that is not gzip is reported, and the decompressed text is held to --max-doc-bytes."""
+    import gzip
+
+    text = prose(4)
+    (tmp_path / "a.txt.gz").write_bytes(gzip.compress(text.encode()))
+    (tmp_path / "b.txt").write_text(text)
+    (tmp_path / "c.txt.gz").write_text("not gzip at all")
+    (tmp_path / "bomb.txt.gz").write_bytes(gzip.compress(b"word " * 1_000_000))
+    result = run("add", tmp_path, "--max-doc-bytes", "100000", "--db", tmp_path / "db")
+    assert result.exit_code == 2
+    assert "c.txt.gz: cannot read" in result.stderr and "bomb.txt.gz" in result.stderr
+    pairs = json_lines(run("pairs", "--json", "--db", tmp_path / "db").stdout)
+    assert [(pair["key_a"], pair["key_b"], pair["similarity"]) for pair in pairs] == [
+        (str(tmp_path / "a.txt.gz"), str(tmp_path / "b.txt"), 1.0)
+    ]
