@@ -573,7 +573,7 @@ class Storage:
         self._next_read_check = 0.0
         self._last_reader_check = time.monotonic()
         self._inherited = False  # set in a child process forked after the open
-        self._close_pending = False  # close() deferred until this thread's read ends
+        self._close_pending: int | None = None  # the thread whose reads' end closes (see close())
         #: Called with a read transaction of a generation this handle is about to follow
         #: (another process's compaction, or a database made again at this path) and that
         #: generation's sub-database handles; raising keeps this handle where it is.  Held
@@ -900,7 +900,7 @@ class Storage:
         if self._inherited:
             return
         if when_reads_end and self._lock.held_by_this_thread():
-            self._close_pending = True
+            self._close_pending = threading.get_ident()
             return
         with self._exclusive("close"):
             live, self._live = self._live, None  # first: an interrupt then leaves it closed
@@ -1064,8 +1064,10 @@ class Storage:
             finally:
                 self._lock.drop(token, None)  # first: one C call (see _SharedLock)
                 self._lock.wake()
-                if self._close_pending and not self._lock.held_by_this_thread():
-                    self._close_pending = False
+                # Only the thread that deferred the close closes, once its own reads have
+                # ended: another thread's read ending would wait here for that thread's.
+                if self._close_pending == threading.get_ident() and not self._lock.held_by_this_thread():
+                    self._close_pending = None
                     self.close()
             if action == "adopt":
                 self._adopt_map_size(env, grow=False)

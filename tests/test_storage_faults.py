@@ -299,6 +299,35 @@ def test_an_exception_inside_a_loop_over_a_read_leaves_the_with_block_as_itself(
         assert len(again) == 3
 
 
+def test_a_close_deferred_by_one_thread_never_makes_another_threads_read_wait(db_path: Path) -> None:
+    """While the exception that left a with block is kept (its traceback holding the loop's
+    read), another thread's read ended by calling the deferred close, which waited for that
+    read: the other thread hung until the exception was freed (a review found it)."""
+    with simdb.open(db_path) as db:
+        db.add_many([("a", 1), ("b", 3)])
+    db = simdb.open(db_path)
+    kept: list[BaseException] = []
+
+    def use() -> None:
+        with db:
+            documents = db.items(snapshot=True)
+            next(iter(documents))
+            raise ValueError("kept by the caller")
+
+    try:
+        use()
+    except ValueError as error:
+        kept.append(error)
+    answers: list[object] = []
+    reader = threading.Thread(target=lambda: answers.append(db.get("a")), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert not reader.is_alive() and answers == [simdb.Document("a", 1, None)]
+    assert not db._storage.closed  # the kept traceback still holds the loop's read
+    kept.clear()
+    assert db._storage.closed
+
+
 _BESIDE_ANOTHER_THREADS_WAIT = """
 import subprocess, sys, threading, time, simdb
 path = sys.argv[1]
