@@ -547,7 +547,8 @@ def total_bytes(inputs: Iterable[Input]) -> int | None:
 def _walked(key: str, prefix: str | None, rules: PathRules) -> bool:
     """Whether the walk of a directory whose keys start with ``prefix`` would have read the
     file keyed ``key`` (None: a file argument, always): below it at most one level unless
-    recursive, through no excluded directory, with a name that --glob and --exclude let in."""
+    recursive, through no excluded or hidden directory, with a name that --glob, --exclude
+    and --hidden let in (see :class:`PathRules`)."""
     if prefix is None:
         return True
     *directories, name = key[len(prefix) :].split(os.sep)

@@ -222,13 +222,17 @@ class PathRules:
 
     def wanted(self, name: str) -> bool:
         """Whether a file named ``name`` found in a directory is read."""
-        if any(fnmatch.fnmatch(name, pattern) for pattern in self.excludes):
+        if self.hides(name) or any(fnmatch.fnmatch(name, pattern) for pattern in self.excludes):
             return False
         return not self.patterns or any(fnmatch.fnmatch(name, pattern) for pattern in self.patterns)
 
     def excluded(self, name: str) -> bool:
         """Whether the subdirectory named ``name`` is left out."""
-        return any(fnmatch.fnmatch(name, pattern) for pattern in self.excludes)
+        return self.hides(name) or any(fnmatch.fnmatch(name, pattern) for pattern in self.excludes)
+
+    def hides(self, name: str) -> bool:
+        """Whether ``name`` is hidden (it starts with ".") and hidden names are left out."""
+        return name.startswith(".") and not self.hidden
 
 
 def stdin_text() -> IO[str]:
@@ -389,12 +393,13 @@ def _walk(
     is never read (its files are no documents), with a notice.  Cost: one stat and one
     listing per directory, one stat per file."""
     pending = [top]  # directories still to read, the next one last
-    hidden = 0
+    hidden = 0  # hidden names that --hidden would have read
+    shown = dataclasses.replace(rules, hidden=True)
     while pending:
         directory = pending.pop()
         if skipped is not None and os.path.realpath(directory) == skipped:
             continue
-        if Storage.exists(directory):
+        if Storage.holds_database(directory):
             intake.notice(directory, "a simdb database, whose files are no documents: skipped")
             continue
         try:
@@ -409,15 +414,15 @@ def _walk(
         visited.add((info.st_dev, info.st_ino))
         subdirectories = []
         for entry in entries:
-            if entry.name.startswith(".") and not rules.hidden:
-                hidden += 1
-                continue
             try:
                 if entry.is_dir():
                     if not rules.excluded(entry.name):
                         subdirectories.append(entry.path)
+                    elif rules.recursive and rules.hides(entry.name) and not shown.excluded(entry.name):
+                        hidden += 1
                     continue
                 if not rules.wanted(entry.name):
+                    hidden += rules.hides(entry.name) and shown.wanted(entry.name)
                     continue
                 if not entry.is_file():
                     if entry.is_symlink() and not os.path.exists(entry.path):

@@ -594,6 +594,20 @@ class Storage:
         """Whether a database directory is at ``path`` (its ``CURRENT`` file is).  O(1)."""
         return os.path.lexists(Path(path) / CURRENT)
 
+    @staticmethod
+    def holds_database(path: str | os.PathLike[str]) -> bool:
+        """Whether ``path`` is a simdb database directory: a ``CURRENT`` file that names a
+        data file there, not only a file of that name (LevelDB and RocksDB keep one too).
+        For walks over a user's files, which skip databases; one stat and a small read."""
+        current = Path(path) / CURRENT
+        try:
+            if not current.is_file() or current.is_symlink():
+                return False
+            name = current.read_bytes()[:64].decode("ascii", "replace").split()
+        except OSError:
+            return False
+        return bool(name) and _GENERATION.fullmatch(name[0]) is not None and (Path(path) / name[0]).is_file()
+
     @classmethod
     def open(
         cls, path: str | os.PathLike[str], *, readonly: bool, create: bool, names: list[bytes], map_size: int | None

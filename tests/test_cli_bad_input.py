@@ -137,6 +137,20 @@ def test_a_walk_leaves_out_hidden_names_and_simdb_databases(tmp_path: Path) -> N
     assert set(stored(tmp_path / "all")) == {str(tree / name) for name in expected}
     named = run("add", tree / ".notes.txt", "--db", tmp_path / "named")
     assert named.exit_code == 0 and set(stored(tmp_path / "named")) == {str(tree / ".notes.txt")}
+    # The notice counts only what --hidden would read: not .git without -r, nor an excluded name.
+    flat = run("add", tree, "--exclude", ".notes.txt", "--db", tmp_path / "flat")
+    assert flat.exit_code == 0 and "hidden" not in flat.stderr
+    # A directory holding a file named CURRENT that names no data file is no database.
+    (tree / "sub" / "CURRENT").write_text("my own notes on the current state")
+    assert run("add", "-r", tree, "--db", tmp_path / "again").exit_code == 0
+    assert str(tree / "sub" / "CURRENT") in set(stored(tmp_path / "again"))
+    # --prune follows the same rules: it removes only keys the walk would have read.
+    with simdb.open(tmp_path / "named") as database:
+        database.add_many([(str(tree / ".gone.txt"), 1), (str(tree / "gone.txt"), 2)])
+    pruned = run("add", tree, "--prune", "--db", tmp_path / "named")
+    assert pruned.exit_code == 0
+    assert {str(tree / ".gone.txt"), str(tree / ".notes.txt")} <= set(stored(tmp_path / "named"))
+    assert str(tree / "gone.txt") not in set(stored(tmp_path / "named"))
 
 
 def test_special_files_met_in_a_walk_are_reported(tmp_path: Path) -> None:
