@@ -139,6 +139,13 @@ app = typer.Typer(
 # -- options shared by several commands ----------------------------------------------------
 
 
+def refuse_db_before(context: typer.Context, where: str = "") -> None:
+    """Refuse a --db given before a command that opens no database (demo, hash): it would be
+    ignored without a word.  Called in the command's body, after its own --help."""
+    if context.find_root().params.get("db") is not None:
+        raise usage_error(f"{context.info_name} opens no database given by --db{where}")
+
+
 def chosen_db(context: typer.Context, param: typer.CallbackParam, value: str) -> str:
     """The database a command uses: its own --db, else the --db given before the command
     (``simdb --db PATH pairs``), else $SIMDB_PATH, else the default."""
@@ -573,7 +580,7 @@ def add(
     if fingerprinter is None and is_new_database(db):
         fingerprinter = make_fingerprinter(None, None, None, always=True)
         if fingerprint_inputs:
-            print_notice(
+            quiet_or(print_notice, quiet)(
                 db,
                 "a new database: its fingerprints are taken as made with the default settings "
                 "(minhash, as simdb hash makes them); for SimHash or other settings give --kind and the rest",
@@ -914,11 +921,16 @@ def warn_of_a_long_search(database: simdb.Database, k: int | None, threshold: fl
     """Say on stderr, before it starts, that the pair search these options ask for is long."""
     seconds = database.pair_search_seconds(k, threshold=threshold)
     if seconds >= LONG_SEARCH_SECONDS:
-        asked = f"-t {threshold:g}" if threshold is not None else f"-k {k}" if k is not None else "this threshold"
+        # -k sets the radius whenever it is given; else the threshold does (0.9 by default).
+        asked, remedy = (
+            (f"-k {k}", "a lower -k")
+            if k is not None
+            else (f"-t {threshold or simdb.DEFAULT_THRESHOLD:g}", "a higher -t")
+        )
         err(
             f"simdb: {asked} on {counted(len(database), 'document')} means a long search: about "
             f"{output.human_duration(seconds)} of one core's work, more with many candidates to compare "
-            "(a higher -t searches far less)"
+            f"({remedy} searches far less)"
         )
 
 
@@ -1479,6 +1491,7 @@ def check(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug
 @app.command("hash")
 @guarded
 def hash_command(
+    context: typer.Context,
     text: Annotated[
         str | None, typer.Argument(help="The text to fingerprint; '-' reads it from stdin.", show_default=False)
     ] = None,
@@ -1507,6 +1520,7 @@ def hash_command(
     in each line); a database created with other settings fingerprints differently (see
     simdb stats).
     """
+    refuse_db_before(context)
     if (text is None) == (not file):
         raise usage_error("give either TEXT or --file FILE")
     stdin_read_once(("--file", file))
@@ -1749,6 +1763,7 @@ def import_command(
 @app.command()
 @guarded
 def demo(
+    context: typer.Context,
     directory: Annotated[
         str, typer.Option("--dir", help="Where to write the generated documents (DIR/docs) and the database (DIR/db).")
     ] = "simdb-demo",
@@ -1770,6 +1785,7 @@ def demo(
     Writes a few hundred text files to DIR/docs, adds them to the database DIR/db, runs a
     query and prints the pairs found, in a few seconds.
     """
+    refuse_db_before(context, "; its database is DIR/db under --dir DIR")
     from . import demo as generator
 
     try:
@@ -1880,13 +1896,6 @@ def root(
     if context.invoked_subcommand is None:
         out(context.get_help())
         raise typer.Exit(0)
-    if db is not None:
-        # A --db that the command never reads would be silently ignored (demo makes its own).
-        group = context.command
-        chosen = group.get_command(context, context.invoked_subcommand) if hasattr(group, "get_command") else None
-        if chosen is not None and not any(param.name == "db" for param in chosen.params):
-            where = "; its database is DIR/db under --dir DIR" if context.invoked_subcommand == "demo" else ""
-            raise usage_error(f"{context.invoked_subcommand} opens no database given by --db{where}")
 
 
 def main() -> None:

@@ -111,10 +111,14 @@ class SimdbGroup(TyperGroup):
         try:
             code = run()
         except _USAGE_ERROR as error:
-            where = error.ctx.command_path if error.ctx is not None else "simdb"
-            listed = "commands" if error.ctx is None or error.ctx.command is self else "options"
+            if error.ctx is None:  # click names no command for some option errors
+                hint = "simdb COMMAND -h lists a command's options"
+            elif error.ctx.command is self:
+                hint = "simdb -h lists the commands"
+            else:
+                hint = f"{error.ctx.command_path} -h lists the options"
             message = " ".join(error.format_message().split())
-            print(f"simdb: {message} (hint: {where} -h lists the {listed})", file=sys.stderr)
+            print(f"simdb: {message} (hint: {hint})", file=sys.stderr)
             sys.exit(error.exit_code)
         except _CLICK_EXCEPTION as error:
             error.show()

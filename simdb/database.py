@@ -89,7 +89,7 @@ from simdb.threshold import (
     check_threshold,
     kind_of,
 )
-from simdb.validation import a_type, check_distance, check_int
+from simdb.validation import check_distance, check_int, of_type
 from simdb.writes import AddResult, Skip, Writes
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ def _check_path(path: object) -> pathlib.Path:
     valid UTF-8 (LMDB opens its files by UTF-8 path) without NUL (which no file name holds).
     O(len(path))."""
     if not isinstance(path, (str, os.PathLike)):
-        raise InvalidInputError(f"path {describe(path)} is {a_type(path)}, not a str or path")
+        raise InvalidInputError(f"path {describe(path)} is {of_type(path)}, not a str or path")
     text = os.fspath(path)
     try:
         text.encode()  # type: ignore[union-attr]
@@ -886,10 +886,13 @@ class Database:
         :meth:`pair_histogram` with these arguments should take on one core, by the cost
         model that picks its plan, for random fingerprints and before any candidate's sketch
         is compared: a floor on their time, to warn before a loose threshold runs for
-        minutes.  O(1) plus a count of the documents."""
-        verified = self._sketched and self._fingerprinter is not None
+        minutes.  O(1): the radius is the one :meth:`pairs` takes where sketches are stored
+        (it reads whether any document has one; a count of them says so here)."""
+        with self._storage.read() as txn:
+            documents = self._records.count(txn)
+            verified = self._records.sketch_count(txn) > 0
         radius, _ = self._pair_settings(k, threshold, verified)
-        return search_seconds(radius, len(self))
+        return search_seconds(radius, documents)
 
     def pairs(
         self,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 import numpy as np
 
 from simdb.errors import InvalidFingerprintError, InvalidInputError, InvalidKeyError, KeyProblem
-from simdb.validation import FINGERPRINT_LIMIT, a_type, check_fingerprint, describe
+from simdb.validation import FINGERPRINT_LIMIT, check_fingerprint, describe, of_type
 
 __all__ = ["FINGERPRINT_LIMIT", "check_fingerprint", "describe"]  # re-exported: many modules take them from here
 
@@ -49,7 +49,7 @@ def iterate(items: Iterable[T], what: str) -> Iterator[T]:
     try:
         return iter(items)
     except TypeError:
-        raise InvalidInputError(f"{what}={describe(items)} is {a_type(items)}, not an iterable") from None
+        raise InvalidInputError(f"{what}={describe(items)} is {of_type(items)}, not an iterable") from None
 
 
 def check_key(key: object) -> bytes:
@@ -60,7 +60,7 @@ def check_key(key: object) -> bytes:
         except UnicodeEncodeError:
             pass  # reported below
     if not isinstance(key, str):
-        raise InvalidKeyError(f"key {describe(key)} is {a_type(key)}, not a str", reason=KeyProblem.NOT_STR, value=key)
+        raise InvalidKeyError(f"key {describe(key)} is {of_type(key)}, not a str", reason=KeyProblem.NOT_STR, value=key)
     if not key:
         raise InvalidKeyError(
             "key '' is empty", "every document needs a non-empty key", reason=KeyProblem.EMPTY, value=key
@@ -123,7 +123,7 @@ def parse_fingerprint(text: str) -> int:
     (up to 20 ASCII digits).  Underscores and surrounding whitespace are ignored."""
     if not isinstance(text, str):
         raise InvalidFingerprintError(
-            f"fingerprint {describe(text)} is {a_type(text)}, not a str", argument="fingerprint", value=text
+            f"fingerprint {describe(text)} is {of_type(text)}, not a str", argument="fingerprint", value=text
         )
     cleaned = text.strip().replace("_", "")
     if _HEX_FINGERPRINT.fullmatch(cleaned):

@@ -25,10 +25,10 @@ FINGERPRINT_LIMIT = 1 << FINGERPRINT_BITS
 _FULL64 = FINGERPRINT_LIMIT - 1
 
 
-def a_type(value: object) -> str:
-    """The name of ``value``'s type with its article, for error messages: "an int", "a str"."""
-    name = type(value).__name__
-    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+def of_type(value: object) -> str:
+    """``value``'s type for error messages: "of type int" (an article would be wrong for
+    half of numpy's names: "an uint64", "a ndarray")."""
+    return f"of type {type(value).__name__}"
 
 
 def describe(value: object, limit: int = 60) -> str:
@@ -116,7 +116,7 @@ def check_fingerprint(value: object, name: str = "fingerprint", bits: int | None
     expected = "an int >= 0" if bits is None else f"an int in [0, 2**{bits})"
     if not is_int(value):
         raise InvalidFingerprintError(
-            f"{name}={describe(value)} is {a_type(value)}, not an int fingerprint",
+            f"{name}={describe(value)} is {of_type(value)}, not an int fingerprint",
             "parse hex text with simdb.parse_fingerprint()" if isinstance(value, str) else None,
             argument=name,
             value=value,

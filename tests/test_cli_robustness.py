@@ -105,7 +105,8 @@ def test_a_db_given_before_a_command_that_opens_none_is_refused(
     assert refused.exit_code == 2 and "--dir" in refused.stderr
     one_line(refused.stderr)
     assert not any(tmp_path.iterdir())
-    assert run("--db", "elsewhere", "hash", "--text", "some words here").exit_code == 2
+    assert run("--db", "elsewhere", "hash", "some words here").exit_code == 2
+    assert run("--db", "elsewhere", "demo", "--help").exit_code == 0  # help is no use of --db
 
 
 # -- 2. add and import store everything when stdout closes ----------------------------------

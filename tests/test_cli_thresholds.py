@@ -669,3 +669,5 @@ def test_a_loose_threshold_on_many_documents_says_the_search_is_long(
         assert "-t 0.5 on 3,000 documents means a long search" in warned.stderr, warned.stderr
         quiet = run(command, "-t", "0.9", "--db", tmp_path / "db")
         assert "long search" not in quiet.stderr
+    by_k = run("pairs", "-k", "20", "-t", "0.99", "--db", tmp_path / "db")  # -k sets the radius: name it
+    assert "-k 20 on 3,000 documents means a long search" in by_k.stderr and "a lower -k" in by_k.stderr
