@@ -55,10 +55,11 @@ from functools import cache
 #: The version of the pipeline that new fingerprinters use.  Version 1 (the settings stored
 #: before there were versions) is the pipeline without the invisible characters, digits and
 #: dotted i of step 3 and with tokens that may start with a combining mark; version 2 is
-#: without the diacritics and line-end hyphens of step 3.  Both are kept so that databases
-#: made with them go on fingerprinting text as they always did.
-NORMALIZATION = 3
-NORMALIZATIONS = (1, 2, 3)
+#: without the diacritics and line-end hyphens of step 3.  Version 4 tokenises as version 3
+#: does; its English stop-word list keeps negations (:mod:`simdb.stopwords`).  All are kept
+#: so that databases made with them go on fingerprinting text as they always did.
+NORMALIZATION = 4
+NORMALIZATIONS = (1, 2, 3, 4)
 
 #: Characters per chunk when streaming a long text.  About 45,000 English words, so the
 #: per-chunk arrays of the fingerprinter stay at a few megabytes.

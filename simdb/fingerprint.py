@@ -515,15 +515,16 @@ class Fingerprinter:
       ``kind="minhash"`` takes the set of features and refuses any other weighting.
     * ``stopwords`` — ``None`` (the default: every word counts) or a language of
       :data:`simdb.stopwords.STOPWORD_LISTS`, whose stop words are dropped before features
-      are formed (negations stay from pipeline version 3 on: "not" was one before it).
+      are formed (negations stay from pipeline version 4 on: "not" was one before it).
     * ``split_unspaced`` — give each character of Chinese, Japanese, Thai, ... its own token
       (word features only; character features never need it, so it is stored as ``True``).
-    * ``normalization`` — the version of :mod:`simdb.features`' text pipeline: 3 (the
-      default) also drops diacritics that a reader can leave out ("café" is "cafe") and
-      joins words broken by a hyphen at a line end; 2 deletes invisible characters, makes
-      every script's digits ASCII and reads "İ" as "i"; 1 is the pipeline of settings
-      stored before versions.  A database keeps the version it was made with.  ASCII texts
-      tokenise alike in all three but for version 3's line-end hyphens.  Left out, it is
+    * ``normalization`` — the version of :mod:`simdb.features`' text pipeline: 4 (the
+      default) is 3 with the English stop-word list keeping negations; 3 also drops
+      diacritics that a reader can leave out ("café" is "cafe") and joins words broken by
+      a hyphen at a line end; 2 deletes invisible characters, makes every script's digits
+      ASCII and reads "İ" as "i"; 1 is the pipeline of settings stored before versions.  A
+      database keeps the version it was made with.  ASCII texts tokenise alike in all but
+      for the line-end hyphens of versions 3 and 4.  Left out, it is
       the current version, and opening a database with these settings takes the
       database's version (see :meth:`agrees_with`).
 

@@ -40,20 +40,20 @@ who whom whos why whys will with wont would wouldnt
 you youd youll your youre yours yourself yourselves youve
 """
 
-#: Negations: stop words of the text pipeline before version 3, whose dropping made "you
-#: should not take it" and "you should take it" the same text.  Version 3 keeps them.
+#: Negations: stop words of the text pipeline before version 4, whose dropping made "you
+#: should not take it" and "you should take it" the same text.  Version 4 keeps them.
 _ENGLISH_NEGATIONS = """
 no nor not cannot couldnt didnt doesnt dont hadnt hasnt havent isnt mustnt shant shouldnt
 wasnt werent wont wouldnt
 """
 
-#: The built-in lists of the current text pipeline (version 3), by language name.
+#: The built-in lists of the current text pipeline (version 4), by language name.
 STOPWORD_LISTS: dict[str, frozenset[str]] = {
     "english": frozenset(_ENGLISH_WORDS.split()) - frozenset(_ENGLISH_NEGATIONS.split()),
 }
-#: The lists of the pipeline versions before 3, where they differ: the databases made with
+#: The lists of the pipeline versions before 4, where they differ: the databases made with
 #: them keep them.
-_LISTS_BEFORE_VERSION_3: dict[str, frozenset[str]] = {"english": frozenset(_ENGLISH_WORDS.split())}
+_LISTS_BEFORE_VERSION_4: dict[str, frozenset[str]] = {"english": frozenset(_ENGLISH_WORDS.split())}
 
 
 def stopword_list(language: str, normalization: int = NORMALIZATION) -> frozenset[str]:
@@ -65,7 +65,7 @@ def stopword_list(language: str, normalization: int = NORMALIZATION) -> frozense
     """
     try:
         current = STOPWORD_LISTS[language]
-        return _LISTS_BEFORE_VERSION_3.get(language, current) if normalization < 3 else current
+        return _LISTS_BEFORE_VERSION_4.get(language, current) if normalization < 4 else current
     except (KeyError, TypeError):
         raise InvalidInputError(
             f"stopwords={language!r} is not a known stop-word list",

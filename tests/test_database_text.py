@@ -182,7 +182,7 @@ def test_a_database_keeps_the_text_pipeline_version_it_was_made_with(db_path) ->
     other = db_path.parent / "new"
     with simdb.open(other) as db:  # a new database takes the current version
         db.add("fox", text=hyphenated)
-        assert db.fingerprinter.normalization == simdb.features.NORMALIZATION == 3
+        assert db.fingerprinter.normalization == simdb.features.NORMALIZATION == 4
         assert [(m.key, m.similarity) for m in db.query(text=TEXT)] == [("fox", 1.0)]
 
 
@@ -196,3 +196,18 @@ def test_a_query_by_a_text_without_features_matches_nothing(db_path) -> None:
             assert db.query(text=query, threshold=0.1) == []
         assert [[m.key for m in found] for found in db.query_many(texts=["!!!", TEXT])] == [[], ["fox"]]
         assert {m.key for m in db.query(0)} >= {"empty", "dots"}  # a bare fingerprint 0 still finds them
+
+
+def test_a_version_3_database_keeps_its_stop_words_when_opened_with_default_settings(tmp_path) -> None:
+    """Version 4 keeps negations out of the English stop words; a database made at version
+    3 (a development build) with stopwords="english" goes on dropping them, so new texts
+    fingerprint as its stored ones did."""
+    positive, negative = "you should not take the pills with food", "you should take the pills with food"
+    with simdb.open(tmp_path / "v3", fingerprinter=simdb.Fingerprinter(stopwords="english", normalization=3)) as db:
+        db.add("stored", text=positive)
+    with simdb.open(tmp_path / "v3", fingerprinter=simdb.Fingerprinter(stopwords="english")) as db:
+        assert db.fingerprinter.normalization == 3
+        assert [match.key for match in db.query(text=negative, k=0)] == ["stored"]
+    with simdb.open(tmp_path / "v4", fingerprinter=simdb.Fingerprinter(stopwords="english")) as db:
+        db.add("stored", text=positive)
+        assert db.query(text=negative, k=0) == []

@@ -201,7 +201,7 @@ def test_defaults_are_the_documented_ones() -> None:
         "weights": "tf",
         "stopwords": None,
         "split_unspaced": True,
-        "normalization": 3,
+        "normalization": 4,
         "idf": None,
     }
     # Since issue #14: minhash by default, and SimHash weighs each distinct feature once.
@@ -214,7 +214,7 @@ def test_defaults_are_the_documented_ones() -> None:
         "weights": "binary",
         "stopwords": None,
         "split_unspaced": True,
-        "normalization": 3,
+        "normalization": 4,
         "idf": None,
     }
     assert Fingerprinter(kind="simhash").weights == "binary"
@@ -352,7 +352,7 @@ def test_settings_stored_before_pipeline_versions_keep_version_1() -> None:
     stored = Fingerprinter().to_dict()
     del stored["normalization"]
     old = Fingerprinter.from_dict(stored)
-    assert old.normalization == 1 and old != Fingerprinter() and Fingerprinter().normalization == 3
+    assert old.normalization == 1 and old != Fingerprinter() and Fingerprinter().normalization == 4
     hyphenated = (
         "Auto\u00admo\u00adbil\u00adin\u00addus\u00adtrie und Zu\u00adlie\u00adfe\u00adrer mel\u00adden Re\u00adkord"
     )
@@ -363,7 +363,7 @@ def test_settings_stored_before_pipeline_versions_keep_version_1() -> None:
     # ASCII text takes the same path in both versions.
     assert [old.fingerprint(text) for text in CORPUS] == [Fingerprinter().fingerprint(text) for text in CORPUS]
     with pytest.raises(InvalidInputError, match="normalization"):
-        Fingerprinter(normalization=4)
+        Fingerprinter(normalization=5)
 
 
 def test_tokenize_normalises() -> None:
@@ -898,9 +898,9 @@ def test_chunks_never_separate_a_base_character_from_its_marks() -> None:
     assert [token for piece in iter_chunks(text, 7) for token in tokenize(piece)] == tokenize(text)
 
 
-def test_negations_are_no_stop_words_from_pipeline_version_3() -> None:
+def test_negations_are_no_stop_words_from_pipeline_version_4() -> None:
     """With stopwords="english", "not" and "don't" were dropped, so a sentence and its
-    negation had one fingerprint (a probe found it); version 3 keeps them, and databases of
+    negation had one fingerprint (a probe found it); version 4 keeps them, and databases of
     the versions before keep the list they were made with."""
     pairs = [
         ("you should not take the pills with food", "you should take the pills with food"),
@@ -909,8 +909,9 @@ def test_negations_are_no_stop_words_from_pipeline_version_3() -> None:
     for positive, negative in pairs:
         current = Fingerprinter(stopwords="english")
         assert current.fingerprint(positive) != current.fingerprint(negative)
-        older = Fingerprinter(stopwords="english", normalization=2)
-        assert older.fingerprint(positive) == older.fingerprint(negative)
+        for version in (2, 3):  # databases made with them keep the list they were made with
+            older = Fingerprinter(stopwords="english", normalization=version)
+            assert older.fingerprint(positive) == older.fingerprint(negative)
 
 
 def test_unknown_stopword_language_names_the_setting() -> None:
