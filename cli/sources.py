@@ -426,7 +426,9 @@ def _walk(
                     continue
                 if not entry.is_file():
                     if entry.is_symlink() and not os.path.exists(entry.path):
-                        continue  # a broken link names nothing to read
+                        # It names nothing to read: not a failure, but not left unsaid.
+                        intake.notice(entry.path, "a broken symbolic link, skipped")
+                        continue
                     intake.fail(entry.path, _NOT_REGULAR)
                     continue
                 size = entry.stat().st_size

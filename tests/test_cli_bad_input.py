@@ -832,3 +832,15 @@ def test_click_usage_errors_are_one_line_naming_the_input(arguments: list[str], 
     assert result.exit_code == 2 and result.stdout == ""
     one_line(result.stderr)
     assert len(result.stderr.splitlines()) == 1 and named in result.stderr and "-h lists the" in result.stderr
+
+
+def test_a_broken_symbolic_link_in_a_walk_is_noted_not_failed(tmp_path: Path) -> None:
+    """A dangling link was skipped without a word, while a link loop was reported (a probe
+    found the two uneven): it is noted on stderr, and the run still succeeds."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text(prose(1))
+    (docs / "gone.txt").symlink_to(tmp_path / "nowhere.txt")
+    result = run("add", docs, "--db", tmp_path / "db")
+    assert result.exit_code == 0 and f"{docs / 'gone.txt'}: a broken symbolic link, skipped" in result.stderr
+    assert set(stored(tmp_path / "db")) == {str(docs / "a.txt")}
