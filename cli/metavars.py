@@ -18,6 +18,8 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from .output import CONTROL_ESCAPES
+
 #: Placeholders by option name, for the options whose value is more than its type.
 BY_OPTION = {
     "--db": "PATH",
@@ -117,7 +119,8 @@ class SimdbGroup(TyperGroup):
                 hint = "simdb -h lists the commands"
             else:
                 hint = f"{error.ctx.command_path} -h lists the options"
-            message = " ".join(error.format_message().split())
+            # One line, and the user's value in it escaped as every message escapes it.
+            message = " ".join(error.format_message().split()).translate(CONTROL_ESCAPES)
             print(f"simdb: {message} (hint: {hint})", file=sys.stderr)
             sys.exit(error.exit_code)
         except _CLICK_EXCEPTION as error:

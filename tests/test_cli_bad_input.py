@@ -821,6 +821,7 @@ def test_bad_settings_in_an_export_header_are_named_as_stored_not_as_options(tmp
         (["pairs", "-t", "abc"], "'--threshold'"),
         (["add", "-k", "many", "x.txt"], "'-k'"),
         (["pairs", "--bogus"], "--bogus"),
+        (["pairs", "--bo\x1b[2Jgus"], "--bo\\x1b[2Jgus"),  # escaped, as in every message
         (["frob"], "'frob'"),
     ],
 )
