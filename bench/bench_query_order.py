@@ -5,8 +5,8 @@
 Each family is a 300-word text of invented words and ``--variants`` copies of it with 0 to
 8 words replaced; each query is the family's text with 4 other words replaced.  The best
 answer is the stored document of highest exact Jaccard similarity of word 3-shingles
-(``simdb.jaccard``).  For each seed the table counts the queries whose first answer is not
-a best one, and the Jaccard given up on average when it is not:
+(``simdb.jaccard``).  For each seed the table counts the queries with no answer, those
+whose first answer is not a best one, and the Jaccard given up on average when it is not:
 
 - simdb ``query(text=q, limit=1)`` (the index's radius, no threshold), and with
   ``threshold=0.8``;
@@ -52,18 +52,21 @@ def corpus(seed: int, families: int, variants: int) -> tuple[list[tuple[str, str
     return stored, queries
 
 
-def misses(first: list[str | None], queries: list[str], texts: dict[str, str], families: int) -> tuple[int, float]:
-    """How many first answers are not a best one (no answer counts as a miss), and the mean
-    exact Jaccard lost by those that are not."""
-    wrong, lost = 0, []
+def misses(first: list[str | None], queries: list[str], texts: dict[str, str]) -> tuple[int, int, float]:
+    """How many queries got no answer, how many got a first answer that is not a best one,
+    and the mean exact Jaccard that those gave up."""
+    unanswered, wrong, lost = 0, 0, []
     for family, (query, key) in enumerate(zip(queries, first)):
+        if key is None:
+            unanswered += 1
+            continue
         members = [name for name in texts if name.startswith(f"f{family}-")]
         best = max(simdb.jaccard(query, texts[name]) for name in members)
-        got = simdb.jaccard(query, texts[key]) if key is not None else 0.0
+        got = simdb.jaccard(query, texts[key])
         if got < best:
             wrong += 1
             lost.append(best - got)
-    return wrong, sum(lost) / len(lost) if lost else 0.0
+    return unanswered, wrong, sum(lost) / len(lost) if lost else 0.0
 
 
 def main() -> None:
@@ -75,8 +78,8 @@ def main() -> None:
     from datasketch import MinHashLSH
 
     print(f"# {describe()}; {options.families} families of {options.variants} variants of 300 words")
-    print("| seed | engine | first answer not a best one | mean Jaccard lost when not |")
-    print("|---|---|---|---|")
+    print("| seed | engine | no answer | first answer not a best one | mean Jaccard lost when not |")
+    print("|---|---|---|---|---|")
     for seed in (int(part) for part in options.seeds.split(",")):
         stored, queries = corpus(seed, options.families, options.variants)
         texts = dict(stored)
@@ -101,8 +104,8 @@ def main() -> None:
             ranked.append(max(candidates, key=lambda key: (query_minhash.jaccard(by_key[key]), key), default=None))
         firsts["datasketch MinHashLSH(0.5) + MinHash(128) ranking"] = ranked
         for name, first in firsts.items():
-            wrong, lost = misses(first, queries, texts, options.families)
-            print(f"| {seed} | {name} | {wrong} of {options.families} | {lost:.3f} |")
+            unanswered, wrong, lost = misses(first, queries, texts)
+            print(f"| {seed} | {name} | {unanswered} | {wrong} of {options.families - unanswered} | {lost:.3f} |")
 
 
 if __name__ == "__main__":
