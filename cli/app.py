@@ -577,7 +577,8 @@ def add(
     # `simdb hash` makes them: without settings they would be judged as SimHash until the
     # first text arrived and made the database minhash, each pair's similarity changing.
     fingerprinter = make_fingerprinter(features, ngram, stopwords, kind=kind, weights=weights)
-    if fingerprinter is None and is_new_database(db):
+    creating = is_new_database(db)
+    if fingerprinter is None and creating:
         fingerprinter = make_fingerprinter(None, None, None, always=True)
         if fingerprint_inputs:
             quiet_or(print_notice, quiet)(
@@ -613,6 +614,8 @@ def add(
         dry_run_target(db, dry_run) as target,
         simdb.open(target, k=k, blocks=blocks, fingerprinter=fingerprinter) as database,
     ):
+        if creating and k is not None:
+            note_a_costly_index(database, quiet_or(print_notice, quiet))
         code = run_ingest(
             database,
             intake,
@@ -910,6 +913,30 @@ def similarity_buckets(threshold: float) -> list[float]:
     :meth:`simdb.Database.pair_histogram` names them), from the one holding ``threshold`` up to 1.0."""
     lowest = math.floor(threshold * 20 + 1e-9)  # the epsilon keeps 0.95 in its own bucket
     return [round(step / 20, 2) for step in range(lowest, 21)]
+
+
+#: The candidates per stored document that a query's probes read, from which a new
+#: database's -k is said to be costly: -k 12 (91 tables, prefixes of 8 and 9 bits) reads
+#: about 0.18 per query, where the default k reads a few per million.  A large -k is rarely
+#: what was meant: pairs and clusters take any -k without the index, and a threshold widens
+#: a query's radius by itself.
+COSTLY_INDEX_SHARE = 0.1
+
+
+def note_a_costly_index(database: simdb.Database, report: Any) -> None:
+    """Say, through ``report(where, message)``, when the index just created reads a large
+    share of itself per query (a large -k)."""
+    plan = database.plan
+    share = sum(2.0**-table.leading_bits for table in plan.tables)
+    if share >= COSTLY_INDEX_SHARE:
+        shortest = min(table.leading_bits for table in plan.tables)
+        report(
+            database.path,
+            f"-k {plan.k} makes {len(plan.tables)} tables with prefixes as short as "
+            f"{counted(shortest, 'bit')}: each query "
+            f"reads about {share * 100:.0f} entries per 100 documents; pairs and clusters take any -k without "
+            "the index, and a query's threshold widens its radius by itself",
+        )
 
 
 #: The search time (one core, by the cost model) from which pairs and clusters say that they
@@ -1740,6 +1767,8 @@ def import_command(
             error.hint,
             remedy=error.remedy,
         ) from None
+    if is_new and k is not None and not from_header:
+        note_a_costly_index(database, print_notice)
     header.stored = database.fingerprinter  # the settings every later header must give
     if database.fingerprinter is None:
         documents = without_sketches(documents, intake)

@@ -671,3 +671,17 @@ def test_a_loose_threshold_on_many_documents_says_the_search_is_long(
         assert "long search" not in quiet.stderr
     by_k = run("pairs", "-k", "20", "-t", "0.99", "--db", tmp_path / "db")  # -k sets the radius: name it
     assert "-k 20 on 3,000 documents means a long search" in by_k.stderr and "a lower -k" in by_k.stderr
+
+
+def test_a_new_database_with_a_costly_k_says_what_each_query_reads(tmp_path: Path) -> None:
+    """`add -k 40` built a 41-table index of 1-bit prefixes without a word: every query
+    then reads each table's half (a probe found it).  A -k whose probes read a tenth or more
+    of the documents per query is noted when the database is made; the default is not."""
+    (tmp_path / "a.txt").write_text("one two three four five six seven eight")
+    costly = run("add", tmp_path / "a.txt", "-k", "40", "--db", tmp_path / "k40")
+    assert costly.exit_code == 0 and "-k 40 makes 41 tables with prefixes as short as 1 bit:" in costly.stderr
+    for k in ("5", "9"):
+        plain = run("add", tmp_path / "a.txt", "-k", k, "--db", tmp_path / f"k{k}")
+        assert plain.exit_code == 0 and "tables with prefixes" not in plain.stderr
+    again = run("add", tmp_path / "a.txt", "-k", "40", "--db", tmp_path / "k40")  # not made now: no note
+    assert "tables with prefixes" not in again.stderr
