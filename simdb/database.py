@@ -646,8 +646,6 @@ class Database:
             query = self._resolve(fingerprint, None)
         radius, threshold = self._query_radius(k, threshold, verified=bool(sketch) and self._sketched)
         limit = self._check_limit(limit)
-        if sketch == b"":  # a text without features is nobody's near-duplicate, as in pairs()
-            return []
         return self._queries.query(query, radius, limit, sketch, threshold, kind_of(self._fingerprinter))
 
     def query_many(
@@ -684,13 +682,7 @@ class Database:
             return []
         query_array = np.array(queries, dtype=np.uint64)
         kind = kind_of(self._fingerprinter)
-        found = self._queries.query_many(query_array, radius, limit, sketches, threshold, kind, workers)
-        # A text without features is nobody's near-duplicate, as in pairs().
-        return (
-            found
-            if sketches is None
-            else [[] if sketch == b"" else matches for sketch, matches in zip(sketches, found)]
-        )
+        return self._queries.query_many(query_array, radius, limit, sketches, threshold, kind, workers)
 
     @staticmethod
     def _check_limit(limit: int | None) -> int | None:

@@ -174,7 +174,10 @@ class Queries:
         in id order.  Without sketches the similarity follows the distance, so this is
         nearest first; with them, a sketch tells apart candidates a bit or two apart that the
         distance ranks the wrong way (``limit=1`` missed the most similar document in 21-29 of
-        50 queries when ordered by distance).  One read per match kept."""
+        50 queries when ordered by distance).  A featureless text (``sketch`` b"") matches
+        nothing: it is nobody's near-duplicate, as in pairs().  One read per match kept."""
+        if sketch == b"":
+            return []
         ids = list(found)
         distances = np.array([found[doc_id] for doc_id in ids], dtype=np.int64)
         similarities = self.similarities_to(txn, sketch, ids, distances, kind).tolist()
@@ -193,8 +196,8 @@ class Queries:
     ) -> list[Match]:
         """The matches of one query within ``k`` bits, in one read transaction: one range
         scan per table plus one read per match (past the index's k, :meth:`_beyond_index_k`)."""
-        if sketch == b"" and threshold is not None:
-            return []  # a featureless text is similar to nothing: no candidate can pass (0 < threshold)
+        if sketch == b"":
+            return []  # no search: matches() keeps no candidate of a featureless text
         with self.read() as txn:
             if k > self.tables.plan.k:
                 found = self._beyond_index_k(txn, np.array([fingerprint], dtype=np.uint64), k)[0]
