@@ -70,6 +70,7 @@ from simdb.errors import (
     PermissionDeniedError,
     ReadInProgressError,
     ReadOnlyError,
+    SimdbError,
     StorageError,
     UnfinishedDatabaseError,
 )
@@ -233,6 +234,37 @@ def _os_error(exc: OSError, what: str, hint: str = _BATCH_NOT_STORED) -> Databas
     if exc.errno in _NO_SPACE:
         return _disk_full(what, exc.strerror or str(exc), hint)
     return StorageError(f"failed {what}: {exc.strerror or exc}")
+
+
+def _read_current_file(directory: Path) -> tuple[str, bool]:
+    """The generation the ``CURRENT`` file of ``directory`` names, and whether its first data
+    file was made.  One open and read; refuses a link, a FIFO or anything else that is not a
+    regular file (opening a FIFO would block) without blocking, and content that is not a
+    simdb generation's name."""
+    current = directory / CURRENT
+    try:
+        fd = os.open(current, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            _refuse_link(current)
+        raise StorageError(f"cannot read {current}: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CorruptDatabaseError(f"{current} is not a regular file", "restore it from a backup")
+        raw = os.read(fd, 64)
+    except OSError as exc:
+        raise StorageError(f"cannot read {current}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    name, *flags = raw.decode("ascii", "replace").split() or [""]
+    if not _GENERATION.fullmatch(name):
+        raise CorruptDatabaseError(f"{current} names {name!r}, not a data file", "restore it from a backup")
+    if flags not in ([], [_INITIALISED]):
+        raise CorruptDatabaseError(
+            f"{current} has unexpected content after the name {name!r}: {' '.join(flags)[:40]!r}",
+            f"restore it from a backup, or write the two lines '{name}' and '{_INITIALISED}' into it",
+        )
+    return name, bool(flags)
 
 
 def _refuse_link(path: Path) -> None:
@@ -599,14 +631,11 @@ class Storage:
         """Whether ``path`` is a simdb database directory: a ``CURRENT`` file that names a
         data file there, not only a file of that name (LevelDB and RocksDB keep one too).
         For walks over a user's files, which skip databases; one stat and a small read."""
-        current = Path(path) / CURRENT
         try:
-            if not current.is_file() or current.is_symlink():
-                return False
-            name = current.read_bytes()[:64].decode("ascii", "replace").split()
-        except OSError:
+            name, _ = _read_current_file(Path(path))
+        except SimdbError:  # none, or not one that names a simdb generation
             return False
-        return bool(name) and _GENERATION.fullmatch(name[0]) is not None and (Path(path) / name[0]).is_file()
+        return (Path(path) / name).is_file()
 
     @classmethod
     def open(
@@ -648,40 +677,11 @@ class Storage:
                 f"cannot create a database at {directory}: {exc.strerror}", "check the path and its permissions"
             ) from None
 
-    def _read_current(self) -> tuple[str, bool]:
-        """The generation ``CURRENT`` names, and whether its first data file was made.  One
-        open and read; refuses a link, a FIFO or anything else that is not a regular file
-        (opening a FIFO would block) without blocking."""
-        current = self.path / CURRENT
-        try:
-            fd = os.open(current, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                _refuse_link(current)
-            raise StorageError(f"cannot read {current}: {exc.strerror}") from None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise CorruptDatabaseError(f"{current} is not a regular file", "restore it from a backup")
-            raw = os.read(fd, 64)
-        except OSError as exc:
-            raise StorageError(f"cannot read {current}: {exc.strerror}") from None
-        finally:
-            os.close(fd)
-        name, *flags = raw.decode("ascii", "replace").split() or [""]
-        if not _GENERATION.fullmatch(name):
-            raise CorruptDatabaseError(f"{current} names {name!r}, not a data file", "restore it from a backup")
-        if flags not in ([], [_INITIALISED]):
-            raise CorruptDatabaseError(
-                f"{current} has unexpected content after the name {name!r}: {' '.join(flags)[:40]!r}",
-                f"restore it from a backup, or write the two lines '{name}' and '{_INITIALISED}' into it",
-            )
-        return name, bool(flags)
-
     def _open_generation(self) -> _Live:
         """Open the generation ``CURRENT`` names; retries if a compaction swaps it meanwhile.
         Changes nothing of this object: the caller puts the result in place."""
         for _ in range(100):
-            name, initialised = self._read_current()
+            name, initialised = _read_current_file(self.path)
             data_file = self.path / name
             lock_file = self.path / (name + "-lock")
             lock_exists = _refuse_special(lock_file)  # looked at first: it is made after the data file
@@ -689,7 +689,7 @@ class Storage:
             size = data_file.stat().st_size if exists else 0
             creating = not size
             if creating:
-                if self._read_current()[0] != name:
+                if _read_current_file(self.path)[0] != name:
                     continue  # swapped and removed between our two reads: read CURRENT again
                 state = "empty" if exists else "missing"
                 if name != FIRST_GENERATION or initialised or (not exists and lock_exists):
@@ -723,7 +723,7 @@ class Storage:
                     continue
                 raise _open_error(exc, data_file, self.path) from None
             try:
-                if self._read_current()[0] != name:
+                if _read_current_file(self.path)[0] != name:
                     # A compaction swapped generations while we opened this one, and removed
                     # it: a writable open then made a new empty file under the old name.  Drop
                     # it.  (Only when the name moved on: creators racing to make a new database
@@ -804,7 +804,7 @@ class Storage:
             if txn is None:
                 return handles
             try:
-                current, initialised = self._read_current()
+                current, initialised = _read_current_file(self.path)
                 if current != name:
                     return None
                 if mark_initialised and not initialised and name == FIRST_GENERATION:
@@ -944,7 +944,7 @@ class Storage:
         name now belongs to another file (the database was removed and made again at this
         path): one open and read of ``CURRENT`` and one stat."""
         live = self._current()
-        return self._read_current()[0] != live.name or _identity(self.path / live.name) != live.identity
+        return _read_current_file(self.path)[0] != live.name or _identity(self.path / live.name) != live.identity
 
     def _reader_should_move(self) -> bool:
         # A reader of a superseded generation still sees a consistent snapshot, only an
@@ -1157,7 +1157,7 @@ class Storage:
         def build(txn: lmdb.Transaction[bytes]) -> None:
             source = self.generation  # the live one: write() checked under the write lock
             self._sweep_leftovers(source)  # what a killed compaction left, the target included
-            # _read_current admitted this generation only if it matches _GENERATION.
+            # _read_current_file admitted this generation only if it matches _GENERATION.
             number = int(_GENERATION.fullmatch(source).group(1)) + 1  # type: ignore[union-attr]
             while any(os.path.lexists(self.path / f"data-{number:06d}.mdb{suffix}") for suffix in ("", "-lock")):
                 number += 1  # the sweep left it, so it is not simdb's (a directory, say): skip the number
@@ -1204,7 +1204,7 @@ class Storage:
                 # release reads a one-line CURRENT (a format-1 database stays readable by it).
                 _point_current_at(self.path, name, initialised=False)
             except OSError as exc:
-                if self._read_current()[0] != name:  # else the swap happened; only its fsync failed
+                if _read_current_file(self.path)[0] != name:  # else the swap happened; only its fsync failed
                     _remove_generation(self.path, name)
                 raise _os_error(exc, f"pointing {self.path / CURRENT} at {name}", _NOT_COMPACTED) from None
             # Committed before the write lock is released, so before any writer can commit to
