@@ -145,11 +145,13 @@ def pair_blocks(
     vectorised over each block.  Cost: the in-memory all-pairs search at radius k plus
     O(192) per candidate."""
     state = snapshot.state
+    # Looked at once, not per block: most collections hold no featureless document, and
+    # pair_similarities gathers each pair's states anyway.
+    dropping = not include_featureless and bool((state == FEATURELESS).any())
     for left, right, distance in iter_pairs_any_k(snapshot.fingerprints, k, workers):
-        if not include_featureless:
+        if dropping:
             keep = (state[left] != FEATURELESS) & (state[right] != FEATURELESS)
-            if not keep.all():
-                left, right, distance = left[keep], right[keep], distance[keep]
+            left, right, distance = left[keep], right[keep], distance[keep]
         similarity = pair_similarities(snapshot, left, right, distance, kind)
         if threshold is not None:
             keep = similarity >= threshold
