@@ -23,7 +23,7 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from itertools import chain
 from pathlib import Path
@@ -923,7 +923,7 @@ def similarity_buckets(threshold: float) -> list[float]:
 COSTLY_INDEX_SHARE = 0.1
 
 
-def note_a_costly_index(database: simdb.Database, report: Any) -> None:
+def note_a_costly_index(database: simdb.Database, report: Callable[[str, str], None]) -> None:
     """Say, through ``report(where, message)``, when the index just created reads a large
     share of itself per query (a large -k)."""
     plan = database.plan

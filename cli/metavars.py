@@ -18,7 +18,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from .output import CONTROL_ESCAPES
+from .output import CONTROL_ESCAPES, err
 
 #: Placeholders by option name, for the options whose value is more than its type.
 BY_OPTION = {
@@ -121,13 +121,13 @@ class SimdbGroup(TyperGroup):
                 hint = f"{error.ctx.command_path} -h lists the options"
             # One line, and the user's value in it escaped as every message escapes it.
             message = " ".join(error.format_message().split()).translate(CONTROL_ESCAPES)
-            print(f"simdb: {message} (hint: {hint})", file=sys.stderr)
+            err(f"simdb: {message} (hint: {hint})")
             sys.exit(error.exit_code)
         except _CLICK_EXCEPTION as error:
             error.show()
             sys.exit(error.exit_code)
         except typer.Abort:
-            print("Aborted!", file=sys.stderr)
+            err("Aborted!")
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
 
