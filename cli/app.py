@@ -182,7 +182,8 @@ FormatOption = Annotated[
         "--format",
         metavar="FORMAT",
         help="Output format: table (the default), tsv, csv (quoted as RFC 4180), or json (JSON lines, as --json). "
-        "TSV refuses a value holding a tab or line break: use csv or json for such keys.",
+        "TSV leaves out a record with a tab or line break in a value, prints the rest, then exits 2: "
+        "use csv or json for such keys.",
         show_default=False,
     ),
 ]

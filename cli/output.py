@@ -298,8 +298,9 @@ def write_records(
     return how many there were.  Every command that prints records goes through here.
 
     - table: aligned columns (see :func:`table`), values shown by each column's ``shown``.
-    - tsv: tab-separated ``columns``, values in full; a value with a tab or line break is
-      refused (see :func:`tsv_cell`) rather than escaped, so every TSV line is one record.
+    - tsv: tab-separated ``columns``, values in full; a record with a tab or line break in a
+      value is left out (see :func:`tsv_cell`) rather than escaped, so every TSV line is one
+      record, and once the others are printed an InvalidInputError names it.
     - csv: RFC 4180 via :mod:`csv` (values with commas, quotes or line breaks are quoted).
     - json: one JSON object per record, with every field of the record (also those no
       column shows, such as a document's meta).
@@ -333,9 +334,25 @@ def write_records(
         raise InvalidInputError(f"output format {file_format!r} is not one of {', '.join(FORMATS)}")
     if header:
         out("\t".join(names))
+    first_refusal: InvalidInputError | None = None
+    refused = 0
     for record in records:
-        out("\t".join(tsv_cell(column.name, column.of(record)) for column in columns))
+        try:
+            line = "\t".join(tsv_cell(column.name, column.of(record)) for column in columns)
+        except InvalidInputError as refusal:
+            # One key TSV cannot carry should not cost the reader every other record: the
+            # rest are printed, and the run ends with an error that says what was left out.
+            first_refusal = first_refusal or refusal
+            refused += 1
+            continue
+        out(line)
         count += 1
+    if first_refusal is not None:
+        first = ": " if refused == 1 else ", the first because "
+        raise InvalidInputError(
+            f"{counted(refused, 'record')} left out of the TSV output{first}{first_refusal.message}",
+            first_refusal.hint,
+        )
     return count
 
 

@@ -127,11 +127,19 @@ def test_pairs_tsv_matches_the_library_and_no_header_drops_the_header(tmp_path: 
     assert csv_rows(stdout(run("pairs", "-k", "4", "--format", "csv", "--no-header", "--db", path)))[0] != header
 
 
-def test_tsv_refuses_a_key_with_a_tab_and_names_it(tab_db: str) -> None:
+def test_tsv_leaves_out_a_key_with_a_tab_names_it_and_prints_the_rest(tab_db: str) -> None:
     result = run("pairs", "-k", "4", "--format", "tsv", "--db", tab_db)
     assert result.exit_code == 2
     assert repr(TAB_KEY) in result.stderr and "--format csv" in result.stderr
+    assert "2 records left out" in result.stderr
     assert TAB_KEY not in result.stdout  # no line of TSV was broken by it
+    header, *rows = tsv_rows(result.stdout)
+    assert header == ["similarity", "distance", "key_a", "key_b"]
+    expected = [pair for pair in library_pairs(tab_db) if TAB_KEY not in (pair.key_a, pair.key_b)]
+    assert len(expected) == 1
+    assert [(float(s), int(d), a, b) for s, d, a, b in rows] == [
+        (pair.similarity, pair.distance, pair.key_a, pair.key_b) for pair in expected
+    ]
     as_csv = run("pairs", "-k", "4", "--format", "csv", "--db", tab_db)
     assert as_csv.exit_code == 0
     assert {key for row in csv_rows(stdout(as_csv))[1:] for key in row[2:]} >= {TAB_KEY}
