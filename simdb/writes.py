@@ -247,6 +247,11 @@ class Writes:
         first_kept: dict[bytes, int] = {}  # index key -> position where this batch first kept it
         replaced_ids: set[int] = set()  # stored documents that a kept item replaced
         for position, key in enumerate(batch.keys):
+            if self._stored_as_it_is(txn, batch, position, live.get(batch.index_keys[position]), own_ids[position]):
+                # Adding it writes nothing: it is unchanged, whatever other document it
+                # resembles (both stay stored either way).
+                kept.append(position)
+                continue
             # As if added one by one: a stored document or kept item replaced earlier in this
             # batch counts in its new version only, and the duplicate named is the most
             # similar, then the nearest, then the oldest, the items kept earlier being stored
@@ -289,6 +294,18 @@ class Writes:
             stored_result.unchanged += unchanged_repeats
             result.merge(stored_result)
         return result
+
+    def _stored_as_it_is(
+        self, txn: lmdb.Transaction[bytes], batch: Batch, position: int, kept_earlier: int | None, own_id: int | None
+    ) -> bool:
+        """Whether item ``position`` is its key's current version already: the one kept
+        earlier in this batch (``kept_earlier``) or else the stored one (``own_id``).
+        O(1) LMDB reads."""
+        sketches = batch.sketches
+        version = (batch.records[position], None if sketches is None else sketches[position])
+        if kept_earlier is not None:
+            return version == (batch.records[kept_earlier], None if sketches is None else sketches[kept_earlier])
+        return own_id is not None and self._records.unchanged(txn, own_id, *version)
 
     def _duplicate_rule(self, threshold: float | None, verified: bool) -> _Rule:
         """How ``if_new`` decides a duplicate: by similarity when a threshold is given or the

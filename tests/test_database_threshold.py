@@ -196,6 +196,22 @@ def test_if_new_with_a_threshold_checks_the_batch_and_the_stored_documents(db_pa
         assert db.add("other", text=other.replace("v7", "y7"), if_new=True).replaced == 1
 
 
+def test_if_new_counts_a_document_stored_as_it_is_unchanged_not_a_duplicate(db_path) -> None:
+    """Two copies stored without if_new, then both added again as they are with if_new: each
+    was reported as the other's near-duplicate and skipped, though both stay stored and
+    adding them writes nothing.  A changed version is still checked."""
+    words = [f"w{i}" for i in range(200)]
+    text = " ".join(words)
+    with simdb.open(db_path) as db:
+        db.add_texts([("a", text), ("b", text)])
+        again = db.add_texts([("a", text), ("b", text), ("b", text)], if_new=True)
+        assert (again.skipped, again.unchanged, again.added, again.replaced) == ([], 3, 0, 0)
+        edit = " ".join([*words[:7], "x7", *words[8:]])
+        edited = db.add_texts([("b", edit), ("b", text)], if_new=True)
+        assert [(skip.key, skip.duplicate_of) for skip in edited.skipped] == [("b", "a")]
+        assert edited.unchanged == 1  # the edit was skipped, so b is still stored as it is
+
+
 def test_if_new_probes_once_and_writes_once_per_batch(db_path, monkeypatch) -> None:
     """The cause of `add --if-new` being 50x slower: one store (a thread pool and an id
     read) per document.  Now one per batch."""
