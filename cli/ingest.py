@@ -193,10 +193,13 @@ class Ingest:
         task: Any,
         stop: threading.Event,
         threshold: float | None = None,
+        dry_run: bool = False,
     ) -> None:
         self.database = database
         self.intake = intake
         self.if_new = if_new
+        # A dry run's lines say what a real run would do, as its summary does.
+        self.skip_verb, self.prune_verb = ("would skip", "would prune") if dry_run else ("skipped", "pruned")
         # Handed to the database only with --if-new, where it means something.
         self._if_new_options: dict[str, Any] = {"if_new": True, "threshold": threshold} if if_new else {}
         self.workers = workers
@@ -274,7 +277,12 @@ class Ingest:
             raise KeyboardInterrupt
         self.pruned += self.database.remove_many(stale)
         for key in stale:  # what went (or, in a dry run, would go), before the summary
-            out(json_line({"event": "pruned", "key": key}) if self.json_output else f"pruned {shortened(key)}")
+            line = (
+                json_line({"event": "pruned", "key": key})
+                if self.json_output
+                else f"{self.prune_verb} {shortened(key)}"
+            )
+            out(line)
 
     def fingerprints(self, items: Iterable[Item]) -> None:
         """Store ``(key, fingerprint, meta, where)`` items; a fingerprint read from an export
@@ -355,7 +363,7 @@ class Ingest:
                 out(json_line(event))
             else:
                 out(
-                    f"skipped {skip.key.translate(output.CONTROL_ESCAPES)}: "
+                    f"{self.skip_verb} {skip.key.translate(output.CONTROL_ESCAPES)}: "
                     f"near-duplicate of {skip.duplicate_of.translate(output.CONTROL_ESCAPES)} "
                     f"(similarity {skip.similarity:.3f}, distance {skip.distance})"
                 )
@@ -427,6 +435,7 @@ def run_ingest(
             progress=progress,
             task=task,
             stop=ctrl_c,
+            dry_run=dry_run,
         )
         try:
             feed(ingest)
@@ -526,11 +535,14 @@ def print_summary(
     if json_output:
         out(json_line({"event": "summary", **summary}))
     else:
-        line = f"added {added:,}, replaced {replaced:,}, skipped {skipped:,}, failed {intake.failed:,}"
+        if dry_run:
+            line = f"would add {added:,}, replace {replaced:,}, skip {skipped:,}; failed {intake.failed:,}"
+        else:
+            line = f"added {added:,}, replaced {replaced:,}, skipped {skipped:,}, failed {intake.failed:,}"
         if counts.unchanged:
             line += f"; {counts.unchanged:,} unchanged (already stored as they are)"
         if counts.pruned:
-            line += f"; pruned {counts.pruned:,} whose files are gone"
+            line += f"; {'would prune' if dry_run else 'pruned'} {counts.pruned:,} whose files are gone"
         if counts.featureless:
             line += f"; {counts.featureless:,} featureless (no words)"
         if intake.decoded_with_replacement:

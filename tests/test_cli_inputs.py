@@ -540,8 +540,15 @@ def test_a_dry_run_names_the_users_database_and_what_it_would_prune(tmp_path: Pa
     assert "dry-run" not in mismatch.stderr
     (tmp_path / "docs" / "a.txt").unlink()
     dry = add("docs", "--prune", "--dry-run", "--db", db)
-    assert "pruned docs/a.txt" in dry.stdout.splitlines()
+    # In the conditional, as its summary: a real run's lines say "pruned", "skipped".
+    lines = dry.stdout.splitlines()
+    assert "would prune docs/a.txt" in lines
+    assert lines[-1].startswith("would add 0, replace 0, skip 0; failed 0; 1 unchanged"), lines
+    assert "; would prune 1 whose files are gone" in lines[-1]
     assert set(stored(db)) == {"docs/a.txt", "docs/b.txt"}
+    (tmp_path / "docs" / "c.txt").write_text((tmp_path / "docs" / "b.txt").read_text())
+    skips = add("docs", "--if-new", "--dry-run", "--db", db).stdout.splitlines()
+    assert skips[0].startswith("would skip docs/c.txt: near-duplicate of docs/b.txt"), skips
 
 
 def test_an_import_that_adds_nothing_creates_no_database(tmp_path: Path) -> None:
