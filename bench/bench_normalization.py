@@ -1,6 +1,6 @@
 """Copies that a reader calls the same text: found at a threshold by each text pipeline version.
 
-    python bench/bench_normalization.py [--docs 300] [--words 250] [--seed 0] [--threshold 0.9]
+    python bench/bench_normalization.py [--docs 300] [--words 250] [--seed 0] [--threshold 0.9] [--versions 3,4,5]
 
 Generates documents of Zipfian words, a fifth of them accented (French/Spanish/German-like,
 plus Greek and Russian words), then for each document one copy of each kind a crawl meets:
@@ -9,7 +9,18 @@ plus Greek and Russian words), then for each document one copy of each kind a cr
   by a hyphen at the line end;
 - ``unaccented``: the text with its accents stripped, as an ASCII-only pipeline leaves it;
 - ``capitals``: the first 40 words (a title and lead) in capitals, the rest as it was, Greek
-  words without their accents, as Greek capitals are written.
+  words without their accents, as Greek capitals are written;
+- ``pages``: the PDF copy with a page break (a form feed, as pdftotext writes one) after
+  every 8th line;
+- ``look-alikes``: a tenth of the words with their letters that have a Cyrillic or Greek
+  look-alike written with it, as spam that evades filters does;
+- ``apostrophes``: every apostrophe typed as an acute accent, a grave accent or a prime;
+- ``tracking``: the document's link shared with tracking parameters;
+- ``arabic``: the Arabic words as informal writing and a Persian keyboard spell them (ة as
+  ه and ى as ي at a word's end, ي as ی and ك as ک).
+
+Every document ends with a link to itself, and its words include contractions ("don't",
+"l'homme") and Arabic words.
 
 Truth is by construction (a copy and its source are the same text); a pair between two
 different documents is a false pair.  For each ``normalization`` version the benchmark adds
@@ -32,12 +43,21 @@ _ACCENTED = [
     "après", "garçon", "fiancée", "crème", "rôle", "señor", "müde", "häuser", "été", "noël",
     "καφές", "θάλασσα", "ελευθερία", "πόλη", "ήλιος", "ёлка", "всё", "ещё", "идём", "моё",
 ]  # fmt: skip
+_CONTRACTIONS = ["don't", "it's", "we're", "they've", "isn't", "l'homme", "aujourd'hui", "c'est", "o'clock"]
+_ARABIC = ["المدرسة", "الكبيرة", "على", "الى", "مدينة", "كتاب", "كبير", "في", "الطريق", "جميلة", "مستشفى", "يكون"]
+# Latin letters and the Cyrillic or Greek letters drawn like them.
+_LOOK_ALIKES = {"a": "аα", "c": "с", "e": "е", "i": "і", "o": "оο", "p": "рρ", "s": "ѕ", "x": "х", "y": "у"}
 _SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "po", "si", "de", "fa", "gu", "ho", "ji", "be", "zo", "wy"]
 
 
 def _vocabulary(rng: random.Random, size: int) -> list[str]:
     words = {"".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 5))) for _ in range(size)}
-    return sorted(words) + _ACCENTED * max(1, size // (5 * len(_ACCENTED)))
+    return (
+        sorted(words)
+        + _ACCENTED * max(1, size // (5 * len(_ACCENTED)))
+        + _CONTRACTIONS * max(1, size // (10 * len(_CONTRACTIONS)))
+        + _ARABIC * max(1, size // (10 * len(_ARABIC)))
+    )
 
 
 def _strip_accents(text: str) -> str:
@@ -73,7 +93,52 @@ def _capitals(text: str, lead: int = 40) -> str:
     return " ".join([*capitals, *words[lead:]])
 
 
-COPIES = {"pdf": _pdf_layer, "unaccented": _strip_accents, "capitals": _capitals}
+def _pages(text: str, lines_per_page: int = 8) -> str:
+    lines = _pdf_layer(text).split("\n")
+    return "".join(
+        line + ("\n\f" if number % lines_per_page == lines_per_page - 1 else "\n") for number, line in enumerate(lines)
+    )
+
+
+def _look_alikes(text: str) -> str:
+    rng = random.Random(text)
+    words = text.split(" ")
+    for index in rng.sample(range(len(words)), len(words) // 10):
+        words[index] = "".join(
+            rng.choice(_LOOK_ALIKES[char]) if char in _LOOK_ALIKES else char for char in words[index]
+        )
+    return " ".join(words)
+
+
+def _apostrophes(text: str) -> str:
+    rng = random.Random(text)
+    return "".join(rng.choice("\u00b4`\u2032") if char == "'" else char for char in text)
+
+
+def _tracking(text: str) -> str:
+    return text + "?utm_source=twitter&utm_medium=social&utm_campaign=spring&fbclid=IwAR0abc123def456"
+
+
+def _arabic(text: str) -> str:
+    words = []
+    for word in text.split(" "):
+        if any("\u0600" <= char <= "\u06ff" for char in word):
+            word = word[:-1] + {"ة": "ه", "ى": "ي"}.get(word[-1], word[-1])
+            word = word.replace("ي", "ی").replace("ك", "ک")
+        words.append(word)
+    return " ".join(words)
+
+
+COPIES = {
+    "pdf": _pdf_layer,
+    "unaccented": _strip_accents,
+    "capitals": _capitals,
+    "pages": _pages,
+    "look-alikes": _look_alikes,
+    "apostrophes": _apostrophes,
+    "tracking": _tracking,
+    "arabic": _arabic,
+}
 
 
 def corpus(docs: int, words: int, seed: int) -> list[tuple[str, str]]:
@@ -83,9 +148,9 @@ def corpus(docs: int, words: int, seed: int) -> list[tuple[str, str]]:
     rng.shuffle(weights)
     texts = []
     for number in range(docs):
-        source = " ".join(rng.choices(vocabulary, weights, k=words))
+        source = " ".join(rng.choices(vocabulary, weights, k=words)) + f" https://news.example.com/2026/story-{number}"
         texts.append((f"doc{number}", source))
-        texts.extend((f"doc{number}-{kind}", copy(source)) for kind, copy in COPIES.items())
+        texts.extend((f"doc{number}:{kind}", copy(source)) for kind, copy in COPIES.items())
     return texts
 
 
@@ -99,8 +164,8 @@ def measure(texts: list[tuple[str, str]], normalization: int, threshold: float) 
             found = dict.fromkeys(COPIES, 0)
             false_pairs = 0
             for pair in db.pairs(threshold=threshold):
-                source_a, _, kind_a = pair.key_a.partition("-")
-                source_b, _, kind_b = pair.key_b.partition("-")
+                source_a, _, kind_a = pair.key_a.partition(":")
+                source_b, _, kind_b = pair.key_b.partition(":")
                 if source_a != source_b:
                     false_pairs += 1
                 elif not kind_a or not kind_b:  # a copy with its source
@@ -115,20 +180,19 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=250)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threshold", type=float, default=0.9)
+    parser.add_argument("--versions", default="3,4,5", help="pipeline versions to compare, comma-separated")
     arguments = parser.parse_args()
     texts = corpus(arguments.docs, arguments.words, arguments.seed)
     print(
-        f"# {arguments.docs} documents of {arguments.words} words, 3 copies each, seed {arguments.seed}, "
-        f"threshold {arguments.threshold}: share of copies paired with their source"
+        f"# {arguments.docs} documents of {arguments.words} words, {len(COPIES)} copies each, "
+        f"seed {arguments.seed}, threshold {arguments.threshold}: share of copies paired with their source"
     )
-    print("| normalization | pdf | unaccented | capitals | false pairs | add_texts s |")
-    print("|---|---|---|---|---|---|")
-    for version in (2, 3):
+    print(f"| normalization | {' | '.join(COPIES)} | false pairs | add_texts s |")
+    print("|---|" + "---|" * (len(COPIES) + 2))
+    for version in map(int, arguments.versions.split(",")):
         row = measure(texts, version, arguments.threshold)
-        print(
-            f"| {version} | {row['pdf']:.3f} | {row['unaccented']:.3f} | {row['capitals']:.3f} | "
-            f"{row['false']:.0f} | {row['seconds']:.2f} |"
-        )
+        shares = " | ".join(f"{row[kind]:.3f}" for kind in COPIES)
+        print(f"| {version} | {shares} | {row['false']:.0f} | {row['seconds']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,14 @@ The pipeline, applied to every text before any hashing:
    letter comes before the hyphen and a lowercase letter starts the next line, as in text
    taken from a PDF or a scan (after NFKC, so an accent written as its own mark and a
    fullwidth hyphen count; a soft hyphen at a line end is joined too).
+   From version 5: letters a reader takes for others are folded into one (the Cyrillic,
+   Greek and Armenian letters drawn like Latin ones, as in "pаypal" with a Cyrillic "а";
+   Latin small capitals; "ı", "ł", "đ", "ø", "æ" and "œ", which ASCII-fied text writes "i",
+   "l", "d", "o", "ae" and "oe"; the Arabic letters that informal and Persian writing
+   interchange: "ى", "ی" as "ي", "ة", "ہ" as "ه", "ک" as "ك"); the marks typed for an
+   apostrophe (grave, acute, prime: "don´t") are deleted as apostrophes are; tracking
+   parameters (``utm_*``, ``fbclid`` and the like) are deleted from URLs; and a line-end
+   hyphen join also crosses a form feed (a PDF's page break) and the other line breaks.
 4. **Punctuation and whitespace folding.**  A token is a maximal run of letters, digits and
    combining marks; everything else (punctuation, symbols, whitespace, underscore) only
    separates tokens.  Character shingles are taken over the tokens joined by single spaces.
@@ -56,10 +64,12 @@ from functools import cache
 #: before there were versions) is the pipeline without the invisible characters, digits and
 #: dotted i of step 3 and with tokens that may start with a combining mark; version 2 is
 #: without the diacritics and line-end hyphens of step 3.  Version 4 tokenises as version 3
-#: does; its English stop-word list keeps negations (:mod:`simdb.stopwords`).  All are kept
-#: so that databases made with them go on fingerprinting text as they always did.
-NORMALIZATION = 4
-NORMALIZATIONS = (1, 2, 3, 4)
+#: does; its English stop-word list keeps negations (:mod:`simdb.stopwords`).  Version 5 is
+#: version 4 with the folded letters, apostrophe marks, tracking parameters and line breaks
+#: of step 3.  All are kept so that databases made with them go on fingerprinting text as
+#: they always did.
+NORMALIZATION = 5
+NORMALIZATIONS = (1, 2, 3, 4, 5)
 
 #: Characters per chunk when streaming a long text.  About 45,000 English words, so the
 #: per-chunk arrays of the fingerprinter stay at a few megabytes.
@@ -82,6 +92,33 @@ _UNSPACED_RANGES = (
 _UNSPACED_SEARCH = re.compile(f"[{_UNSPACED_RANGES}]").search
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _APOSTROPHES = str.maketrans("", "", "'\u2018\u2019\u02bc")
+# Marks typed for an apostrophe: a grave accent, an acute (a dead key on many keyboards:
+# "don´t"), a prime and its modifier letters.  Version 5 deletes them before NFKC, which
+# makes the acute a space and a combining accent.
+_APOSTROPHE_MARKS = "`\u00b4\u2032\u02b9\u02ca"
+# Query parameters that say only where a link was clicked (campaign tags, the click ids of
+# ad and social networks, share ids): version 5 deletes them, so a page shared through
+# different tracking links is one text.  The separator before one is kept.
+_TRACKING_PARAMETERS = re.compile(
+    r"([?&;])(?:utm_[a-z0-9_]*|fbclid|gclid|gclsrc|dclid|gbraid|wbraid|msclkid|yclid|twclid|ttclid|igshid|igsh"
+    r"|mc_cid|mc_eid|_hsenc|_hsmi|mkt_tok|oly_anon_id|oly_enc_id|vero_id|_ga|_gl|si|spm|mibextid|ref_src)=[^?&;#\s]*",
+    re.IGNORECASE,
+)
+# Letters that version 5 folds into others, after casefolding (see the module docstring):
+# the lowercase Cyrillic, Greek and Armenian letters that common fonts draw as Latin ones
+# (from UTS #39's confusables), Latin small capitals, the stroked Latin letters and
+# ligatures that ASCII-fied text writes without their stroke, and the Arabic letters that
+# Lucene's Arabic and Persian normalisers also fold.
+_FOLDED_LETTERS = {
+    **dict(zip("аеорсухѕіјһԁԛԝӏү", "aeopcyxsijhdqwly")),  # Cyrillic
+    **dict(zip("αορνιυχγκ", "aopviuxyk")),  # Greek
+    **dict(zip("օս", "ou")),  # Armenian
+    **dict(zip("ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢ", "abcdefghijklmnoprstuvwyz")),  # small capitals
+    **dict(zip("ıłđø", "ildo")),
+    "æ": "ae",
+    "œ": "oe",
+    **dict(zip("\u0649\u06cc\u0629\u06c1\u06a9", "\u064a\u064a\u0647\u0647\u0643")),  # ى ی ة ہ ک
+}
 _ASCII_TOKENS = re.compile(r"[a-z0-9]+").findall
 # Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), as inclusive ranges:
 # characters that are rendered as nothing when a font has no glyph for them.
@@ -142,6 +179,19 @@ _LINE_END_HYPHENS = tuple(
     (hyphen, re.compile(f"{hyphen}(?<=[^\\W\\d_]{hyphen})[ \\t]*(?:\\r\\n|\\r|\\n)[ \\t]*(?=([^\\W\\d_]))"))
     for hyphen in ("-", "\u2010")
 )
+# Version 5's: the line break may also be a form feed (a PDF's page break, as pdftotext
+# writes it), a vertical tab or a Unicode line separator, with form feeds and vertical tabs
+# among the spaces around it.
+_LINE_BREAKS_5 = "\r\n\f\v\x85\u2028\u2029"
+_LINE_END_HYPHENS_5 = tuple(
+    (
+        hyphen,
+        re.compile(
+            f"{hyphen}(?<=[^\\W\\d_]{hyphen})[ \\t\\f\\v]*(?:\\r\\n|[{_LINE_BREAKS_5}])[ \\t\\f\\v]*(?=([^\\W\\d_]))"
+        ),
+    )
+    for hyphen in ("-", "\u2010")
+)
 # A soft hyphen at a line end marks a word broken there (it is only ever inside a word, so
 # no letter before it is asked for: an accent may be).  Joined before version 2's deletion
 # of invisible characters removes it.
@@ -181,11 +231,13 @@ def _scanned_classes() -> tuple[str, dict[int, str]]:
 
 
 @cache
-def _version_2_mapping() -> tuple[re.Pattern[str], dict[int, str | None]]:
-    """(a search for any character that version 2 may delete or map before NFKC, the
-    ``str.translate`` table that does it)."""
+def _version_2_mapping(normalization: int = 2) -> tuple[re.Pattern[str], dict[int, str | None]]:
+    """(a search for any character that version 2 (from 5: also the apostrophe marks) may
+    delete or map before NFKC, the ``str.translate`` table that does it)."""
     table: dict[int, str | None] = {code: None for low, high in _IGNORABLE_RANGES for code in range(low, high + 1)}
     table.update(_scanned_classes()[1])
+    if normalization >= 5:
+        table.update(dict.fromkeys(map(ord, _APOSTROPHE_MARKS)))
     # Every character beyond the BMP is let through to the translate: a class of BMP
     # characters only is a bitmap lookup, where the exact one was a scan of its ranges,
     # ten times slower on a Chinese text.
@@ -194,10 +246,11 @@ def _version_2_mapping() -> tuple[re.Pattern[str], dict[int, str | None]]:
 
 
 @cache
-def _version_3_folding() -> tuple[re.Pattern[str], dict[int, str | None]]:
-    """(a search for any character that version 3's folding changes, the ``str.translate``
-    table that folds: each dropped mark to nothing, each precomposed letter holding one to
-    the rest of its decomposition).  Built once, on first use, by decomposing every BMP code
+def _folding(normalization: int) -> tuple[re.Pattern[str], dict[int, str | None]]:
+    """(a search for any character that version 3's folding (from 5: with the folded
+    letters) changes, the ``str.translate`` table that folds: each dropped mark to nothing,
+    each precomposed letter holding one to the rest of its decomposition, each folded letter
+    to its stand-in).  Built once per version, on first use, by decomposing every BMP code
     point (~30 ms): beyond it, no canonical decomposition holds a dropped mark."""
     dropped = {code for low, high in _FOLDED_MARK_RANGES for code in range(low, high + 1)}
     table: dict[int, str | None] = dict.fromkeys(dropped)
@@ -205,16 +258,49 @@ def _version_3_folding() -> tuple[re.Pattern[str], dict[int, str | None]]:
         decomposed = unicodedata.normalize("NFD", chr(code))
         if len(decomposed) > 1 and any(ord(char) in dropped for char in decomposed):
             table[code] = "".join(char for char in decomposed if ord(char) not in dropped)
+    if normalization >= 5:
+        # One pass folds both: "ё" loses its mark and becomes the Latin "e".
+        letters = str.maketrans(_FOLDED_LETTERS)
+        table = {code: None if rest is None else rest.translate(letters) for code, rest in table.items()}
+        table.update((code, letter) for code, letter in letters.items() if code not in table)
     return re.compile(f"[{_class_body(sorted(table))}]"), table
+
+
+def ascii_prepared(text: str, normalization: int = NORMALIZATION) -> str:
+    """An ASCII ``text`` before it is lowercased and split (the first half of both ASCII
+    fast paths, here and in the fingerprinter): line-end hyphens joined (version 3) and
+    tracking parameters deleted (version 5).  O(len(text))."""
+    text = join_line_end_hyphens(text, normalization)
+    return untracked(text) if normalization >= 5 else text
+
+
+def ascii_deleted(normalization: int = NORMALIZATION) -> str:
+    """The ASCII characters deleted from a text of pipeline ``normalization`` rather than
+    separating tokens: the apostrophe, and from version 5 the grave accent."""
+    return "'`" if normalization >= 5 else "'"
+
+
+def untracked(text: str) -> str:
+    """``text`` without the tracking parameters of its URLs (version 5).  O(len(text)); a
+    text without "=" is not searched."""
+    return _TRACKING_PARAMETERS.sub(r"\1", text) if "=" in text else text
 
 
 def join_line_end_hyphens(text: str, normalization: int = NORMALIZATION) -> str:
     """``text`` with each word that a hyphen breaks across a line end joined again (version
     3; see the module docstring), else ``text`` itself.  O(len(text)); a text without both a
     hyphen and a line break is only searched for them."""
-    if normalization < 3 or not ("\n" in text or "\r" in text):
+    if normalization < 3:
         return text
-    for hyphen, line_end_hyphen in _LINE_END_HYPHENS:
+    if normalization >= 5:
+        if not any(line_break in text for line_break in _LINE_BREAKS_5):
+            return text
+        patterns = _LINE_END_HYPHENS_5
+    elif "\n" in text or "\r" in text:
+        patterns = _LINE_END_HYPHENS
+    else:
+        return text
+    for hyphen, line_end_hyphen in patterns:
         if hyphen in text:
             text = line_end_hyphen.sub(_joined_if_lowercase, text)
     return text
@@ -243,16 +329,21 @@ def normalize(text: str, normalization: int = NORMALIZATION) -> str:
     (steps 1 to 3 of the module docstring).  O(len(text)); ASCII text is only lowercased
     (and its line-end hyphens joined)."""
     if text.isascii():
-        text = join_line_end_hyphens(text, normalization)
-        return text.lower().translate(_APOSTROPHES) if "'" in text else text.lower()
+        text = ascii_prepared(text, normalization).lower()
+        for deleted in ascii_deleted(normalization):
+            if deleted in text:
+                text = text.replace(deleted, "")
+        return text
     if _SURROGATES.search(text):
         text = _SURROGATES.sub("\ufffd", text)
+    if normalization >= 5:
+        text = untracked(text)
     if normalization >= 3 and "\u00ad" in text:
         text = _SOFT_HYPHEN_BREAK.sub(_joined_if_lowercase, text)
     if normalization >= 2:
         # Before NFKC: a deleted joiner between a letter and its accent would otherwise
         # keep the two from composing.
-        mapped, table = _version_2_mapping()
+        mapped, table = _version_2_mapping(5 if normalization >= 5 else 2)
         if mapped.search(text):
             text = text.translate(table)
     text = unicodedata.normalize("NFKC", text)
@@ -262,7 +353,7 @@ def normalize(text: str, normalization: int = NORMALIZATION) -> str:
     text = join_line_end_hyphens(text, normalization).casefold()
     if normalization >= 3:
         # After casefolding, which can leave a mark of its own ("İ" is "i" and a dot above).
-        folded, table = _version_3_folding()
+        folded, table = _folding(5 if normalization >= 5 else 3)
         if folded.search(text):
             text = text.translate(table)
     elif normalization >= 2 and "\u0307" in text:
@@ -280,10 +371,7 @@ def tokenize(text: str, split_unspaced: bool = True, normalization: int = NORMAL
     memory; use :func:`iter_token_chunks` for texts too big to tokenise at once.
     """
     if text.isascii():
-        lowered = join_line_end_hyphens(text, normalization).lower()
-        if "'" in lowered:
-            lowered = lowered.replace("'", "")
-        return _ASCII_TOKENS(lowered)
+        return _ASCII_TOKENS(normalize(text, normalization))
     return _token_finder(split_unspaced, normalization).findall(normalize(text, normalization))
 
 
@@ -315,7 +403,7 @@ def iter_chunks(text: str, chunk_chars: int = CHUNK_CHARS, normalization: int = 
             # them): before the hyphenated word instead, where there is room, and again
             # while that is after a hyphen too (a word broken over three lines).
             before = cut
-            while before > start and text[before - 1] in " \t\r\n":
+            while before > start and text[before - 1] in " \t\r\n\f\v":
                 before -= 1
             if before == start or text[before - 1] not in _BREAKING_HYPHENS:
                 break

@@ -83,7 +83,7 @@ import numpy.typing as npt
 from simdb import features as _features_module
 from simdb.arrays import distinct
 from simdb.errors import FingerprinterError, InvalidInputError
-from simdb.features import NORMALIZATION, NORMALIZATIONS, iter_chunks, join_line_end_hyphens, tokenize
+from simdb.features import NORMALIZATION, NORMALIZATIONS, ascii_deleted, ascii_prepared, iter_chunks, tokenize
 from simdb.keys import iterate
 from simdb.stopwords import STOPWORD_LISTS, stopword_list
 from simdb.validation import check_fingerprint, check_int, check_workers
@@ -518,13 +518,18 @@ class Fingerprinter:
       are formed (negations stay from pipeline version 4 on: "not" was one before it).
     * ``split_unspaced`` — give each character of Chinese, Japanese, Thai, ... its own token
       (word features only; character features never need it, so it is stored as ``True``).
-    * ``normalization`` — the version of :mod:`simdb.features`' text pipeline: 4 (the
-      default) is 3 with the English stop-word list keeping negations; 3 also drops
+    * ``normalization`` — the version of :mod:`simdb.features`' text pipeline: 5 (the
+      default) is 4 with look-alike letters folded (a Cyrillic "а" in a Latin word, small
+      capitals, "ł" as "l", the Arabic letters informal and Persian writing interchange),
+      grave and acute accents typed for an apostrophe deleted, URL tracking parameters
+      deleted and line-end hyphens joined across a page break; 4 is 3 with the English
+      stop-word list keeping negations; 3 also drops
       diacritics that a reader can leave out ("café" is "cafe") and joins words broken by
       a hyphen at a line end; 2 deletes invisible characters, makes every script's digits
       ASCII and reads "İ" as "i"; 1 is the pipeline of settings stored before versions.  A
       database keeps the version it was made with.  ASCII texts tokenise alike in all but
-      for the line-end hyphens of versions 3 and 4.  Left out, it is
+      for the line-end hyphens of versions 3 to 5 and the grave accents and URL tracking
+      parameters of version 5.  Left out, it is
       the current version, and opening a database with these settings takes the
       database's version (see :meth:`agrees_with`).
 
@@ -811,8 +816,8 @@ class Fingerprinter:
         if piece.isascii():
             # Fast path, same tokens as features.tokenize: one C pass lowercases, folds
             # every non-alphanumeric byte to a space and deletes apostrophes.
-            piece = join_line_end_hyphens(piece, self._normalization)
-            tokens = piece.encode("ascii").translate(_ASCII_FOLD, b"'").split()
+            piece = ascii_prepared(piece, self._normalization)
+            tokens = piece.encode("ascii").translate(_ASCII_FOLD, ascii_deleted(self._normalization).encode()).split()
             stop: frozenset[Any] = self._stopword_bytes
         else:
             tokens = tokenize(piece, self._split_unspaced and self._features != "char", self._normalization)

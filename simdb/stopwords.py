@@ -47,7 +47,7 @@ no nor not cannot couldnt didnt doesnt dont hadnt hasnt havent isnt mustnt shant
 wasnt werent wont wouldnt
 """
 
-#: The built-in lists of the current text pipeline (version 4), by language name.
+#: The built-in lists of the text pipeline from version 4 on, by language name.
 STOPWORD_LISTS: dict[str, frozenset[str]] = {
     "english": frozenset(_ENGLISH_WORDS.split()) - frozenset(_ENGLISH_NEGATIONS.split()),
 }
