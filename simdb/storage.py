@@ -677,9 +677,10 @@ class Storage:
                 f"cannot create a database at {directory}: {exc.strerror}", "check the path and its permissions"
             ) from None
 
-    def _open_generation(self) -> _Live:
-        """Open the generation ``CURRENT`` names; retries if a compaction swaps it meanwhile.
-        Changes nothing of this object: the caller puts the result in place."""
+    def _open_generation(self, map_size: int | None = None) -> _Live:
+        """Open the generation ``CURRENT`` names, with a map of ``map_size`` bytes (default:
+        twice the file, at least the initial size); retries if a compaction swaps it
+        meanwhile.  Changes nothing of this object: the caller puts the result in place."""
         for _ in range(100):
             name, initialised = _read_current_file(self.path)
             data_file = self.path / name
@@ -713,7 +714,7 @@ class Storage:
                     readonly=self.readonly,
                     create=not self.readonly,
                     max_dbs=self.max_dbs,
-                    map_size=max(self._initial_map_size, 2 * size),
+                    map_size=map_size or max(self._initial_map_size, 2 * size),
                     max_readers=MAX_READERS,
                     meminit=False,
                     lock=True,
@@ -1016,7 +1017,31 @@ class Storage:
             if self._holds(env):  # else reopened meanwhile; write() grows it if it must
                 new_size = self._room_needed(env, reserve)  # again: another thread may have grown it
                 if new_size:
-                    env.set_mapsize(new_size)
+                    self._set_map_size(env, new_size)
+
+    def _set_map_size(self, env: lmdb.Environment, size: int) -> None:
+        """``env.set_mapsize(size)``, under the exclusive lock.  LMDB unmaps the old map before
+        it maps the new one, so a mapping the system refuses (an address-space limit, as
+        ``ulimit -v`` or a batch scheduler sets) leaves ``env`` unusable: the same generation
+        is then opened again in its place, so the handle goes on working, and StorageError
+        says what was refused.  The caller's write had not begun: nothing of it is stored."""
+        mapped = env.info()["map_size"]
+        try:
+            env.set_mapsize(size)
+        except lmdb.Error as error:
+            self._live = None
+            with suppress(lmdb.Error):
+                env.close()
+            outcome = "the write was not stored"
+            try:
+                self._live = self._open_generation(map_size=mapped)  # the map it had, which fitted
+            except SimdbError:
+                outcome += ", and this handle is closed: open the database again"
+            raise StorageError(
+                f"cannot map {size:,} bytes for the database at {self.path} ({error}); {outcome}",
+                "raise the process's address-space limit (ulimit -v) or free memory, then write again",
+                path=self.path,
+            ) from None
 
     def reopen_with(self, names: list[bytes]) -> None:
         """Reopen the environment with handles for these named sub-databases."""
@@ -1029,9 +1054,9 @@ class Storage:
             if not self._holds(stale_env):
                 return
             if grow:
-                stale_env.set_mapsize(2 * stale_env.info()["map_size"])
+                self._set_map_size(stale_env, 2 * stale_env.info()["map_size"])
             else:
-                stale_env.set_mapsize(0)  # adopt the size another process grew the map to
+                self._set_map_size(stale_env, 0)  # adopt the size another process grew the map to
 
     def _begin(self, env: lmdb.Environment, write: bool) -> lmdb.Transaction[bytes] | None:
         """Begin a transaction; None when another process has grown the map beyond ours,

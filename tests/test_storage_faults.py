@@ -1068,3 +1068,39 @@ def test_settings_stored_elsewhere_that_disagree_with_those_requested_refuse_eve
         with pytest.raises(simdb.ConfigMismatchError):
             handle.query(1, threshold=0.9)
     handle.close()
+
+
+REFUSED_MAP = """
+import random, resource, sys, simdb
+db = simdb.open(sys.argv[1], k=3)
+db.add("first", 1)
+size = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmSize"))
+soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+resource.setrlimit(resource.RLIMIT_AS, (size + 300 * 2**20, hard))
+rng = random.Random(1)
+stored = 1
+try:
+    for batch in range(1000):
+        db.add_many([("k%d-%d" % (batch, i), rng.getrandbits(64)) for i in range(20000)])
+        stored += 20000
+except simdb.StorageError as error:
+    print("REFUSED", type(error).__name__, "ulimit" in str(error), flush=True)
+resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+print("AFTER", len(db) == stored, db.get("first") is not None, [m.key for m in db.query(1)] == ["first"], flush=True)
+db.add_many([("later-%d" % i, rng.getrandbits(64)) for i in range(20000)])
+print("LATER", len(db) == stored + 20000, bool(db.check()), flush=True)
+db.close()
+"""
+
+
+def test_a_map_growth_the_system_refuses_is_a_storage_error_and_the_handle_keeps_working(db_path: Path) -> None:
+    """Found by a faults probe: under an address-space limit (ulimit -v, a batch scheduler)
+    the mmap of a larger map failed inside LMDB, which had already unmapped the old one: a
+    raw lmdb.MemoryError, and every later call on the handle failed, the limit lifted or
+    not.  Now a StorageError says what was refused, nothing of the batch is stored, and
+    the handle (the same generation opened again) takes later reads and writes."""
+    finished = run_python_or_fail_on_hang(REFUSED_MAP, db_path, timeout=300, hung="the refused map growth hung")
+    lines = {line.split()[0]: line.split()[1:] for line in finished.stdout.splitlines()}
+    assert lines.get("REFUSED") == ["StorageError", "True"], finished.stdout + finished.stderr
+    assert lines.get("AFTER") == ["True", "True", "True"], finished.stdout + finished.stderr
+    assert lines.get("LATER") == ["True", "True"], finished.stdout + finished.stderr
