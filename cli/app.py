@@ -1150,10 +1150,10 @@ def print_clusters(found: Iterable[simdb.Cluster], shown_as: str, header: bool) 
             weakest = f", weakest link {spread:.3f}" if spread is not None else ""
             if to_representative is not None and len(keys) > 2:  # of two, it is the weakest link
                 weakest += f", least similar to it {to_representative:.3f}"
-            representative = keys[0].translate(output.CONTROL_ESCAPES)
+            representative = output.shown(keys[0])
             out(f"cluster {count}: {counted(len(keys), 'document')}, representative {representative}{weakest}")
             for member in keys[1:]:
-                out(f"    {member.translate(output.CONTROL_ESCAPES)}")
+                out(f"    {output.shown(member)}")
         return count
     if shown_as == "json":
         records: Iterable[dict[str, Any]] = (
@@ -1456,7 +1456,9 @@ def keys_command(
     """Print every stored key, one per line, in the order they were added.
 
     The table format prints the bare keys (no header line), so the output pipes into
-    other tools; -0 ends each with a NUL byte instead, for keys that hold line breaks.
+    other tools; a key holding a line break or another control character is printed
+    quoted as a shell's $'...' (never mistaken for another key), and -0 ends each key
+    with a NUL byte instead, printing every key as it is.
     A prefix costs a scan of every document.  Exits 1 when there are none.
     """
     shown_as = output_format(file_format, json_output)
@@ -1485,10 +1487,12 @@ def check(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug
     """Verify the database's consistency; exits 1 and lists the problems if anything is wrong.
 
     Checks that every document is in every table exactly once, that nothing else is there,
-    and that keys and documents agree.
+    and that keys and documents agree.  Runs in a child process, so damage that crashes
+    LMDB itself is reported rather than ending simdb.
     """
     with open_existing(db) as database:
-        report = database.check()
+        path = database.path
+    report = _isolated_check(path)
     if json_output:
         out(
             json_line(
@@ -1514,6 +1518,40 @@ def check(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug
         )
     if not report:
         raise typer.Exit(EXIT_NOTHING_FOUND)
+
+
+def _isolated_check(path: str) -> simdb.CheckReport:
+    """``Database.check()`` of the database at ``path``, run in a child process: LMDB does not
+    check its own pages, so a damaged one can end the process that reads it (an assertion
+    in mdb_cursor_next aborts, a page number past the file's end is a SIGBUS), where check is
+    the command that must say so.  Errors the check raises come back as they are; a child
+    that dies raises CorruptDatabaseError.  Costs a process start (about a second)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_silence_stderr) as pool:
+        try:
+            return pool.submit(_check_in_child, path).result()
+        except BrokenProcessPool:
+            raise simdb.CorruptDatabaseError(
+                f"the database at {path} is damaged: reading its pages crashed LMDB, so check cannot list the problems",
+                simdb.errors.RESTORE_HINT,
+                path=path,
+            ) from None
+
+
+def _silence_stderr() -> None:
+    # LMDB's assertion writes its own line before it aborts; the parent says it in one.
+    # Everything else the child has to say comes back as a result or a pickled error.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+
+
+def _check_in_child(path: str) -> simdb.CheckReport:
+    with simdb.open(path, readonly=True, create=False) as database:
+        return database.check()
 
 
 @app.command("hash")
@@ -1930,6 +1968,7 @@ def root(
 
 def main() -> None:
     """The ``simdb`` console script."""
+    output.tolerate_narrow_encodings()
     if signal.getsignal(signal.SIGINT) is _exit_quietly:
         # Undo cli/__init__.py's start-up handler: from here Ctrl-C is a KeyboardInterrupt
         # that each command turns into its own clean stop.

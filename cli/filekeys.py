@@ -33,8 +33,21 @@ def canonical_key(path: str, key_base: str | None = None) -> str:
     absolute = _absolute(path)
     base = key_base_path(key_base)
     if absolute != base and _inside(absolute, base):
-        return os.path.relpath(absolute, base)
-    return absolute
+        return _as_utf8(os.path.relpath(absolute, base))
+    return _as_utf8(absolute)
+
+
+def _as_utf8(path: str) -> str:
+    """The key of a path as the system names it: its bytes read as UTF-8, whatever the
+    locale's encoding (in a Latin-1 locale, Python names the file "ü.txt" as "Ã¼.txt";
+    under LC_ALL=C without UTF-8 mode, with surrogates), so a file has one key in every
+    locale.  Bytes that are not UTF-8 stay surrogates, which no key may hold."""
+    return os.fsencode(path).decode("utf-8", "surrogateescape")
+
+
+def _as_path(key: str) -> str:
+    """The path, as the system names it, of a file key (the inverse of :func:`_as_utf8`)."""
+    return os.fsdecode(key.encode("utf-8", "surrogateescape"))
 
 
 def _absolute(path: str) -> str:
@@ -74,7 +87,8 @@ def _inside(absolute: str, base: str) -> bool:
 
 def key_path(key: str, key_base: str | None = None) -> str:
     """Where the file of a file key is: the key itself if absolute, else under the key base."""
-    return key if os.path.isabs(key) else os.path.join(key_base_path(key_base), key)
+    path = _as_path(key)
+    return path if os.path.isabs(path) else os.path.join(key_base_path(key_base), path)
 
 
 def prefix_of(path: str, key_base: str | None = None) -> tuple[str, str | None]:

@@ -363,8 +363,8 @@ class Ingest:
                 out(json_line(event))
             else:
                 out(
-                    f"{self.skip_verb} {skip.key.translate(output.CONTROL_ESCAPES)}: "
-                    f"near-duplicate of {skip.duplicate_of.translate(output.CONTROL_ESCAPES)} "
+                    f"{self.skip_verb} {output.shown(skip.key)}: "
+                    f"near-duplicate of {output.shown(skip.duplicate_of)} "
                     f"(similarity {skip.similarity:.3f}, distance {skip.distance})"
                 )
         self._skips_shown = len(totals.skipped)

@@ -10,10 +10,12 @@ see everything.
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import errno
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -113,6 +115,18 @@ def silence_stdout() -> None:
         pass  # not a real file (a test runner's buffer): nothing to silence
 
 
+def tolerate_narrow_encodings() -> None:
+    """Let stdout and stderr write any text in any locale: where their encoding cannot
+    write every character (LC_ALL=C without Python's UTF-8 mode, a Latin-1 locale), a
+    character it cannot write is written as a backslash escape, where the first such key
+    or histogram bar ended the command with an UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if stream is not None and not encoding.startswith("utf") and hasattr(stream, "reconfigure"):
+            with contextlib.suppress(ValueError, OSError):  # a stream already closed
+                stream.reconfigure(errors="backslashreplace")
+
+
 def stdout() -> IO[str]:
     """``sys.stdout``; a stdout closed before the command started (``simdb ... >&-``: Python
     then has none) raises BrokenPipeError, so it counts as a closed pipe."""
@@ -203,15 +217,29 @@ CONTROL_ESCAPES = str.maketrans(
 )
 
 
+_NEEDS_QUOTING = re.compile("[" + "".join(f"\\U{code:08x}" for code in CONTROL_ESCAPES) + "]")
+
+
+def shown(text: str) -> str:
+    """``text`` as a table, a list of keys or a line of ``add`` shows it: as it is, unless it
+    holds a character :data:`CONTROL_ESCAPES` escapes; then quoted as a shell's ``$'...'``,
+    its backslashes and single quotes escaped too, so that no two texts look alike (a key
+    with a line break and one with a backslash and an "n" were both ``a\\nb``, and ``keys |
+    remove -`` removed the second for the first) and a shell reads it back as the text."""
+    if _NEEDS_QUOTING.search(text) is None:
+        return text
+    return "$'" + text.replace("\\", "\\\\").replace("'", "\\'").translate(CONTROL_ESCAPES) + "'"
+
+
 def table(
     header: Sequence[str], rows: Iterable[Sequence[Any]], right_aligned: Sequence[int] = (), *, show_header: bool = True
 ) -> int:
     """Print ``rows`` under ``header`` (unless not ``show_header``, or there are no rows) as aligned columns,
     streaming: widths come from the first :data:`WIDTH_SAMPLE_ROWS` rows, so a million rows
-    never sit in memory.  The last column is never padded; control characters are escaped
-    (:data:`CONTROL_ESCAPES`).  Returns the number of rows."""
+    never sit in memory.  The last column is never padded; a cell with control characters
+    is quoted (:func:`shown`).  Returns the number of rows."""
     iterator: Iterator[Sequence[Any]] = iter(rows)
-    sample = [[str(cell).translate(CONTROL_ESCAPES) for cell in row] for row in islice(iterator, WIDTH_SAMPLE_ROWS)]
+    sample = [[shown(str(cell)) for cell in row] for row in islice(iterator, WIDTH_SAMPLE_ROWS)]
     widths = [max([len(name)] + [len(row[column]) for row in sample]) for column, name in enumerate(header)]
     last = len(header) - 1
 
@@ -231,7 +259,7 @@ def table(
     if show_header and sample:  # a table of nothing is no table: the caller says what was not found
         out(render(list(header)))
     count = 0
-    for row in chain(sample, ([str(cell).translate(CONTROL_ESCAPES) for cell in row] for row in iterator)):
+    for row in chain(sample, ([shown(str(cell)) for cell in row] for row in iterator)):
         out(render(row))
         count += 1
     return count

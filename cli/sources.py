@@ -42,7 +42,7 @@ from simdb.validation import check_fingerprint, is_int
 
 from .errors import error_message
 from .filekeys import canonical_key, key_base_path
-from .output import CONTROL_ESCAPES, counted, unplain
+from .output import counted, shown, unplain
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to an export header that needs it
     from simdb.fingerprint import Fingerprinter
@@ -109,12 +109,13 @@ PRINTED_CHARS = 1_000
 
 
 def shortened(text: str) -> str:
-    """``text`` for a line on stderr: its line breaks and other control characters escaped (a
-    name read from a NUL-separated list may hold them), and past :data:`PRINTED_CHARS` cut
-    short with its length said (JSON events keep it whole, for programs to match)."""
+    """``text`` for a line of ``add``: quoted if it holds line breaks or other control
+    characters (see :func:`.output.shown`; a name read from a NUL-separated list may hold
+    them), and past :data:`PRINTED_CHARS` cut short with its length said (JSON events keep
+    it whole, for programs to match)."""
     if len(text) > PRINTED_CHARS:
         text = f"{text[: PRINTED_CHARS // 2]}... ({len(text):,} characters)"
-    return text.translate(CONTROL_ESCAPES)
+    return shown(text)
 
 
 def printable(text: str) -> str:

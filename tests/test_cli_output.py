@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import random
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -366,6 +367,30 @@ def test_keys_lists_every_key_in_every_form(awkward_db: str) -> None:
     none = run("keys", "--prefix", "zzz", "--db", simple)
     assert none.exit_code == 1 and "zzz" in none.stderr
     assert run("keys", "-0", "--format", "csv", "--db", simple).exit_code == 2
+
+
+def test_no_two_keys_look_alike_in_a_table_and_keys_into_remove_removes_only_what_it_names(tmp_path: Path) -> None:
+    """Found by a new-user probe: a key with a line break and one with a backslash and an
+    "n" both printed as new\\nline, so `keys | grep new | remove -` removed the second for
+    the first.  A key that needs escapes is printed quoted as a shell's $'...', which a
+    shell reads back as the key."""
+    db = str(tmp_path / "db")
+    newline, backslash, tab, plain = "new\nline", "new\\nline", "tab\tkey", "it's"
+    fill(db, [newline, backslash, tab, plain])
+    listed = run("keys", "--db", db).stdout.splitlines()
+    assert len(set(listed)) == 4
+    assert backslash in listed and plain in listed  # keys without control characters are printed bare
+    quoted = [line for line in listed if line.startswith("$'")]
+    assert len(quoted) == 2
+    for line in quoted:  # bash's own reading of each quoted line is the key
+        read_back = subprocess.run(["bash", "-c", f"printf %s {line}"], capture_output=True, text=True, check=True)
+        assert read_back.stdout in (newline, tab)
+    removed = run("remove", "-", "--db", db, input="\n".join(line for line in listed if "new" in line) + "\n")
+    assert removed.exit_code == 0
+    with simdb.open(db, readonly=True) as database:
+        assert sorted(database.keys()) == sorted([newline, tab, plain])  # only the key the line named went
+    pairs_table = run("pairs", "-k", "4", "--db", db).stdout
+    assert "$'new\\nline'" in pairs_table and "$'tab\\tkey'" in pairs_table
 
 
 def test_tsv_and_csv_print_their_header_over_no_records_in_every_command(tmp_path: Path) -> None:

@@ -23,9 +23,14 @@ SIMDB = shutil.which("simdb")
 
 
 def simdb_process(
-    *args: object, cwd: Path | None = None, input: str | None = None, timeout: float = 60
+    *args: object,
+    cwd: Path | None = None,
+    input: str | None = None,
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m simdb_cli.app`` with ``args`` in a fresh interpreter."""
+    """Run ``python -m simdb_cli.app`` with ``args`` in a fresh interpreter (``env`` added
+    to this one's environment)."""
     return subprocess.run(
         [sys.executable, "-m", "simdb_cli.app", *map(str, args)],
         cwd=cwd,
@@ -33,7 +38,8 @@ def simdb_process(
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "SIMDB_PATH": ""},
+        env={**os.environ, "SIMDB_PATH": "", **(env or {})},
+        errors="surrogateescape",
     )
 
 
@@ -389,3 +395,63 @@ def test_a_dry_run_ignores_scratch_names_that_are_no_process_id(tmp_path: Path) 
     result = subprocess.run([*command, "--dry-run"], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert len(list(scratch.iterdir())) == 3  # not dry runs of a process that is gone: left alone
+
+
+def test_a_file_has_one_key_in_every_locale_and_every_key_prints(tmp_path: Path) -> None:
+    """Found by a new-user probe: under LC_ALL=C without Python's UTF-8 mode, add refused
+    "ü.txt" as a name that is not UTF-8 (a Latin-1 locale stored it again as "Ã¼.txt"),
+    and keys died of an UnicodeEncodeError at the first key its encoding could not write."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "ü.txt").write_text("alpha beta gamma delta epsilon")
+    (docs / "東.txt").write_text("zeta eta theta iota kappa")
+    db = tmp_path / "db"
+    assert simdb_process("add", "docs", "--db", db, cwd=tmp_path).returncode == 0
+    ascii_locale = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": ""}
+    again = simdb_process("add", "docs", "--db", db, cwd=tmp_path, env=ascii_locale)
+    assert again.returncode == 0 and "2 unchanged" in again.stdout, again.stdout + again.stderr
+    listed = simdb_process("keys", "--db", db, env=ascii_locale)
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(listed.stdout.split()) == ["docs/\\u6771.txt", "docs/\\xfc.txt"]
+    (docs / "東.txt").unlink()
+    pruned = simdb_process("add", "docs", "--prune", "--db", db, cwd=tmp_path, env=ascii_locale)
+    assert pruned.returncode == 0, pruned.stderr
+    with simdb.open(db, readonly=True) as database:
+        assert list(database.keys()) == ["docs/ü.txt"]
+
+
+def test_check_reports_damage_that_crashes_lmdb_instead_of_dying_with_it(tmp_path: Path) -> None:
+    """Found by two probes: one zeroed page in the middle of a table made LMDB's own
+    assertion (IS_LEAF in mdb_cursor_next) abort `simdb check`, exit 134 and no word,
+    though check is the command a user runs on a damaged database.  Leaf pages of a
+    compacted database (every page live) are zeroed one at a time."""
+    import struct
+
+    db = tmp_path / "db"
+    rng = random.Random(0)
+    with simdb.open(db, k=3) as database:
+        database.add_many([(f"doc{i}", rng.getrandbits(64), {"i": i}) for i in range(5000)])
+        database.compact()
+    name = (db / "CURRENT").read_text().split()[0]
+    pages = (db / name).read_bytes()
+    page_size = 4096
+    # A page whose header (page number, pad, flags) names itself with the leaf flag (0x02).
+    leaves = [
+        number
+        for number in range(2, len(pages) // page_size)
+        if struct.unpack_from("<QHH", pages, number * page_size)[0] == number
+        and struct.unpack_from("<QHH", pages, number * page_size)[2] & 0x02
+    ]
+    outcomes = []
+    for number in leaves[: len(leaves) // 2 : 3]:
+        damaged = tmp_path / f"damaged-{number}"
+        shutil.copytree(db, damaged)
+        with open(damaged / name, "r+b") as data_file:
+            data_file.seek(number * page_size)
+            data_file.write(bytes(page_size))
+        checked = simdb_process("check", "--db", damaged, timeout=120)
+        outcomes.append(checked.returncode)
+        assert checked.returncode in (0, 1, 3), (number, checked.returncode, checked.stderr)
+        if checked.returncode == 3:
+            assert len(checked.stderr.splitlines()) == 1 and f"{damaged}" in checked.stderr, checked.stderr
+    assert outcomes.count(3) >= 2, outcomes
