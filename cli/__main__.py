@@ -2,4 +2,5 @@
 
 from .app import main
 
-main()
+if __name__ == "__main__":  # not when a spawned process imports the parent's main module
+    main()

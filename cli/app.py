@@ -237,6 +237,15 @@ IdFieldOption = Annotated[
 TextFieldOption = Annotated[
     str, typer.Option("--text-field", help="JSONL field holding the text; other fields are stored as meta.")
 ]
+QueryIdFieldOption = Annotated[
+    str, typer.Option("--id-field", help="JSONL field naming each query (lines without it are named FILE:LINE).")
+]
+QueryTextFieldOption = Annotated[
+    str, typer.Option("--text-field", help="JSONL field holding each query's text; other fields are ignored.")
+]
+QueryQuietOption = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No per-file notices (text decoded with replacement); errors still show.")
+]
 IfNewThresholdOption = Annotated[
     float | None,
     typer.Option(
@@ -270,7 +279,9 @@ BlocksOption = Annotated[
 FIXED = " Fixed when add creates the database (or, in one the library made without settings, by the first text)."
 _FEATURES_HELP = "Fingerprint features: word-shingle (default), word or char."
 _NGRAM_HELP = "Tokens per feature (default 3 for word-shingle, 5 for char)."
-_STOPWORDS_HELP = "Drop this language's stop words before forming features (english); by default every word counts."
+_STOPWORDS_HELP = (
+    "Drop this language's stop words before forming features (english), or none (the default: every word counts)."
+)
 _KIND_HELP = (
     "Fingerprint kind: minhash (the default: one-bit minwise hashing of the feature set, with a similarity sketch) "
     "or simhash."
@@ -362,8 +373,17 @@ def make_fingerprinter(
 ) -> Fingerprinter | None:
     """Fingerprint settings from the command line; None (use the database's) if none given.
     Settings not given take the library's defaults (which depend on ``kind``)."""
-    given = {"ngram": ngram, "stopwords": stopwords, "kind": kind, "weights": weights}
-    if features is None and bits == 64 and not always and all(value is None for value in given.values()):
+    # "none" is a choice (every word counts), not an option left out: it is checked
+    # against a database's settings as any other.
+    chose_none = stopwords is not None and stopwords.lower() == "none"
+    given = {"ngram": ngram, "stopwords": None if chose_none else stopwords, "kind": kind, "weights": weights}
+    if (
+        features is None
+        and bits == 64
+        and not always
+        and not chose_none
+        and all(value is None for value in given.values())
+    ):
         return None
     from simdb.fingerprint import Fingerprinter
 
@@ -661,14 +681,14 @@ def query(
         bool,
         typer.Option(
             "--exclude-self",
-            help="Leave out each file's match with its own stored key (by default it is reported: "
-            "the query and key columns then name the same file).",
+            help="Leave out each file's match with its own stored key (by default it is reported, "
+            "as the file's match with itself).",
         ),
     ] = False,
     encoding: EncodingOption = None,
-    id_field: IdFieldOption = "id",
-    text_field: TextFieldOption = "text",
-    quiet: QuietOption = False,
+    id_field: QueryIdFieldOption = "id",
+    text_field: QueryTextFieldOption = "text",
+    quiet: QueryQuietOption = False,
     fingerprint: Annotated[
         str | None,
         typer.Option(
@@ -756,12 +776,23 @@ def query(
                 err(f"simdb: no document {nearness(threshold, k if threshold is not None else database.k)}")
                 raise typer.Exit(EXIT_NOTHING_FOUND)
             return
+        wordless = False
         if fingerprint is not None:
             matches = database.query(simdb.parse_fingerprint(fingerprint), k, limit=limit, threshold=threshold)
         else:
-            matches = database.query(k=k, text=read_argument_text(text or ""), limit=limit, threshold=threshold)
+            query_text = read_argument_text(text or "")
+            matches = database.query(k=k, text=query_text, limit=limit, threshold=threshold)
+            # The library matches a featureless text to nothing; say that rather than how
+            # far the search looked.  Fingerprinted only when nothing was found.
+            fingerprinter = database.fingerprinter
+            wordless = (
+                not matches and fingerprinter is not None and not fingerprinter.fingerprint_and_sketch(query_text)[1]
+            )
         distance_limit = database.k if k is None else k
     output.write_records((match_record(match) for match in matches), MATCH_COLUMNS, shown_as, header=not no_header)
+    if wordless:
+        err("simdb: the query text has no words (after normalisation and stop words), and such a text matches nothing")
+        raise typer.Exit(EXIT_NOTHING_FOUND)
     if not matches:  # TSV and CSV have printed their header, as over matches
         err(f"simdb: no document {nearness(threshold, k if threshold is not None else distance_limit)}")
         raise typer.Exit(EXIT_NOTHING_FOUND)
@@ -822,7 +853,10 @@ def pairs(
     out_dir: Annotated[
         str | None,
         typer.Option(
-            "--out", help="With --parquet: the directory to write the pairs to, as Parquet (key_a, key_b, distance)."
+            "--out",
+            "--output",
+            "-o",
+            help="With --parquet: the directory to write the pairs to, as Parquet (key_a, key_b, distance).",
         ),
     ] = None,
     sort: Annotated[
@@ -981,7 +1015,7 @@ def print_pair_histogram(
         )
         counts = [per_distance[distance] for distance in sorted(per_distance)]
         if shown_as == "table":
-            output.histogram("pairs", counts)
+            output.histogram("pairs", counts, show_header=header)
         else:
             records = ({"distance": distance, "pairs": count} for distance, count in enumerate(counts))
             output.write_records(records, [output.Column("distance"), output.Column("pairs")], shown_as, header=header)
@@ -992,7 +1026,13 @@ def print_pair_histogram(
     buckets = similarity_buckets(threshold)
     counts = [per_bucket.get(bucket, 0) for bucket in buckets]
     if shown_as == "table":
-        output.histogram("pairs", counts, first_column="similarity", labels=[f"{bucket:.2f}" for bucket in buckets])
+        output.histogram(
+            "pairs",
+            counts,
+            first_column="similarity",
+            labels=[f"{bucket:.2f}" for bucket in buckets],
+            show_header=header,
+        )
     else:
         buckets_counted: Iterator[dict[str, Any]] = (
             {"similarity": bucket, "pairs": count} for bucket, count in zip(buckets, counts)
@@ -1111,14 +1151,19 @@ def clusters(
             if shown_as == "table":
                 labels = [f"{name:.2f}" if limit is not None else str(name) for name in names]
                 output.histogram(
-                    "documents", documents, [("clusters", groups)], first_column=first_column, labels=labels
+                    "documents",
+                    documents,
+                    [("clusters", groups)],
+                    first_column=first_column,
+                    labels=labels,
+                    show_header=not no_header,
                 )
-            else:
+            else:  # the table's columns, in its order
                 records = (
-                    {first_column: name, "clusters": group_count, "documents": document_count}
+                    {first_column: name, "documents": document_count, "clusters": group_count}
                     for name, group_count, document_count in zip(names, groups, documents)
                 )
-                columns = [output.Column(first_column), output.Column("clusters"), output.Column("documents")]
+                columns = [output.Column(first_column), output.Column("documents"), output.Column("clusters")]
                 output.write_records(records, columns, shown_as, header=not no_header)
         else:
             spread = database.clusters_with_spread(
@@ -1520,38 +1565,47 @@ def check(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug
         raise typer.Exit(EXIT_NOTHING_FOUND)
 
 
+#: What the child process of :func:`_isolated_check` runs: the check, its result or its
+#: simdb error pickled on stdout.
+_CHECK_IN_A_CHILD = """
+import pickle, sys
+import simdb
+try:
+    with simdb.open(sys.argv[1], readonly=True, create=False) as database:
+        outcome = database.check()
+except simdb.SimdbError as error:
+    outcome = error
+sys.stdout.buffer.write(pickle.dumps(outcome))
+"""
+
+
 def _isolated_check(path: str) -> simdb.CheckReport:
     """``Database.check()`` of the database at ``path``, run in a child process: LMDB does not
     check its own pages, so a damaged one can end the process that reads it (an assertion
     in mdb_cursor_next aborts, a page number past the file's end is a SIGBUS), where check is
-    the command that must say so.  Errors the check raises come back as they are; a child
-    that dies raises CorruptDatabaseError.  Costs a process start (about a second)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
+    the command that must say so.  A simdb error of the check comes back as it is; a child
+    killed by a signal raises CorruptDatabaseError, with what LMDB printed.  Costs a Python
+    start (about half a second)."""
+    import pickle
+    import subprocess
 
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_silence_stderr) as pool:
-        try:
-            return pool.submit(_check_in_child, path).result()
-        except BrokenProcessPool:
-            raise simdb.CorruptDatabaseError(
-                f"the database at {path} is damaged: reading its pages crashed LMDB, so check cannot list the problems",
-                simdb.errors.RESTORE_HINT,
-                path=path,
-            ) from None
-
-
-def _silence_stderr() -> None:
-    # LMDB's assertion writes its own line before it aborts; the parent says it in one.
-    # Everything else the child has to say comes back as a result or a pickled error.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
-    os.close(devnull)
-
-
-def _check_in_child(path: str) -> simdb.CheckReport:
-    with simdb.open(path, readonly=True, create=False) as database:
-        return database.check()
+    child = subprocess.run([sys.executable, "-c", _CHECK_IN_A_CHILD, path], capture_output=True, check=False)
+    said = child.stderr.decode(errors="replace").strip().splitlines()
+    if child.returncode < 0:
+        crash = f" ({said[-1]})" if said else ""
+        raise simdb.CorruptDatabaseError(
+            f"the database at {path} is damaged: reading its pages crashed LMDB{crash}, so check cannot list "
+            "the problems",
+            simdb.errors.RESTORE_HINT,
+            path=path,
+        )
+    if child.returncode != 0 or not child.stdout:
+        raise simdb.StorageError(f"check failed in its own process: {said[-1] if said else child.returncode}")
+    outcome = pickle.loads(child.stdout)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    report: simdb.CheckReport = outcome
+    return report
 
 
 @app.command("hash")
@@ -1624,7 +1678,7 @@ def hash_command(
                 )
             )
         else:
-            out(shown if name is None else f"{shown}  {name}")
+            out(shown if name is None else f"{shown}  {output.shown(name)}")
     if failed:
         raise typer.Exit(EXIT_USAGE)
 
@@ -1758,6 +1812,7 @@ def import_command(
         ),
     ] = 2**30,
     progress: ProgressOption = True,
+    quiet: QuietOption = False,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     debug: DebugOption = False,
@@ -1772,7 +1827,7 @@ def import_command(
     if checked_threshold(threshold) is not None and not if_new:
         raise usage_error("--threshold goes with --if-new (import stores every document otherwise)")
     stdin_read_once(*(("FILES", [name]) for name in files))
-    intake = reporting_intake(json_output, print_notice)
+    intake = reporting_intake(json_output, quiet_or(print_notice, quiet))
     inputs = stream_inputs(files, "export", intake)
     header = ExportHeader()
     items = read_export(inputs, intake, header, file_format, max_line_bytes)
@@ -1822,7 +1877,7 @@ def import_command(
             workers=1,
             batch_size=batch_size,
             json_output=json_output,
-            show_progress=progress,
+            show_progress=progress and not quiet,
         )
     if code:
         raise typer.Exit(code)

@@ -399,6 +399,8 @@ def histogram(
     columns: Sequence[tuple[str, Sequence[Any]]] = (),
     first_column: str = "distance",
     labels: Sequence[str] | None = None,
+    *,
+    show_header: bool = True,
 ) -> None:
     """A bar chart with one row per count: its row label (``labels``, else the distance
     0..len(counts)-1, headed ``first_column``), the count named ``label``, any extra
@@ -410,7 +412,7 @@ def histogram(
         [name, f"{count:,}", *(f"{values[row]:,}" for _, values in columns), bar(count, largest)]
         for row, (name, count) in enumerate(zip(names, counts))
     ]
-    table(header, rows, right_aligned=range(len(header) - 1))
+    table(header, rows, right_aligned=range(len(header) - 1), show_header=show_header)
 
 
 class _DocumentRate(ProgressColumn):

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
+import simdb_cli.app
 import typer
 from simdb_cli import output
 from simdb_cli.app import DEFAULT_DB_PATH, app
@@ -361,6 +362,12 @@ def test_add_with_stopwords_stores_them_and_refuses_other_settings_later(corpus:
     refused = run("add", corpus / "alpha.txt", "--features", "word-shingle", "--db", db, "--workers", "1")
     assert refused.exit_code == 2 and "english" in refused.stderr
     assert run("add", corpus / "alpha.txt", "--stopwords", "klingon", "--db", db).exit_code == 2
+    # "none", which the error offers, is a choice too: every word counts, which this
+    # database's settings refuse (a new-user probe found it refused as no such list).
+    refused_none = run("add", corpus / "alpha.txt", "--stopwords", "none", "--db", db, "--workers", "1")
+    assert refused_none.exit_code == 2 and "english" in refused_none.stderr, refused_none.stderr
+    every_word = run("hash", "--stopwords", "none", beta_text)
+    assert every_word.exit_code == 0 and every_word.stdout == run("hash", beta_text).stdout
 
 
 def test_a_database_of_text_pipeline_version_1_takes_its_own_settings_given_again(corpus: Path, db: str) -> None:
@@ -427,6 +434,15 @@ def test_query_that_finds_nothing_exits_1(filled: str) -> None:
     assert result.exit_code == 1
     assert result.stdout == ""
     assert "no document within 3 bits" in result.stderr
+
+
+def test_a_query_text_without_words_says_so(filled: str) -> None:
+    # Found by a new-user probe: "" and "..." said "no document within 3 bits", as if the
+    # search had looked and found nothing near.
+    for text in ("", "... !!!", "-"):
+        result = run("query", text, "--db", filled, input="" if text == "-" else None)
+        assert result.exit_code == 1 and "the query text has no words" in result.stderr, result.stderr
+    assert "no words" not in run("query", prose(99), "--db", filled).stderr
 
 
 @pytest.mark.parametrize(
@@ -654,8 +670,11 @@ def test_stats_shows_documents_tables_and_settings(filled: str) -> None:
 def test_check_ok_and_problems(filled: str, monkeypatch: pytest.MonkeyPatch) -> None:
     good = run("check", "--db", filled)
     assert good.exit_code == 0 and "ok: 4 documents, 40 table entries" in good.stdout
+    # The check runs in a child process (see test_cli_process.py): its report is replaced here.
     monkeypatch.setattr(
-        simdb.Database, "check", lambda self: simdb.CheckReport(4, 39, ["1 entries missing from table.03 (id 2)"])
+        simdb_cli.app,
+        "_isolated_check",
+        lambda path: simdb.CheckReport(4, 39, ["1 entries missing from table.03 (id 2)"]),
     )
     bad = run("check", "--db", filled, "--json")
     assert bad.exit_code == 1
@@ -1076,7 +1095,7 @@ def test_counts_of_one_are_singular_and_simdb_debug_0_means_off(
     assert run("add", tmp_path / "one.txt", "--db", db).exit_code == 0
     checked = run("check", "--db", db)
     assert checked.exit_code == 0 and checked.stdout.startswith("ok: 1 document, ")
-    monkeypatch.setattr(simdb.Database, "check", lambda self: simdb.CheckReport(1, 5, ["one problem"]))
+    monkeypatch.setattr(simdb_cli.app, "_isolated_check", lambda path: simdb.CheckReport(1, 5, ["one problem"]))
     assert "1 problem in 1 document and 5 table entries" in run("check", "--db", db).stdout
     for setting, traceback in (("0", False), ("false", False), ("", False), ("1", True), ("yes", True)):
         monkeypatch.setenv("SIMDB_DEBUG", setting)

@@ -202,6 +202,20 @@ def test_pairs_histogram_in_csv_matches_the_library(awkward_db: str) -> None:
     assert {int(distance): int(count) for distance, count in rows} == expected
 
 
+def test_histograms_honour_no_header_and_keep_one_column_order_in_every_format(awkward_db: str) -> None:
+    # Found by a new-user probe: the charts printed their header under --no-header, and the
+    # clusters chart's columns were threshold, documents, clusters in the table but
+    # threshold, clusters, documents in TSV, CSV and JSON.
+    for command in (["pairs", "--histogram", "-k", "4"], ["clusters", "--histogram", "-t", "0.5"]):
+        chart = run(*command, "--db", awkward_db).stdout.splitlines()
+        bare = run(*command, "--no-header", "--db", awkward_db).stdout.splitlines()
+        assert bare == chart[1:] and len(bare) > 1
+        table_columns = chart[0].split()
+        tsv_columns = run(*command, "--format", "tsv", "--db", awkward_db).stdout.splitlines()[0].split("\t")
+        json_columns = list(json.loads(run(*command, "--json", "--db", awkward_db).stdout.splitlines()[0]))
+        assert table_columns == tsv_columns == json_columns, (table_columns, tsv_columns, json_columns)
+
+
 # -- clusters ----------------------------------------------------------------------------------
 
 
