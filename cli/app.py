@@ -428,7 +428,7 @@ def read_text_file(path: str) -> str:
     try:
         data = stdin_bytes().read() if path == "-" else Path(path).read_bytes()
     except OSError as error:
-        raise simdb.InvalidInputError(f"cannot read {name}: {error.strerror or error}") from None
+        raise simdb.InvalidInputError(f"{name}: {error.strerror or error}") from None
     if b"\0" in data[:BINARY_SNIFF_BYTES]:
         raise simdb.InvalidInputError(f"{name} is a binary file (contains NUL bytes), not text")
     return decode(data, name, Intake(on_problem=print_problem, on_notice=print_notice))
@@ -1070,8 +1070,9 @@ def run_distributed_pairs(
         out(json_line({"event": "summary", **summary}))
     else:
         err(
-            f"{summary['pairs']:,} pairs within {summary['k']} bits among {summary['rows']:,} fingerprints, "
-            f"written to {summary['out_dir']} ({summary['workers']} workers, {summary['seconds']:.1f} s)"
+            f"{counted(summary['pairs'], 'pair')} within {summary['k']} bits among "
+            f"{counted(summary['rows'], 'fingerprint')}, written to {summary['out_dir']} "
+            f"({counted(summary['workers'], 'worker')}, {summary['seconds']:.1f} s)"
         )
     if not summary["pairs"]:
         raise typer.Exit(EXIT_NOTHING_FOUND)

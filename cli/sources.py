@@ -815,11 +815,10 @@ def read_jsonl(
             first = False
             text = record.get(text_field)
             if not isinstance(text, str):
-                cause = (
-                    f"no {text_field!r} field"
-                    if text is None
-                    else f"{text_field!r} is a JSON {type(text).__name__}, not a string"
-                )
+                if text is None:
+                    cause = f"{text_field!r} is null" if text_field in record else f"no {text_field!r} field"
+                else:
+                    cause = f"{text_field!r} is a JSON {type(text).__name__}, not a string"
                 intake.fail(where, cause, name)
                 continue
             raw_key = record.get(id_field)
@@ -827,9 +826,8 @@ def read_jsonl(
                 # A file found as a path keys its lines by its canonical key, as it keys itself.
                 key_name = item.key if item.key is not None else name
                 if not warned_missing_id:
-                    intake.notice(
-                        name, f"no {id_field!r} field on line {number}; such lines get the key {key_name}:LINE", name
-                    )
+                    missing = f"{id_field!r} is null" if id_field in record else f"no {id_field!r} field"
+                    intake.notice(name, f"{missing} on line {number}; such lines get the key {key_name}:LINE", name)
                     warned_missing_id = True
                 raw_key = f"{key_name}:{number}"
             elif not isinstance(raw_key, str) and not is_int(raw_key):

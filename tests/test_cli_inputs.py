@@ -649,3 +649,12 @@ def test_gzipped_text_files_are_read_gunzipped(tmp_path: Path) -> None:
     assert [(pair["key_a"], pair["key_b"], pair["similarity"]) for pair in pairs] == [
         (str(tmp_path / "a.txt.gz"), str(tmp_path / "b.txt"), 1.0)
     ]
+
+
+def test_a_null_jsonl_field_is_called_null_not_missing(tmp_path: Path) -> None:
+    # Found by a new-user probe: '"id": null' was reported as "no 'id' field".
+    pages = tmp_path / "pages.jsonl"
+    pages.write_text('{"id": null, "text": "a few words here"}\n{"id": "b", "text": null}\n{"id": "c"}\n')
+    result = add("--jsonl", pages, "--db", tmp_path / "db")
+    assert "'id' is null on line 1" in result.stderr
+    assert "'text' is null" in result.stderr and "no 'text' field" in result.stderr, result.stderr
