@@ -110,7 +110,7 @@ _TRACKING_PARAMETERS = re.compile(
 # ligatures that ASCII-fied text writes without their stroke, and the Arabic letters that
 # Lucene's Arabic and Persian normalisers also fold.
 _FOLDED_LETTERS = {
-    **dict(zip("аеорсухѕіјһԁԛԝӏү", "aeopcyxsijhdqwly")),  # Cyrillic
+    **dict(zip("аеорсухѕіјһԁԛԝӏ", "aeopcyxsijhdqwl")),  # Cyrillic
     **dict(zip("αορνιυχγκ", "aopviuxyk")),  # Greek
     **dict(zip("օս", "ou")),  # Armenian
     **dict(zip("ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢ", "abcdefghijklmnoprstuvwyz")),  # small capitals
