@@ -33,7 +33,7 @@ import typer
 
 import simdb
 from simdb import InvalidInputError, InvalidKeyError, NotADatabaseError
-from simdb.database import DEFAULT_K
+from simdb.database import DEFAULT_K, check_cluster_mode
 from simdb.errors import DASK_INSTALL_HINT, ConfigMismatchError, DaskNotInstalledError
 from simdb.features import NORMALIZATION
 from simdb.keys import check_key, describe
@@ -1095,6 +1095,16 @@ def clusters(
     singletons: Annotated[
         bool, typer.Option("--singletons", help="Also print documents with no near-duplicate, as clusters of one.")
     ] = False,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode",
+            metavar="MODE",
+            help="components: documents connected by chains of pairs; leaders: in the order added, a document no "
+            "earlier one took leads every later document it pairs with that none took yet, so every member is a "
+            "near-duplicate of the representative (what to keep when deduplicating).",
+        ),
+    ] = "components",
     workers: SearchWorkersOption = None,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
@@ -1102,22 +1112,25 @@ def clusters(
     no_header: NoHeaderOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Print groups of near-duplicates: documents connected by chains of pairs.
+    """Print groups of near-duplicates: documents connected by chains of pairs, or with
+    --mode leaders each document with the near-duplicates it leads.
 
     Pairs are as simdb pairs finds them: similarity >= the threshold (-t, default 0.9),
     or within k bits with -k alone; in memory, at any k.  Each cluster shows its
     representative (the first-added member), its other members, and its spread: the
     smallest similarity of the pairs inside it (its weakest link; min_similarity in
     JSON, TSV and CSV) and the smallest similarity of a member to the representative
-    (to_representative), both empty for a singleton.  Members are linked through chains,
-    so the second can be far below the threshold: such a cluster holds documents that are
-    not near-duplicates of its representative.  Clusters come in order of their
-    representatives.  Exits 1 when there are none.
+    (to_representative), both empty for a singleton.  Members of components are linked
+    through chains, so the second can be far below the threshold: such a cluster holds
+    documents that are not near-duplicates of its representative, which --mode leaders
+    never makes.  Clusters come in order of their representatives.  Exits 1 when there
+    are none.
 
     TSV and CSV print one row per member (cluster, size, min_similarity,
     to_representative, key), the representative first; JSON prints one line per cluster.
     """
     checked_threshold(threshold)
+    check_cluster_mode(mode)  # before any output: the clusters come from a generator
     shown_as = output_format(file_format, json_output)
     limit = effective_threshold(threshold, k)
     with open_existing(db) as database:
@@ -1130,6 +1143,7 @@ def clusters(
                 singletons=singletons,
                 include_featureless=include_featureless,
                 workers=workers,
+                mode=mode,
             )
 
         if histogram:
@@ -1168,7 +1182,12 @@ def clusters(
                 output.write_records(records, columns, shown_as, header=not no_header)
         else:
             spread = database.clusters_with_spread(
-                k, threshold=threshold, singletons=singletons, include_featureless=include_featureless, workers=workers
+                k,
+                threshold=threshold,
+                singletons=singletons,
+                include_featureless=include_featureless,
+                workers=workers,
+                mode=mode,
             )
             total = print_clusters(spread, shown_as, not no_header)
     if not total:

@@ -36,6 +36,7 @@ from simdb.allpairs import (
     ComponentLabeler,
     cluster_labels,
     iter_clusters,
+    leader_labels,
     resolve_workers,
 )
 from simdb.arrays import distinct, search_sorted
@@ -142,13 +143,29 @@ class Cluster(NamedTuple):
     """One group from :meth:`Database.clusters_with_spread`: its keys, the first-added first
     (its representative); the smallest similarity of the pairs found inside it, its weakest
     link; and the smallest similarity of the representative to another member (both None
-    for a singleton).  A cluster is a connected component of the pairs, so a member can be
-    far from the representative, linked through others: ``to_representative`` below the
-    threshold says that the cluster chained."""
+    for a singleton).  A cluster of connected components can hold a member far from the
+    representative, linked through others: ``to_representative`` below the threshold says
+    that the cluster chained (in leaders mode it never does)."""
 
     keys: list[str]
     min_similarity: float | None
     to_representative: float | None
+
+
+#: How :meth:`Database.clusters` groups the pair graph: connected components, or leaders.
+CLUSTER_MODES = ("components", "leaders")
+
+
+def check_cluster_mode(mode: object) -> str:
+    """``mode`` if it is one of :data:`CLUSTER_MODES`, else InvalidInputError naming it."""
+    if mode not in CLUSTER_MODES:
+        raise InvalidInputError(
+            f"mode={describe(mode)} is not one of {', '.join(CLUSTER_MODES)}",
+            argument="mode",
+            value=mode,
+            expected=" or ".join(CLUSTER_MODES),
+        )
+    return str(mode)
 
 
 @dataclass
@@ -931,13 +948,19 @@ class Database:
         singletons: bool = False,
         include_featureless: bool = False,
         workers: int | None = None,
+        mode: str = "components",
     ) -> Iterator[list[str]]:
-        """Connected groups of the pair graph of :meth:`pairs` (same ``k`` and ``threshold``
-        rules), each a list of keys with the first-added key first, in order of their
-        first-added key.  Singletons are left out unless asked for.  In bit mode (``k``
-        alone) identical fingerprints are grouped without expanding their pairs.  The search
-        runs on ``workers`` threads (default every core)."""
-        for cluster in self._clusters(k, threshold, singletons, include_featureless, workers, spread=False):
+        """Groups of the pair graph of :meth:`pairs` (same ``k`` and ``threshold`` rules),
+        each a list of keys with the first-added key first, in order of their first-added
+        key.  ``mode="components"`` (the default): connected groups, so a chain of pairs
+        joins documents that are no pair themselves.  ``mode="leaders"``: in the order they
+        were added, a document no earlier leader took leads a group of every document it
+        pairs with that none took yet, so every member pairs with the first key (a
+        representative to keep when deduplicating); it holds the pairs in memory, 16 bytes
+        each.  Singletons are left out unless asked for.  In bit mode (``k`` alone)
+        components of identical fingerprints are grouped without expanding their pairs.
+        The search runs on ``workers`` threads (default every core)."""
+        for cluster in self._clusters(k, threshold, singletons, include_featureless, workers, mode, spread=False):
             yield cluster.keys
 
     def clusters_with_spread(
@@ -948,6 +971,7 @@ class Database:
         singletons: bool = False,
         include_featureless: bool = False,
         workers: int | None = None,
+        mode: str = "components",
     ) -> Iterator[Cluster]:
         """The clusters of :meth:`clusters` (same arguments, same order) as :class:`Cluster`
         ``(keys, min_similarity, to_representative)``: the smallest similarity among the
@@ -955,7 +979,7 @@ class Database:
         similarity of its first key to another member (None for a singleton).  Cost as
         :meth:`clusters` in threshold mode plus one sketch comparison per member; in bit mode
         it expands the pairs of identical fingerprints too, to know their similarities."""
-        return self._clusters(k, threshold, singletons, include_featureless, workers, spread=True)
+        return self._clusters(k, threshold, singletons, include_featureless, workers, mode, spread=True)
 
     def _clusters(
         self,
@@ -964,12 +988,15 @@ class Database:
         singletons: bool,
         include_featureless: bool,
         workers: int | None,
+        mode: str,
         *,
         spread: bool,
     ) -> Iterator[Cluster]:
         """The kernel of :meth:`clusters` and :meth:`clusters_with_spread`; ``min_similarity``
         is None unless ``spread``.  The weakest link is kept per document (the smallest
-        similarity of its pairs), O(n) memory: a cluster's is the smallest of its members'."""
+        similarity of its pairs), O(n) memory: a cluster's is the smallest of its members'
+        (in leaders mode, of the pairs inside it)."""
+        check_cluster_mode(mode)
         resolve_workers(workers)
         snapshot = self._snapshot()
         k, threshold = self._pair_settings(k, threshold, snapshot.verifiable)
@@ -977,7 +1004,19 @@ class Database:
         featureless = bool((snapshot.state == FEATURELESS).any())
         plan = pairs_plan(k, len(snapshot.ids))
         weakest = np.full(len(snapshot.ids), np.inf) if spread else None
-        if not spread and threshold is None and plan is not None and (include_featureless or not featureless):
+        if mode == "leaders":
+            blocks = list(
+                pair_blocks(snapshot, k, threshold, include_featureless, workers, kind_of(self._fingerprinter))
+            )
+            left = np.concatenate([np.zeros(0, dtype=np.int64), *(block[0] for block in blocks)])
+            right = np.concatenate([np.zeros(0, dtype=np.int64), *(block[1] for block in blocks)])
+            similarity = np.concatenate([np.zeros(0), *(block[3] for block in blocks)])
+            labels = leader_labels(len(snapshot.ids), left, right)
+            if weakest is not None:
+                inside = labels[left] == labels[right]  # a member's pairs with other clusters are no link
+                np.minimum.at(weakest, left[inside], similarity[inside])
+                np.minimum.at(weakest, right[inside], similarity[inside])
+        elif not spread and threshold is None and plan is not None and (include_featureless or not featureless):
             labels = cluster_labels(snapshot.fingerprints, plan, k, workers=workers)
         else:
             labeler = ComponentLabeler(len(snapshot.ids))

@@ -430,3 +430,23 @@ def test_tsv_and_csv_print_their_header_over_no_records_in_every_command(tmp_pat
                 name,
                 result.stdout,
             )
+
+
+def test_clusters_mode_leaders_never_chains_and_a_bad_mode_prints_nothing(tmp_path: Path) -> None:
+    """A chain a-b-c at -k 2 (a and c 4 bits apart) is one component, holding c, which is no
+    near-duplicate of its representative a; --mode leaders gives a its near-duplicate b
+    and leaves c alone."""
+    db = str(tmp_path / "chain")
+    with simdb.open(db, k=4) as database:
+        database.add_many([("a", 0), ("b", 0b11), ("c", 0b1111), ("far", 2**63 - 1)])
+    components = [json.loads(line) for line in run("clusters", "-k", "2", "--json", "--db", db).stdout.splitlines()]
+    assert [cluster["members"] for cluster in components] == [["a", "b", "c"]]
+    leaders = [
+        json.loads(line)
+        for line in run("clusters", "-k", "2", "--mode", "leaders", "--json", "--db", db).stdout.splitlines()
+    ]
+    assert [cluster["members"] for cluster in leaders] == [["a", "b"]]
+    with_singletons = run("clusters", "-k", "2", "--mode", "leaders", "--singletons", "--format", "csv", "--db", db)
+    assert [row[-1] for row in csv_rows(stdout(with_singletons))[1:]] == ["a", "b", "c", "far"]
+    refused = run("clusters", "--mode", "star", "--format", "tsv", "--db", db)
+    assert refused.exit_code == 2 and refused.stdout == "" and "--mode star" in refused.stderr

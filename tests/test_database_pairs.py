@@ -34,6 +34,24 @@ def brute_clusters(stored: list[tuple[str, int]], k: int) -> list[list[str]]:
     return sorted((g for g in groups.values() if len(g) > 1), key=lambda g: [key for key, _ in stored].index(g[0]))
 
 
+def brute_leaders(stored: list[tuple[str, int]], k: int) -> list[list[str]]:
+    """Leader clustering, one document at a time in the order added: a document that no
+    earlier leader took leads every later one within k bits that none took yet."""
+    leader_of: dict[str, str] = {}
+    groups: list[list[str]] = []
+    for i, (key, fingerprint) in enumerate(stored):
+        if key in leader_of:
+            continue
+        group = [key]
+        leader_of[key] = key
+        for other, other_fingerprint in stored[i + 1 :]:
+            if other not in leader_of and (fingerprint ^ other_fingerprint).bit_count() <= k:
+                leader_of[other] = key
+                group.append(other)
+        groups.append(group)
+    return [group for group in groups if len(group) > 1]
+
+
 @settings(max_examples=20, deadline=None)
 @given(
     seed=st.integers(0, 2**32), count=st.integers(0, 120), kind=st.sampled_from(["random", "clustered", "duplicates"])
@@ -56,6 +74,15 @@ def test_pairs_and_clusters_equal_brute_force(tmp_path_factory, seed: int, count
             assert len(got) == len(set(got))
             assert set(got) == brute_pairs(stored, k)
             assert list(db.clusters(k=k)) == brute_clusters(stored, k)
+            leaders = list(db.clusters_with_spread(k=k, mode="leaders"))
+            assert [cluster.keys for cluster in leaders] == brute_leaders(stored, k)
+            # Every member pairs with its leader: no chain reaches past the radius.
+            fingerprint_of = dict(stored)
+            assert all(
+                (fingerprint_of[cluster.keys[0]] ^ fingerprint_of[member]).bit_count() <= k
+                for cluster in leaders
+                for member in cluster.keys
+            )
         everyone = list(db.clusters(singletons=True))
         assert sorted(key for group in everyone for key in group) == sorted(key for key, _ in stored)
 

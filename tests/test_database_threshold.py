@@ -120,6 +120,21 @@ def test_threshold_pairs_clusters_and_queries_equal_the_oracle(
             if len(group) > 1
         )
         assert sorted(db.clusters(threshold=threshold)) == want
+        # leaders: in the order added, a document no earlier leader took takes every later
+        # one it pairs with that none took yet (keys k0, k1, ... in that order)
+        paired = {frozenset((a, b)) for a, b, _ in expected}
+        order = sorted((row[0] for row in oracle.rows), key=lambda key: int(key[1:]))
+        taken: set[str] = set()
+        want_leaders = []
+        for position, leader in enumerate(order):
+            if leader not in taken:
+                later = order[position + 1 :]
+                group = [leader] + [key for key in later if key not in taken and {leader, key} in paired]
+                taken.update(group)
+                want_leaders.append(group)
+        leaders = list(db.clusters_with_spread(threshold=threshold, mode="leaders"))
+        assert [cluster.keys for cluster in leaders] == [group for group in want_leaders if len(group) > 1]
+        assert all(cluster.to_representative >= threshold for cluster in leaders)
         # a query finds the stored documents at similarity >= threshold within the threshold's
         # radius, as pairs() does, also past the index k (3 here; found by a probe: capped at
         # the index k, query(threshold=0.7) found 56 of 119 true pairs, pairs() 115)
