@@ -14,7 +14,7 @@ plus Greek and Russian words), then for each document one copy of each kind a cr
   every 8th line;
 - ``look-alikes``: a tenth of the words with their letters that have a Cyrillic or Greek
   look-alike written with it, as spam that evades filters does;
-- ``apostrophes``: every apostrophe typed as an acute accent, a grave accent or a prime;
+- ``apostrophes``: every apostrophe typed as an acute or a grave accent;
 - ``tracking``: the document's link shared with tracking parameters;
 - ``arabic``: the Arabic words as informal writing and a Persian keyboard spell them (ة as
   ه and ى as ي at a word's end, ي as ی and ك as ک).
@@ -112,7 +112,7 @@ def _look_alikes(text: str) -> str:
 
 def _apostrophes(text: str) -> str:
     rng = random.Random(text)
-    return "".join(rng.choice("\u00b4`\u2032") if char == "'" else char for char in text)
+    return "".join(rng.choice("\u00b4`") if char == "'" else char for char in text)
 
 
 def _tracking(text: str) -> str:

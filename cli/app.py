@@ -1522,8 +1522,9 @@ def keys_command(
 
     The table format prints the bare keys (no header line), so the output pipes into
     other tools; a key holding a line break or another control character is printed
-    quoted as a shell's $'...' (never mistaken for another key), and -0 ends each key
-    with a NUL byte instead, printing every key as it is.
+    quoted as a shell's $'...' (never mistaken for another key; remove - and get - read
+    it back as the key), and -0 ends each key with a NUL byte instead, printing every key
+    as it is.
     A prefix costs a scan of every document.  Exits 1 when there are none.
     """
     shown_as = output_format(file_format, json_output)
@@ -1585,32 +1586,43 @@ def check(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug
         raise typer.Exit(EXIT_NOTHING_FOUND)
 
 
-#: What the child process of :func:`_isolated_check` runs: the check, its result or its
-#: simdb error pickled on stdout.
+#: What the child process of :func:`_isolated_check` runs: the check, its report or its
+#: simdb error written as one JSON object on stdout.
 _CHECK_IN_A_CHILD = """
-import pickle, sys
+import dataclasses, json, sys
 import simdb
 try:
     with simdb.open(sys.argv[1], readonly=True, create=False) as database:
-        outcome = database.check()
+        outcome = {"report": dataclasses.asdict(database.check())}
 except simdb.SimdbError as error:
-    outcome = error
-sys.stdout.buffer.write(pickle.dumps(outcome))
+    outcome = {"error": type(error).__name__, "message": error.message, "hint": error.hint}
+print(json.dumps(outcome))
 """
+
+
+#: The signals that reading a damaged LMDB file ends a process with: an assertion's abort,
+#: a page past the file's end, a pointer into nowhere.
+_READING_CRASHES = (signal.SIGABRT, signal.SIGBUS, signal.SIGSEGV)
 
 
 def _isolated_check(path: str) -> simdb.CheckReport:
     """``Database.check()`` of the database at ``path``, run in a child process: LMDB does not
     check its own pages, so a damaged one can end the process that reads it (an assertion
     in mdb_cursor_next aborts, a page number past the file's end is a SIGBUS), where check is
-    the command that must say so.  A simdb error of the check comes back as it is; a child
-    killed by a signal raises CorruptDatabaseError, with what LMDB printed.  Costs a Python
-    start (about half a second)."""
-    import pickle
+    the command that must say so.  A simdb error of the check comes back as a
+    CorruptDatabaseError if it was one, else a StorageError, with its message and hint; a
+    child killed by a signal raises CorruptDatabaseError, with what LMDB printed.  Costs a
+    Python start (about half a second)."""
+    import json
     import subprocess
 
-    child = subprocess.run([sys.executable, "-c", _CHECK_IN_A_CHILD, path], capture_output=True, check=False)
+    # -P: the working directory's own simdb.py, if any, is not what the child imports.
+    child = subprocess.run([sys.executable, "-P", "-c", _CHECK_IN_A_CHILD, path], capture_output=True, check=False)
     said = child.stderr.decode(errors="replace").strip().splitlines()
+    if child.returncode == -signal.SIGINT:
+        raise KeyboardInterrupt
+    if child.returncode < 0 and -child.returncode not in _READING_CRASHES:  # killed from outside (the OOM killer)
+        raise simdb.StorageError(f"check was killed by signal {signal.Signals(-child.returncode).name}")
     if child.returncode < 0:
         crash = f" ({said[-1]})" if said else ""
         raise simdb.CorruptDatabaseError(
@@ -1621,11 +1633,13 @@ def _isolated_check(path: str) -> simdb.CheckReport:
         )
     if child.returncode != 0 or not child.stdout:
         raise simdb.StorageError(f"check failed in its own process: {said[-1] if said else child.returncode}")
-    outcome = pickle.loads(child.stdout)
-    if isinstance(outcome, BaseException):
-        raise outcome
-    report: simdb.CheckReport = outcome
-    return report
+    outcome = json.loads(child.stdout)
+    if "error" in outcome:
+        damage = outcome["error"] == simdb.CorruptDatabaseError.__name__
+        raise (simdb.CorruptDatabaseError if damage else simdb.StorageError)(
+            outcome["message"], outcome["hint"], path=path
+        )
+    return simdb.CheckReport(**outcome["report"])
 
 
 @app.command("hash")

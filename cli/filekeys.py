@@ -39,15 +39,27 @@ def canonical_key(path: str, key_base: str | None = None) -> str:
 
 def _as_utf8(path: str) -> str:
     """The key of a path as the system names it: its bytes read as UTF-8, whatever the
-    locale's encoding (in a Latin-1 locale, Python names the file "ü.txt" as "Ã¼.txt";
-    under LC_ALL=C without UTF-8 mode, with surrogates), so a file has one key in every
-    locale.  Bytes that are not UTF-8 stay surrogates, which no key may hold."""
-    return os.fsencode(path).decode("utf-8", "surrogateescape")
+    locale's encoding (in a Latin-1 locale, Python names the file "ü.txt" written in UTF-8
+    "Ã¼.txt"; under LC_ALL=C without UTF-8 mode, with surrogates), so a file has one key in
+    every locale.  A name whose bytes are not UTF-8 keeps the locale's reading (a Latin-1
+    name in a Latin-1 locale), as keys were made before."""
+    try:
+        return os.fsencode(path).decode("utf-8")
+    except UnicodeDecodeError:
+        return path
 
 
-def _as_path(key: str) -> str:
-    """The path, as the system names it, of a file key (the inverse of :func:`_as_utf8`)."""
-    return os.fsdecode(key.encode("utf-8", "surrogateescape"))
+def _paths_of(key: str) -> list[str]:
+    """The paths a file key may name, as the system names them (see :func:`_as_utf8`): its
+    UTF-8 bytes, and where the locale reads names otherwise, the key as the locale's."""
+    as_utf8 = os.fsdecode(key.encode("utf-8", "surrogateescape"))
+    if as_utf8 == key:
+        return [key]
+    try:
+        os.fsencode(key)  # the locale cannot name every key ("東.txt" under LC_ALL=C)
+    except UnicodeEncodeError:
+        return [as_utf8]
+    return [as_utf8, key]
 
 
 def _absolute(path: str) -> str:
@@ -85,10 +97,11 @@ def _inside(absolute: str, base: str) -> bool:
     return absolute == base or absolute.startswith(base.rstrip(os.sep) + os.sep)
 
 
-def key_path(key: str, key_base: str | None = None) -> str:
-    """Where the file of a file key is: the key itself if absolute, else under the key base."""
-    path = _as_path(key)
-    return path if os.path.isabs(path) else os.path.join(key_base_path(key_base), path)
+def key_paths(key: str, key_base: str | None = None) -> list[str]:
+    """Where the file of a file key may be (:func:`_paths_of`): the key itself if absolute,
+    else under the key base."""
+    base = key_base_path(key_base)
+    return [path if os.path.isabs(path) else os.path.join(base, path) for path in _paths_of(key)]
 
 
 def prefix_of(path: str, key_base: str | None = None) -> tuple[str, str | None]:
@@ -120,14 +133,17 @@ def names_existing_file(key: str, key_base: str | None = None) -> bool:
     """Whether the file ``key`` names may still exist: False only when it is known to be
     gone (:func:`_known_gone`), so that a file that cannot be read now (a directory without
     permission, a failing disk) is never taken for a deleted one.  A ``FILE:LINE`` key of
-    a JSONL line counts as existing while FILE does.  One or two lstats."""
-    if not _known_gone(key_path(key, key_base)):
+    a JSONL line counts as existing while FILE does.  One lstat per path the key may name
+    (:func:`key_paths`), and as many for FILE."""
+    if not all(_known_gone(path) for path in key_paths(key, key_base)):
         return True
     line_key = _LINE_KEY.fullmatch(key)
     if line_key is None:
         return False
-    line_file = key_path(line_key.group(1), key_base)
-    return not _known_gone(line_file) and not os.path.isdir(line_file)
+    return any(
+        not _known_gone(line_file) and not os.path.isdir(line_file)
+        for line_file in key_paths(line_key.group(1), key_base)
+    )
 
 
 def stale_keys(stored: Iterable[str], key_base: str | None = None) -> Iterator[str]:

@@ -217,18 +217,40 @@ CONTROL_ESCAPES = str.maketrans(
 )
 
 
-_NEEDS_QUOTING = re.compile("[" + "".join(f"\\U{code:08x}" for code in CONTROL_ESCAPES) + "]")
+_NEEDS_QUOTING = re.compile("^\\$'|[" + "".join(f"\\U{code:08x}" for code in CONTROL_ESCAPES) + "]")
+# Inside $'...', as CONTROL_ESCAPES but for the C1 controls: bash reads "\x85" as the byte
+# 0x85, and "\u0085" as the character.
+_SHELL_ESCAPES = {**CONTROL_ESCAPES, **{code: f"\\u{code:04x}" for code in range(0x80, 0xA0)}}
 
 
 def shown(text: str) -> str:
     """``text`` as a table, a list of keys or a line of ``add`` shows it: as it is, unless it
-    holds a character :data:`CONTROL_ESCAPES` escapes; then quoted as a shell's ``$'...'``,
-    its backslashes and single quotes escaped too, so that no two texts look alike (a key
-    with a line break and one with a backslash and an "n" were both ``a\\nb``, and ``keys |
-    remove -`` removed the second for the first) and a shell reads it back as the text."""
+    holds a character :data:`CONTROL_ESCAPES` escapes or starts as a quoted one does; then
+    quoted as a shell's ``$'...'``, its backslashes and single quotes escaped too, so that
+    no two texts look alike (a key with a line break and one with a backslash and an "n"
+    were both ``a\\nb``, and ``keys | remove -`` removed the second for the first) and bash
+    reads it back as the text."""
     if _NEEDS_QUOTING.search(text) is None:
         return text
-    return "$'" + text.replace("\\", "\\\\").replace("'", "\\'").translate(CONTROL_ESCAPES) + "'"
+    return "$'" + text.replace("\\", "\\\\").replace("'", "\\'").translate(_SHELL_ESCAPES) + "'"
+
+
+_SHELL_ESCAPE = re.compile(r"\\(?:([\\'nrt])|x([0-9a-f]{2})|u([0-9a-f]{4}))")
+_SHELL_CHARACTERS = {"\\": "\\", "'": "'", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def unshown(line: str) -> str:
+    """The text of a line :func:`shown` printed (the inverse: ``unshown(shown(t)) == t``),
+    so that ``simdb keys | simdb remove -`` names every key, quoted ones included; a line
+    not in ``$'...'`` is the text itself (:func:`shown` quotes every text that starts so)."""
+    if not (line.startswith("$'") and line.endswith("'") and len(line) >= 3):
+        return line
+
+    def character(escape: re.Match[str]) -> str:
+        plain, byte, code = escape.groups()
+        return _SHELL_CHARACTERS[plain] if plain else chr(int(byte or code, 16))
+
+    return _SHELL_ESCAPE.sub(character, line[2:-1])
 
 
 def table(

@@ -42,7 +42,7 @@ from simdb.validation import check_fingerprint, is_int
 
 from .errors import error_message
 from .filekeys import canonical_key, key_base_path
-from .output import counted, shown, unplain
+from .output import counted, shown, unplain, unshown
 
 if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to an export header that needs it
     from simdb.fingerprint import Fingerprinter
@@ -343,8 +343,9 @@ def _expand_listed(
 
 
 def stdin_keys(intake: Intake, stdin: IO[str] | None = None, *, null: bool = False) -> list[str]:
-    """The non-empty lines of stdin as keys, or with ``null`` its NUL-separated parts (as
-    ``simdb keys -0`` writes them: a key may hold a line break).  Read as bytes and decoded
+    """The non-empty lines of stdin as keys, a line quoted as ``simdb keys`` quotes a key
+    with control characters read as that key (:func:`.output.unshown`), or with ``null``
+    its NUL-separated parts (as ``simdb keys -0`` writes them).  Read as bytes and decoded
     one by one, so that a key that is not UTF-8 (it can name no stored key) is reported with
     its number and the rest are still read, whatever error handler the locale gave stdin.
     O(input)."""
@@ -352,7 +353,7 @@ def stdin_keys(intake: Intake, stdin: IO[str] | None = None, *, null: bool = Fal
     raw = getattr(stream, "buffer", None)
     if raw is None:  # a text stream without bytes beneath: already decoded
         text = stream.read()
-        return [part for part in (text.split("\0") if null else text.splitlines()) if part]
+        return [part if null else unshown(part) for part in (text.split("\0") if null else text.splitlines()) if part]
     data = raw.read()
     keys = []
     for number, line in enumerate(data.split(b"\0") if null else data.splitlines(), 1):
@@ -363,7 +364,7 @@ def stdin_keys(intake: Intake, stdin: IO[str] | None = None, *, null: bool = Fal
             intake.fail(f"<stdin>:{number}", cause, "<stdin>")
             continue
         if key:
-            keys.append(key)
+            keys.append(key if null else unshown(key))
     return keys
 
 

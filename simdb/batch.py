@@ -122,7 +122,7 @@ class Batch:
             return self, 0, 0
         positions = order.tolist()
         unchanged = sum(
-            self._version(positions[i]) == self._version(positions[i + 1]) for i in np.flatnonzero(repeats).tolist()
+            self.version(positions[i]) == self.version(positions[i + 1]) for i in np.flatnonzero(repeats).tolist()
         )
         starts = np.flatnonzero(np.concatenate([[True], ~repeats]))
         ends = np.append(starts[1:], len(order)) - 1
@@ -134,12 +134,12 @@ class Batch:
             [self.fingerprints[last_of[i]] for i in firsts],
             [self.records[last_of[i]] for i in firsts],
             sketches=None if self.sketches is None else [self.sketches[last_of[i]] for i in firsts],
-            first_versions=[self._version(i) for i in firsts],
+            first_versions=[self.version(i) for i in firsts],
         )
         folds = len(self.keys) - len(firsts)
         return folded, folds - unchanged, unchanged
 
-    def _version(self, position: int) -> tuple[bytes, bytes | None]:
+    def version(self, position: int) -> tuple[bytes, bytes | None]:
         """What is stored for the item at ``position``: its record and its sketch."""
         return self.records[position], None if self.sketches is None else self.sketches[position]
 

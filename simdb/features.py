@@ -25,14 +25,15 @@ The pipeline, applied to every text before any hashing:
    letter comes before the hyphen and a lowercase letter starts the next line, as in text
    taken from a PDF or a scan (after NFKC, so an accent written as its own mark and a
    fullwidth hyphen count; a soft hyphen at a line end is joined too).
-   From version 5: letters a reader takes for others are folded into one (the Cyrillic,
-   Greek and Armenian letters drawn like Latin ones, as in "pаypal" with a Cyrillic "а";
-   Latin small capitals; "ı", "ł", "đ", "ø", "æ" and "œ", which ASCII-fied text writes "i",
-   "l", "d", "o", "ae" and "oe"; the Arabic letters that informal and Persian writing
-   interchange: "ى", "ی" as "ي", "ة", "ہ" as "ه", "ک" as "ك"); the marks typed for an
-   apostrophe (grave, acute, prime: "don´t") are deleted as apostrophes are; tracking
-   parameters (``utm_*``, ``fbclid`` and the like) are deleted from URLs; and a line-end
-   hyphen join also crosses a form feed (a PDF's page break) and the other line breaks.
+   From version 5: letters a reader takes for others are folded into one (inside a word
+   that holds a Latin letter, the Cyrillic, Greek and Armenian letters drawn like Latin
+   ones in both cases, as in "pаypal" with a Cyrillic "а"; Latin small capitals; "ı",
+   "ł", "đ", "ø", "æ" and "œ", which ASCII-fied text writes "i", "l", "d", "o", "ae" and
+   "oe"; the Arabic letters that informal and Persian writing interchange: "ى", "ی" as
+   "ي", "ة", "ہ" as "ه", "ک" as "ك"); the accents typed for an apostrophe (grave, acute:
+   "don´t") are deleted as apostrophes are; tracking parameters (``utm_*``, ``fbclid`` and
+   the like) are deleted from URLs; and a line-end hyphen join also crosses a form feed (a
+   PDF's page break) and the other line breaks.
 4. **Punctuation and whitespace folding.**  A token is a maximal run of letters, digits and
    combining marks; everything else (punctuation, symbols, whitespace, underscore) only
    separates tokens.  Character shingles are taken over the tokens joined by single spaces.
@@ -57,7 +58,7 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 
 #: The version of the pipeline that new fingerprinters use.  Version 1 (the settings stored
@@ -92,27 +93,38 @@ _UNSPACED_RANGES = (
 _UNSPACED_SEARCH = re.compile(f"[{_UNSPACED_RANGES}]").search
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _APOSTROPHES = str.maketrans("", "", "'\u2018\u2019\u02bc")
-# Marks typed for an apostrophe: a grave accent, an acute (a dead key on many keyboards:
-# "don´t"), a prime and its modifier letters.  Version 5 deletes them before NFKC, which
-# makes the acute a space and a combining accent.
-_APOSTROPHE_MARKS = "`\u00b4\u2032\u02b9\u02ca"
+# Marks typed for an apostrophe: a grave accent and an acute (a dead key on many keyboards:
+# "don´t").  Version 5 deletes them before NFKC, which makes the acute a space and a
+# combining accent.  Primes are left alone: between digits ("40°4′12″") and after letters
+# ("A′B′C′") they separate.
+_APOSTROPHE_MARKS = "`\u00b4"
 # Query parameters that say only where a link was clicked (campaign tags, the click ids of
-# ad and social networks, share ids): version 5 deletes them, so a page shared through
-# different tracking links is one text.  The separator before one is kept.
+# ad and social networks): version 5 deletes them, so a page shared through different
+# tracking links is one text.  The separator before one is kept; a value is the characters
+# a URL leaves unescaped but its delimiters, so one ends at a quote, a bracket or a comma
+# (HTML, JSON and CSV around the URL stay).
 _TRACKING_PARAMETERS = re.compile(
     r"([?&;])(?:utm_[a-z0-9_]*|fbclid|gclid|gclsrc|dclid|gbraid|wbraid|msclkid|yclid|twclid|ttclid|igshid|igsh"
-    r"|mc_cid|mc_eid|_hsenc|_hsmi|mkt_tok|oly_anon_id|oly_enc_id|vero_id|_ga|_gl|si|spm|mibextid|ref_src)=[^?&;#\s]*",
+    r"|mc_cid|mc_eid|_hsenc|_hsmi|mkt_tok|oly_anon_id|oly_enc_id|vero_id|_ga|_gl|spm|mibextid|ref_src)"
+    r"=[A-Za-z0-9._~%+\-]*",
     re.IGNORECASE,
 )
-# Letters that version 5 folds into others, after casefolding (see the module docstring):
-# the lowercase Cyrillic, Greek and Armenian letters that common fonts draw as Latin ones
-# (from UTS #39's confusables), Latin small capitals, the stroked Latin letters and
-# ligatures that ASCII-fied text writes without their stroke, and the Arabic letters that
-# Lucene's Arabic and Persian normalisers also fold.
+# The Cyrillic, Greek and Armenian letters that common fonts draw as Latin ones (from UTS
+# #39's confusables) in both cases, so that a word reads alike in capitals and in small
+# letters ("Ν" is drawn like an "N" but "ν" like a "v": neither is here): version 5 reads
+# them as those Latin letters inside a word that holds a Latin letter too ("pаypal" with a
+# Cyrillic "а", as spam writes it), before casefolding.  A word of their own script, or a
+# Greek "ρ" standing alone, stays as it is.
+_LOOK_ALIKES = {
+    **dict(zip("АаЕеОоРрСсУуХхЅѕІіЈјԚԛԜԝ", "AaEeOoPpCcYyXxSsIiJjQqWw")),  # Cyrillic
+    **dict(zip("ΑαΙιΚκΟοΡρΧχ", "AaIiKkOoPpXx")),  # Greek
+    **dict(zip("ՕօՍս", "OoUu")),  # Armenian
+}
+# Letters that version 5 folds into others wherever they are, after casefolding: Latin
+# small capitals, the stroked Latin letters and ligatures that ASCII-fied text writes
+# without their stroke, and the Arabic letters that Lucene's Arabic and Persian normalisers
+# also fold.
 _FOLDED_LETTERS = {
-    **dict(zip("аеорсухѕіјһԁԛԝӏ", "aeopcyxsijhdqwl")),  # Cyrillic
-    **dict(zip("αορνιυχγκ", "aopviuxyk")),  # Greek
-    **dict(zip("օս", "ou")),  # Armenian
     **dict(zip("ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢ", "abcdefghijklmnoprstuvwyz")),  # small capitals
     **dict(zip("ıłđø", "ildo")),
     "æ": "ae",
@@ -181,14 +193,16 @@ _LINE_END_HYPHENS = tuple(
 )
 # Version 5's: the line break may also be a form feed (a PDF's page break, as pdftotext
 # writes it), a vertical tab or a Unicode line separator, with form feeds and vertical tabs
-# among the spaces around it.
+# among the spaces after it (not before it: a character that could be either a space or
+# the break would let a failed match try every split of a long run, in quadratic time).
 _LINE_BREAKS_5 = "\r\n\f\v\x85\u2028\u2029"
+#: What may stand between a line-end hyphen and the rest of its word: a chunk is never cut
+#: in it (see :func:`iter_chunks`).
+_SPACES_AND_BREAKS = " \t" + _LINE_BREAKS_5
 _LINE_END_HYPHENS_5 = tuple(
     (
         hyphen,
-        re.compile(
-            f"{hyphen}(?<=[^\\W\\d_]{hyphen})[ \\t\\f\\v]*(?:\\r\\n|[{_LINE_BREAKS_5}])[ \\t\\f\\v]*(?=([^\\W\\d_]))"
-        ),
+        re.compile(f"{hyphen}(?<=[^\\W\\d_]{hyphen})[ \\t]*(?:\\r\\n|[{_LINE_BREAKS_5}])[ \\t\\f\\v]*(?=([^\\W\\d_]))"),
     )
     for hyphen in ("-", "\u2010")
 )
@@ -231,7 +245,7 @@ def _scanned_classes() -> tuple[str, dict[int, str]]:
 
 
 @cache
-def _version_2_mapping(normalization: int = 2) -> tuple[re.Pattern[str], dict[int, str | None]]:
+def _version_2_mapping(normalization: int) -> tuple[re.Pattern[str], dict[int, str | None]]:
     """(a search for any character that version 2 (from 5: also the apostrophe marks) may
     delete or map before NFKC, the ``str.translate`` table that does it)."""
     table: dict[int, str | None] = {code: None for low, high in _IGNORABLE_RANGES for code in range(low, high + 1)}
@@ -267,17 +281,50 @@ def _folding(normalization: int) -> tuple[re.Pattern[str], dict[int, str | None]
 
 
 def ascii_prepared(text: str, normalization: int = NORMALIZATION) -> str:
-    """An ASCII ``text`` before it is lowercased and split (the first half of both ASCII
-    fast paths, here and in the fingerprinter): line-end hyphens joined (version 3) and
-    tracking parameters deleted (version 5).  O(len(text))."""
-    text = join_line_end_hyphens(text, normalization)
-    return untracked(text) if normalization >= 5 else text
+    """An ASCII ``text`` before it is lowercased, its apostrophes deleted and it is split
+    (the first half of both ASCII fast paths, here and in the fingerprinter), in the order
+    of the general path: tracking parameters and grave accents deleted (version 5), then
+    line-end hyphens joined (version 3).  O(len(text))."""
+    if normalization >= 5:
+        text = untracked(text)
+        if "`" in text:
+            text = text.replace("`", "")
+    return join_line_end_hyphens(text, normalization)
 
 
-def ascii_deleted(normalization: int = NORMALIZATION) -> str:
-    """The ASCII characters deleted from a text of pipeline ``normalization`` rather than
-    separating tokens: the apostrophe, and from version 5 the grave accent."""
-    return "'`" if normalization >= 5 else "'"
+def _latin_look_alikes_folded(text: str) -> str:
+    """``text`` with each look-alike letter (:data:`_LOOK_ALIKES`) read as its Latin letter
+    inside every word that holds a Latin letter too (version 5).  A text without both is
+    only searched; else one Python step per word."""
+    look_alike, table = _look_alike_search()
+    if look_alike(text) is None or _LATIN_LETTER(text) is None:
+        return text
+    parts = _WORDS.split(text)  # the words at odd positions
+    for position in range(1, len(parts), 2):
+        word = parts[position]
+        if not word.isascii() and look_alike(word) is not None and _LATIN_LETTER(word) is not None:
+            parts[position] = word.translate(table)
+    return "".join(parts)
+
+
+@cache
+def _look_alike_search() -> tuple[Callable[[str], re.Match[str] | None], dict[int, str]]:
+    """(a search for any look-alike letter, the ``str.translate`` table that reads each as
+    its Latin letter), accented ones included ("Ά" is "A" and the accent, which version 3
+    drops after casefolding, as it drops it from "ά").  Built once, on first use, from the
+    Greek, Cyrillic and Armenian blocks (~1 ms)."""
+    table = str.maketrans(_LOOK_ALIKES)
+    for code in range(0x0370, 0x0590):
+        decomposed = unicodedata.normalize("NFD", chr(code))
+        base, marks = decomposed[0], decomposed[1:]
+        if marks and base in _LOOK_ALIKES and all(unicodedata.combining(mark) for mark in marks):
+            table[code] = _LOOK_ALIKES[base] + marks
+    return re.compile(f"[{_class_body(sorted(table))}]").search, table
+
+
+# A Latin letter, accented ones included (after NFKC, which composes them).
+_LATIN_LETTER = re.compile("[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]").search
+_WORDS = re.compile(r"([^\W_]+)")
 
 
 def untracked(text: str) -> str:
@@ -326,14 +373,12 @@ def normalize(text: str, normalization: int = NORMALIZATION) -> str:
     """Return ``text`` with lone surrogates replaced by U+FFFD, (from version 2) invisible
     characters deleted and digits made ASCII, NFKC-normalised, casefolded, (from version 3)
     with diacritics dropped and line-end hyphens joined, and with apostrophes deleted
-    (steps 1 to 3 of the module docstring).  O(len(text)); ASCII text is only lowercased
-    (and its line-end hyphens joined)."""
+    (steps 1 to 3 of the module docstring).  O(len(text)); ASCII text is only lowercased,
+    its line-end hyphens joined and (version 5) its tracking parameters and grave accents
+    deleted (:func:`ascii_prepared`)."""
     if text.isascii():
         text = ascii_prepared(text, normalization).lower()
-        for deleted in ascii_deleted(normalization):
-            if deleted in text:
-                text = text.replace(deleted, "")
-        return text
+        return text.replace("'", "") if "'" in text else text
     if _SURROGATES.search(text):
         text = _SURROGATES.sub("\ufffd", text)
     if normalization >= 5:
@@ -350,7 +395,10 @@ def normalize(text: str, normalization: int = NORMALIZATION) -> str:
     # Line-end hyphens after NFKC, which composes an accent before one ("e" and U+0301 are
     # "é", a letter) and makes fullwidth hyphens plain; before casefolding, which would hide
     # whether the next line starts with a capital.
-    text = join_line_end_hyphens(text, normalization).casefold()
+    text = join_line_end_hyphens(text, normalization)
+    if normalization >= 5:
+        text = _latin_look_alikes_folded(text)
+    text = text.casefold()
     if normalization >= 3:
         # After casefolding, which can leave a mark of its own ("İ" is "i" and a dot above).
         folded, table = _folding(5 if normalization >= 5 else 3)
@@ -403,7 +451,7 @@ def iter_chunks(text: str, chunk_chars: int = CHUNK_CHARS, normalization: int = 
             # them): before the hyphenated word instead, where there is room, and again
             # while that is after a hyphen too (a word broken over three lines).
             before = cut
-            while before > start and text[before - 1] in " \t\r\n\f\v":
+            while before > start and text[before - 1] in _SPACES_AND_BREAKS:
                 before -= 1
             if before == start or text[before - 1] not in _BREAKING_HYPHENS:
                 break
@@ -416,7 +464,7 @@ def iter_chunks(text: str, chunk_chars: int = CHUNK_CHARS, normalization: int = 
             # No whitespace at all: do not separate a base character from its marks, nor
             # (version 2, which deletes them) from the invisible characters between them.
             # Looked up here, in this rare case, so ASCII work never builds the tables.
-            ignorable = _version_2_mapping()[1] if normalization >= 2 else {}
+            ignorable = _version_2_mapping(2)[1] if normalization >= 2 else {}
             while cut > start and (
                 unicodedata.category(text[cut + 1])[0] == "M"
                 or (ord(text[cut + 1]) in ignorable and ignorable[ord(text[cut + 1])] is None)

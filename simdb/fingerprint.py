@@ -83,7 +83,7 @@ import numpy.typing as npt
 from simdb import features as _features_module
 from simdb.arrays import distinct
 from simdb.errors import FingerprinterError, InvalidInputError
-from simdb.features import NORMALIZATION, NORMALIZATIONS, ascii_deleted, ascii_prepared, iter_chunks, tokenize
+from simdb.features import NORMALIZATION, NORMALIZATIONS, ascii_prepared, iter_chunks, tokenize
 from simdb.keys import iterate
 from simdb.stopwords import STOPWORD_LISTS, stopword_list
 from simdb.validation import check_fingerprint, check_int, check_workers
@@ -817,7 +817,7 @@ class Fingerprinter:
             # Fast path, same tokens as features.tokenize: one C pass lowercases, folds
             # every non-alphanumeric byte to a space and deletes apostrophes.
             piece = ascii_prepared(piece, self._normalization)
-            tokens = piece.encode("ascii").translate(_ASCII_FOLD, ascii_deleted(self._normalization).encode()).split()
+            tokens = piece.encode("ascii").translate(_ASCII_FOLD, b"'").split()
             stop: frozenset[Any] = self._stopword_bytes
         else:
             tokens = tokenize(piece, self._split_unspaced and self._features != "char", self._normalization)

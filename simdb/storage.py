@@ -1024,7 +1024,8 @@ class Storage:
         it maps the new one, so a mapping the system refuses (an address-space limit, as
         ``ulimit -v`` or a batch scheduler sets) leaves ``env`` unusable: the same generation
         is then opened again in its place, so the handle goes on working, and StorageError
-        says what was refused.  The caller's write had not begun: nothing of it is stored."""
+        says what was refused.  The caller's read or write had not begun: nothing of it is
+        done."""
         mapped = env.info()["map_size"]
         try:
             env.set_mapsize(size)
@@ -1032,14 +1033,15 @@ class Storage:
             self._live = None
             with suppress(lmdb.Error):
                 env.close()
-            outcome = "the write was not stored"
+            outcome = "nothing of this call was done"
             try:
                 self._live = self._open_generation(map_size=mapped)  # the map it had, which fitted
             except SimdbError:
                 outcome += ", and this handle is closed: open the database again"
+            wanted = f"{size:,} bytes" if size else "the larger map another process made"
             raise StorageError(
-                f"cannot map {size:,} bytes for the database at {self.path} ({error}); {outcome}",
-                "raise the process's address-space limit (ulimit -v) or free memory, then write again",
+                f"cannot map {wanted} for the database at {self.path} ({error}); {outcome}",
+                "raise the process's address-space limit (ulimit -v) or free memory, then try again",
                 path=self.path,
             ) from None
 

@@ -301,10 +301,9 @@ class Writes:
         """Whether item ``position`` is its key's current version already: the one kept
         earlier in this batch (``kept_earlier``) or else the stored one (``own_id``).
         O(1) LMDB reads."""
-        sketches = batch.sketches
-        version = (batch.records[position], None if sketches is None else sketches[position])
+        version = batch.version(position)
         if kept_earlier is not None:
-            return version == (batch.records[kept_earlier], None if sketches is None else sketches[kept_earlier])
+            return version == batch.version(kept_earlier)
         return own_id is not None and self._records.unchanged(txn, own_id, *version)
 
     def _duplicate_rule(self, threshold: float | None, verified: bool) -> _Rule:

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from simdb_cli import output
 from simdb_cli.app import app
 from typer.testing import CliRunner
 
@@ -390,21 +393,33 @@ def test_no_two_keys_look_alike_in_a_table_and_keys_into_remove_removes_only_wha
     shell reads back as the key."""
     db = str(tmp_path / "db")
     newline, backslash, tab, plain = "new\nline", "new\\nline", "tab\tkey", "it's"
-    fill(db, [newline, backslash, tab, plain])
+    # A review found two more: a key that is itself quoted, and a C1 control (bash reads
+    # "\x85" as a byte, "\u0085" as the character).
+    quoted_itself, c1 = "$'new\\nline'", "next\x85line"
+    fill(db, [newline, backslash, tab, plain, quoted_itself, c1])
     listed = run("keys", "--db", db).stdout.splitlines()
-    assert len(set(listed)) == 4
+    assert len(set(listed)) == 6
     assert backslash in listed and plain in listed  # keys without control characters are printed bare
     quoted = [line for line in listed if line.startswith("$'")]
-    assert len(quoted) == 2
+    assert len(quoted) == 4
     for line in quoted:  # bash's own reading of each quoted line is the key
         read_back = subprocess.run(["bash", "-c", f"printf %s {line}"], capture_output=True, text=True, check=True)
-        assert read_back.stdout in (newline, tab)
+        assert read_back.stdout in (newline, tab, quoted_itself, c1)
+    pairs_table = run("pairs", "-k", "4", "--db", db).stdout
+    assert "$'new\\nline'" in pairs_table and "$'tab\\tkey'" in pairs_table
     removed = run("remove", "-", "--db", db, input="\n".join(line for line in listed if "new" in line) + "\n")
     assert removed.exit_code == 0
     with simdb.open(db, readonly=True) as database:
-        assert sorted(database.keys()) == sorted([newline, tab, plain])  # only the key the line named went
-    pairs_table = run("pairs", "-k", "4", "--db", db).stdout
-    assert "$'new\\nline'" in pairs_table and "$'tab\\tkey'" in pairs_table
+        # remove reads a quoted line as the key it stands for: the three "new" keys went
+        assert sorted(database.keys()) == sorted([tab, plain, c1])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_a_shown_text_is_one_line_and_reads_back_as_itself(text: str) -> None:
+    line = output.shown(text)
+    assert len(line.splitlines()) <= 1 and output.unshown(line) == text
+    assert line == text or line.startswith("$'")
 
 
 def test_tsv_and_csv_print_their_header_over_no_records_in_every_command(tmp_path: Path) -> None:

@@ -455,3 +455,28 @@ def test_check_reports_damage_that_crashes_lmdb_instead_of_dying_with_it(tmp_pat
         if checked.returncode == 3:
             assert len(checked.stderr.splitlines()) == 1 and f"{damaged}" in checked.stderr, checked.stderr
     assert outcomes.count(3) >= 2, outcomes
+
+
+def test_in_a_latin_1_locale_latin_1_names_keep_their_keys_and_are_never_pruned(tmp_path: Path) -> None:
+    """A review found the first version of locale-independent keys refusing a Latin-1
+    file name in a Latin-1 locale (keyed by the locale's reading before), and --prune then
+    removing its stored document though the file was there."""
+    locales = tmp_path / "locales"
+    locales.mkdir()
+    command = ["localedef", "-i", "en_US", "-f", "ISO-8859-1", str(locales / "en_US.ISO-8859-1")]
+    made = subprocess.run(command, capture_output=True, check=False) if shutil.which("localedef") else None
+    if made is None or made.returncode != 0:
+        pytest.skip("no localedef, or no locale sources to build a Latin-1 locale from")
+    latin_1 = {"LOCPATH": str(locales), "LC_ALL": "en_US.ISO-8859-1", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}
+    docs = os.fsencode(tmp_path / "docs")
+    os.mkdir(docs)
+    for name, text in ((b"gr\xfcn.txt", "alpha beta gamma delta"), (b"\xc3\xbc.txt", "zeta eta theta iota")):
+        with open(os.path.join(docs, name), "w") as file:
+            file.write(text)
+    db = tmp_path / "db"
+    added = simdb_process("add", "docs", "--db", db, cwd=tmp_path, env=latin_1)
+    assert added.returncode == 0 and "added 2" in added.stdout, added.stdout + added.stderr
+    pruned = simdb_process("add", "docs", "--prune", "--db", db, cwd=tmp_path, env=latin_1)
+    assert pruned.returncode == 0 and "pruned" not in pruned.stdout, pruned.stdout + pruned.stderr
+    with simdb.open(db, readonly=True) as database:
+        assert sorted(database.keys()) == ["docs/grün.txt", "docs/ü.txt"]

@@ -119,12 +119,15 @@ REF_TRACKING_KEYS = {
         "vero_id",
         "_ga",
         "_gl",
-        "si",
         "spm",
         "mibextid",
         "ref_src",
     ],
 }
+
+
+#: The characters of a tracking parameter's value: a URL's unreserved ones, "%" and "+".
+REF_VALUE_CHARACTERS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%+")
 
 
 def ref_untracked(text: str) -> str:
@@ -136,7 +139,7 @@ def ref_untracked(text: str) -> str:
     for separator, piece in zip(pieces[1::2], pieces[2::2]):
         key, equals, rest = piece.partition("=")
         if equals and (key.lower().startswith("utm_") or key.lower() in REF_TRACKING_KEYS) and key.isascii():
-            value_end = next((i for i, char in enumerate(rest) if char == "#" or char.isspace()), len(rest))
+            value_end = next((i for i, char in enumerate(rest) if char not in REF_VALUE_CHARACTERS), len(rest))
             piece = rest[value_end:]
         kept += [separator, piece]
     return "".join(kept)
@@ -287,7 +290,21 @@ def test_pinned_vectors(text: str, settings_: dict[str, Any], expected: int) -> 
 # -- cross-checks against the reference ----------------------------------------------------
 
 # Pieces of URLs, so that version 5's deletion of tracking parameters is exercised.
-URL_PIECES = ["?utm_source=", "&UTM_Medium=", "&fbclid=", ";si=", "&id=", "?q=", "#", "=", "&", "https://x.y/"]
+URL_PIECES = [
+    "?utm_source=",
+    "&UTM_Medium=",
+    "&fbclid=",
+    ";spm=",
+    "&si=",
+    "&id=",
+    "?q=",
+    "#",
+    "=",
+    "&",
+    "https://x.y/",
+    '"',
+    ",",
+]
 ASCII_TEXT = st.lists(
     st.one_of(st.text(alphabet="abcXYZ019 '`.,!?-_\n\t\f\v", max_size=20), st.sampled_from(URL_PIECES)), max_size=10
 ).map("".join)
@@ -350,8 +367,12 @@ def test_batch_single_and_streaming_agree(texts: list[str], settings_: dict[str,
 @settings(max_examples=60, deadline=None)
 @given(ASCII_TEXT)
 def test_ascii_fast_path_tokens_equal_general_path(text: str) -> None:
-    general = features_module._token_finder(True).findall(normalize(text))
-    assert tokenize(text) == general == ref_ascii_tokens(text)
+    # One non-ASCII word after the text sends it down the general path (normalize() of an
+    # ASCII text takes the fast path itself; a review found the two paths deleting tracking
+    # parameters and grave accents in another order than they join line-end hyphens).
+    general = tokenize(text + " \u00e9t\u00e9")
+    assert general[-1] == "ete"
+    assert tokenize(text) == general[:-1] == ref_ascii_tokens(text)
 
 
 @settings(max_examples=60, deadline=None)
@@ -978,8 +999,8 @@ def test_negations_are_no_stop_words_from_pipeline_version_4() -> None:
 # Letters drawn like Latin ones in common fonts: Cyrillic, Greek and Armenian stand-ins,
 # as spam and filter evasion write them (from UTS #39's confusables), and Latin small capitals.
 LOOK_ALIKES = {
-    "a": "аα", "c": "с", "d": "ԁ", "e": "е", "h": "һ", "i": "іι", "j": "ј", "k": "κ", "l": "ӏ",
-    "o": "оοօ", "p": "рρ", "q": "ԛ", "s": "ѕ", "u": "υս", "v": "ν", "w": "ԝ", "x": "хχ", "y": "уγ",
+    "a": "аα", "c": "с", "e": "е", "i": "іι", "j": "ј", "k": "κ",
+    "o": "оοօ", "p": "рρ", "q": "ԛ", "s": "ѕ", "u": "ս", "w": "ԝ", "x": "хχ", "y": "у",
 }  # fmt: skip
 SMALL_CAPITALS = dict(zip("abcdefghijklmnoprstuvwyz", "ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢ"))
 
@@ -991,10 +1012,17 @@ def test_look_alike_letters_read_as_the_latin_ones_from_version_5(words: list[st
     at 0.8, for simdb and MinHash LSH alike.  Version 5 reads them, and small capitals, as
     the Latin letters they look like; version 4 databases keep their tokens."""
     text = " ".join(words)
-    disguised = "".join(
-        rng.choice(LOOK_ALIKES[char]) if char in LOOK_ALIKES and rng.random() < 0.5 else char for char in text
+    # A look-alike is read as Latin inside a word that keeps a Latin letter: each word's
+    # first letter stays.
+    disguised = " ".join(
+        word[0]
+        + "".join(
+            rng.choice(LOOK_ALIKES[char]) if char in LOOK_ALIKES and rng.random() < 0.5 else char for char in word[1:]
+        )
+        for word in words
     )
     assert tokenize(disguised) == tokenize(text)
+    assert tokenize(disguised.upper()) == tokenize(text)  # capitals: a Greek "Ν" is an "N", not a "ν"
     fancy = "".join(SMALL_CAPITALS.get(char, char) if rng.random() < 0.5 else char for char in text)
     assert tokenize(fancy) == tokenize(text)
     if disguised != text:
@@ -1006,8 +1034,12 @@ def test_look_alike_folding_never_merges_two_letters_of_one_script() -> None:
     letter folds into the same: Kazakh "у" and "ү" are two letters, and both were "y".
     (Arabic spelling variants and Latin small capitals are merged on purpose.)"""
     by_script: dict[str, list[str]] = {}
-    for letter, stand_in in features_module._FOLDED_LETTERS.items():
+    for letter, stand_in in features_module._LOOK_ALIKES.items():
         by_script.setdefault(unicodedata.name(letter).split()[0], []).append(stand_in)
+        # Both cases are read alike, so a word in capitals is the same word (a review
+        # found "ΝEWS" read as "vews": "Ν" is drawn like an "N", "ν" like a "v").
+        other_case = letter.lower() if letter.isupper() else letter.upper()
+        assert features_module._LOOK_ALIKES[other_case] == stand_in.swapcase(), letter
     for script in ("CYRILLIC", "GREEK", "ARMENIAN"):
         assert len(set(by_script[script])) == len(by_script[script]), script
     assert tokenize("күн") != tokenize("кун")
@@ -1017,9 +1049,9 @@ def test_what_version_5_reads_as_the_same_text() -> None:
     """Each case a probe measured (exact Jaccard of a copy against its source under
     version 4): the copy has its source's tokens from version 5 on and not before."""
     same = [
-        # A grave, acute or prime typed for an apostrophe split "don´t" into "don t" (J 0.15
+        # A grave or acute accent typed for an apostrophe split "don´t" into "don t" (J 0.15
         # on a paragraph of contractions).
-        ("I don't think it's final, isn't it", "I don´t think it`s final, isn′t it"),
+        ("I don't think it's final, isn't it", "I don´t think it`s final, isn´t it"),
         # Informal and Persian Arabic spelling (J 0.00 and 0.08).
         ("ذهب الى المدرسة الكبيرة", "ذهب الي المدرسه الكبيره"),
         ("کتاب های زیادی در کتابخانه", "كتاب هاي زيادي در كتابخانه"),
@@ -1038,11 +1070,16 @@ def test_what_version_5_reads_as_the_same_text() -> None:
         assert tokenize(copy) == tokenize(source), copy
         assert tokenize(copy, normalization=4) != tokenize(source, normalization=4), copy
         assert Fingerprinter().fingerprint_and_sketch(copy) == Fingerprinter().fingerprint_and_sketch(source)
-    # What stays apart: other parameters of a URL, a paragraph end after a hyphen, and the
-    # apostrophe marks' neighbours.
+    # What stays apart: other parameters of a URL and what follows one (HTML, JSON, CSV,
+    # Chinese after the link), a paragraph end after a hyphen, the apostrophe marks'
+    # neighbours, primes, a word of another script and a Greek letter standing alone.
     assert tokenize("x.com/a?id=7") != tokenize("x.com/a?id=8")
+    for after in ('">Winterjacke</a>', '","id":"77123"', ",4.5,19.99", "，点击查看"):
+        assert tokenize(f"x.com/a?utm_source=rss{after}") == tokenize(f"x.com/a{after}")
     assert tokenize("hyphen-\n\nation") == ["hyphen", "ation"]
     assert tokenize("a ` b ´ c") == ["a", "b", "c"]
+    assert tokenize("A′B′C′ at 40°4′12″N") == ["a", "b", "c", "at", "40", "4", "12", "n"]
+    assert tokenize("Москва ρ = 0.31") == ["москва", "ρ", "0", "31"]
 
 
 def test_unknown_stopword_language_names_the_setting() -> None:
