@@ -45,6 +45,7 @@ from simdb.fingerprint import (
 from simdb.fingerprint import simhash as default_simhash
 from simdb.fingerprint import simhash_many as default_simhash_many
 from simdb.stopwords import STOPWORD_LISTS
+from tests.conftest import run_python_or_fail_on_hang
 
 
 # The vectors and cross-checks below were written for SimHash with tf weights, the defaults
@@ -1131,3 +1132,12 @@ def test_pool_workers_end_when_their_parent_is_killed(tmp_path) -> None:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(parent.pid, signal.SIGKILL)
+
+
+def test_a_long_run_of_form_feeds_after_a_hyphen_takes_linear_time() -> None:
+    """A probe found version 5's first line-end hyphen pattern quadratic (a form feed could
+    be a space or the line break): 16,000 form feeds after a hyphen took 6 s, a chunk of
+    them about 25 minutes.  200,000 of them must take well under the time limit."""
+    script = "from simdb.features import tokenize; tokenize('word-' + '\\f' * 200_000 + '1'); print('done')"
+    finished = run_python_or_fail_on_hang(script, timeout=60, hung="tokenize hung on a run of form feeds")
+    assert finished.stdout.strip() == "done", finished.stderr
