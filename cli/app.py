@@ -1616,8 +1616,16 @@ def _isolated_check(path: str) -> simdb.CheckReport:
     import json
     import subprocess
 
-    # -P: the working directory's own simdb.py, if any, is not what the child imports.
-    child = subprocess.run([sys.executable, "-P", "-c", _CHECK_IN_A_CHILD, path], capture_output=True, check=False)
+    # The child imports the simdb this process runs (a source tree as well as an install),
+    # and with -P not a simdb.py of the working directory.
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(simdb.__file__)))
+    search_path = os.pathsep.join(filter(None, (package_root, os.environ.get("PYTHONPATH"))))
+    child = subprocess.run(
+        [sys.executable, "-P", "-c", _CHECK_IN_A_CHILD, path],
+        capture_output=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": search_path},
+    )
     said = child.stderr.decode(errors="replace").strip().splitlines()
     if child.returncode == -signal.SIGINT:
         raise KeyboardInterrupt

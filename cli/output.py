@@ -10,7 +10,6 @@ see everything.
 from __future__ import annotations
 
 import base64
-import contextlib
 import csv
 import errno
 import json
@@ -18,7 +17,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from itertools import chain, islice
 from typing import IO, Any, NamedTuple
 
@@ -123,7 +122,7 @@ def tolerate_narrow_encodings() -> None:
     for stream in (sys.stdout, sys.stderr):
         encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
         if stream is not None and not encoding.startswith("utf") and hasattr(stream, "reconfigure"):
-            with contextlib.suppress(ValueError, OSError):  # a stream already closed
+            with suppress(ValueError, OSError):  # a stream already closed
                 stream.reconfigure(errors="backslashreplace")
 
 

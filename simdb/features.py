@@ -273,7 +273,8 @@ def _folding(normalization: int) -> tuple[re.Pattern[str], dict[int, str | None]
         if len(decomposed) > 1 and any(ord(char) in dropped for char in decomposed):
             table[code] = "".join(char for char in decomposed if ord(char) not in dropped)
     if normalization >= 5:
-        # One pass folds both: "ё" loses its mark and becomes the Latin "e".
+        # One pass folds both: a precomposed letter whose base is a folded letter loses its
+        # mark and folds too.
         letters = str.maketrans(_FOLDED_LETTERS)
         table = {code: None if rest is None else rest.translate(letters) for code, rest in table.items()}
         table.update((code, letter) for code, letter in letters.items() if code not in table)
