@@ -1522,9 +1522,9 @@ def keys_command(
 
     The table format prints the bare keys (no header line), so the output pipes into
     other tools; a key holding a line break or another control character is printed
-    quoted as a shell's $'...' (never mistaken for another key; remove - and get - read
-    it back as the key), and -0 ends each key with a NUL byte instead, printing every key
-    as it is.
+    quoted as a shell's $'...' (never mistaken for another key; the remove and get
+    commands read such a line on stdin back as the key), and -0 ends each key with a NUL
+    byte instead, printing every key as it is.
     A prefix costs a scan of every document.  Exits 1 when there are none.
     """
     shown_as = output_format(file_format, json_output)

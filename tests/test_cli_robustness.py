@@ -621,7 +621,7 @@ def test_output_escapes_bidi_controls_and_unicode_line_breaks(tmp_path: Path) ->
     pair_keyed(tmp_path, hostile)
     shown = run("pairs", "--db", tmp_path / "db")
     assert shown.exit_code == 0 and "\u202e" not in shown.stdout and "\u2028" not in shown.stdout
-    assert "invoice\\u202efdp.exe\\u2028next\\x85last" in shown.stdout
+    assert "$'invoice\\u202efdp.exe\\u2028next\\u0085last'" in shown.stdout  # quoted as bash reads it
     exact = run("pairs", "--json", "--db", tmp_path / "db").stdout
     pair = json.loads(exact)
     assert len(exact.splitlines()) == 1 and {pair["key_a"], pair["key_b"]} == {hostile, "plain"}
