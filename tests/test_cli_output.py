@@ -389,8 +389,8 @@ def test_keys_lists_every_key_in_every_form(awkward_db: str) -> None:
 def test_no_two_keys_look_alike_in_a_table_and_keys_into_remove_removes_only_what_it_names(tmp_path: Path) -> None:
     """Found by a new-user probe: a key with a line break and one with a backslash and an
     "n" both printed as new\\nline, so `keys | grep new | remove -` removed the second for
-    the first.  A key that needs escapes is printed quoted as a shell's $'...', which a
-    shell reads back as the key."""
+    the first.  A key that needs escapes is printed quoted as a shell's $'...', which bash,
+    remove - and get - read back as the key."""
     db = str(tmp_path / "db")
     newline, backslash, tab, plain = "new\nline", "new\\nline", "tab\tkey", "it's"
     # A review found two more: a key that is itself quoted, and a C1 control (bash reads
