@@ -415,15 +415,16 @@ def stdin_read_once(*inputs: tuple[str, list[str] | None]) -> None:
         raise usage_error(f"stdin can be read once, but '-' was given to {' and '.join(readers)}")
 
 
-def read_argument_text(text: str) -> str:
+def read_argument_text(text: str, encoding: str | None = None) -> str:
     """``text``, or stdin's text when it is "-" (read as :func:`read_text_file` does)."""
-    return read_text_file("-") if text == "-" else text
+    return read_text_file("-", encoding) if text == "-" else text
 
 
-def read_text_file(path: str) -> str:
-    """A whole text file for ``query --file`` and ``hash --file`` ("-" is stdin); invalid
-    UTF-8 is replaced with a notice, a binary or unreadable file is a usage error, whether
-    it is named or piped in."""
+def read_text_file(path: str, encoding: str | None = None) -> str:
+    """A whole text file for ``query`` and ``hash --file`` ("-" is stdin), decoded as ``add``
+    decodes (``encoding`` for a file without a byte-order mark, else UTF-8); invalid bytes
+    are replaced with a notice, a binary or unreadable file is a usage error, whether it is
+    named or piped in."""
     name = "<stdin>" if path == "-" else path
     try:
         data = stdin_bytes().read() if path == "-" else Path(path).read_bytes()
@@ -431,7 +432,7 @@ def read_text_file(path: str) -> str:
         raise simdb.InvalidInputError(f"{name}: {error.strerror or error}") from None
     if b"\0" in data[:BINARY_SNIFF_BYTES]:
         raise simdb.InvalidInputError(f"{name} is a binary file (contains NUL bytes), not text")
-    return decode(data, name, Intake(on_problem=print_problem, on_notice=print_notice))
+    return decode(data, name, Intake(on_problem=print_problem, on_notice=print_notice), encoding=encoding)
 
 
 @contextmanager
@@ -743,7 +744,7 @@ def query(
         "-0": null,
         "--key-base": key_base,
         "--exclude-self": exclude_self,
-        "--encoding": encoding,
+        "--encoding": encoding is not None and text != "-",  # stdin's text is decoded as a file's
         "--id-field": id_field != "id",
         "--text-field": text_field != "text",
     }
@@ -780,7 +781,7 @@ def query(
         if fingerprint is not None:
             matches = database.query(simdb.parse_fingerprint(fingerprint), k, limit=limit, threshold=threshold)
         else:
-            query_text = read_argument_text(text or "")
+            query_text = read_argument_text(text or "", encoding_of(encoding))
             matches = database.query(k=k, text=query_text, limit=limit, threshold=threshold)
             # The library matches a featureless text to nothing; say that rather than how
             # far the search looked.  Fingerprinted only when nothing was found.
@@ -1672,6 +1673,7 @@ def hash_command(
     stopwords: HashStopwordsOption = None,
     kind: HashKindOption = None,
     weights: HashWeightsOption = None,
+    encoding: EncodingOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -1686,6 +1688,7 @@ def hash_command(
     if (text is None) == (not file):
         raise usage_error("give either TEXT or --file FILE")
     stdin_read_once(("--file", file))
+    text_encoding = encoding_of(encoding)
     fingerprinter = make_fingerprinter(features, ngram, stopwords, bits, kind=kind, weights=weights, always=True)
     assert fingerprinter is not None
     settings = fingerprinter.to_dict()
@@ -1695,7 +1698,9 @@ def hash_command(
     names: list[str | None] = list(file) if file else [None]  # None: the TEXT argument
     for name in names:
         try:
-            content = read_argument_text(text or "") if name is None else read_text_file(name)
+            content = (
+                read_argument_text(text or "", text_encoding) if name is None else read_text_file(name, text_encoding)
+            )
         except simdb.InvalidInputError as error:
             if not file or len(file) == 1:
                 raise

@@ -347,6 +347,12 @@ def test_encoding_decodes_files_without_a_notice_per_file(tmp_path: Path) -> Non
     assert stored(db)[str(latin)] == Fingerprinter().fingerprint(text)
     unknown = add(latin, "--encoding", "no-such-codec", "--db", tmp_path / "db2")
     assert unknown.exit_code == 2 and "no-such-codec" in unknown.stderr and not (tmp_path / "db2").exists()
+    # hash and a query of stdin's text decode as add does (a new-user probe found hash
+    # without --encoding, so a Latin-1 file hashed otherwise than add stored it)
+    hashed = run("hash", "--file", latin, "--encoding", "latin-1")
+    assert hashed.exit_code == 0 and hashed.stdout.split()[0] == f"0x{Fingerprinter().fingerprint(text):016x}"
+    found = run("query", "-", "--encoding", "latin-1", "--json", "--db", db, input=text.encode("latin-1"))
+    assert found.exit_code == 0 and json.loads(found.stdout.splitlines()[0])["similarity"] == 1.0, found.stderr
 
 
 @pytest.mark.parametrize("encoding", ["undefined", "punycode", "idna"])
