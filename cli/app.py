@@ -799,6 +799,30 @@ def query(
         raise typer.Exit(EXIT_NOTHING_FOUND)
 
 
+PathsOption = Annotated[
+    bool,
+    typer.Option(
+        "--paths",
+        help="The arguments (and stdin lines) are file paths: each is made its canonical key as add makes it "
+        "(relative to --key-base), so ./docs/a.txt and $PWD/docs/a.txt name the key docs/a.txt.",
+    ),
+]
+
+
+def wanted_keys(keys: list[str], intake: Intake, *, null: bool, paths: bool, key_base: str | None) -> list[str]:
+    """The keys ``remove`` and ``get`` were given, in order: the arguments, with "-" read
+    as stdin's keys (:func:`stdin_keys`), each made its file's canonical key with
+    ``--paths``.  A usage error when --key-base comes without --paths or names no
+    directory."""
+    if key_base is not None and not paths:
+        raise usage_error("--key-base goes with --paths (keys are otherwise taken as given)")
+    path_rules(False, None, None, key_base)  # checks --key-base
+    wanted: list[str] = []
+    for key in keys:
+        wanted.extend(stdin_keys(intake, null=null) if key == "-" else [key])
+    return [canonical_key(path, key_base) for path in wanted] if paths else wanted
+
+
 def nearness(threshold: float | None, k: int | None) -> str:
     """How near a match had to be, for "nothing found" messages."""
     return (
@@ -1268,14 +1292,7 @@ def remove(
             show_default=False,
         ),
     ],
-    paths: Annotated[
-        bool,
-        typer.Option(
-            "--paths",
-            help="The arguments (and stdin lines) are file paths: each is made its canonical key as add makes it "
-            "(relative to --key-base), so ./docs/a.txt and $PWD/docs/a.txt remove the key docs/a.txt.",
-        ),
-    ] = False,
+    paths: PathsOption = False,
     key_base: KeyBaseOption = None,
     null: KeysNullOption = False,
     db: DbOption = DEFAULT_DB_PATH,
@@ -1289,15 +1306,8 @@ def remove(
     errors; exits 1 if none of them was found.  A line of stdin that is not UTF-8 is
     reported with its number and skipped (exit 2).
     """
-    if key_base is not None and not paths:
-        raise usage_error("--key-base goes with --paths (keys are otherwise taken as given)")
-    path_rules(False, None, None, key_base)  # checks --key-base
     intake = reporting_intake(json_output, print_notice)
-    wanted: list[str] = []
-    for key in keys:
-        wanted.extend(stdin_keys(intake, null=null) if key == "-" else [key])
-    if paths:
-        wanted = [canonical_key(path, key_base) for path in wanted]
+    wanted = wanted_keys(keys, intake, null=null, paths=paths, key_base=key_base)
     unique = list(dict.fromkeys(wanted))
     with open_existing(db, readonly=False) as database:
         missing: list[str] = []  # the first few keys not stored, to name them
@@ -1460,6 +1470,8 @@ def get(
         ),
     ],
     null: KeysNullOption = False,
+    paths: PathsOption = False,
+    key_base: KeyBaseOption = None,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     file_format: FormatOption = None,
@@ -1473,9 +1485,7 @@ def get(
     """
     shown_as = output_format(file_format, json_output)
     intake = reporting_intake(shown_as == "json", print_notice)
-    wanted: list[str] = []
-    for key in keys:
-        wanted.extend(stdin_keys(intake, null=null) if key == "-" else [key])
+    wanted = wanted_keys(keys, intake, null=null, paths=paths, key_base=key_base)
     missing: list[str] = []
     with open_existing(db) as database:
 

@@ -76,7 +76,10 @@ def test_one_file_under_three_spellings_is_one_document(tmp_path: Path, monkeypa
         again = add(spelling, "--db", db, "--json")
         assert (summary(again)["added"], summary(again)["unchanged"]) == (0, 3), spelling
     assert set(stored(db)) == {f"reuters/05/{n}.txt" for n in (1, 2, 3)}
-    # remove --paths makes the same key of any spelling; plain remove takes the key as given.
+    # get and remove --paths make the same key of any spelling; without it a key is as given.
+    shown = run("get", "--paths", str(tmp_path / "reuters/05/2.txt"), "./reuters/05/3.txt", "--json", "--db", db)
+    assert [json.loads(line)["key"] for line in shown.stdout.splitlines()] == ["reuters/05/2.txt", "reuters/05/3.txt"]
+    assert run("get", "./reuters/05/3.txt", "--db", db).exit_code == 1
     removed = run("remove", "--paths", str(tmp_path / "reuters/05/2.txt"), "./reuters/05/3.txt", "--db", db)
     assert removed.exit_code == 0 and "removed 2 documents" in removed.stdout
     assert set(stored(db)) == {"reuters/05/1.txt"}
