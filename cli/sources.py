@@ -774,6 +774,11 @@ def parse_json(text: str) -> Any:
         raise JSONInputError(f"an integer of more than {limit:,} digits, far too large to store") from None
 
 
+def _absent(field: str, record: dict[str, Any]) -> str:
+    """How a JSONL line lacks ``field``: null, or not there."""
+    return f"{field!r} is null" if field in record else f"no {field!r} field"
+
+
 def _json_object(line: bytes, where: str, intake: Intake, source: str) -> dict[str, Any] | None:
     text = decode(line, where, intake, source)
     try:
@@ -817,7 +822,7 @@ def read_jsonl(
             text = record.get(text_field)
             if not isinstance(text, str):
                 if text is None:
-                    cause = f"{text_field!r} is null" if text_field in record else f"no {text_field!r} field"
+                    cause = _absent(text_field, record)
                 else:
                     cause = f"{text_field!r} is a JSON {type(text).__name__}, not a string"
                 intake.fail(where, cause, name)
@@ -827,7 +832,7 @@ def read_jsonl(
                 # A file found as a path keys its lines by its canonical key, as it keys itself.
                 key_name = item.key if item.key is not None else name
                 if not warned_missing_id:
-                    missing = f"{id_field!r} is null" if id_field in record else f"no {id_field!r} field"
+                    missing = _absent(id_field, record)
                     intake.notice(name, f"{missing} on line {number}; such lines get the key {key_name}:LINE", name)
                     warned_missing_id = True
                 raw_key = f"{key_name}:{number}"
