@@ -666,7 +666,8 @@ def query(
         typer.Option(
             "--file",
             "-f",
-            help="Look for the text of this file ('-' for stdin), or of each file of this directory; repeatable. "
+            help="Look for the text of this file ('-' for stdin, or a pipe such as <(cmd)), or of each file of this "
+            "directory; repeatable. "
             "Files are read as add reads them (JSONL and WARC files hold one query per document).",
             show_default=False,
         ),

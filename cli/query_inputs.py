@@ -54,10 +54,11 @@ def query_inputs(
     null: bool,
 ) -> list[Input]:
     """The inputs of ``query --file``/``--files-from``: "-" among ``paths`` is stdin's text
-    (one query, named "-"); other paths are expanded as ``add`` expands them."""
+    (one query, named "-"); other paths are expanded as ``add`` expands them, except that a
+    pipe named there (``--file <(cmd)``) is read: a query needs no lasting key for it."""
     inputs = [Input("-", TEXT, None, "-")] if "-" in paths else []
     named = [path for path in paths if path != "-"]
-    return inputs + expand_paths(named, intake, rules=rules, files_from=files_from, null=null)
+    return inputs + expand_paths(named, intake, rules=rules, files_from=files_from, null=null, named_pipes=True)
 
 
 def _batches(items: Iterable[Item]) -> Iterator[list[Item]]:

@@ -296,6 +296,7 @@ def expand_paths(
     files_from: Iterable[str] = (),
     null: bool = False,
     stdin: IO[str] | None = None,
+    named_pipes: bool = False,
 ) -> list[Input]:
     """The files to read for the PATH arguments of ``simdb add`` and ``simdb query``, in
     order, each with its canonical key (see :mod:`.filekeys`).
@@ -305,7 +306,9 @@ def expand_paths(
     them (recursion, --glob and --exclude patterns).  "-" among ``paths`` reads more paths
     from ``stdin``, and each of ``files_from`` is a list of paths ("-": stdin), one per line
     or NUL-separated with ``null``.  A missing path, or one that is not a regular file or
-    directory (a FIFO would block the run), is reported and counted.  The directory
+    directory (a FIFO would block the run), is reported and counted; with ``named_pipes``, a
+    pipe or character device named in ``paths`` itself (``query -f <(cmd)``) is read, as cat
+    and grep read one, while one met in a directory or a list still is not.  The directory
     ``skip_directory`` (the database's own, so ``simdb add . -r`` never reads the database
     as a document) is never entered, nor is a directory already read (a symbolic link loop
     would otherwise be followed without end).  Cost: one stat per path, one listing per
@@ -318,7 +321,7 @@ def expand_paths(
     found: list[Input] = []
     for path in paths:
         if path != "-":
-            found.extend(_expand_one(path, intake, rules, skipped, visited))
+            found.extend(_expand_one(path, intake, rules, skipped, visited, named_pipes))
             continue
         found.extend(_expand_listed("-", intake, rules, skipped, visited, null, stdin))
     for source in files_from:
@@ -369,7 +372,12 @@ def stdin_keys(intake: Intake, stdin: IO[str] | None = None, *, null: bool = Fal
 
 
 def _expand_one(
-    path: str, intake: Intake, rules: PathRules, skipped: str | None, visited: set[tuple[int, int]]
+    path: str,
+    intake: Intake,
+    rules: PathRules,
+    skipped: str | None,
+    visited: set[tuple[int, int]],
+    named_pipe: bool = False,
 ) -> list[Input]:
     try:
         info = os.stat(path)
@@ -378,7 +386,8 @@ def _expand_one(
         return []
     if stat.S_ISDIR(info.st_mode):
         return list(_walk(path, intake, rules, skipped, visited))
-    if not stat.S_ISREG(info.st_mode):
+    readable_pipe = named_pipe and (stat.S_ISFIFO(info.st_mode) or stat.S_ISCHR(info.st_mode))
+    if not stat.S_ISREG(info.st_mode) and not readable_pipe:
         intake.fail(path, _NOT_REGULAR)
         return []
     return [Input(path, kind_of_name(path), _file_size(info), canonical_key(path, rules.key_base))]

@@ -539,6 +539,33 @@ def test_a_fifo_is_reported_not_read(tmp_path: Path) -> None:
     assert set(stored(tmp_path / "db")) == {str(tmp_path / "a.txt")}
 
 
+def test_a_fifo_named_to_query_is_read(tmp_path: Path) -> None:
+    """``query -f <(cmd)`` reads the pipe as cat and grep would, where ``add`` refuses it (a
+    pipe makes no lasting key); one met in a directory is still left alone."""
+    text = prose(1)
+    (tmp_path / "a.txt").write_text(text)
+    assert run("add", tmp_path / "a.txt", "--db", tmp_path / "db").exit_code == 0
+    fifo = tmp_path / "query.fifo"
+    os.mkfifo(fifo)
+    arguments = [sys.executable, "-m", "simdb_cli.app", "query", "--db", str(tmp_path / "db"), "-f", str(fifo)]
+    process = subprocess.Popen(arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while process.poll() is None and time.monotonic() < deadline:
+        try:  # fails (ENXIO) until the query opens the pipe to read it
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            time.sleep(0.05)
+            continue
+        with os.fdopen(writer, "w") as stream:
+            stream.write(text)
+        break
+    stdout, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0, stderr
+    assert str(tmp_path / "a.txt") in stdout and "1.000" in stdout
+    walked = simdb_process("query", "--db", tmp_path / "db", "-f", tmp_path, timeout=30)
+    assert walked.returncode == 2 and "regular file" in walked.stderr and str(fifo) in walked.stderr
+
+
 def test_binary_text_is_refused_from_stdin_as_from_a_file(tmp_path: Path) -> None:
     binary = "text\0with a NUL byte"
     (tmp_path / "binary.dat").write_text(binary)
