@@ -46,6 +46,8 @@ CLI_HINTS: dict[Remedy, str] = {
     Remedy.ADD_TEXT_FIRST: "add text with simdb add first, or query with --fingerprint",
     Remedy.OPEN_WRITABLE: "run a command that writes, such as simdb add",
     Remedy.SHARE_DATABASE: "use the database from one command at a time",
+    Remedy.OPEN_READONLY: "commands that only read it work (query, pairs, clusters, get, keys, stats, export, "
+    "check); copy it to a writable file system to change it",
 }
 
 #: The stored settings of a database (a ConfigMismatchError's ``setting``) by their options.

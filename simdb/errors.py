@@ -27,6 +27,7 @@ class Remedy(enum.Enum):
     ADD_TEXT_FIRST = "store fingerprint settings by adding text once, or give fingerprints"
     OPEN_WRITABLE = "open the database writable"
     SHARE_DATABASE = "open the database once and share it"
+    OPEN_READONLY = "open the database read-only, or copy it to a writable file system"
 
 
 #: The Python-API wording of the remedies whose wording needs no field of the error.
@@ -36,6 +37,7 @@ PYTHON_HINTS = {
     Remedy.ADD_TEXT_FIRST: "add text once with a writable database, or pass fingerprints",
     Remedy.FINISH_CREATION: "was its creation interrupted? open it writable to finish it",
     Remedy.SHARE_DATABASE: "open it once and share the Database: it is thread-safe",
+    Remedy.OPEN_READONLY: "open it with readonly=True to read it, or copy it to a writable file system to change it",
 }
 
 
@@ -232,6 +234,12 @@ class ReadOnlyError(DatabaseError):
     """A write was attempted on a database opened with ``readonly=True``."""
 
     default_remedy = Remedy.OPEN_WRITABLE
+
+
+class ReadOnlyFileSystemError(DatabaseError):
+    """A database on a read-only file system (EROFS: a read-only mount, a container image)
+    was opened writable (remedy: OPEN_READONLY), or one was to be created there.  Read-only
+    opens work there."""
 
 
 class PermissionDeniedError(DatabaseError):

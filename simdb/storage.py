@@ -70,6 +70,8 @@ from simdb.errors import (
     PermissionDeniedError,
     ReadInProgressError,
     ReadOnlyError,
+    ReadOnlyFileSystemError,
+    Remedy,
     SimdbError,
     StorageError,
     UnfinishedDatabaseError,
@@ -218,9 +220,13 @@ def _open_environment(
 def _open_error(exc: lmdb.Error, data_file: Path, directory: Path) -> DatabaseError:
     """The error for LMDB refusing to open ``data_file``: EACCES there is the system refusing
     this user the file (py-lmdb raises it as ReadonlyError, as it does a write to a read-only
-    environment), else :func:`translate`'s."""
+    environment), EROFS a writable open on a read-only file system, else :func:`translate`'s."""
     if getattr(exc, "code", 0) == errno.EACCES:
         return PermissionDeniedError(f"no permission to open {data_file}", path=data_file)
+    if getattr(exc, "code", 0) == errno.EROFS:
+        return ReadOnlyFileSystemError(
+            f"{directory} is on a read-only file system", remedy=Remedy.OPEN_READONLY, path=directory
+        )
     return translate(exc, data_file, directory, _NOT_OPENED)
 
 
@@ -673,6 +679,12 @@ class Storage:
         except OSError as exc:
             if exc.errno in _NO_SPACE:
                 raise _os_error(exc, f"creating a database at {directory}", _NOT_CREATED) from None
+            if exc.errno == errno.EROFS:
+                raise ReadOnlyFileSystemError(
+                    f"cannot create a database at {directory}: a read-only file system",
+                    "choose a path on a writable file system",
+                    path=directory,
+                ) from None
             raise StorageError(
                 f"cannot create a database at {directory}: {exc.strerror}", "check the path and its permissions"
             ) from None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import shlex
 import shutil
 import subprocess
 import sys
@@ -1104,3 +1105,49 @@ def test_a_map_growth_the_system_refuses_is_a_storage_error_and_the_handle_keeps
     assert lines.get("REFUSED") == ["StorageError", "True"], finished.stdout + finished.stderr
     assert lines.get("AFTER") == ["True", "True", "True"], finished.stdout + finished.stderr
     assert lines.get("LATER") == ["True", "True"], finished.stdout + finished.stderr
+
+
+# -- a database on a read-only file system ---------------------------------------------------
+
+ON_READ_ONLY_MOUNT = """
+import subprocess, sys, simdb
+mounted, missing = sys.argv[1], sys.argv[2]
+db = simdb.Database(mounted, readonly=True)
+print("READ", len(db), ",".join(sorted(m.key for m in db.query(7))), bool(db.check()), flush=True)
+db.close()
+for path in (mounted, missing):
+    try:
+        simdb.Database(path)
+    except simdb.SimdbError as error:
+        print("REFUSED", type(error).__name__, error.path == path, flush=True)
+for arguments in (["query", "--fingerprint", "0x7"], ["add", "--fingerprints", "-"]):
+    cli = subprocess.run([sys.executable, "-m", "simdb_cli.app", *arguments, "--db", mounted],
+                         input="k\\t9\\n", capture_output=True, text=True)
+    print("CLI", cli.returncode, len(cli.stderr.splitlines()), "read-only file system" in cli.stderr, flush=True)
+"""
+
+
+def test_a_database_on_a_read_only_file_system_reads_and_refuses_writes_in_one_line(tmp_path: Path) -> None:
+    """A database on a read-only mount (a container image, a shared dataset): LMDB opens it
+    read-only without its lock file, and a writable open or a new database there is a
+    ReadOnlyFileSystemError naming the path (it was a StorageError quoting LMDB)."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode:
+        pytest.skip("no user and mount namespaces here to make a read-only mount in")
+    source, mount_point = tmp_path / "source", tmp_path / "mounted"
+    mount_point.mkdir()
+    with simdb.Database(source / "db") as db:
+        db.add_many([("seven", 7), ("nine", 9)])
+    mounted = mount_point / "db"
+    mount = f"mount --bind -o ro {shlex.quote(str(source))} {shlex.quote(str(mount_point))}"
+    script = f'{mount} && exec "$0" -c "$1" "$2" "$3"'
+    finished = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script, sys.executable, ON_READ_ONLY_MOUNT, mounted, mount_point / "new"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": ROOT, "SIMDB_PATH": ""},
+    )
+    lines = [line.split() for line in finished.stdout.splitlines()] + [[]] * 5
+    assert lines[0] == ["READ", "2", "nine,seven", "True"], finished.stdout + finished.stderr
+    assert lines[1:3] == [["REFUSED", "ReadOnlyFileSystemError", "True"]] * 2, finished.stdout + finished.stderr
+    assert lines[3:5] == [["CLI", "0", "0", "False"], ["CLI", "3", "1", "True"]], finished.stdout + finished.stderr
