@@ -1569,8 +1569,7 @@ def check(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug
     LMDB itself is reported rather than ending simdb.
     """
     with open_existing(db) as database:
-        path = database.path
-    report = _isolated_check(path)
+        report = database.check(isolated=True)
     if json_output:
         out(
             json_line(
@@ -1596,70 +1595,6 @@ def check(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, debug
         )
     if not report:
         raise typer.Exit(EXIT_NOTHING_FOUND)
-
-
-#: What the child process of :func:`_isolated_check` runs: the check, its report or its
-#: simdb error written as one JSON object on stdout.
-_CHECK_IN_A_CHILD = """
-import dataclasses, json, sys
-import simdb
-try:
-    with simdb.open(sys.argv[1], readonly=True, create=False) as database:
-        outcome = {"report": dataclasses.asdict(database.check())}
-except simdb.SimdbError as error:
-    outcome = {"error": type(error).__name__, "message": error.message, "hint": error.hint}
-print(json.dumps(outcome))
-"""
-
-
-#: The signals that reading a damaged LMDB file ends a process with: an assertion's abort,
-#: a page past the file's end, a pointer into nowhere.
-_READING_CRASHES = (signal.SIGABRT, signal.SIGBUS, signal.SIGSEGV)
-
-
-def _isolated_check(path: str) -> simdb.CheckReport:
-    """``Database.check()`` of the database at ``path``, run in a child process: LMDB does not
-    check its own pages, so a damaged one can end the process that reads it (an assertion
-    in mdb_cursor_next aborts, a page number past the file's end is a SIGBUS), where check is
-    the command that must say so.  A simdb error of the check comes back as a
-    CorruptDatabaseError if it was one, else a StorageError, with its message and hint; a
-    child killed by a signal raises CorruptDatabaseError, with what LMDB printed.  Costs a
-    Python start (about half a second)."""
-    import json
-    import subprocess
-
-    # The child imports the simdb this process runs (a source tree as well as an install),
-    # and with -P not a simdb.py of the working directory.
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(simdb.__file__)))
-    search_path = os.pathsep.join(filter(None, (package_root, os.environ.get("PYTHONPATH"))))
-    child = subprocess.run(
-        [sys.executable, "-P", "-c", _CHECK_IN_A_CHILD, path],
-        capture_output=True,
-        check=False,
-        env={**os.environ, "PYTHONPATH": search_path},
-    )
-    said = child.stderr.decode(errors="replace").strip().splitlines()
-    if child.returncode == -signal.SIGINT:
-        raise KeyboardInterrupt
-    if child.returncode < 0 and -child.returncode not in _READING_CRASHES:  # killed from outside (the OOM killer)
-        raise simdb.StorageError(f"check was killed by signal {signal.Signals(-child.returncode).name}")
-    if child.returncode < 0:
-        crash = f" ({said[-1]})" if said else ""
-        raise simdb.CorruptDatabaseError(
-            f"the database at {path} is damaged: reading its pages crashed LMDB{crash}, so check cannot list "
-            "the problems",
-            simdb.errors.RESTORE_HINT,
-            path=path,
-        )
-    if child.returncode != 0 or not child.stdout:
-        raise simdb.StorageError(f"check failed in its own process: {said[-1] if said else child.returncode}")
-    outcome = json.loads(child.stdout)
-    if "error" in outcome:
-        damage = outcome["error"] == simdb.CorruptDatabaseError.__name__
-        raise (simdb.CorruptDatabaseError if damage else simdb.StorageError)(
-            outcome["message"], outcome["hint"], path=path
-        )
-    return simdb.CheckReport(**outcome["report"])
 
 
 @app.command("hash")

@@ -41,6 +41,7 @@ from simdb.allpairs import (
 )
 from simdb.arrays import distinct, search_sorted
 from simdb.batch import Batch, Removals
+from simdb.checking import CheckReport, check_in_child
 from simdb.config import (
     CONFIG_KEY,
     DEFAULT_BLOCKS,
@@ -166,18 +167,6 @@ def check_cluster_mode(mode: object) -> str:
             expected=" or ".join(CLUSTER_MODES),
         )
     return str(mode)
-
-
-@dataclass
-class CheckReport:
-    """The result of :meth:`Database.check`; true when the database is consistent."""
-
-    documents: int
-    table_entries: int
-    problems: list[str]
-
-    def __bool__(self) -> bool:
-        return not self.problems
 
 
 @dataclass
@@ -829,14 +818,20 @@ class Database:
             "sketch_count": sketch_count,
         }
 
-    def check(self) -> CheckReport:
+    def check(self, *, isolated: bool = False) -> CheckReport:
         """Verify the stored metadata (configuration, fingerprint settings, next id), that
         every document record is valid and in every table exactly once, that nothing else is
         in the tables, and that the key index and documents agree.  Damage to simdb's
-        records is reported in the result; damage to LMDB's own page structure, which ends
-        the read, raises CorruptDatabaseError (``simdb export`` may still save the documents).
-        Sketches and meta carry no checksum: a changed byte there that still decodes is not
-        found.  One read transaction; O(n log n) with n documents, vectorised per table."""
+        records is reported in the result; damage to LMDB's own page structure that LMDB
+        reports raises CorruptDatabaseError (``simdb export`` may still save the documents).
+        LMDB does not check its pages, though, and some damage (a zeroed page) makes it
+        abort the process that reads it: ``isolated=True`` runs the check in a child process
+        (:func:`simdb.checking.check_in_child`, about half a second more) and raises
+        CorruptDatabaseError for such a crash, as a long-running process should.  Sketches
+        and meta carry no checksum: a changed byte there that still decodes is not found.
+        One read transaction; O(n log n) with n documents, vectorised per table."""
+        if isolated:
+            return check_in_child(self.path)
         with self._storage.read() as txn:
             problems = self._config.problems(txn)
             record_problems, ids, fingerprints = self._records.verify(txn)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import shutil
+import struct
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator
@@ -77,3 +79,31 @@ def run_python_or_fail_on_hang(
         )
     except subprocess.TimeoutExpired:
         pytest.fail(hung)
+
+
+def copies_with_a_zeroed_leaf(tmp_path: Path, documents: int = 5000) -> Iterator[Path]:
+    """Copies of one compacted database (every page live), each with one of its table or
+    record leaf pages zeroed: damage LMDB does not detect, and which can make its assertion
+    in mdb_cursor_next abort the reading process.  Every third leaf of the first half."""
+    db = tmp_path / "db"
+    rng = random.Random(0)
+    with simdb.open(db, k=3) as database:
+        database.add_many([(f"doc{i}", rng.getrandbits(64), {"i": i}) for i in range(documents)])
+        database.compact()
+    name = (db / "CURRENT").read_text().split()[0]
+    pages = (db / name).read_bytes()
+    page_size = 4096
+    # A page whose header (page number, pad, flags) names itself with the leaf flag (0x02).
+    leaves = [
+        number
+        for number in range(2, len(pages) // page_size)
+        if struct.unpack_from("<QHH", pages, number * page_size)[0] == number
+        and struct.unpack_from("<QHH", pages, number * page_size)[2] & 0x02
+    ]
+    for number in leaves[: len(leaves) // 2 : 3]:
+        damaged = tmp_path / f"damaged-{number}"
+        shutil.copytree(db, damaged)
+        with open(damaged / name, "r+b") as data_file:
+            data_file.seek(number * page_size)
+            data_file.write(bytes(page_size))
+        yield damaged

@@ -16,7 +16,6 @@ import re
 from pathlib import Path
 
 import pytest
-import simdb_cli.app
 import typer
 from simdb_cli import output
 from simdb_cli.app import DEFAULT_DB_PATH, app
@@ -672,9 +671,9 @@ def test_check_ok_and_problems(filled: str, monkeypatch: pytest.MonkeyPatch) -> 
     assert good.exit_code == 0 and "ok: 4 documents, 40 table entries" in good.stdout
     # The check runs in a child process (see test_cli_process.py): its report is replaced here.
     monkeypatch.setattr(
-        simdb_cli.app,
-        "_isolated_check",
-        lambda path: simdb.CheckReport(4, 39, ["1 entries missing from table.03 (id 2)"]),
+        simdb.Database,
+        "check",
+        lambda self, isolated=False: simdb.CheckReport(4, 39, ["1 entries missing from table.03 (id 2)"]),
     )
     bad = run("check", "--db", filled, "--json")
     assert bad.exit_code == 1
@@ -1095,7 +1094,7 @@ def test_counts_of_one_are_singular_and_simdb_debug_0_means_off(
     assert run("add", tmp_path / "one.txt", "--db", db).exit_code == 0
     checked = run("check", "--db", db)
     assert checked.exit_code == 0 and checked.stdout.startswith("ok: 1 document, ")
-    monkeypatch.setattr(simdb_cli.app, "_isolated_check", lambda path: simdb.CheckReport(1, 5, ["one problem"]))
+    monkeypatch.setattr(simdb.Database, "check", lambda self, isolated=False: simdb.CheckReport(1, 5, ["one problem"]))
     assert "1 problem in 1 document and 5 table entries" in run("check", "--db", db).stdout
     for setting, traceback in (("0", False), ("false", False), ("", False), ("1", True), ("yes", True)):
         monkeypatch.setenv("SIMDB_DEBUG", setting)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import simdb
+from tests.conftest import copies_with_a_zeroed_leaf
 
 SIMDB = shutil.which("simdb")
 
@@ -425,33 +426,11 @@ def test_check_reports_damage_that_crashes_lmdb_instead_of_dying_with_it(tmp_pat
     assertion (IS_LEAF in mdb_cursor_next) abort `simdb check`, exit 134 and no word,
     though check is the command a user runs on a damaged database.  Leaf pages of a
     compacted database (every page live) are zeroed one at a time."""
-    import struct
-
-    db = tmp_path / "db"
-    rng = random.Random(0)
-    with simdb.open(db, k=3) as database:
-        database.add_many([(f"doc{i}", rng.getrandbits(64), {"i": i}) for i in range(5000)])
-        database.compact()
-    name = (db / "CURRENT").read_text().split()[0]
-    pages = (db / name).read_bytes()
-    page_size = 4096
-    # A page whose header (page number, pad, flags) names itself with the leaf flag (0x02).
-    leaves = [
-        number
-        for number in range(2, len(pages) // page_size)
-        if struct.unpack_from("<QHH", pages, number * page_size)[0] == number
-        and struct.unpack_from("<QHH", pages, number * page_size)[2] & 0x02
-    ]
     outcomes = []
-    for number in leaves[: len(leaves) // 2 : 3]:
-        damaged = tmp_path / f"damaged-{number}"
-        shutil.copytree(db, damaged)
-        with open(damaged / name, "r+b") as data_file:
-            data_file.seek(number * page_size)
-            data_file.write(bytes(page_size))
+    for damaged in copies_with_a_zeroed_leaf(tmp_path):
         checked = simdb_process("check", "--db", damaged, timeout=120)
         outcomes.append(checked.returncode)
-        assert checked.returncode in (0, 1, 3), (number, checked.returncode, checked.stderr)
+        assert checked.returncode in (0, 1, 3), (damaged, checked.returncode, checked.stderr)
         if checked.returncode == 3:
             assert len(checked.stderr.splitlines()) == 1 and f"{damaged}" in checked.stderr, checked.stderr
     assert outcomes.count(3) >= 2, outcomes

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import simdb
 from simdb.storage import SUPERSEDED_BY
-from tests.conftest import as_items, creating_format
+from tests.conftest import as_items, copies_with_a_zeroed_leaf, creating_format
 from tests.proc_worker import GROUP_SIZE, group_items
 from tests.test_processes import acknowledged, start
 
@@ -327,6 +327,23 @@ def test_enormous_keys_are_refused_without_copying_them(db_path) -> None:
         with pytest.raises(simdb.InvalidKeyError, match="over the"):
             db.add(huge, 1)
         assert len(db) == 0
+
+
+def test_an_isolated_check_survives_damage_that_crashes_lmdb(tmp_path: Path) -> None:
+    """A zeroed page makes LMDB's own assertion abort the process that reads it, so an
+    indexer calling check() died with its database; check(isolated=True) reads in a child
+    and raises CorruptDatabaseError instead, naming the database, and this process goes on."""
+    outcomes = []
+    for damaged in copies_with_a_zeroed_leaf(tmp_path):
+        with simdb.open(damaged, readonly=True) as database:
+            try:
+                outcomes.append("ok" if database.check(isolated=True) else "problems")
+            except simdb.CorruptDatabaseError as error:
+                assert error.path == str(damaged), error
+                outcomes.append("crashed" if "crashed LMDB" in error.message else "damaged")
+    assert outcomes.count("crashed") >= 1 and outcomes.count("crashed") + outcomes.count("damaged") >= 2, outcomes
+    with simdb.open(tmp_path / "db", readonly=True) as database:
+        assert database.check(isolated=True) == database.check() and database.check(isolated=True)
 
 
 def test_a_tampered_record_is_reported_not_executed(db_path) -> None:
