@@ -33,7 +33,7 @@ import typer
 
 import simdb
 from simdb import InvalidInputError, InvalidKeyError, NotADatabaseError
-from simdb.database import DEFAULT_K, check_cluster_mode
+from simdb.database import DEFAULT_BLOCKS, DEFAULT_K, check_cluster_mode
 from simdb.errors import DASK_INSTALL_HINT, ConfigMismatchError, DaskNotInstalledError
 from simdb.features import NORMALIZATION
 from simdb.keys import check_key, describe
@@ -262,7 +262,8 @@ CreateKOption = Annotated[
     typer.Option(
         "-k",
         min=0,
-        help=f"The index's k (largest distance answered exactly), when the database is created. Default {DEFAULT_K}.",
+        help=f"The index's k (largest distance answered exactly), when the database is created. Default {DEFAULT_K}, "
+        f"in {DEFAULT_BLOCKS} blocks ({DEFAULT_BLOCKS} tables) unless --blocks is given.",
         show_default=False,
     ),
 ]
@@ -271,7 +272,8 @@ BlocksOption = Annotated[
     typer.Option(
         "--blocks",
         min=1,
-        help="Blocks of the permutation plan (more than k), when the database is created.",
+        help=f"Blocks of the permutation plan (more than k), when the database is created. Default {DEFAULT_BLOCKS} "
+        "for the default k, else the fewest whose tables all have 20 leading bits.",
         show_default=False,
     ),
 ]
@@ -305,7 +307,9 @@ QueryKOption = Annotated[
     typer.Option(
         "-k",
         min=0,
-        help="Largest Hamming distance to report, at most the index's k (the default without --threshold).",
+        max=64,
+        help="Largest Hamming distance to report (the default without --threshold: the index's k). Past the "
+        "index's k the answer is still exact but slower: nearby prefixes are probed, or every fingerprint compared.",
         show_default=False,
     ),
 ]
@@ -1441,6 +1445,8 @@ def stats(
             + (f" ({per_document:,.0f} bytes per document)" if per_document else ""),
         ),
         ("fingerprint settings", _settings_summary(info.get("fingerprinter"))),
+        # How similarity is estimated; a weighted SimHash's is a cosine, whatever its sketches.
+        *([("similarity", info["similarity"])] if info.get("similarity") else []),
         (
             "sketches",
             f"{info.get('sketch_count', 0):,} stored"

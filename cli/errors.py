@@ -15,7 +15,7 @@ import typer
 from typer.exceptions import TyperException
 
 from simdb import DatabaseError, SimdbError
-from simdb.errors import ConfigMismatchError, DistanceTooLargeError, InvalidInputError, Remedy
+from simdb.errors import ConfigMismatchError, InvalidInputError, Remedy
 
 from . import output
 from .output import err
@@ -107,9 +107,6 @@ def error_message(error: SimdbError, *, hint: bool = True) -> str:
         value = str(error.value).translate(output.CONTROL_ESCAPES) or "''"
         message = f"{SETTING_OPTIONS[error.argument]} {value} is not valid: give {error.expected}"
         advice = None
-    elif isinstance(error, DistanceTooLargeError):
-        message = f"-k {error.value} is above the database's k={error.largest}, which it cannot answer exactly"
-        advice = f"give -k {error.largest} or less, or rebuild the database with a larger -k"
     else:
         message = error.message
         advice = CLI_HINTS[error.remedy] if error.remedy is not None else error.hint

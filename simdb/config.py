@@ -65,8 +65,10 @@ CreateLayers = Callable[["lmdb.Transaction[bytes]", TablePlan, int], None]
 
 def new_plan(k: int | None, blocks: int | None) -> TablePlan:
     """The plan of a new database: :data:`DEFAULT_K` in :data:`DEFAULT_BLOCKS` blocks when
-    neither is given, else the given k with the given or default block count."""
-    if k is None:
+    neither is given, or when k is given as the default (``-k 5`` makes the database that
+    leaving k out makes, not the 56 tables of the prefix rule); else the given k with the
+    given block count or :func:`~simdb.plan.default_blocks`'s."""
+    if k is None or (k == DEFAULT_K and blocks is None):
         return TablePlan.create(DEFAULT_K, DEFAULT_BLOCKS if blocks is None else blocks, max_tables=MAX_DATABASE_TABLES)
     return TablePlan.create(k, blocks, max_tables=MAX_DATABASE_TABLES)
 

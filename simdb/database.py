@@ -53,7 +53,7 @@ from simdb.config import (
     Config,
     new_plan,
 )
-from simdb.errors import DistanceTooLargeError, InvalidInputError, InvalidKeyError
+from simdb.errors import InvalidInputError, InvalidKeyError
 from simdb.fingerprint import SKETCH_BYTES
 from simdb.key_index import KEYS
 from simdb.keys import (
@@ -342,17 +342,9 @@ class Database:
         return check_fingerprint(fingerprint)
 
     def _check_k(self, k: int | None) -> int:
-        if k is None:
-            return self.plan.k
-        k = check_distance(k)
-        if k > self.plan.k:
-            raise DistanceTooLargeError(
-                f"k={k} is above the index's k={self.plan.k}, which it cannot answer exactly",
-                f"query with k <= {self.plan.k}, or rebuild the database with a larger k",
-                value=k,
-                largest=self.plan.k,
-            )
-        return k
+        """``k`` checked as a distance (0-64), or the index's k when None.  A k past the index's
+        is answered exactly too, only slower (see :meth:`query`)."""
+        return self.plan.k if k is None else check_distance(k, maximum=BITS)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -613,10 +605,10 @@ class Database:
         return removed
 
     def _query_radius(self, k: int | None, threshold: float | None, verified: bool) -> tuple[int, float | None]:
-        """The probe radius and checked threshold of a query: ``k`` (at most the index k) if
-        given, else with a threshold :func:`candidate_distance` (``verified`` when the query
-        has a sketch to check with; past the index k, :class:`~simdb.queries.Queries` probes
-        nearby prefixes or scans), else the index k."""
+        """The probe radius and checked threshold of a query: ``k`` if given, else with a
+        threshold :func:`candidate_distance` (``verified`` when the query has a sketch to check
+        with), else the index k.  Past the index k, :class:`~simdb.queries.Queries` probes
+        nearby prefixes or scans."""
         if threshold is None:
             return self._check_k(k), None
         threshold = check_threshold(threshold)
@@ -633,14 +625,15 @@ class Database:
         limit: int | None = None,
         threshold: float | None = None,
     ) -> list[Match]:
-        """Every stored document within ``k`` bits (default: the index's k), each with its
-        similarity, most similar first (then nearest, then in insertion order).  With
+        """Every stored document within ``k`` bits (default: the index's k; a larger k is
+        answered exactly too, as a threshold's radius is), each with its similarity, most
+        similar first (then nearest, then in insertion order).  With
         ``threshold``, the candidates within :func:`candidate_distance` bits whose similarity
         is >= threshold, as :meth:`pairs` finds them.  A ``text`` query is compared by
         sketch with stored documents that have one; otherwise similarity is the
         fingerprint's estimate; a text without features (empty, punctuation only) matches
         nothing, as it pairs with nothing.  Cost: one range scan per table plus one read per match; a
-        threshold whose radius passes the index's k (a text query on minhash at 0.9 with the
+        radius past the index's k (``k=7``, or a text query on minhash at 0.9 with the
         default k=5) probes every table at each prefix a few bits from the query's, or reads
         every stored fingerprint (O(n)), whichever costs less."""
         sketch: bytes | None = None

@@ -450,7 +450,7 @@ def test_a_query_text_without_words_says_so(filled: str) -> None:
         ([], "exactly one"),
         (["text", "--fingerprint", "0x1"], "exactly one"),
         (["--fingerprint", "0xZZ"], "neither hex nor decimal"),
-        (["--fingerprint", "0x1", "-k", "9"], "-k 9 is above the database's k="),
+        (["--fingerprint", "0x1", "-k", "65"], "-k"),
         (["--file", "/no/such/file"], "/no/such/file: No such file"),
     ],
 )
@@ -662,6 +662,7 @@ def test_stats_shows_documents_tables_and_settings(filled: str) -> None:
         "expected candidates per probe",
         "size on disk",
         "fingerprint settings",
+        "similarity",
     ):
         assert label in human
 

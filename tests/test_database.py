@@ -122,12 +122,23 @@ def test_distance_exactly_k_matches_and_k_plus_one_does_not(db_path) -> None:
                 assert bool(db.query(probe, k=k)) == (distance <= k)
 
 
-def test_query_above_the_index_k_is_refused(db_path) -> None:
+def test_query_above_the_index_k_is_answered_exactly(db_path) -> None:
+    """A new-user probe: query(k=7) was refused as 'cannot answer exactly' while a threshold
+    calling for 7 bits was answered exactly past the index's k.  Now both are, checked
+    against a Hamming scan; only a distance that is none (negative, past 64) is refused."""
+    rng = random.Random(5)
+    stored = {f"doc{i}": flip_bits(0xF0F0_1234_5678_9ABC, rng.randint(0, 12), rng) for i in range(300)}
     with simdb.open(db_path, k=2) as db:
-        with pytest.raises(simdb.DistanceError, match="k=3 is above the index's k=2"):
-            db.query(0, k=3)
-        with pytest.raises(simdb.DistanceError):
-            db.query_many([0], k=-1)
+        db.add_many(stored.items())
+        for k in (3, 7, 12, 64):
+            found = sorted((m.key, m.distance) for m in db.query(0xF0F0_1234_5678_9ABC, k=k))
+            assert found == sorted(brute_force_query(stored, 0xF0F0_1234_5678_9ABC, k)), k
+            assert [[m.key for m in ms] for ms in db.query_many([0xF0F0_1234_5678_9ABC], k=k)] == [
+                [m.key for m in db.query(0xF0F0_1234_5678_9ABC, k=k)]
+            ]
+        for bad in (-1, 65):
+            with pytest.raises(simdb.DistanceError):
+                db.query_many([0], k=bad)
 
 
 def test_query_limit_keeps_the_nearest(db_path) -> None:

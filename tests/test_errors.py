@@ -127,14 +127,17 @@ def test_text_without_stored_settings_says_add_text_or_give_a_fingerprint(tmp_pa
     assert code == 2 and "add text with simdb add first, or query with --fingerprint" in stderr
 
 
-def test_a_distance_above_the_index_names_the_option(tmp_path: Path) -> None:
+def test_a_distance_above_a_plan_names_both(tmp_path: Path) -> None:
+    from simdb.allpairs import plan_search_jobs
+    from simdb.plan import TablePlan
+
+    error = library_error(simdb.DistanceTooLargeError, lambda: plan_search_jobs(TablePlan.create(3), 9))
+    assert (error.argument, error.value, error.largest) == ("k", 9, 3)
     db = tmp_path / "db"
     with simdb.open(db, k=3) as database:
         database.add("a", 0x1234)
-        error = library_error(simdb.DistanceTooLargeError, lambda: database.query(0x1234, k=9))
-    assert (error.argument, error.value, error.largest) == ("k", 9, 3) and "query with k <= 3" in str(error)
-    code, stderr = cli_error("query", "--db", db, "--fingerprint", "0x1234", "-k", 9)
-    assert code == 2 and "-k 9 is above the database's k=3" in stderr and "give -k 3 or less" in stderr
+    code, stderr = cli_error("query", "--db", db, "--fingerprint", "0x1234", "-k", 65)
+    assert code == 2 and "-k" in stderr and "64" in stderr
 
 
 @pytest.mark.parametrize("remedy", [remedy for remedy in Remedy if remedy is not Remedy.OMIT_SETTING])

@@ -86,3 +86,17 @@ def test_tables_are_every_choice_of_leading_blocks() -> None:
 def test_invalid_plans_are_refused(k: object, blocks: object) -> None:
     with pytest.raises(InvalidInputError):
         TablePlan.create(k, blocks)  # type: ignore[arg-type]
+
+
+def test_the_default_k_given_makes_the_default_plan(tmp_path) -> None:
+    """Found by a new-user probe: -k 5, the documented default, made 8 blocks and 56 tables
+    (1,093 bytes per document) where leaving k out made 6 and 6 (382)."""
+    import simdb
+    from simdb.config import DEFAULT_BLOCKS, DEFAULT_K
+
+    with simdb.open(tmp_path / "unsaid") as unsaid, simdb.open(tmp_path / "said", k=DEFAULT_K) as said:
+        assert said.plan == unsaid.plan and said.plan.blocks == DEFAULT_BLOCKS
+    with simdb.open(tmp_path / "eight", k=DEFAULT_K, blocks=8) as eight:
+        assert eight.plan.blocks == 8 and len(eight.plan.tables) == 56
+    with simdb.open(tmp_path / "four", k=4) as four:
+        assert four.plan.blocks == default_blocks(4)
