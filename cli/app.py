@@ -89,21 +89,23 @@ from .records import (
     pair_record,
 )
 from .sources import (
-    BINARY_SNIFF_BYTES,
     DEFAULT_MAX_DOC_BYTES,
     EXPORT_FORMAT_VERSION,
     FINGERPRINTS,
     JSONL,
+    TEXT,
     TSV_MSGPACK_PREFIX,
     TSV_SKETCH_PREFIX,
     ExportHeader,
     Intake,
     JsonlFields,
+    PathRules,
     decode,
     expand_paths,
     export_format_of,
     export_meta,
     export_sketch,
+    looks_binary,
     other_settings,
     read_documents,
     read_export,
@@ -434,7 +436,7 @@ def read_text_file(path: str, encoding: str | None = None) -> str:
         data = stdin_bytes().read() if path == "-" else Path(path).read_bytes()
     except OSError as error:
         raise simdb.InvalidInputError(f"{name}: {error.strerror or error}") from None
-    if b"\0" in data[:BINARY_SNIFF_BYTES]:
+    if looks_binary(data, encoding):  # NUL bytes, unless a byte-order mark or encoding says UTF-16/32
         raise simdb.InvalidInputError(f"{name} is a binary file (contains NUL bytes), not text")
     return decode(data, name, Intake(on_problem=print_problem, on_notice=print_notice), encoding=encoding)
 
@@ -1613,7 +1615,12 @@ def hash_command(
     file: Annotated[
         list[str] | None,
         typer.Option(
-            "--file", "-f", help="Fingerprint this file's text instead ('-' for stdin); repeatable.", show_default=False
+            "--file",
+            "-f",
+            help="Fingerprint this file's text instead ('-' for stdin), or each file of this directory; repeatable. "
+            "Files are read as add reads them (gunzipped if named .gz; JSONL and WARC files hold one document per "
+            "line or record, printed with its key).",
+            show_default=False,
         ),
     ] = None,
     bits: Annotated[int, typer.Option("--bits", help="Fingerprint width: 32, 64 or 128.")] = 64,
@@ -1646,40 +1653,43 @@ def hash_command(
     settings = fingerprinter.to_dict()
     if not json_output:
         err(f"simdb hash: {_settings_summary(settings)}")
-    failed = 0
-    names: list[str | None] = list(file) if file else [None]  # None: the TEXT argument
-    for name in names:
-        try:
-            content = (
-                read_argument_text(text or "", text_encoding) if name is None else read_text_file(name, text_encoding)
-            )
-        except simdb.InvalidInputError as error:
-            if not file or len(file) == 1:
-                raise
-            # One unreadable file of many: the others are still fingerprinted, as add reads them.
-            err(f"simdb: {error_message(error)}")
-            failed += 1
-            continue
+    described = {
+        "kind": fingerprinter.kind,
+        "weights": fingerprinter.weights,
+        "features": fingerprinter.features,
+        "ngram": fingerprinter.ngram,
+        "stopwords": fingerprinter.stopwords,
+        "normalization": fingerprinter.normalization,
+    }
+    intake = query_intake(json_output, quiet=False)
+    for origin, content in _hashed_texts(file, text, text_encoding, intake):
         value = fingerprinter.fingerprint(content)
         shown = format(value, f"0{bits}b") if binary else hex_fingerprint(value, bits)
         if json_output:
-            described = {
-                "kind": fingerprinter.kind,
-                "weights": fingerprinter.weights,
-                "features": fingerprinter.features,
-                "ngram": fingerprinter.ngram,
-                "stopwords": fingerprinter.stopwords,
-                "normalization": fingerprinter.normalization,
-            }
-            out(
-                json_line(
-                    {"fingerprint": shown, "bits": bits, **described, **({"file": name} if name is not None else {})}
-                )
-            )
+            out(json_line({"fingerprint": shown, "bits": bits, **described, **origin}))
         else:
-            out(shown if name is None else f"{shown}  {output.shown(name)}")
-    if failed:
+            label = origin.get("key", origin.get("file"))
+            out(shown if label is None else f"{shown}  {output.shown(label)}")
+    if intake.failed:
         raise typer.Exit(EXIT_USAGE)
+
+
+def _hashed_texts(
+    files: list[str] | None, text: str | None, encoding: str | None, intake: Intake
+) -> Iterator[tuple[dict[str, str], str]]:
+    """The texts ``hash`` fingerprints, each with where it came from: the TEXT argument (or
+    stdin's, for "-") alone, else every document of the --file arguments in their order, read
+    as ``query --file`` reads them (a directory's files, a .gz file gunzipped, one document
+    per JSONL line or WARC record, keyed as add keys it; a pipe named there); an input that
+    cannot be read is reported and counted in ``intake``."""
+    if not files:
+        yield {}, read_argument_text(text or "", encoding)
+        return
+    for name in files:
+        for found in query_inputs([name], intake, rules=PathRules(), files_from=[], null=False):
+            for key, content, _, _ in read_documents([found], intake, DEFAULT_MAX_DOC_BYTES, encoding=encoding):
+                one_document = found.kind == TEXT
+                yield ({"file": found.path} if one_document else {"file": found.path, "key": key}), content
 
 
 EXPORT_FORMATS = ("jsonl", "tsv", "parquet")

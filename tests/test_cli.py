@@ -719,6 +719,33 @@ def test_hash_prints_hex_bits_and_json(tmp_path: Path) -> None:
     )
 
 
+def test_hash_of_files_prints_what_add_stores(tmp_path: Path) -> None:
+    """Found by a docs probe: hash --file read a .gz file as binary, a JSONL file as one
+    text and refused a directory, where add reads them as one text gunzipped, one document
+    per line and its files; hash now reads them as add does, so each fingerprint it prints
+    is the one add stores (checked by get), labelled by its file or its document's key."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text(prose(1))
+    with gzip.open(docs / "b.txt.gz", "wt") as zipped:
+        zipped.write(prose(2))
+    jsonl = tmp_path / "pages.jsonl"
+    jsonl.write_text(
+        json.dumps({"id": "p1", "text": prose(3)}) + "\n" + json.dumps({"id": "p2", "text": prose(4)}) + "\n"
+    )
+    hashed = run("hash", "-f", docs, "-f", jsonl)
+    assert hashed.exit_code == 0, hashed.stderr
+    printed = {line.split()[1]: line.split()[0] for line in hashed.stdout.splitlines()}
+    assert set(printed) == {str(docs / "a.txt"), str(docs / "b.txt.gz"), "p1", "p2"}
+    db = tmp_path / "db"
+    assert run("add", docs, jsonl, "--db", db, "--key-base", "/").exit_code == 0
+    with simdb.open(db, readonly=True) as database:
+        stored = {document.key: f"0x{document.fingerprint:016x}" for document in database.items()}
+    for name in ("a.txt", "b.txt.gz"):
+        printed[str(docs / name).lstrip("/")] = printed.pop(str(docs / name))
+    assert stored == printed
+
+
 def test_hash_of_many_files_goes_on_past_one_it_cannot_read(tmp_path: Path) -> None:
     """One binary file among many stopped hash before it printed anything (a probe found
     it); add and query go on past such a file, and so does hash now, exiting 2."""
@@ -727,7 +754,7 @@ def test_hash_of_many_files_goes_on_past_one_it_cannot_read(tmp_path: Path) -> N
     binary.write_bytes(b"x\0y")
     last.write_text(prose(2))
     result = run("hash", "-f", first, "-f", binary, "-f", last)
-    assert result.exit_code == 2 and f"{binary} is a binary file" in result.stderr
+    assert result.exit_code == 2 and f"{binary}: binary file" in result.stderr
     assert result.stdout.splitlines() == [f"0x{simhash(prose(1)):016x}  {first}", f"0x{simhash(prose(2)):016x}  {last}"]
 
 

@@ -575,6 +575,21 @@ def test_binary_text_is_refused_from_stdin_as_from_a_file(tmp_path: Path) -> Non
         assert result.exit_code == 2 and "<stdin>" in result.stderr and "binary" in result.stderr, arguments
 
 
+def test_utf_16_text_on_stdin_is_read_as_from_a_file(tmp_path: Path) -> None:
+    """Found by a faults probe: hash and query read stdin's UTF-16 text (NUL bytes, and a
+    byte-order mark or --encoding saying so) as binary, where add and query --file read it."""
+    text = prose(1)
+    expected = run("hash", text).stdout
+    for data, encoding in ((text.encode("utf-16"), []), (text.encode("utf-16-le"), ["--encoding", "utf-16-le"])):
+        (tmp_path / "wide.txt").write_bytes(data)
+        for arguments in (["hash", "-"], ["hash", "--file", "-"], ["hash", "--file", str(tmp_path / "wide.txt")]):
+            hashed = subprocess.run(
+                [sys.executable, "-m", "simdb_cli.app", *arguments, *encoding], input=data, capture_output=True
+            )
+            assert hashed.returncode == 0, (arguments, hashed.stderr)
+            assert hashed.stdout.split()[0].decode() == expected.split()[0], arguments
+
+
 def test_damaged_archives_are_reported(tmp_path: Path) -> None:
     whole = tmp_path / "whole.warc"
     _warc(whole, [f"http://page/{number}" for number in range(5)])
