@@ -699,7 +699,10 @@ class Storage:
             lock_file = self.path / (name + "-lock")
             lock_exists = _refuse_special(lock_file)  # looked at first: it is made after the data file
             exists = _refuse_special(data_file)
-            size = data_file.stat().st_size if exists else 0
+            try:
+                size = data_file.stat().st_size if exists else 0
+            except FileNotFoundError:
+                continue  # another process's compaction removed it since the lstat: read CURRENT again
             creating = not size
             if creating:
                 if _read_current_file(self.path)[0] != name:
@@ -751,6 +754,11 @@ class Storage:
                 _check_file_length(env, data_file)
                 env.reader_check()  # clear reader slots left by killed processes
                 handles = self._open_handles(env, name, mark_initialised=creating)
+            except FileNotFoundError:
+                # Removed by another process's compaction while we opened it (its length
+                # checked by name): that generation is gone, so read CURRENT again.
+                env.close()
+                continue
             except BaseException:
                 # Closed at once, so that an error or an interrupt here leaves no environment
                 # registered on the file while its traceback lives (every call on the handle
