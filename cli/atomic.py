@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO
 
 import simdb
+from simdb.storage import replace_durably
 
 from . import output
 from .filekeys import link_target
@@ -24,7 +25,8 @@ def output_file(path: str) -> Iterator[IO[str]]:
     """A text stream for ``path`` ("-" is stdout), gzipped when ``path`` ends in ``.gz`` (as
     import reads it).  A regular file is written under a temporary name beside it and
     renamed over ``path`` only when the block ends without an error, so a failed export
-    never truncates an earlier one; the temporary is removed on failure.  Costs one rename;
+    never truncates an earlier one, and synced before the rename, so a power loss leaves one
+    or the other whole; the temporary is removed on failure.  Costs one rename, two fsyncs;
     a device or FIFO is written directly.  A symbolic link (``/dev/stdout`` included) is
     followed: what it names is replaced, never the link."""
     if path == "-":
@@ -61,7 +63,7 @@ def output_file(path: str) -> Iterator[IO[str]]:
         os.chmod(temporary, stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_umask())
         with _text_stream(handle, path) as stream:
             yield stream
-        os.replace(temporary, target)
+        replace_durably(temporary, target)
     except BaseException:
         with suppress(OSError):
             os.unlink(temporary)

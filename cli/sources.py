@@ -966,6 +966,11 @@ def read_fingerprint_tsv(
     for item in inputs:
         name = item.name
         for number, where, line in _nonblank_lines(item, intake, max_bytes):
+            if decode_bytes and not line.endswith(b"\n"):
+                # export ends every line: a last one without its end was cut short (a copy
+                # interrupted, a full disk), and its cut fingerprint or meta may still parse.
+                intake.fail(where, "the last line has no line end: the export was cut short here; not read", name)
+                continue
             text = decode(line, where, intake, name, bom=number == 1).rstrip("\r\n")
             if not text.strip():  # whitespace beyond ASCII
                 continue
@@ -1383,8 +1388,13 @@ def _read_parquet_shard(item: Input, intake: Intake) -> Iterator[Item]:
         intake.fail(name, f"not a readable Parquet file ({exc})", name)
         return
     types = {column: schema.field(column).type for column in ("key", "fingerprint") if column in schema.names}
-    if "key" not in types or not (pa.types.is_string(types["key"]) or pa.types.is_large_string(types["key"])):
-        intake.fail(name, "a Parquet shard needs a string 'key' column", name)
+    key_type = types.get("key")
+    if key_type is not None and pa.types.is_dictionary(key_type):
+        # pandas' categorical strings, which simdb.distributed reads too.
+        key_type = key_type.value_type
+    string_types = (pa.types.is_string, pa.types.is_large_string, getattr(pa.types, "is_string_view", None))
+    if key_type is None or not any(is_type is not None and is_type(key_type) for is_type in string_types):
+        intake.fail(name, "a Parquet shard needs a string 'key' column (plain or dictionary-encoded)", name)
         return
     if types.get("fingerprint") not in (pa.uint64(), pa.int64()):
         intake.fail(name, "a Parquet shard needs a uint64 (or int64) 'fingerprint' column", name)
@@ -1479,23 +1489,27 @@ def _read_export_jsonl(
             )
             intake.fail(name, why, name)
             return
-        if first and _EXPORT_HEADER.search(line):
+        # A header may come later too, where exports were joined into one stream ((simdb
+        # export --db a; simdb export --db b) > both.jsonl): the documents after it are
+        # that export's, checked against the settings as a file's would be.
+        not_read = "the file was not read" if first else "the rest of the file was not read"
+        if _EXPORT_HEADER.search(line):
             # A damaged header must not let the documents in with default settings.
             try:
                 header_record = parse_json(line.decode("utf-8"))
             except (JSONInputError, UnicodeDecodeError) as exc:
-                intake.fail(where, f"damaged export header ({exc}); the file was not read", name)
+                intake.fail(where, f"damaged export header ({exc}); {not_read}", name)
                 return
             if not isinstance(header_record, dict):
-                intake.fail(where, "damaged export header (not a JSON object); the file was not read", name)
+                intake.fail(where, f"damaged export header (not a JSON object); {not_read}", name)
                 return
         record = _json_object(line, where, intake, name)
         if record is None:
             continue
-        if first and record.get("simdb") == "export":
+        if record.get("simdb") == "export":
             problem = _read_header(record, where, header)
             if problem is not None:
-                intake.fail(where, f"{problem}; the file was not read", name)
+                intake.fail(where, f"{problem}; {not_read}", name)
                 return
             first = False
             continue

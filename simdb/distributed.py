@@ -79,6 +79,7 @@ from simdb.errors import (
     InvalidInputError,
 )
 from simdb.plan import BITS, TablePlan
+from simdb.storage import replace_durably
 from simdb.validation import check_fingerprint_dtype, check_int
 
 if TYPE_CHECKING:  # only for annotations: importing this module must not need Dask or pandas
@@ -901,7 +902,7 @@ def export_parquet(db: Database, path: str | os.PathLike[str]) -> int:
                 )
                 writer.write_table(table)
                 written += len(keys)
-        os.replace(partial, target)
+        replace_durably(partial, target)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise

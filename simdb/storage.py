@@ -451,6 +451,17 @@ def _fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
+def replace_durably(written: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """Rename the finished file ``written`` over ``target`` so that a power loss leaves the
+    old file or the whole new one: its data is synced before the rename, and the directory
+    after it (else the rename may reach the disk before the data, and a backup replaced by an
+    export be lost with the export).  Costs two fsyncs.  Raises OSError."""
+    with open(written, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(written, target)
+    _fsync_directory(Path(target).parent)
+
+
 def _point_current_at(directory: Path, name: str, *, initialised: bool = True, create: bool = False) -> None:
     """Make ``CURRENT`` name the data file ``name``, durably and atomically: written to a
     staging file of this process and thread, then renamed over.  With ``create``, only if no

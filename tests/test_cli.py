@@ -817,6 +817,72 @@ def test_import_reports_bad_lines(tmp_path: Path) -> None:
     assert "added 1" in result.stdout
 
 
+def test_an_export_cut_short_inside_its_last_line_is_reported_not_imported(tmp_path: Path) -> None:
+    """Found by a faults probe: a TSV export cut inside its last line (an interrupted copy,
+    a full disk) imported that line with a cut fingerprint or meta, exit 0; every cut point
+    of the last line is now reported, and what came before it is stored as exported."""
+    db = tmp_path / "db"
+    with simdb.open(db, k=3) as database:
+        database.add_many([("docA", 0xD8D8BC04E42DBE7E, {"n": 1}), ("docB", 0x0123456789ABCDEF, 123456)])
+    assert run("export", "-o", tmp_path / "whole.tsv", "--db", db).exit_code == 0
+    data = (tmp_path / "whole.tsv").read_bytes()
+    last_start = data.rindex(b"\n", 0, len(data) - 1) + 1
+    for cut in range(last_start + 1, len(data)):
+        (tmp_path / "cut.tsv").write_bytes(data[:cut])
+        copy = tmp_path / f"copy-{cut}"
+        result = run("import", tmp_path / "cut.tsv", "--db", copy)
+        assert result.exit_code == 2 and "cut short" in result.stderr, (cut, result.stdout, result.stderr)
+        with simdb.open(copy, readonly=True) as database:
+            assert [(d.key, d.fingerprint, d.meta) for d in database.items()] == [
+                ("docA", 0xD8D8BC04E42DBE7E, {"n": 1})
+            ]
+
+
+def test_exports_joined_into_one_stream_are_each_checked_against_the_settings(tmp_path: Path) -> None:
+    """Found by a faults probe: (export a; export b) > both.jsonl imported b's simhash
+    documents under a's minhash settings, after one 'no key' line for b's header.  A later
+    header is read as the header of what follows it: the same settings go on, others stop
+    the file there."""
+    for name, kind in (("minhash", "minhash"), ("simhash", "simhash"), ("minhash2", "minhash")):
+        (tmp_path / f"{name}.txt").write_text(prose(len(name)))
+        assert run("add", tmp_path / f"{name}.txt", "--kind", kind, "--db", tmp_path / name).exit_code == 0
+    exports = {name: run("export", "--db", tmp_path / name).stdout for name in ("minhash", "simhash", "minhash2")}
+    joined = run("import", "-", "--db", tmp_path / "joined", input=exports["minhash"] + exports["simhash"])
+    assert joined.exit_code == 2 and "other settings" in joined.stderr and "rest of the file" in joined.stderr
+    assert len(stored_keys(str(tmp_path / "joined"))) == 1
+    alike = run("import", "-", "--db", tmp_path / "alike", input=exports["minhash"] + exports["minhash2"])
+    assert alike.exit_code == 0, alike.stderr
+    assert len(stored_keys(str(tmp_path / "alike"))) == 2
+
+
+def test_export_to_a_file_is_synced_before_it_replaces_the_old_one(
+    filled: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a faults probe: export -o renamed its file over the previous backup with no
+    fsync, so a power loss could keep the rename and lose the data, the old backup with it.
+    Now the file is synced, renamed, and its directory synced, in that order."""
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(descriptor: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{descriptor}")))
+        real_fsync(descriptor)
+
+    def replace(source: object, target: object) -> None:
+        events.append(("replace", str(target)))
+        real_replace(source, target)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    backup = tmp_path / "backup.jsonl"
+    backup.write_text("the previous backup\n")
+    assert run("export", "-o", backup, "--db", filled).exit_code == 0
+    kinds = [kind for kind, _ in events]
+    assert kinds == ["fsync", "replace", "fsync"], events
+    assert events[0][1].endswith(".partial") and events[1][1] == str(backup) and events[2][1] == str(tmp_path)
+    assert json_lines(backup.read_text())[0]["simdb"] == "export"
+
+
 def test_export_parquet_needs_an_output_file_and_unknown_formats_are_refused(filled: str) -> None:
     result = run("export", "--format", "parquet", "--db", filled)
     assert result.exit_code == 2 and "--output" in result.stderr

@@ -80,6 +80,23 @@ def test_import_format_parquet_reads_a_shard_of_any_name(tmp_path) -> None:
     assert run("import", "--format", "feather", tmp_path / "shard.bin", "--db", tmp_path / "db").exit_code == 2
 
 
+def test_a_shard_with_dictionary_encoded_keys_imports(tmp_path) -> None:
+    """Found by a faults probe: a shard whose key column is dictionary-encoded (a pandas
+    categorical), which simdb.distributed reads, was refused by import as lacking a string
+    key column."""
+    import numpy as np
+    import pandas as pd
+
+    items = [(f"k{i % 7}-{i}", random.Random(i).getrandbits(64)) for i in range(60)]
+    keys = pd.Categorical([key for key, _ in items])
+    fingerprints = np.array([fp for _, fp in items], dtype=np.uint64)
+    pd.DataFrame({"key": keys, "fingerprint": fingerprints}).to_parquet(tmp_path / "shard.parquet")
+    result = run("import", tmp_path / "shard.parquet", "--db", tmp_path / "db")
+    assert result.exit_code == 0, result.stderr
+    with simdb.open(tmp_path / "db") as db:
+        assert sorted((doc.key, doc.fingerprint) for doc in db.items()) == sorted(items)
+
+
 def test_unusable_parquet_shards_are_reported_by_name(tmp_path) -> None:
     import pandas as pd
 
