@@ -131,7 +131,7 @@ app = typer.Typer(
     help="A persistent database of 64-bit fingerprints (one-bit minwise hashes by default, or SimHash) for "
     "near-duplicate detection.\n\n"
     "Exit codes: 0 success; 1 nothing found (query, pairs, clusters, remove, get, keys) or check found problems; "
-    "2 bad usage or input; 3 database error; 130 interrupted.",
+    "2 bad usage or input; 3 database or system error (out of memory, a worker killed); 130 interrupted.",
     add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,

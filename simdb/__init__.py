@@ -49,6 +49,7 @@ from simdb.errors import (
     SimdbError,
     StorageError,
     UnfinishedDatabaseError,
+    WorkerDiedError,
     WriterClosedError,
 )
 from simdb.fingerprint import (
@@ -111,6 +112,7 @@ __all__ = [
     "StorageError",
     "TablePlan",
     "UnfinishedDatabaseError",
+    "WorkerDiedError",
     "WriterClosedError",
     "candidate_distance",
     "default_blocks",

@@ -313,6 +313,14 @@ class AlreadyOpenError(StorageError):
     default_remedy = Remedy.SHARE_DATABASE
 
 
+class WorkerDiedError(SimdbError):
+    """A worker process of a fingerprinting pool ended abruptly (the system's out-of-memory
+    killer, a signal from outside).  Nothing of the texts in flight was stored; the batches
+    committed before are kept."""
+
+    default_hint = "was it killed for memory? run with fewer workers, or smaller batches"
+
+
 #: How to install the dask extra; quoted, as shells such as zsh expand brackets.
 DASK_INSTALL_HINT = "pip install 'simdb[dask]'"
 

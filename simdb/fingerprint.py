@@ -72,6 +72,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
 from itertools import islice
 from typing import Any
@@ -82,7 +83,7 @@ import numpy.typing as npt
 
 from simdb import features as _features_module
 from simdb.arrays import distinct
-from simdb.errors import FingerprinterError, InvalidInputError
+from simdb.errors import FingerprinterError, InvalidInputError, WorkerDiedError
 from simdb.features import NORMALIZATION, NORMALIZATIONS, ascii_prepared, iter_chunks, tokenize
 from simdb.keys import iterate
 from simdb.stopwords import STOPWORD_LISTS, stopword_list
@@ -1354,7 +1355,7 @@ def _iter_in_pool(
             ]
             try:
                 for future in futures:
-                    yield _unpack(future.result())
+                    yield _unpack(_result(future))
             finally:
                 # A caller that stops early (Ctrl-C, an abandoned iterator) waits for the
                 # ranges being worked on, not for the whole input.
@@ -1373,7 +1374,16 @@ def _iter_in_pool(
                 in_flight.append(pool.submit(_fingerprint_chunk, chunk))
             if not in_flight:
                 return
-            yield _unpack(in_flight.popleft().result())
+            yield _unpack(_result(in_flight.popleft()))
+
+
+def _result(future: Future[_WorkerResult]) -> _WorkerResult:
+    """A pool task's result; a worker that died (killed for memory, say) is WorkerDiedError,
+    not the pool's bare BrokenProcessPool."""
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        raise WorkerDiedError("a fingerprinting worker process ended abruptly; its texts were not read") from None
 
 
 # -- module-level functions ---------------------------------------------------------------

@@ -380,3 +380,14 @@ def test_an_error_survives_pickling_with_its_fields(error: simdb.SimdbError) -> 
     # An error raised in a worker process comes back pickled.
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is type(error) and str(copy) == str(error) and copy.__dict__ == error.__dict__
+
+
+def test_a_killed_worker_is_a_system_error_in_one_line() -> None:
+    """A fingerprinting worker killed from outside is neither bad input (2) nor silence:
+    exit 3, as running out of memory is, with a line that says what happened."""
+    from simdb_cli.errors import EXIT_DATABASE, exit_code_for
+
+    error = simdb.WorkerDiedError("a fingerprinting worker process ended abruptly; its texts were not read")
+    assert exit_code_for(error) == EXIT_DATABASE
+    line = error_message(error)
+    assert "ended abruptly" in line and "fewer workers" in line and "\n" not in line

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 import simdb.features as features_module
 import simdb.fingerprint as fingerprint_module
-from simdb.errors import FingerprinterError, InvalidFingerprintError, InvalidInputError
+from simdb.errors import FingerprinterError, InvalidFingerprintError, InvalidInputError, WorkerDiedError
 from simdb.features import char_shingles, iter_chunks, normalize, tokenize, word_shingles
 from simdb.fingerprint import (
     Fingerprinter,
@@ -1141,3 +1141,20 @@ def test_a_long_run_of_form_feeds_after_a_hyphen_takes_linear_time() -> None:
     script = "from simdb.features import tokenize; tokenize('word-' + '\\f' * 200_000 + '1'); print('done')"
     finished = run_python_or_fail_on_hang(script, timeout=60, hung="tokenize hung on a run of form feeds")
     assert finished.stdout.strip() == "done", finished.stderr
+
+
+def _a_killed_worker(*arguments: object) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer ends a process
+
+
+@pytest.mark.parametrize("shipped", [False, True])
+def test_a_killed_pool_worker_is_a_worker_died_error(monkeypatch: pytest.MonkeyPatch, shipped: bool) -> None:
+    """Found by a faults probe: a fingerprinting worker killed from outside surfaced as
+    'unexpected BrokenProcessPool', which the CLI called a database error; it is now a
+    WorkerDiedError saying what happened.  Both ways texts reach the workers (a list handed
+    over at fork, an iterator shipped in chunks) are checked."""
+    monkeypatch.setattr(fingerprint_module, "_fingerprint_range", _a_killed_worker)
+    monkeypatch.setattr(fingerprint_module, "_fingerprint_chunk", _a_killed_worker)
+    texts = [f"text number {number} of a few words" for number in range(2000)]
+    with pytest.raises(WorkerDiedError, match="ended abruptly"):
+        Fingerprinter().fingerprint_many(iter(texts) if shipped else texts, workers=2)
