@@ -1479,7 +1479,9 @@ def _read_export_jsonl(
     was given, so a file that is not JSON is not said to lack a .tsv name."""
     name = item.name
     first = True
-    for _, where, line in _nonblank_lines(item, intake, max_bytes):
+    for number, where, line in _nonblank_lines(item, intake, max_bytes):
+        if number == 1 and line.startswith(codecs.BOM_UTF8):  # an editor's mark, as TSV drops it
+            line = line[len(codecs.BOM_UTF8) :]
         if first and not line.lstrip().startswith(b"{"):
             # Not JSON at all: read the rest as TSV lines would be guessing; say so once.
             why = (

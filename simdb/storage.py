@@ -661,6 +661,12 @@ class Storage:
         """Open (or create) the database directory at ``path``, made absolute (not resolved:
         the directory itself may be a symbolic link) so that a later chdir changes nothing."""
         directory = Path(path).absolute()
+        if directory.is_symlink() and not directory.exists():
+            raise StorageError(
+                f"{directory} is a symbolic link to {os.readlink(directory)}, which does not exist (or loops)",
+                "create the directory it names, or give another path",
+                path=directory,
+            )
         if directory.exists() and not directory.is_dir():
             raise NotADatabaseError(f"{directory} is a file, not a simdb database directory", "give a directory path")
         if not cls.exists(directory):

@@ -883,6 +883,16 @@ def test_export_to_a_file_is_synced_before_it_replaces_the_old_one(
     assert json_lines(backup.read_text())[0]["simdb"] == "export"
 
 
+def test_a_jsonl_export_saved_with_a_byte_order_mark_imports(filled: str, tmp_path: Path) -> None:
+    """Found by a faults probe: an export an editor saved with a UTF-8 byte-order mark was
+    refused as no export JSONL file (a TSV export's mark was already dropped)."""
+    exported = run("export", "--db", filled).stdout
+    (tmp_path / "marked.jsonl").write_bytes(codecs.BOM_UTF8 + exported.encode())
+    result = run("import", tmp_path / "marked.jsonl", "--db", tmp_path / "copy")
+    assert result.exit_code == 0, result.stderr
+    assert stored_keys(str(tmp_path / "copy")) == stored_keys(filled)
+
+
 def test_export_parquet_needs_an_output_file_and_unknown_formats_are_refused(filled: str) -> None:
     result = run("export", "--format", "parquet", "--db", filled)
     assert result.exit_code == 2 and "--output" in result.stderr

@@ -1188,3 +1188,15 @@ def test_an_open_while_another_process_compacts_and_removes_the_file_reads_on(
         compacted.clear()
         with simdb.open(db_path, readonly=readonly) as database:
             assert compacted and len(database) == 199 and database._storage.generation != compacted[0].name
+
+
+def test_a_path_that_is_a_dangling_or_looping_link_is_named_as_one(tmp_path: Path) -> None:
+    """Found by a faults probe: --db naming a dangling symbolic link (or a loop of links)
+    said 'cannot create a database at ...: File exists'."""
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "loop-a").symlink_to(tmp_path / "loop-b")
+    (tmp_path / "loop-b").symlink_to(tmp_path / "loop-a")
+    for name in ("dangling", "loop-a"):
+        with pytest.raises(simdb.StorageError, match="is a symbolic link to .* which does not exist"):
+            simdb.open(tmp_path / name)
+    assert not (tmp_path / "nowhere").exists()
