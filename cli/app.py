@@ -33,6 +33,7 @@ import typer
 
 import simdb
 from simdb import InvalidInputError, InvalidKeyError, NotADatabaseError
+from simdb.config import new_plan
 from simdb.database import DEFAULT_BLOCKS, DEFAULT_K, check_cluster_mode
 from simdb.errors import DASK_INSTALL_HINT, ConfigMismatchError, DaskNotInstalledError
 from simdb.features import NORMALIZATION
@@ -579,6 +580,8 @@ def add(
     stdin_read_once(
         ("PATHS", paths), ("--files-from", files_from), ("--jsonl", jsonl), ("--fingerprints", fingerprints)
     )
+    if is_new_database(db):
+        new_plan(k, blocks)  # a bad -k or --blocks is said before any input is read
     rules = path_rules(recursive, glob, exclude, key_base, hidden)
     text_encoding = encoding_of(encoding)
     intake = reporting_intake(json_output, quiet_or(print_notice, quiet))
@@ -1836,6 +1839,8 @@ def import_command(
     if checked_threshold(threshold) is not None and not if_new:
         raise usage_error("--threshold goes with --if-new (import stores every document otherwise)")
     stdin_read_once(*(("FILES", [name]) for name in files))
+    if (k is not None or blocks is not None) and is_new_database(db):
+        new_plan(k, blocks)  # a bad -k or --blocks is said before any input is read
     intake = reporting_intake(json_output, quiet_or(print_notice, quiet))
     inputs = stream_inputs(files, "export", intake)
     header = ExportHeader()

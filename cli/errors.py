@@ -58,7 +58,7 @@ CLI_OPTIONS = {"k": "-k", "blocks": "--blocks"}
 FINGERPRINTER_OPTIONS = ("features", "ngram", "stopwords", "kind", "weights")
 
 #: The library arguments that are command-line options of the same name, for errors about one.
-SETTING_OPTIONS = {name: f"--{name}" for name in (*FINGERPRINTER_OPTIONS, "bits", "blocks", "mode")}
+SETTING_OPTIONS = {name: f"--{name}" for name in (*FINGERPRINTER_OPTIONS, "bits", "blocks", "mode")} | {"k": "-k"}
 _OMIT_FINGERPRINTER = "omit " + ", ".join(f"--{name}" for name in FINGERPRINTER_OPTIONS[:-1])
 _OMIT_FINGERPRINTER += f" and --{FINGERPRINTER_OPTIONS[-1]} to use the stored settings"
 

@@ -845,3 +845,15 @@ def test_a_broken_symbolic_link_in_a_walk_is_noted_not_failed(tmp_path: Path) ->
     result = run("add", docs, "--db", tmp_path / "db")
     assert result.exit_code == 0 and f"{docs / 'gone.txt'}: a broken symbolic link, skipped" in result.stderr
     assert set(stored(tmp_path / "db")) == {str(docs / "a.txt")}
+
+
+@pytest.mark.parametrize("command", ["add", "import"])
+def test_a_bad_plan_is_named_before_any_input_is_read(tmp_path: Path, command: str) -> None:
+    """Found by a docs probe: add -k 70 with a missing input reported only the input, and
+    with a good one named k as the library does ('k=70'); the plan of a new database is
+    now checked first, in the options' words."""
+    bad_plans = ((["-k", "70"], "-k 70 is not valid"), (["-k", "5", "--blocks", "3"], "--blocks 3 is not valid"))
+    for options, said in bad_plans:
+        result = run(command, tmp_path / "missing.txt", *options, "--db", tmp_path / "db")
+        assert result.exit_code == 2 and said in result.stderr and "missing.txt" not in result.stderr, result.stderr
+        assert not (tmp_path / "db").exists()
