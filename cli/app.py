@@ -93,6 +93,7 @@ from .sources import (
     DEFAULT_MAX_DOC_BYTES,
     EXPORT_FORMAT_VERSION,
     FINGERPRINTS,
+    HTML,
     JSONL,
     TEXT,
     TSV_MSGPACK_PREFIX,
@@ -482,7 +483,8 @@ def add(
             help="Text files (gunzipped if named .gz) or directories to add; '-' reads more paths from stdin, "
             "one per line. "
             "WARC/WET archives (.warc, .wet, .warc.wet.gz, ...) add one document per text record, keyed by "
-            "WARC-Target-URI; JSONL files (.jsonl, .jsonl.gz, .ndjson) one per line, as --jsonl does.",
+            "WARC-Target-URI; JSONL files (.jsonl, .jsonl.gz, .ndjson) one per line, as --jsonl does; HTML files "
+            "(.html, .htm, .xhtml) their visible text.",
             show_default=False,
         ),
     ] = None,
@@ -1691,7 +1693,7 @@ def _hashed_texts(
     for name in files:
         for found in query_inputs([name], intake, rules=PathRules(), files_from=[], null=False):
             for key, content, _, _ in read_documents([found], intake, DEFAULT_MAX_DOC_BYTES, encoding=encoding):
-                one_document = found.kind == TEXT
+                one_document = found.kind in (TEXT, HTML)
                 yield ({"file": found.path} if one_document else {"file": found.path, "key": key}), content
 
 

@@ -50,12 +50,15 @@ if TYPE_CHECKING:  # importing simdb.fingerprint is deferred to an export header
 TEXT = "text"
 WARC = "warc"
 JSONL = "jsonl"
+HTML = "html"
 FINGERPRINTS = "fingerprints"
 
 #: File name endings read as WARC or WET archives (Common Crawl's ``.warc.wet.gz`` included).
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz")
 #: File name endings read as JSON lines (one document per line) when given or found as paths.
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
+#: Files read as one HTML page each, reduced to their visible text (as a WARC's pages are).
+HTML_SUFFIXES = (".html", ".htm", ".xhtml", ".html.gz", ".htm.gz", ".xhtml.gz")
 #: How many bytes at the start of a file are searched for a NUL byte, the sign of a binary file.
 BINARY_SNIFF_BYTES = 8192
 #: Problems reported per input before the rest are only counted, so one broken JSONL file of
@@ -200,10 +203,12 @@ def is_warc_name(path: str) -> bool:
 
 
 def kind_of_name(path: str) -> str:
-    """How a file found as a path is read, by its name: WARC/WET, JSONL or text."""
+    """How a file found as a path is read, by its name: WARC/WET, JSONL, HTML or text."""
     lowered = path.lower()
     if lowered.endswith(WARC_SUFFIXES):
         return WARC
+    if lowered.endswith(HTML_SUFFIXES):
+        return HTML
     return JSONL if lowered.endswith(JSONL_SUFFIXES) else TEXT
 
 
@@ -1028,9 +1033,18 @@ def _checked_meta(meta: Any, where: str, intake: Intake, source: str, decode_byt
 
 
 class _TextExtractor(HTMLParser):
-    """Visible text of an HTML page: the data outside script, style and similar elements."""
+    """Visible text of an HTML page: the data outside script, style and similar elements.
+    Any tag but an inline one (``<b>``, ``<a>``, ``<span>``, ...) separates words, so
+    ``<p>one</p><p>two</p>`` is "one two" while ``<b>Im</b>portant`` stays one word."""
 
     _HIDDEN = frozenset({"script", "style", "noscript", "template", "head"})
+    _INLINE = frozenset(
+        {
+            "a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "del", "dfn", "em", "font", "i", "ins", "kbd",
+            "mark", "q", "s", "samp", "small", "span", "strike", "strong", "sub", "sup", "time", "tt", "u", "var",
+            "wbr",
+        }
+    )  # fmt: skip
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -1040,10 +1054,14 @@ class _TextExtractor(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in self._HIDDEN:
             self._hidden_depth += 1
+        elif tag not in self._INLINE:
+            self.parts.append(" ")
 
     def handle_endtag(self, tag: str) -> None:
         if tag in self._HIDDEN and self._hidden_depth:
             self._hidden_depth -= 1
+        elif tag not in self._INLINE:
+            self.parts.append(" ")
 
     def handle_data(self, data: str) -> None:
         if not self._hidden_depth:
@@ -1051,11 +1069,12 @@ class _TextExtractor(HTMLParser):
 
 
 def html_to_text(html: str) -> str:
-    """The visible text of ``html``, whitespace-separated.  O(len(html))."""
+    """The visible text of ``html``, whitespace-separated (see :class:`_TextExtractor`).
+    O(len(html))."""
     extractor = _TextExtractor()
     extractor.feed(html)
     extractor.close()
-    return " ".join(" ".join(extractor.parts).split())
+    return " ".join("".join(extractor.parts).split())
 
 
 def _charset(content_type: str) -> str:
@@ -1568,6 +1587,7 @@ def read_documents(
 ) -> Iterator[Item]:
     """Texts of the PATH inputs of ``simdb add`` and ``simdb query``, in order: each text
     file as one document (decoded with ``encoding`` when it has no byte-order mark), each
+    HTML file (by its name: :data:`HTML_SUFFIXES`) as one document of its visible text, each
     WARC/WET archive as one document per text record, each JSONL file as one per line
     (``fields`` name the key and text); documents over ``max_bytes`` are reported and
     skipped."""
@@ -1579,5 +1599,8 @@ def read_documents(
             yield from read_jsonl(
                 [item], intake, id_field=fields.id_field, text_field=fields.text_field, max_bytes=max_bytes
             )
+        elif item.kind == HTML:
+            for key, page, meta, where in read_text_files([item], intake, max_bytes, encoding):
+                yield key, html_to_text(page), meta, where
         else:
             yield from read_text_files([item], intake, max_bytes, encoding)

@@ -322,6 +322,31 @@ def test_add_wet_and_warc_archives_keys_are_target_uris(tmp_path: Path, db: str)
         assert database.get("https://y.example/page").fingerprint == simhash(prose(14))
 
 
+def test_html_files_are_added_as_their_visible_text(tmp_path: Path, db: str) -> None:
+    """Found by an answers probe: `simdb add DIR` read a saved .html page raw, so its tags,
+    CSS and JavaScript were words and a re-fetch with another script or style was no longer
+    a near-duplicate.  An .html file is now read as a WARC's pages are: its visible text,
+    character references decoded, inline tags joining what they split."""
+    words = prose(15).split()
+    marked = " ".join(f"<b>{word[:1]}</b>{word[1:]}" if number % 5 == 0 else word for number, word in enumerate(words))
+    marked = marked.replace(" and ", " &amp; ")
+    page = (
+        "<!DOCTYPE html><html><head><title>Site</title><style>p { color: red }</style></head><body>"
+        f"<nav><a href='/'>Home</a></nav><p>{marked}</p><script>var tracker = {{id: 1}};</script></body></html>"
+    )
+    refetched = page.replace("color: red", "margin: 0").replace("id: 1", "id: 2, session: 'x'")
+    (tmp_path / "page.html").write_text(page)
+    with gzip.open(tmp_path / "again.htm.gz", "wt") as zipped:
+        zipped.write(refetched)
+    visible = "Home " + " ".join(words).replace(" and ", " & ")
+    result = run("add", tmp_path / "page.html", tmp_path / "again.htm.gz", "--db", db, "--workers", "1")
+    assert result.exit_code == 0, result.output
+    with simdb.open(db, readonly=True) as database:
+        expected = database.fingerprint(visible)
+        assert {document.fingerprint for document in database.items()} == {expected}
+    assert run("hash", "-f", tmp_path / "page.html").stdout.split()[0] == f"0x{expected:016x}"
+
+
 def test_damaged_archive_is_reported_and_the_run_goes_on(tmp_path: Path, corpus: Path, db: str) -> None:
     broken = tmp_path / "broken.warc.gz"
     broken.write_bytes(b"this is not a WARC file at all\n" * 3)
