@@ -1,6 +1,6 @@
 """Copies that a reader calls the same text: found at a threshold by each text pipeline version.
 
-    python bench/bench_normalization.py [--docs 300] [--words 250] [--seed 0] [--threshold 0.9] [--versions 3,4,5]
+    python bench/bench_normalization.py [--docs 300] [--words 250] [--seed 0] [--threshold 0.9] [--versions 4,5,6]
 
 Generates documents of Zipfian words, a fifth of them accented (French/Spanish/German-like,
 plus Greek and Russian words), then for each document one copy of each kind a crawl meets:
@@ -17,7 +17,10 @@ plus Greek and Russian words), then for each document one copy of each kind a cr
 - ``apostrophes``: every apostrophe typed as an acute or a grave accent;
 - ``tracking``: the document's link shared with tracking parameters;
 - ``arabic``: the Arabic words as informal writing and a Persian keyboard spell them (ة as
-  ه and ى as ي at a word's end, ي as ی and ك as ک).
+  ه and ى as ي at a word's end, ي as ی and ك as ک);
+- ``escaped``: the text as a scraper that did not decode HTML leaves it: apostrophes as
+  ``&#39;`` or ``&rsquo;``, every other accented letter of Latin script as its named
+  reference (``&eacute;``), and one space in ten as ``&nbsp;``.
 
 Every document ends with a link to itself, and its words include contractions ("don't",
 "l'homme") and Arabic words.
@@ -31,6 +34,7 @@ kind and the false pairs.  Prints a Markdown table.
 from __future__ import annotations
 
 import argparse
+import html.entities
 import random
 import tempfile
 import time
@@ -129,6 +133,22 @@ def _arabic(text: str) -> str:
     return " ".join(words)
 
 
+def _escaped(text: str) -> str:
+    rng = random.Random(text)
+    out = []
+    for char in text:
+        name = html.entities.codepoint2name.get(ord(char))
+        if char == "'":
+            out.append(rng.choice(["&#39;", "&rsquo;"]))
+        elif char == " " and rng.random() < 0.1:
+            out.append("&nbsp;")
+        elif name is not None and char.isalpha() and rng.random() < 0.5:
+            out.append(f"&{name};")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
 COPIES = {
     "pdf": _pdf_layer,
     "unaccented": _strip_accents,
@@ -138,6 +158,7 @@ COPIES = {
     "apostrophes": _apostrophes,
     "tracking": _tracking,
     "arabic": _arabic,
+    "escaped": _escaped,
 }
 
 
@@ -180,7 +201,7 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=250)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threshold", type=float, default=0.9)
-    parser.add_argument("--versions", default="3,4,5", help="pipeline versions to compare, comma-separated")
+    parser.add_argument("--versions", default="4,5,6", help="pipeline versions to compare, comma-separated")
     arguments = parser.parse_args()
     texts = corpus(arguments.docs, arguments.words, arguments.seed)
     print(

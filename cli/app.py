@@ -345,7 +345,8 @@ IncludeFeaturelessOption = Annotated[
     bool,
     typer.Option(
         "--include-featureless",
-        help="Also pair documents with no features (empty, or no words): by default they are nobody's near-duplicates.",
+        help="Also pair documents with no features (blank, or only stop words): by default they are nobody's "
+        "near-duplicates.",
     ),
 ]
 
@@ -571,7 +572,8 @@ def add(
     valid UTF-8 (or --encoding) is decoded with replacement and counted.  A run that stores
     nothing creates no database.  Ctrl-C stops cleanly: every committed batch stays.  Ends
     with a summary line: added, replaced, skipped, failed, unchanged, and how many documents
-    had no words (featureless: stored, but never anyone's near-duplicate).
+    had nothing to fingerprint (featureless: blank, or only stop words; stored, but never anyone's
+    near-duplicate).
     """
     if not (paths or jsonl or fingerprints or files_from):
         raise usage_error(
@@ -804,7 +806,7 @@ def query(
         distance_limit = database.k if k is None else k
     output.write_records((match_record(match) for match in matches), MATCH_COLUMNS, shown_as, header=not no_header)
     if wordless:
-        err("simdb: the query text has no words (after normalisation and stop words), and such a text matches nothing")
+        err("simdb: the query text has nothing to fingerprint (it is blank, or only stop words), so it matches nothing")
         raise typer.Exit(EXIT_NOTHING_FOUND)
     if not matches:  # TSV and CSV have printed their header, as over matches
         err(f"simdb: no document {nearness(threshold, k if threshold is not None else distance_limit)}")

@@ -515,7 +515,7 @@ def print_summary(
 ) -> None:
     """The last line of ``add`` and ``import``: what was added, replaced, skipped and failed,
     how many were unchanged (stored already exactly so: not rewritten), and how many
-    documents had no features (empty, or no words: stored, but nobody's near-duplicate)."""
+    documents had no features (blank, or only stop words: stored, but nobody's near-duplicate)."""
     counts = counts or Counts()
     added, replaced, skipped = counts.added, counts.replaced, counts.skipped
     summary = {
@@ -544,7 +544,7 @@ def print_summary(
         if counts.pruned:
             line += f"; {'would prune' if dry_run else 'pruned'} {counts.pruned:,} whose files are gone"
         if counts.featureless:
-            line += f"; {counts.featureless:,} featureless (no words)"
+            line += f"; {counts.featureless:,} featureless (nothing to fingerprint)"
         if intake.decoded_with_replacement:
             line += f"; {intake.decoded_with_replacement:,} decoded with replacement"
         out(f"{line} ({seconds:.1f} s)" + ("; dry run: nothing was stored" if dry_run else ""))

@@ -631,7 +631,7 @@ class Database:
         ``threshold``, the candidates within :func:`candidate_distance` bits whose similarity
         is >= threshold, as :meth:`pairs` finds them.  A ``text`` query is compared by
         sketch with stored documents that have one; otherwise similarity is the
-        fingerprint's estimate; a text without features (empty, punctuation only) matches
+        fingerprint's estimate; a text without features (blank, or only stop words) matches
         nothing, as it pairs with nothing.  Cost: one range scan per table plus one read per match; a
         radius past the index's k (``k=7``, or a text query on minhash at 0.9 with the
         default k=5) probes every table at each prefix a few bits from the query's, or reads

@@ -34,11 +34,18 @@ The pipeline, applied to every text before any hashing:
    "don´t") are deleted as apostrophes are; tracking parameters (``utm_*``, ``fbclid`` and
    the like) are deleted from URLs; and a line-end hyphen join also crosses a form feed (a
    PDF's page break) and the other line breaks.
+   From version 6, first of all: HTML character references are decoded (``&amp;``,
+   ``&rsquo;``, ``&#39;``, ``&#x2019;``: named ones only with their semicolon, so "AT&T" and
+   "?a=1&b=2" stay), so text taken from web pages without its markup decoded is the text.
 4. **Punctuation and whitespace folding.**  A token is a maximal run of letters, digits and
    combining marks; everything else (punctuation, symbols, whitespace, underscore) only
    separates tokens.  Character shingles are taken over the tokens joined by single spaces.
    From version 2 a token starts with a letter or digit: a combining mark that follows
    punctuation, a symbol or a space is dropped with it rather than made a token of its own.
+   From version 6, a text with no token at all but some other visible characters (emoji,
+   symbols, punctuation: "🔥🔥🔥 😂😂😂") takes each of those characters as a token, so that
+   copies of it are each other's duplicates and different ones are not; only an empty or
+   blank text is featureless.  This is decided for the whole text, not chunk by chunk.
 5. **Scripts written without spaces** (Han, Hiragana, Katakana, Thai, Lao, Khmer, Myanmar)
    are split into one token per character when ``split_unspaced`` is true, so a Chinese
    paragraph does not collapse into one giant token; word n-gram shingles over those tokens
@@ -55,6 +62,7 @@ of non-space characters only when the run is longer than a whole chunk; such a m
 
 from __future__ import annotations
 
+import html
 import re
 import sys
 import unicodedata
@@ -67,10 +75,11 @@ from functools import cache
 #: without the diacritics and line-end hyphens of step 3.  Version 4 tokenises as version 3
 #: does; its English stop-word list keeps negations (:mod:`simdb.stopwords`).  Version 5 is
 #: version 4 with the folded letters, apostrophe marks, tracking parameters and line breaks
-#: of step 3.  All are kept so that databases made with them go on fingerprinting text as
-#: they always did.
-NORMALIZATION = 5
-NORMALIZATIONS = (1, 2, 3, 4, 5)
+#: of step 3.  Version 6 decodes HTML character references (step 3) and takes a wordless
+#: text's symbols as its tokens (step 4).  All are kept so that databases made with them go
+#: on fingerprinting text as they always did.
+NORMALIZATION = 6
+NORMALIZATIONS = (1, 2, 3, 4, 5, 6)
 
 #: Characters per chunk when streaming a long text.  About 45,000 English words, so the
 #: per-chunk arrays of the fingerprinter stay at a few megabytes.
@@ -370,13 +379,35 @@ def _token_finder(split_unspaced: bool, normalization: int = NORMALIZATION) -> r
     return re.compile(f"[{_UNSPACED_RANGES}]|{run}" if split_unspaced else run)
 
 
+#: An HTML character reference: a decimal or hex number, or a name, ending in a semicolon
+#: (the names HTML also takes without one, "&amp" or "&copy", are left: in "?a=1&copy=2"
+#: they are no reference).
+_CHARACTER_REFERENCE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+
+
+def references_decoded(text: str, normalization: int = NORMALIZATION) -> str:
+    """``text`` with its HTML character references decoded (version 6; earlier versions
+    return it as it is).  A text without "&" is only searched once; an unknown name stays
+    as written.  Every entry point of the pipeline calls it exactly once, first: decoding
+    twice would read "&amp;lt;" as "<".  O(len(text))."""
+    if normalization < 6 or "&" not in text:
+        return text
+    return _CHARACTER_REFERENCE.sub(lambda reference: html.unescape(reference.group()), text)
+
+
 def normalize(text: str, normalization: int = NORMALIZATION) -> str:
-    """Return ``text`` with lone surrogates replaced by U+FFFD, (from version 2) invisible
-    characters deleted and digits made ASCII, NFKC-normalised, casefolded, (from version 3)
-    with diacritics dropped and line-end hyphens joined, and with apostrophes deleted
-    (steps 1 to 3 of the module docstring).  O(len(text)); ASCII text is only lowercased,
-    its line-end hyphens joined and (version 5) its tracking parameters and grave accents
-    deleted (:func:`ascii_prepared`)."""
+    """Return ``text`` with (from version 6) its HTML character references decoded, lone
+    surrogates replaced by U+FFFD, (from version 2) invisible characters deleted and digits
+    made ASCII, NFKC-normalised, casefolded, (from version 3) with diacritics dropped and
+    line-end hyphens joined, and with apostrophes deleted (steps 1 to 3 of the module
+    docstring).  O(len(text)); ASCII text is only lowercased, its line-end hyphens joined
+    and (version 5) its tracking parameters and grave accents deleted
+    (:func:`ascii_prepared`)."""
+    return _normalized(references_decoded(text, normalization), normalization)
+
+
+def _normalized(text: str, normalization: int) -> str:
+    """:func:`normalize` of a text whose character references are decoded already."""
     if text.isascii():
         text = ascii_prepared(text, normalization).lower()
         return text.replace("'", "") if "'" in text else text
@@ -416,12 +447,29 @@ def tokenize(text: str, split_unspaced: bool = True, normalization: int = NORMAL
     """Return the tokens of ``text`` (the whole module pipeline, of version
     ``normalization``), in order.
 
-    The empty text and a text of punctuation only have no tokens.  O(len(text)) time and
-    memory; use :func:`iter_token_chunks` for texts too big to tokenise at once.
+    The empty text has no tokens, nor (before version 6) a text of punctuation or symbols
+    only; from version 6 such a text's tokens are its visible characters.  O(len(text)) time
+    and memory; use :func:`iter_token_chunks` for texts too big to tokenise at once.
     """
+    text = references_decoded(text, normalization)
+    tokens = decoded_tokens(text, split_unspaced, normalization)
+    return tokens if tokens or normalization < 6 else symbol_tokens(text, normalization)
+
+
+def decoded_tokens(text: str, split_unspaced: bool = True, normalization: int = NORMALIZATION) -> list[str]:
+    """The word tokens of ``text`` whose character references are decoded already (see
+    :func:`references_decoded`), without the symbol tokens of a wordless text: the
+    general path of :func:`tokenize`, for callers that decode a chunk themselves."""
     if text.isascii():
-        return _ASCII_TOKENS(normalize(text, normalization))
-    return _token_finder(split_unspaced, normalization).findall(normalize(text, normalization))
+        return _ASCII_TOKENS(_normalized(text, normalization))
+    return _token_finder(split_unspaced, normalization).findall(_normalized(text, normalization))
+
+
+def symbol_tokens(text: str, normalization: int = NORMALIZATION) -> list[str]:
+    """The tokens of a text without word tokens (version 6): each visible character of it
+    after normalisation (emoji, symbols, punctuation), so "👍" and "👎" differ.  ``text``'s
+    character references are decoded already.  O(len(text))."""
+    return [character for character in _normalized(text, normalization) if not character.isspace()]
 
 
 def has_unspaced(text: str) -> bool:
@@ -484,9 +532,16 @@ def iter_token_chunks(
     text: str, split_unspaced: bool = True, chunk_chars: int = CHUNK_CHARS, normalization: int = NORMALIZATION
 ) -> Iterator[list[str]]:
     """Yield the tokens of ``text`` chunk by chunk (see :func:`iter_chunks`); concatenated,
-    they are :func:`tokenize`'s result.  Memory is bounded by the chunk size."""
+    they are :func:`tokenize`'s result: a text without any word token (version 6) is read a
+    second time for its symbols.  Memory is bounded by the chunk size."""
+    any_words = False
     for piece in iter_chunks(text, chunk_chars, normalization):
-        yield tokenize(piece, split_unspaced, normalization)
+        tokens = decoded_tokens(references_decoded(piece, normalization), split_unspaced, normalization)
+        any_words = any_words or bool(tokens)
+        yield tokens
+    if not any_words and normalization >= 6:
+        for piece in iter_chunks(text, chunk_chars, normalization):
+            yield symbol_tokens(references_decoded(piece, normalization), normalization)
 
 
 def word_shingles(tokens: list[str], ngram: int) -> list[str]:

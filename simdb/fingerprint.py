@@ -70,7 +70,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
@@ -84,7 +84,15 @@ import numpy.typing as npt
 from simdb import features as _features_module
 from simdb.arrays import distinct
 from simdb.errors import FingerprinterError, InvalidInputError, WorkerDiedError
-from simdb.features import NORMALIZATION, NORMALIZATIONS, ascii_prepared, iter_chunks, tokenize
+from simdb.features import (
+    NORMALIZATION,
+    NORMALIZATIONS,
+    ascii_prepared,
+    decoded_tokens,
+    iter_chunks,
+    references_decoded,
+    symbol_tokens,
+)
 from simdb.keys import iterate
 from simdb.stopwords import STOPWORD_LISTS, stopword_list
 from simdb.validation import check_fingerprint, check_int, check_workers
@@ -519,8 +527,10 @@ class Fingerprinter:
       are formed (negations stay from pipeline version 4 on: "not" was one before it).
     * ``split_unspaced`` — give each character of Chinese, Japanese, Thai, ... its own token
       (word features only; character features never need it, so it is stored as ``True``).
-    * ``normalization`` — the version of :mod:`simdb.features`' text pipeline: 5 (the
-      default) is 4 with look-alike letters folded (a Cyrillic "а" in a Latin word, small
+    * ``normalization`` — the version of :mod:`simdb.features`' text pipeline: 6 (the
+      default) is 5 with HTML character references decoded (``&rsquo;``, ``&#39;``) and a
+      text without words fingerprinted by its symbols (emoji, punctuation); 5 is 4 with
+      look-alike letters folded (a Cyrillic "а" in a Latin word, small
       capitals, "ł" as "l", the Arabic letters informal and Persian writing interchange),
       grave and acute accents typed for an apostrophe deleted, URL tracking parameters
       deleted and line-end hyphens joined across a page break; 4 is 3 with the English
@@ -529,8 +539,9 @@ class Fingerprinter:
       a hyphen at a line end; 2 deletes invisible characters, makes every script's digits
       ASCII and reads "İ" as "i"; 1 is the pipeline of settings stored before versions.  A
       database keeps the version it was made with.  ASCII texts tokenise alike in all but
-      for the line-end hyphens of versions 3 to 5 and the grave accents and URL tracking
-      parameters of version 5.  Left out, it is
+      for the line-end hyphens of versions 3 on, the grave accents and URL tracking
+      parameters of version 5 on, and the character references and wordless texts of
+      version 6.  Left out, it is
       the current version, and opening a database with these settings takes the
       database's version (see :meth:`agrees_with`).
 
@@ -808,32 +819,48 @@ class Fingerprinter:
 
     # -- features -----------------------------------------------------------------------
 
-    def _piece_hashes(self, piece: str) -> UInt64Array:
+    def _piece_hashes(self, piece: str, symbols: bool | None = None) -> tuple[UInt64Array, bool]:
         """The (rows, lanes) token hashes of one chunk of text: one row per token after stop
         words are dropped, or for ``features="char"`` one row per character of the tokens
-        joined by single spaces.  O(len(piece))."""
+        joined by single spaces; and whether the piece has word tokens.  ``symbols``: None
+        for a whole text, whose symbols are its tokens if it has no words (version 6); False
+        for one chunk of a longer text (words only); True for its symbols.  O(len(piece))."""
         lanes = self._lanes()
         tokens: Sequence[str | bytes]
-        if piece.isascii():
+        piece = references_decoded(piece, self._normalization)
+        if symbols:
+            tokens = symbol_tokens(piece, self._normalization)
+            stop: frozenset[Any] = frozenset()
+        elif piece.isascii():
             # Fast path, same tokens as features.tokenize: one C pass lowercases, folds
             # every non-alphanumeric byte to a space and deletes apostrophes.
-            piece = ascii_prepared(piece, self._normalization)
-            tokens = piece.encode("ascii").translate(_ASCII_FOLD, b"'").split()
-            stop: frozenset[Any] = self._stopword_bytes
+            prepared = ascii_prepared(piece, self._normalization)
+            tokens = prepared.encode("ascii").translate(_ASCII_FOLD, b"'").split()
+            stop = self._stopword_bytes
         else:
-            tokens = tokenize(piece, self._split_unspaced and self._features != "char", self._normalization)
+            tokens = decoded_tokens(piece, self._split_unspaced and self._features != "char", self._normalization)
             stop = self._stopword_set
+        words = bool(tokens) and not symbols
+        if not tokens and symbols is None and self._normalization >= 6:
+            tokens, stop = symbol_tokens(piece, self._normalization), frozenset()
         if stop:
             tokens = [token for token in tokens if token not in stop]
         if self._features == "char":
-            return _char_hashes(
-                " ".join(token if isinstance(token, str) else token.decode("ascii") for token in tokens), lanes
-            )
-        return _token_hashes(tokens, lanes)
+            joined = " ".join(token if isinstance(token, str) else token.decode("ascii") for token in tokens)
+            return _char_hashes(joined, lanes), words
+        return _token_hashes(tokens, lanes), words
 
     def _feature_batches(self, text: str) -> Iterator[UInt64Array]:
         """Yield (rows, lanes) uint64 arrays of feature hashes, one row per occurrence, chunk
-        by chunk.  Memory is bounded by the chunk size whatever the text's length."""
+        by chunk.  Memory is bounded by the chunk size whatever the text's length.  A text
+        with no word token in any chunk (version 6) is read again for its symbols."""
+        emitted, words = yield from self._chunk_features(text, symbols=False)
+        if not words and not emitted and self._normalization >= 6:
+            yield from self._chunk_features(text, symbols=True)
+
+    def _chunk_features(self, text: str, symbols: bool) -> Generator[UInt64Array, None, tuple[bool, bool]]:
+        """:meth:`_feature_batches`' pass over the chunks of ``text`` for its words or its
+        symbols; returns whether it yielded features and whether any chunk had words."""
         lanes = self._lanes()
         ngram = self._ngram
         char_mode = self._features == "char"
@@ -841,8 +868,10 @@ class Fingerprinter:
         carry: UInt64Array = np.empty((0, lanes), dtype=np.uint64)
         seen_text = False
         emitted = False
+        words = False
         for piece in iter_chunks(text, _features_module.CHUNK_CHARS, self._normalization):
-            hashes = self._piece_hashes(piece)
+            hashes, piece_words = self._piece_hashes(piece, symbols)
+            words = words or piece_words
             if not hashes.shape[0]:
                 continue
             if char_mode and seen_text:
@@ -858,7 +887,9 @@ class Fingerprinter:
                 carry = hashes[max(0, hashes.shape[0] - ngram + 1) :]
         if not emitted and carry.shape[0]:
             # Fewer tokens than ngram, but some: one feature made of all of them.
+            emitted = True
             yield _shingle_hashes(carry, carry.shape[0])
+        return emitted, words
 
     def _lanes(self) -> int:
         """Hash lanes per token: two only for 128-bit SimHash; minwise hashing uses lane 0."""
@@ -869,7 +900,7 @@ class Fingerprinter:
         grouped by text, and the number of rows of each text.  The Python work is tokenising
         and one dict lookup per token; shingling is a fixed number of numpy passes over the
         whole batch.  O(total length)."""
-        arrays = [self._piece_hashes(text) for text in texts]
+        arrays = [self._piece_hashes(text)[0] for text in texts]
         ngram = self._ngram
         if len(arrays) == 1:
             # One text (the single-text API): skip the batch bookkeeping below.

@@ -182,7 +182,7 @@ def test_a_database_keeps_the_text_pipeline_version_it_was_made_with(db_path) ->
     other = db_path.parent / "new"
     with simdb.open(other) as db:  # a new database takes the current version
         db.add("fox", text=hyphenated)
-        assert db.fingerprinter.normalization == simdb.features.NORMALIZATION == 5
+        assert db.fingerprinter.normalization == simdb.features.NORMALIZATION == 6
         assert [(m.key, m.similarity) for m in db.query(text=TEXT)] == [("fox", 1.0)]
 
 
@@ -190,11 +190,11 @@ def test_a_query_by_a_text_without_features_matches_nothing(db_path) -> None:
     """Featureless texts never pair; a query by one listed every stored featureless
     document (fingerprint 0, distance 0) at similarity 0.0 (a probe found it)."""
     with simdb.open(db_path) as db:
-        db.add_texts([("empty", ""), ("dots", "..."), ("fox", TEXT)])
-        for query in ("", "!!!", " \n"):
+        db.add_texts([("empty", ""), ("dots", " \t "), ("fox", TEXT)])  # blank: featureless in every version
+        for query in ("", "\t", " \n"):
             assert db.query(text=query) == [] and db.query(text=query, k=5) == []
             assert db.query(text=query, threshold=0.1) == []
-        assert [[m.key for m in found] for found in db.query_many(texts=["!!!", TEXT])] == [[], ["fox"]]
+        assert [[m.key for m in found] for found in db.query_many(texts=["  ", TEXT])] == [[], ["fox"]]
         assert {m.key for m in db.query(0)} >= {"empty", "dots"}  # a bare fingerprint 0 still finds them
 
 

@@ -172,7 +172,8 @@ def test_pairs_run_at_any_k_beyond_the_index_k(db_path) -> None:
 
 
 def test_featureless_documents_are_counted_and_never_pair_unless_asked(db_path) -> None:
-    with simdb.open(db_path) as db:
+    # Punctuation-only texts were featureless before text pipeline version 6.
+    with simdb.open(db_path, fingerprinter=simdb.Fingerprinter(normalization=5)) as db:
         result = db.add_texts(
             [("empty", ""), ("dots", "..."), ("text", "a real text with some words in it"), ("bang", "!")]
         )
@@ -185,6 +186,27 @@ def test_featureless_documents_are_counted_and_never_pair_unless_asked(db_path) 
         assert db.query(text="", threshold=0.5) == []
         skipped = db.add_texts([("again", "")], if_new=True)
         assert (skipped.added, skipped.featureless, skipped.skipped) == (1, 1, [])
+
+
+def test_wordless_texts_pair_with_their_copies_only(db_path) -> None:
+    """An answers probe: "🔥🔥🔥 😂😂😂" posted twice was never a pair (featureless), and with
+    include_featureless every emoji-only post paired with every other at 1.0.  From text
+    pipeline version 6 such texts are fingerprinted by their symbols; a blank one is still
+    featureless."""
+    with simdb.open(db_path) as db:
+        result = db.add_texts(
+            [
+                ("fire", "🔥🔥🔥 😂😂😂"),
+                ("fire-again", "🔥🔥🔥  😂😂😂"),
+                ("up", "👍"),
+                ("down", "👎"),
+                ("blank", " \n"),
+            ]
+        )
+        assert (result.added, result.featureless) == (5, 1)
+        assert [pair[:2] for pair in db.pairs()] == [("fire", "fire-again")]
+        assert [pair[:2] for pair in db.pairs(include_featureless=True)] == [("fire", "fire-again")]
+        assert [match.key for match in db.query(text="👍", threshold=0.9)] == ["up"]
 
 
 def test_if_new_with_a_threshold_checks_the_batch_and_the_stored_documents(db_path) -> None:

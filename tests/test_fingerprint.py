@@ -10,6 +10,7 @@ reference implementation, not by the code under test.
 from __future__ import annotations
 
 import contextlib
+import html
 import math
 import multiprocessing
 import os
@@ -146,6 +147,13 @@ def ref_untracked(text: str) -> str:
     return "".join(kept)
 
 
+def ref_references_decoded(text: str) -> str:
+    """Version 6's first step: every HTML character reference that ends in a semicolon and
+    that HTML names (or numbers) decoded, each once."""
+    pieces = re.split(r"(&(?:#\d+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);)", text)
+    return "".join(html.unescape(piece) if number % 2 else piece for number, piece in enumerate(pieces))
+
+
 def ref_ascii_tokens(text: str, normalization: int = features_module.NORMALIZATION) -> list[str]:
     """Tokens of an ASCII text: from version 3, a word broken by a hyphen at a line end, the
     next line starting lowercase, is joined first (from version 5, the line break may be a
@@ -174,8 +182,12 @@ def ref_features(
     """Each feature as its list of tokens (characters for char features), in order."""
     if ngram is None:
         ngram = {"word": 1, "word-shingle": 3, "char": 5}[features]
-    if text.isascii():
-        tokens = ref_ascii_tokens(text, normalization)
+    decoded = ref_references_decoded(text) if normalization >= 6 else text
+    if decoded.isascii():
+        tokens = ref_ascii_tokens(decoded, normalization)
+        if not tokens and normalization >= 6:  # a wordless text: its visible characters, normalised
+            visible = ref_untracked(decoded).lower().replace("'", "").replace("`", "")
+            tokens = [char for char in visible if not char.isspace()]
     else:
         tokens = tokenize(text, split_unspaced and features != "char", normalization)
     if stopwords:
@@ -262,7 +274,7 @@ def test_defaults_are_the_documented_ones() -> None:
         "weights": "tf",
         "stopwords": None,
         "split_unspaced": True,
-        "normalization": 5,
+        "normalization": 6,
         "idf": None,
     }
     # Since issue #14: minhash by default, and SimHash weighs each distinct feature once.
@@ -275,7 +287,7 @@ def test_defaults_are_the_documented_ones() -> None:
         "weights": "binary",
         "stopwords": None,
         "split_unspaced": True,
-        "normalization": 5,
+        "normalization": 6,
         "idf": None,
     }
     assert Fingerprinter(kind="simhash").weights == "binary"
@@ -306,8 +318,25 @@ URL_PIECES = [
     '"',
     ",",
 ]
+# HTML character references, which version 6 decodes (some to non-ASCII text, some to
+# separators, one twice escaped, and ones it leaves: no semicolon, an unknown name).
+REFERENCE_PIECES = [
+    "&amp;",
+    "&rsquo;",
+    "&#39;",
+    "&#x2019;",
+    "&lt;",
+    "&nbsp;",
+    "&eacute;",
+    "&amp;lt;",
+    "&copy",
+    "&bogus;",
+]
 ASCII_TEXT = st.lists(
-    st.one_of(st.text(alphabet="abcXYZ019 '`.,!?-_\n\t\f\v", max_size=20), st.sampled_from(URL_PIECES)), max_size=10
+    st.one_of(
+        st.text(alphabet="abcXYZ019 '`.,!?-_\n\t\f\v", max_size=20), st.sampled_from(URL_PIECES + REFERENCE_PIECES)
+    ),
+    max_size=10,
 ).map("".join)
 UNICODE_TEXT = st.text(
     alphabet=st.sampled_from(
@@ -371,9 +400,14 @@ def test_ascii_fast_path_tokens_equal_general_path(text: str) -> None:
     # One non-ASCII word after the text sends it down the general path (normalize() of an
     # ASCII text takes the fast path itself; a review found the two paths deleting tracking
     # parameters and grave accents in another order than they join line-end hyphens).
+    # A wordless text's tokens are its symbols (version 6), which a word after it takes away.
     general = tokenize(text + " \u00e9t\u00e9")
     assert general[-1] == "ete"
-    assert tokenize(text) == general[:-1] == ref_ascii_tokens(text)
+    words = general[:-1]
+    assert (tokenize(text) if words else []) == words
+    decoded = ref_references_decoded(text)
+    if decoded.isascii():  # else a reference decoded to a letter the ASCII oracle cannot read
+        assert words == ref_ascii_tokens(decoded)
 
 
 @settings(max_examples=60, deadline=None)
@@ -435,7 +469,7 @@ def test_settings_stored_before_pipeline_versions_keep_version_1() -> None:
     stored = Fingerprinter().to_dict()
     del stored["normalization"]
     old = Fingerprinter.from_dict(stored)
-    assert old.normalization == 1 and old != Fingerprinter() and Fingerprinter().normalization == 5
+    assert old.normalization == 1 and old != Fingerprinter() and Fingerprinter().normalization == 6
     hyphenated = (
         "Auto\u00admo\u00adbil\u00adin\u00addus\u00adtrie und Zu\u00adlie\u00adfe\u00adrer mel\u00adden Re\u00adkord"
     )
@@ -446,7 +480,7 @@ def test_settings_stored_before_pipeline_versions_keep_version_1() -> None:
     # ASCII text takes the same path in both versions.
     assert [old.fingerprint(text) for text in CORPUS] == [Fingerprinter().fingerprint(text) for text in CORPUS]
     with pytest.raises(InvalidInputError, match="normalization"):
-        Fingerprinter(normalization=6)
+        Fingerprinter(normalization=7)
 
 
 def test_tokenize_normalises() -> None:
@@ -457,7 +491,8 @@ def test_tokenize_normalises() -> None:
     assert tokenize("東京都 abc") == ["東", "京", "都", "abc"]
     assert tokenize("東京都 abc", split_unspaced=False) == ["東京都", "abc"]
     assert tokenize("a\ud800b") == ["a", "b"]  # a lone surrogate separates like punctuation
-    assert tokenize("...!!! \n\t") == []
+    assert tokenize("...!!! \n\t", normalization=5) == [] == tokenize(" \n\t")
+    assert tokenize("...!!! \n\t") == [".", ".", ".", "!", "!", "!"]
 
 
 # Letters of Latin, Greek and Cyrillic text with and without diacritics, capitals included.
@@ -565,7 +600,9 @@ def test_unspaced_scripts_do_not_collapse_to_one_feature() -> None:
 
 def test_edge_cases_have_defined_results() -> None:
     assert simhash("") == 0
-    assert simhash("!!! ... ---") == 0
+    assert simhash(" \t\n ") == simhash("!!! ... ---", normalization=5) == 0
+    # From version 6 a wordless text is fingerprinted by its symbols.
+    assert simhash("!!! ... ---") == ref_simhash("!!! ... ---") != 0
     assert simhash("the of and", stopwords="english") == 0
     assert simhash("Hello!") == ref_feature_hash(["hello"], 64)  # one token: its feature hash
     assert simhash("a\ud800b") == simhash("a b")
@@ -1158,3 +1195,39 @@ def test_a_killed_pool_worker_is_a_worker_died_error(monkeypatch: pytest.MonkeyP
     texts = [f"text number {number} of a few words" for number in range(2000)]
     with pytest.raises(WorkerDiedError, match="ended abruptly"):
         Fingerprinter().fingerprint_many(iter(texts) if shipped else texts, workers=2)
+
+
+def test_version_6_decodes_character_references_once() -> None:
+    """An answers probe: text taken from web pages with its references left in ("doesn&#39;t",
+    "&amp;", "&rsquo;") lost the words they were in (J 0.32-0.62 against the plain text)."""
+    text = "don&rsquo;t &amp; AT&T ?a=1&copy=2 &#39;x&#x2019;s &lt;b&gt; &amp;lt; &bogus;"
+    assert tokenize(text) == ["dont", "at", "t", "a", "1", "copy", "2", "xs", "b", "lt", "bogus"]
+    assert tokenize("a &amp; b", normalization=5) == ["a", "amp", "b"]  # older versions read as before
+    fingerprinter = Fingerprinter()
+    assert fingerprinter.fingerprint_and_sketch("Caf&eacute; &amp; don&rsquo;t stop") == (
+        fingerprinter.fingerprint_and_sketch("Café & don’t stop")
+    )
+    assert normalize("&amp;lt;") == "&lt;"  # once, not twice
+
+
+def test_version_6_reads_a_wordless_text_by_its_symbols_decided_for_the_whole_text() -> None:
+    """An answers probe: emoji-only posts were featureless, so a repost was nobody's
+    duplicate, and with include_featureless every such post paired with every other."""
+    fingerprinter = Fingerprinter()
+    assert fingerprinter.fingerprint("🔥🔥🔥 😂😂😂") == fingerprinter.fingerprint("🔥🔥🔥   😂😂😂") != 0
+    assert fingerprinter.jaccard("👍", "👎") == 0.0 and fingerprinter.jaccard("!!!", "----") == 0.0
+    assert fingerprinter.fingerprint_and_sketch(" \t\n") == (0, b"")
+    assert Fingerprinter(normalization=5).fingerprint_and_sketch("🔥🔥🔥") == (0, b"")
+    wordless = "🔥 😂 ! ? ... " * 40
+    worded = "alpha beta gamma delta " + "!!! ??? " * 40  # words in its first chunk only
+    whole = [fingerprinter.fingerprint_and_sketch(text) for text in (wordless, worded)]
+    assert whole[1] == fingerprinter.fingerprint_and_sketch("alpha beta gamma delta")
+    original = features_module.CHUNK_CHARS
+    features_module.CHUNK_CHARS = 12  # every text through the chunked path
+    try:
+        assert [fingerprinter.fingerprint_and_sketch(text) for text in (wordless, worded)] == whole
+        for text in (wordless, worded):
+            chunks = list(features_module.iter_token_chunks(text, chunk_chars=12))
+            assert len(chunks) > 10 and [token for chunk in chunks for token in chunk] == tokenize(text)
+    finally:
+        features_module.CHUNK_CHARS = original

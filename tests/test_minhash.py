@@ -113,7 +113,8 @@ MINHASH_SETTINGS = st.fixed_dictionaries(
 
 PINNED = [
     ("", {}, 0, b""),
-    ("... !!", {"features": "char"}, 0, b""),
+    ("... !!", {"features": "char", "normalization": 5}, 0, b""),
+    (" \t\n ", {"features": "char"}, 0, b""),
 ]
 
 
