@@ -801,7 +801,7 @@ def _json_object(line: bytes, where: str, intake: Intake, source: str) -> dict[s
         intake.fail(where, str(exc), source)
         return None
     if not isinstance(record, dict):
-        intake.fail(where, f"a JSON {type(record).__name__}, not an object", source)
+        intake.fail(where, f"a JSON {_json_type(record)}, not an object", source)
         return None
     if _SURROGATE_ESCAPE.search(text):  # rare; only then is the scrub worth its cost
         scrubbed = _scrub(record)
@@ -838,7 +838,7 @@ def read_jsonl(
                 if text is None:
                     cause = _absent(text_field, record)
                 else:
-                    cause = f"{text_field!r} is a JSON {type(text).__name__}, not a string"
+                    cause = f"{text_field!r} is a JSON {_json_type(text)}, not a string"
                 intake.fail(where, cause, name)
                 continue
             raw_key = record.get(id_field)
@@ -851,7 +851,7 @@ def read_jsonl(
                     warned_missing_id = True
                 raw_key = f"{key_name}:{number}"
             elif not isinstance(raw_key, str) and not is_int(raw_key):
-                intake.fail(where, f"{id_field!r} is a JSON {type(raw_key).__name__}, not a string or integer", name)
+                intake.fail(where, f"{id_field!r} is a JSON {_json_type(raw_key)}, not a string or integer", name)
                 continue
             key = _valid_key(str(raw_key), where, intake, name)
             if key is None:
@@ -952,6 +952,15 @@ def _msgpack_meta(encoded: Any, where: str, intake: Intake, source: str) -> Any:
     except InvalidInputError as exc:
         intake.fail(where, error_message(exc, hint=False), source)
     return _REFUSED
+
+
+#: JSON's names of the types json.loads makes (a message about a line speaks JSON, not Python).
+_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+
+
+def _json_type(value: Any) -> str:
+    """What JSON calls the type of a value json.loads made: "array", not "list"."""
+    return "null" if value is None else _JSON_TYPES.get(type(value), type(value).__name__)
 
 
 def read_fingerprint_tsv(

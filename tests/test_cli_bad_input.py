@@ -857,3 +857,14 @@ def test_a_bad_plan_is_named_before_any_input_is_read(tmp_path: Path, command: s
         result = run(command, tmp_path / "missing.txt", *options, "--db", tmp_path / "db")
         assert result.exit_code == 2 and said in result.stderr and "missing.txt" not in result.stderr, result.stderr
         assert not (tmp_path / "db").exists()
+
+
+def test_jsonl_lines_of_the_wrong_type_are_named_in_json_terms(tmp_path: Path) -> None:
+    """Found by a docs probe: a line that was an array said 'a JSON list', a string 'a JSON
+    str' (Python's names); a message about JSON uses JSON's."""
+    source = tmp_path / "bad.jsonl"
+    source.write_text('[1, 2]\n"text"\n{"id": "a", "text": 5}\n{"id": [1], "text": "x"}\n{"id": "b", "text": null}\n')
+    stderr = run("add", "--jsonl", source, "--db", tmp_path / "db").stderr
+    for said in ("a JSON array, not an object", "a JSON string, not an object", "'text' is a JSON number"):
+        assert said in stderr, stderr
+    assert "'id' is a JSON array" in stderr and "list" not in stderr and " str," not in stderr
