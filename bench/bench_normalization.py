@@ -25,6 +25,10 @@ plus Greek and Russian words), then for each document one copy of each kind a cr
 Every document ends with a link to itself, and its words include contractions ("don't",
 "l'homme") and Arabic words.
 
+A second table: ``--wordless N`` posts without words (emoji, symbols and punctuation, 1 to 8
+of them, all different), each with a copy spaced otherwise, as reposts and replies are; a
+copy found is one paired with its source, and any other pair is false.
+
 Truth is by construction (a copy and its source are the same text); a pair between two
 different documents is a false pair.  For each ``normalization`` version the benchmark adds
 every text to a fresh database and counts, among ``pairs(threshold=t)``, the copies found per
@@ -175,6 +179,39 @@ def corpus(docs: int, words: int, seed: int) -> list[tuple[str, str]]:
     return texts
 
 
+_SYMBOLS = [*"🔥😂👍👎❤🙏🎉😭😍🤔👀💯✨🙌😅🥲!?.-+*#~=<>/", "...", ":)", ":(", ";)"]
+
+
+def wordless_posts(posts: int, seed: int) -> list[tuple[str, str]]:
+    """``posts`` different wordless posts and a copy of each with other spacing."""
+    rng = random.Random(seed)
+    seen: set[str] = set()
+    texts = []
+    while len(seen) < posts:
+        symbols = rng.choices(_SYMBOLS, k=rng.randint(1, 8))
+        source = "".join(symbols)
+        if source in seen:
+            continue
+        seen.add(source)
+        texts.append((f"post{len(seen)}", source))
+        texts.append((f"post{len(seen)}:copy", " ".join(symbols) + " "))
+    return texts
+
+
+def measure_wordless(texts: list[tuple[str, str]], normalization: int, threshold: float) -> tuple[float, int, int]:
+    """Share of copies paired with their source, false pairs, featureless documents."""
+    with tempfile.TemporaryDirectory() as directory:
+        fingerprinter = simdb.Fingerprinter(normalization=normalization)
+        with simdb.open(f"{directory}/db", fingerprinter=fingerprinter) as db:
+            featureless = db.add_texts(texts).featureless
+            found = false_pairs = 0
+            for pair in db.pairs(threshold=threshold):
+                same = pair.key_a.partition(":")[0] == pair.key_b.partition(":")[0]
+                found += same
+                false_pairs += not same
+    return found / (len(texts) // 2), false_pairs, featureless
+
+
 def measure(texts: list[tuple[str, str]], normalization: int, threshold: float) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as directory:
         fingerprinter = simdb.Fingerprinter(normalization=normalization)
@@ -202,6 +239,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threshold", type=float, default=0.9)
     parser.add_argument("--versions", default="4,5,6", help="pipeline versions to compare, comma-separated")
+    parser.add_argument("--wordless", type=int, default=1000, help="wordless posts of the second table (0: none)")
     arguments = parser.parse_args()
     texts = corpus(arguments.docs, arguments.words, arguments.seed)
     print(
@@ -214,6 +252,14 @@ def main() -> None:
         row = measure(texts, version, arguments.threshold)
         shares = " | ".join(f"{row[kind]:.3f}" for kind in COPIES)
         print(f"| {version} | {shares} | {row['false']:.0f} | {row['seconds']:.2f} |")
+    if arguments.wordless:
+        posts = wordless_posts(arguments.wordless, arguments.seed)
+        print(f"\n# {arguments.wordless} wordless posts and a copy of each, threshold {arguments.threshold}")
+        print("| normalization | copies paired with their source | false pairs | featureless documents |")
+        print("|---|---|---|---|")
+        for version in map(int, arguments.versions.split(",")):
+            share, false_pairs, featureless = measure_wordless(posts, version, arguments.threshold)
+            print(f"| {version} | {share:.3f} | {false_pairs} | {featureless} |")
 
 
 if __name__ == "__main__":
