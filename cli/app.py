@@ -1309,6 +1309,10 @@ def remove(
     paths: PathsOption = False,
     key_base: KeyBaseOption = None,
     null: KeysNullOption = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Report what would be removed, and remove nothing (the database is only read)."),
+    ] = False,
     db: DbOption = DEFAULT_DB_PATH,
     json_output: JsonOption = False,
     debug: DebugOption = False,
@@ -1323,7 +1327,7 @@ def remove(
     intake = reporting_intake(json_output, print_notice)
     wanted = wanted_keys(keys, intake, null=null, paths=paths, key_base=key_base)
     unique = list(dict.fromkeys(wanted))
-    with open_existing(db, readonly=False) as database:
+    with open_existing(db, readonly=dry_run) as database:
         missing: list[str] = []  # the first few keys not stored, to name them
         storable: list[str] = []
         for key in unique:
@@ -1347,7 +1351,7 @@ def remove(
             ),
             None,
         )
-        removed = database.remove_many(storable)
+        removed = sum(key in database for key in storable) if dry_run else database.remove_many(storable)
     not_found = len(unique) - removed
     if as_path is not None:
         err(
@@ -1357,9 +1361,10 @@ def remove(
     missing = missing[:not_found]
     if json_output:
         failures = {"failed": intake.failed} if intake.failed else {}
-        out(json_line({"removed": removed, "not_found": not_found, "not_found_keys": missing, **failures}))
+        done = {"dry_run": True} if dry_run else {}
+        out(json_line({"removed": removed, "not_found": not_found, "not_found_keys": missing, **failures, **done}))
     else:
-        line = f"removed {counted(removed, 'document')}"
+        line = f"{'would remove' if dry_run else 'removed'} {counted(removed, 'document')}"
         if not_found:
             verb = "was" if not_found == 1 else "were"
             line += f"; {counted(not_found, 'key')} {verb} not stored: {named_some(missing, not_found)}"
@@ -1750,6 +1755,7 @@ def export(
             written = export_parquet(database, output_path)
         err(f"exported {counted(written, 'document')} (key, fingerprint) to {output_path}")
         return
+    written = 0
     try:
         with open_existing(db) as database, output_file(output_path) as stream:
             if file_format == "jsonl":
@@ -1772,6 +1778,7 @@ def export(
                     if sketch is not None:
                         record["sketch"] = export_sketch(sketch)
                     stream.write(json_line(record) + "\n")
+                    written += 1
             else:
                 for position, (document, sketch) in enumerate(database.sketched_items(snapshot=True)):
                     if position == 0 and document.key.startswith("\ufeff"):
@@ -1789,11 +1796,14 @@ def export(
                     if sketch is not None:
                         column += f"\t{TSV_SKETCH_PREFIX}{export_sketch(sketch)}"
                     stream.write(f"{document.key}\t{hex_fingerprint(document.fingerprint)}\t{column}\n")
+                    written += 1
     except BrokenPipeError:
         raise
     except OSError as error:  # writing, closing or renaming the output
         name = "<stdout>" if output_path == "-" else output_path
         raise simdb.InvalidInputError(f"cannot write {name}: {error.strerror or error}") from None
+    if output_path != "-":  # on stdout the data is all there is, as a pipe wants it
+        err(f"exported {counted(written, 'document')} to {output_path}")
 
 
 @app.command("import")

@@ -651,6 +651,22 @@ def test_remove_keys_and_keys_from_stdin(filled: str, corpus: Path) -> None:
     assert nothing.exit_code == 1 and "removed 0 documents; 1 key was not stored: 'no-such-key'" in nothing.stdout
 
 
+def test_remove_dry_run_says_what_it_would_remove_and_removes_nothing(filled: str) -> None:
+    """A docs probe: add had --dry-run, remove (the command that deletes) had none."""
+    before = stored_keys(filled)
+    present = sorted(before)[:2]
+    tried = run("remove", *present, "no-such-key", "--dry-run", "--db", filled)
+    assert tried.exit_code == 0, tried.stderr
+    assert tried.stdout.startswith("would remove 2 documents; 1 key was not stored: 'no-such-key'"), tried.stdout
+    assert json_lines(run("remove", *present, "--dry-run", "--json", "--db", filled).stdout) == [
+        {"removed": 2, "not_found": 0, "not_found_keys": [], "dry_run": True}
+    ]
+    assert stored_keys(filled) == before
+    assert run("remove", "no-such-key", "--dry-run", "--db", filled).exit_code == 1
+    assert run("remove", *present, "--db", filled).stdout.startswith("removed 2 documents")
+    assert stored_keys(filled) == before - set(present)
+
+
 def test_keys_0_feeds_get_and_remove_0(tmp_path: Path) -> None:
     """`simdb keys -0 | simdb remove -` kept each NUL in its key, and remove had no -0, so a
     key holding a line break could not be removed through stdin (a probe found it)."""
