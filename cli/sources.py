@@ -454,6 +454,11 @@ def _walk(
             yield Input(entry.path, kind_of_name(entry.name), size, canonical_key(entry.path, rules.key_base))
         if rules.recursive:
             pending.extend(reversed(subdirectories))
+        elif subdirectories:  # said, as hidden files are: a tree read one level deep by mistake
+            intake.notice(
+                directory,
+                f"{counted(len(subdirectories), 'subdirectory', 'subdirectories')} not read (-r reads them)",
+            )
     if hidden:
         intake.notice(
             top,
