@@ -345,8 +345,8 @@ IncludeFeaturelessOption = Annotated[
     bool,
     typer.Option(
         "--include-featureless",
-        help="Also pair documents with no features (blank, or only stop words): by default they are nobody's "
-        "near-duplicates.",
+        help="Also pair documents with no features (nothing to fingerprint: a blank text, say): by default they "
+        "are nobody's near-duplicates.",
     ),
 ]
 
@@ -361,9 +361,16 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def check_new_plan(db: str, k: int | None, blocks: int | None) -> None:
+    """Refuse a bad -k or --blocks for the database ``db`` would create, before any input is
+    read (the database itself is made when the first document is ready).  O(1)."""
+    if is_new_database(db):
+        new_plan(k, blocks)
+
+
 def open_existing(path: str, *, readonly: bool = True) -> simdb.Database:
     """Open a database that must already exist, with a message that says how to make one."""
-    if not os.path.exists(path):
+    if not os.path.lexists(path):  # a link to nothing is named as one by open
         raise NotADatabaseError(
             f"no database at {path}", "add documents with `simdb add`, or point --db / $SIMDB_PATH at one"
         )
@@ -572,7 +579,7 @@ def add(
     valid UTF-8 (or --encoding) is decoded with replacement and counted.  A run that stores
     nothing creates no database.  Ctrl-C stops cleanly: every committed batch stays.  Ends
     with a summary line: added, replaced, skipped, failed, unchanged, and how many documents
-    had nothing to fingerprint (featureless: blank, or only stop words; stored, but never anyone's
+    had nothing to fingerprint (featureless: a blank text, say; stored, but never anyone's
     near-duplicate).
     """
     if not (paths or jsonl or fingerprints or files_from):
@@ -584,8 +591,7 @@ def add(
     stdin_read_once(
         ("PATHS", paths), ("--files-from", files_from), ("--jsonl", jsonl), ("--fingerprints", fingerprints)
     )
-    if is_new_database(db):
-        new_plan(k, blocks)  # a bad -k or --blocks is said before any input is read
+    check_new_plan(db, k, blocks)
     rules = path_rules(recursive, glob, exclude, key_base, hidden)
     text_encoding = encoding_of(encoding)
     intake = reporting_intake(json_output, quiet_or(print_notice, quiet))
@@ -718,7 +724,7 @@ def query(
             "-t",
             help="Report only documents at least this similar (0 < t <= 1): the candidates within the distance the "
             "threshold calls for (past the index's k, probes of nearby prefixes or a scan of every stored fingerprint, "
-            "whichever is cheaper; -k keeps the index's radius). "
+            "whichever is cheaper; -k sets the radius instead, at the index's speed up to its k). "
             "Without it, every document within k bits.",
             show_default=False,
         ),
@@ -806,7 +812,7 @@ def query(
         distance_limit = database.k if k is None else k
     output.write_records((match_record(match) for match in matches), MATCH_COLUMNS, shown_as, header=not no_header)
     if wordless:
-        err("simdb: the query text has nothing to fingerprint (it is blank, or only stop words), so it matches nothing")
+        err("simdb: the query text has nothing to fingerprint under the database's text settings: it matches nothing")
         raise typer.Exit(EXIT_NOTHING_FOUND)
     if not matches:  # TSV and CSV have printed their header, as over matches
         err(f"simdb: no document {nearness(threshold, k if threshold is not None else distance_limit)}")
@@ -1629,9 +1635,10 @@ def hash_command(
         typer.Option(
             "--file",
             "-f",
-            help="Fingerprint this file's text instead ('-' for stdin), or each file of this directory; repeatable. "
-            "Files are read as add reads them (gunzipped if named .gz; JSONL and WARC files hold one document per "
-            "line or record, printed with its key).",
+            help="Fingerprint this file's text instead ('-' for stdin), or each file of this directory (not its "
+            "subdirectories); repeatable. Files are read as add reads them by default (gunzipped if named .gz; HTML "
+            "files as their visible text; JSONL files, with their 'id' and 'text' fields, and WARC files hold one "
+            "document per line or record, printed with its key).",
             show_default=False,
         ),
     ] = None,
@@ -1691,15 +1698,17 @@ def _hashed_texts(
 ) -> Iterator[tuple[dict[str, str], str]]:
     """The texts ``hash`` fingerprints, each with where it came from: the TEXT argument (or
     stdin's, for "-") alone, else every document of the --file arguments in their order, read
-    as ``query --file`` reads them (a directory's files, a .gz file gunzipped, one document
-    per JSONL line or WARC record, keyed as add keys it; a pipe named there); an input that
-    cannot be read is reported and counted in ``intake``."""
+    as ``query --file`` reads them (a directory's files, a .gz file gunzipped, an HTML file's
+    visible text, one document per JSONL line or WARC record, keyed as add keys it; a pipe
+    named there), of any size; an input that cannot be read is reported and counted in
+    ``intake``."""
     if not files:
         yield {}, read_argument_text(text or "", encoding)
         return
     for name in files:
         for found in query_inputs([name], intake, rules=PathRules(), files_from=[], null=False):
-            for key, content, _, _ in read_documents([found], intake, DEFAULT_MAX_DOC_BYTES, encoding=encoding):
+            # No size limit: hash TEXT and hash - have none, and a text streams in chunks.
+            for key, content, _, _ in read_documents([found], intake, None, encoding=encoding):
                 one_document = found.kind in (TEXT, HTML)
                 yield ({"file": found.path} if one_document else {"file": found.path, "key": key}), content
 
@@ -1853,8 +1862,7 @@ def import_command(
     if checked_threshold(threshold) is not None and not if_new:
         raise usage_error("--threshold goes with --if-new (import stores every document otherwise)")
     stdin_read_once(*(("FILES", [name]) for name in files))
-    if (k is not None or blocks is not None) and is_new_database(db):
-        new_plan(k, blocks)  # a bad -k or --blocks is said before any input is read
+    check_new_plan(db, k, blocks)
     intake = reporting_intake(json_output, quiet_or(print_notice, quiet))
     inputs = stream_inputs(files, "export", intake)
     header = ExportHeader()

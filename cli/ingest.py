@@ -515,7 +515,7 @@ def print_summary(
 ) -> None:
     """The last line of ``add`` and ``import``: what was added, replaced, skipped and failed,
     how many were unchanged (stored already exactly so: not rewritten), and how many
-    documents had no features (blank, or only stop words: stored, but nobody's near-duplicate)."""
+    documents had no features (nothing to fingerprint: stored, but nobody's near-duplicate)."""
     counts = counts or Counts()
     added, replaced, skipped = counts.added, counts.replaced, counts.skipped
     summary = {

@@ -34,7 +34,7 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from simdb import InvalidInputError, InvalidKeyError, SimdbError, codec, parse_fingerprint
 from simdb.errors import DASK_INSTALL_HINT, KeyProblem
-from simdb.features import NORMALIZATION
+from simdb.features import NORMALIZATION, references_escaped
 from simdb.fingerprint import SKETCH_BYTES
 from simdb.keys import check_key, describe
 from simdb.storage import Storage
@@ -1051,7 +1051,9 @@ class _TextExtractor(HTMLParser):
     Any tag but an inline one (``<b>``, ``<a>``, ``<span>``, ...) separates words, so
     ``<p>one</p><p>two</p>`` is "one two" while ``<b>Im</b>portant`` stays one word."""
 
-    _HIDDEN = frozenset({"script", "style", "noscript", "template", "head"})
+    # The head's only text is its title; named rather than "head", whose end tag HTML lets a
+    # page leave out (a review: such a page's whole body was hidden).
+    _HIDDEN = frozenset({"script", "style", "noscript", "template", "title"})
     _INLINE = frozenset(
         {
             "a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "del", "dfn", "em", "font", "i", "ins", "kbd",
@@ -1083,12 +1085,15 @@ class _TextExtractor(HTMLParser):
 
 
 def html_to_text(html: str) -> str:
-    """The visible text of ``html``, whitespace-separated (see :class:`_TextExtractor`).
-    O(len(html))."""
+    """The visible text of ``html``, whitespace-separated (see :class:`_TextExtractor`), what
+    looks like a character reference in it escaped so that the text pipeline, which decodes
+    references (version 6), reads it as shown.  O(len(html))."""
     extractor = _TextExtractor()
     extractor.feed(html)
     extractor.close()
-    return " ".join("".join(extractor.parts).split())
+    # The parser decoded the page's references; what still looks like one is visible text
+    # ("write &lt;p&gt;"), which the text pipeline must not decode a second time.
+    return references_escaped(" ".join("".join(extractor.parts).split()))
 
 
 def _charset(content_type: str) -> str:

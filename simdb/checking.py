@@ -16,7 +16,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from simdb.errors import RESTORE_HINT, CorruptDatabaseError, StorageError
+from simdb import errors
+from simdb.errors import RESTORE_HINT, CorruptDatabaseError, DatabaseError, StorageError
 
 
 @dataclass
@@ -51,9 +52,9 @@ _READING_CRASHES = (signal.SIGABRT, signal.SIGBUS, signal.SIGSEGV)
 
 def check_in_child(path: str) -> CheckReport:
     """``Database.check()`` of the database at ``path``, run in a child process that opens it
-    read-only (so it sees the last committed state, as any reader does).  A simdb error of
-    the check comes back as a CorruptDatabaseError if it was one, else a StorageError, with
-    its message and hint; a child that a damaged page crashed raises CorruptDatabaseError
+    read-only (so it sees the last committed state, as any reader does).  A database error
+    of the check comes back as its own class, with its message and hint (any other as a
+    StorageError); a child that a damaged page crashed raises CorruptDatabaseError
     with what LMDB printed, one killed from outside (the OOM killer) StorageError, one
     interrupted KeyboardInterrupt.  Costs a Python start (about half a second) besides the
     check."""
@@ -84,6 +85,18 @@ def check_in_child(path: str) -> CheckReport:
         raise StorageError(f"check failed in its own process: {said[-1] if said else child.returncode}", path=path)
     outcome = json.loads(child.stdout)
     if "error" in outcome:
-        damage = outcome["error"] == CorruptDatabaseError.__name__
-        raise (CorruptDatabaseError if damage else StorageError)(outcome["message"], outcome["hint"], path=path)
+        raise _same_error(outcome["error"], outcome["message"], outcome["hint"], path)
     return CheckReport(**outcome["report"])
+
+
+def _same_error(name: str, message: str, hint: str | None, path: str) -> DatabaseError:
+    """The child's error as the class it was (PermissionDeniedError, FormatVersionError,
+    ...), where it is a database error made of a message, a hint and a path; else a
+    StorageError with the same words."""
+    kind = getattr(errors, name, None)
+    if isinstance(kind, type) and issubclass(kind, DatabaseError):
+        try:
+            return kind(message, hint, path=path)
+        except TypeError:  # a class that needs fields of its own
+            pass
+    return StorageError(message, hint, path=path)

@@ -126,13 +126,14 @@ class InvalidFingerprintError(InvalidInputError):
 
 
 class DistanceError(InvalidInputError):
-    """A query asked for a Hamming distance the index cannot answer exactly, or a distance
-    that is not an int >= 0."""
+    """A Hamming distance that is none (not an int in [0, 64]), or one a plan cannot search
+    (:class:`DistanceTooLargeError`)."""
 
 
 class DistanceTooLargeError(DistanceError):
-    """A query asked for a distance ``value`` above ``largest``, the largest the index (or
-    plan) can answer exactly."""
+    """A search over a :class:`~simdb.plan.TablePlan` (``simdb.allpairs``' plan functions)
+    asked for a distance ``value`` above ``largest``, the plan's k.  A database's queries
+    answer any distance (past the index's k, more slowly), so they never raise it."""
 
     def __init__(self, message: str, hint: str | None = None, *, value: int, largest: int) -> None:
         super().__init__(message, hint, argument="k", value=value, expected=f"a distance in [0, {largest}]")
@@ -236,12 +237,6 @@ class ReadOnlyError(DatabaseError):
     default_remedy = Remedy.OPEN_WRITABLE
 
 
-class ReadOnlyFileSystemError(DatabaseError):
-    """A database on a read-only file system (EROFS: a read-only mount, a container image)
-    was opened writable (remedy: OPEN_READONLY), or one was to be created there.  Read-only
-    opens work there."""
-
-
 class PermissionDeniedError(DatabaseError):
     """The system refused this process access to a database file (EACCES), typically one
     another user made: LMDB writes its lock file even to read, so a reader needs write
@@ -304,6 +299,12 @@ class DiskFullError(DatabaseError):
 
 class StorageError(DatabaseError):
     """Any other failure reported by LMDB or the operating system."""
+
+
+class ReadOnlyFileSystemError(StorageError):
+    """A database on a read-only file system (EROFS: a read-only mount, a container image)
+    was opened writable (remedy: OPEN_READONLY), or one was to be created there.  Read-only
+    opens work there."""
 
 
 class AlreadyOpenError(StorageError):

@@ -42,10 +42,12 @@ The pipeline, applied to every text before any hashing:
    separates tokens.  Character shingles are taken over the tokens joined by single spaces.
    From version 2 a token starts with a letter or digit: a combining mark that follows
    punctuation, a symbol or a space is dropped with it rather than made a token of its own.
-   From version 6, a text with no token at all but some other visible characters (emoji,
-   symbols, punctuation: "🔥🔥🔥 😂😂😂") takes each of those characters as a token, so that
-   copies of it are each other's duplicates and different ones are not; only an empty or
-   blank text is featureless.  This is decided for the whole text, not chunk by chunk.
+   From version 6, a text with no token at all but punctuation or symbols (emoji too:
+   "🔥🔥🔥 😂😂😂") takes each of those characters as a token, so that copies of it are each
+   other's duplicates and different ones are not; a blank text stays featureless, and so
+   does one holding U+FFFD or a lone surrogate (a text read in the wrong encoding, whose
+   punctuation alone would make it every other such text's duplicate).  This is decided for
+   the whole text, not chunk by chunk.
 5. **Scripts written without spaces** (Han, Hiragana, Katakana, Thai, Lao, Khmer, Myanmar)
    are split into one token per character when ``split_unspaced`` is true, so a Chinese
    paragraph does not collapse into one giant token; word n-gram shingles over those tokens
@@ -62,11 +64,13 @@ of non-space characters only when the run is longer than a whole chunk; such a m
 
 from __future__ import annotations
 
+import functools
 import html
+import html.entities
 import re
 import sys
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 
 #: The version of the pipeline that new fingerprinters use.  Version 1 (the settings stored
@@ -387,12 +391,30 @@ _CHARACTER_REFERENCE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-
 
 def references_decoded(text: str, normalization: int = NORMALIZATION) -> str:
     """``text`` with its HTML character references decoded (version 6; earlier versions
-    return it as it is).  A text without "&" is only searched once; an unknown name stays
-    as written.  Every entry point of the pipeline calls it exactly once, first: decoding
-    twice would read "&amp;lt;" as "<".  O(len(text))."""
+    return it as it is).  A text without "&" is only searched once; a name HTML does not
+    know stays as written, whole ("&notes;" is no "&not;" and "es;").  Every entry point
+    of the pipeline calls it exactly once, first: decoding twice would read "&amp;lt;" as
+    "<".  O(len(text))."""
     if normalization < 6 or "&" not in text:
         return text
-    return _CHARACTER_REFERENCE.sub(lambda reference: html.unescape(reference.group()), text)
+    return _CHARACTER_REFERENCE.sub(_decoded_reference, text)
+
+
+def _decoded_reference(match: re.Match[str]) -> str:
+    reference = match.group()
+    if reference[1] == "#":
+        return html.unescape(reference)  # a number; one that names no character becomes U+FFFD
+    return html.entities.html5.get(reference[1:], reference)  # "name;", exactly
+
+
+def references_escaped(text: str) -> str:
+    """``text`` with every "&" that starts something shaped like a character reference
+    written as "&amp;", so that :func:`references_decoded` gives ``text`` back: for text
+    whose references were decoded already (an HTML page's visible text), which must not be
+    decoded a second time.  O(len(text))."""
+    if "&" not in text:
+        return text
+    return _CHARACTER_REFERENCE.sub(lambda reference: "&amp;" + reference.group()[1:], text)
 
 
 def normalize(text: str, normalization: int = NORMALIZATION) -> str:
@@ -451,9 +473,9 @@ def tokenize(text: str, split_unspaced: bool = True, normalization: int = NORMAL
     only; from version 6 such a text's tokens are its visible characters.  O(len(text)) time
     and memory; use :func:`iter_token_chunks` for texts too big to tokenise at once.
     """
-    text = references_decoded(text, normalization)
-    tokens = decoded_tokens(text, split_unspaced, normalization)
-    return tokens if tokens or normalization < 6 else symbol_tokens(text, normalization)
+    # The text as one chunk, so that the one rule of iter_token_chunks decides its symbols.
+    chunks = iter_token_chunks(text, split_unspaced, max(1, len(text)), normalization)
+    return [str(token) for chunk in chunks for token in chunk]  # str already: decoded_tokens' words
 
 
 def decoded_tokens(text: str, split_unspaced: bool = True, normalization: int = NORMALIZATION) -> list[str]:
@@ -466,10 +488,16 @@ def decoded_tokens(text: str, split_unspaced: bool = True, normalization: int = 
 
 
 def symbol_tokens(text: str, normalization: int = NORMALIZATION) -> list[str]:
-    """The tokens of a text without word tokens (version 6): each visible character of it
-    after normalisation (emoji, symbols, punctuation), so "👍" and "👎" differ.  ``text``'s
-    character references are decoded already.  O(len(text))."""
-    return [character for character in _normalized(text, normalization) if not character.isspace()]
+    """The tokens of a text without word tokens (version 6): each punctuation mark and
+    symbol of it after normalisation (emoji too), so "👍" and "👎" differ.  Not U+FFFD,
+    which stands for what could not be decoded (a text in another encoding than it was read
+    with would otherwise be each other text's duplicate), nor control or private-use
+    characters.  ``text``'s character references are decoded already.  O(len(text))."""
+    return [
+        character
+        for character in _normalized(text, normalization)
+        if character != "\ufffd" and unicodedata.category(character)[0] in "PS"
+    ]
 
 
 def has_unspaced(text: str) -> bool:
@@ -529,17 +557,33 @@ def _last_space(text: str, start: int, end: int) -> int:
 
 
 def iter_token_chunks(
-    text: str, split_unspaced: bool = True, chunk_chars: int = CHUNK_CHARS, normalization: int = NORMALIZATION
-) -> Iterator[list[str]]:
+    text: str,
+    split_unspaced: bool = True,
+    chunk_chars: int = CHUNK_CHARS,
+    normalization: int = NORMALIZATION,
+    word_tokens: Callable[[str], Sequence[str | bytes]] | None = None,
+) -> Iterator[Sequence[str | bytes]]:
     """Yield the tokens of ``text`` chunk by chunk (see :func:`iter_chunks`); concatenated,
-    they are :func:`tokenize`'s result: a text without any word token (version 6) is read a
-    second time for its symbols.  Memory is bounded by the chunk size."""
+    they are :func:`tokenize`'s result.  Each chunk's character references are decoded
+    (version 6) and its words found by ``word_tokens`` (default :func:`decoded_tokens`; the
+    fingerprinter passes its ASCII fast path, which gives the same words as bytes).  A text
+    with no word in any chunk (version 6: stop words count as words) is read a second time
+    for its symbols (:func:`symbol_tokens`), unless it holds U+FFFD or a lone surrogate
+    (text that could not be decoded): this is the one place that rule is decided.
+    A run of non-space characters longer than a chunk is split (see :func:`iter_chunks`),
+    and so is a character reference inside it.  Memory is bounded by the chunk size."""
+    if word_tokens is None:
+        word_tokens = functools.partial(decoded_tokens, split_unspaced=split_unspaced, normalization=normalization)
     any_words = False
     for piece in iter_chunks(text, chunk_chars, normalization):
-        tokens = decoded_tokens(references_decoded(piece, normalization), split_unspaced, normalization)
-        any_words = any_words or bool(tokens)
+        tokens = word_tokens(references_decoded(piece, normalization))
+        any_words = any_words or len(tokens) > 0
         yield tokens
-    if not any_words and normalization >= 6:
+    # A wordless text with characters that could not be decoded (U+FFFD, lone surrogates) is
+    # most likely a text read in the wrong encoding, its letters lost: its punctuation alone
+    # would make every such text each other's duplicate, so it stays featureless.
+    undecodable = "\ufffd" in text or _SURROGATES.search(text) is not None
+    if not any_words and normalization >= 6 and not undecodable:
         for piece in iter_chunks(text, chunk_chars, normalization):
             yield symbol_tokens(references_decoded(piece, normalization), normalization)
 

@@ -70,7 +70,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
@@ -84,15 +84,7 @@ import numpy.typing as npt
 from simdb import features as _features_module
 from simdb.arrays import distinct
 from simdb.errors import FingerprinterError, InvalidInputError, WorkerDiedError
-from simdb.features import (
-    NORMALIZATION,
-    NORMALIZATIONS,
-    ascii_prepared,
-    decoded_tokens,
-    iter_chunks,
-    references_decoded,
-    symbol_tokens,
-)
+from simdb.features import NORMALIZATION, NORMALIZATIONS, ascii_prepared, decoded_tokens, iter_token_chunks
 from simdb.keys import iterate
 from simdb.stopwords import STOPWORD_LISTS, stopword_list
 from simdb.validation import check_fingerprint, check_int, check_workers
@@ -819,48 +811,38 @@ class Fingerprinter:
 
     # -- features -----------------------------------------------------------------------
 
-    def _piece_hashes(self, piece: str, symbols: bool | None = None) -> tuple[UInt64Array, bool]:
-        """The (rows, lanes) token hashes of one chunk of text: one row per token after stop
-        words are dropped, or for ``features="char"`` one row per character of the tokens
-        joined by single spaces; and whether the piece has word tokens.  ``symbols``: None
-        for a whole text, whose symbols are its tokens if it has no words (version 6); False
-        for one chunk of a longer text (words only); True for its symbols.  O(len(piece))."""
-        lanes = self._lanes()
-        tokens: Sequence[str | bytes]
-        piece = references_decoded(piece, self._normalization)
-        if symbols:
-            tokens = symbol_tokens(piece, self._normalization)
-            stop: frozenset[Any] = frozenset()
-        elif piece.isascii():
-            # Fast path, same tokens as features.tokenize: one C pass lowercases, folds
-            # every non-alphanumeric byte to a space and deletes apostrophes.
+    def _word_tokens(self, piece: str) -> Sequence[str | bytes]:
+        """The word tokens of one piece of text whose character references are decoded: an
+        ASCII piece through the fast path (the same tokens as features.decoded_tokens, as
+        bytes: one C pass lowercases, folds every non-alphanumeric byte to a space and
+        deletes apostrophes), any other through the general path.  O(len(piece))."""
+        if piece.isascii():
             prepared = ascii_prepared(piece, self._normalization)
-            tokens = prepared.encode("ascii").translate(_ASCII_FOLD, b"'").split()
-            stop = self._stopword_bytes
-        else:
-            tokens = decoded_tokens(piece, self._split_unspaced and self._features != "char", self._normalization)
-            stop = self._stopword_set
-        words = bool(tokens) and not symbols
-        if not tokens and symbols is None and self._normalization >= 6:
-            tokens, stop = symbol_tokens(piece, self._normalization), frozenset()
-        if stop:
+            return prepared.encode("ascii").translate(_ASCII_FOLD, b"'").split()
+        return decoded_tokens(piece, self._split_unspaced and self._features != "char", self._normalization)
+
+    def _token_chunks(self, text: str, chunk_chars: int) -> Iterator[Sequence[str | bytes]]:
+        """The tokens of ``text`` chunk by chunk, by features.iter_token_chunks (which decides
+        when a wordless text's symbols are its tokens), words found by :meth:`_word_tokens`."""
+        return iter_token_chunks(
+            text, chunk_chars=chunk_chars, normalization=self._normalization, word_tokens=self._word_tokens
+        )
+
+    def _hashes_of_tokens(self, tokens: Sequence[str | bytes]) -> UInt64Array:
+        """The (rows, lanes) hashes of one chunk's tokens: one row per token after stop
+        words are dropped, or for ``features="char"`` one row per character of the tokens
+        joined by single spaces.  O(len(tokens))."""
+        if self._stopword_set and tokens:
+            stop: frozenset[Any] = self._stopword_bytes if isinstance(tokens[0], bytes) else self._stopword_set
             tokens = [token for token in tokens if token not in stop]
         if self._features == "char":
             joined = " ".join(token if isinstance(token, str) else token.decode("ascii") for token in tokens)
-            return _char_hashes(joined, lanes), words
-        return _token_hashes(tokens, lanes), words
+            return _char_hashes(joined, self._lanes())
+        return _token_hashes(tokens, self._lanes())
 
     def _feature_batches(self, text: str) -> Iterator[UInt64Array]:
         """Yield (rows, lanes) uint64 arrays of feature hashes, one row per occurrence, chunk
-        by chunk.  Memory is bounded by the chunk size whatever the text's length.  A text
-        with no word token in any chunk (version 6) is read again for its symbols."""
-        emitted, words = yield from self._chunk_features(text, symbols=False)
-        if not words and not emitted and self._normalization >= 6:
-            yield from self._chunk_features(text, symbols=True)
-
-    def _chunk_features(self, text: str, symbols: bool) -> Generator[UInt64Array, None, tuple[bool, bool]]:
-        """:meth:`_feature_batches`' pass over the chunks of ``text`` for its words or its
-        symbols; returns whether it yielded features and whether any chunk had words."""
+        by chunk.  Memory is bounded by the chunk size whatever the text's length."""
         lanes = self._lanes()
         ngram = self._ngram
         char_mode = self._features == "char"
@@ -868,10 +850,8 @@ class Fingerprinter:
         carry: UInt64Array = np.empty((0, lanes), dtype=np.uint64)
         seen_text = False
         emitted = False
-        words = False
-        for piece in iter_chunks(text, _features_module.CHUNK_CHARS, self._normalization):
-            hashes, piece_words = self._piece_hashes(piece, symbols)
-            words = words or piece_words
+        for tokens in self._token_chunks(text, _features_module.CHUNK_CHARS):
+            hashes = self._hashes_of_tokens(tokens)
             if not hashes.shape[0]:
                 continue
             if char_mode and seen_text:
@@ -887,9 +867,7 @@ class Fingerprinter:
                 carry = hashes[max(0, hashes.shape[0] - ngram + 1) :]
         if not emitted and carry.shape[0]:
             # Fewer tokens than ngram, but some: one feature made of all of them.
-            emitted = True
             yield _shingle_hashes(carry, carry.shape[0])
-        return emitted, words
 
     def _lanes(self) -> int:
         """Hash lanes per token: two only for 128-bit SimHash; minwise hashing uses lane 0."""
@@ -900,7 +878,11 @@ class Fingerprinter:
         grouped by text, and the number of rows of each text.  The Python work is tokenising
         and one dict lookup per token; shingling is a fixed number of numpy passes over the
         whole batch.  O(total length)."""
-        arrays = [self._piece_hashes(text)[0] for text in texts]
+        # Each text as one chunk (it fits in one), its tokens as features.tokenize finds them.
+        arrays = [
+            self._hashes_of_tokens([token for chunk in self._token_chunks(text, max(1, len(text))) for token in chunk])
+            for text in texts
+        ]
         ngram = self._ngram
         if len(arrays) == 1:
             # One text (the single-text API): skip the batch bookkeeping below.
@@ -1373,48 +1355,51 @@ def _iter_in_pool(
     # The shared texts reach the workers as an initializer argument, which fork hands over
     # without pickling, rather than through a global of this process, which another
     # thread's call could replace before the fork.
-    with ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         workers, mp_context=context, initializer=_init_worker, initargs=(fingerprinter, shared, sketch, os.getpid())
-    ) as pool:
-        if shared:
-            # Several ranges per worker, so a worker slowed by other load takes fewer of
-            # them instead of stalling the end; never so small that batching suffers.
-            step = max(_POOL_CHUNK_DOCS, -(-len(shared) // (_RANGES_PER_WORKER * workers)))
-            futures = [
-                pool.submit(_fingerprint_range, start, min(start + step, len(shared)))
-                for start in range(0, len(shared), step)
-            ]
-            try:
-                for future in futures:
-                    yield _unpack(_result(future))
-            finally:
-                # A caller that stops early (Ctrl-C, an abandoned iterator) waits for the
-                # ranges being worked on, not for the whole input.
-                pool.shutdown(cancel_futures=True)
-            return
-        iterator = iter(texts)
-        in_flight: deque[Future[_WorkerResult]] = deque()
-        while True:
-            while len(in_flight) < 4 * workers:
-                chunk = list(islice(iterator, _POOL_CHUNK_DOCS))
-                if not chunk:
-                    break
-                _check_texts(chunk)
-                if any(isinstance(text, memoryview) for text in chunk):  # memoryviews cannot be pickled
-                    chunk = [bytes(text) if isinstance(text, memoryview) else text for text in chunk]
-                in_flight.append(pool.submit(_fingerprint_chunk, chunk))
-            if not in_flight:
-                return
-            yield _unpack(_result(in_flight.popleft()))
-
-
-def _result(future: Future[_WorkerResult]) -> _WorkerResult:
-    """A pool task's result; a worker that died (killed for memory, say) is WorkerDiedError,
-    not the pool's bare BrokenProcessPool."""
+    )
     try:
-        return future.result()
+        with pool:
+            yield from _pool_blocks(pool, texts, shared, workers)
     except BrokenProcessPool:
+        # A worker died (killed for memory, say), seen at a result or at the next submit.
         raise WorkerDiedError("a fingerprinting worker process ended abruptly; its texts were not read") from None
+
+
+def _pool_blocks(
+    pool: ProcessPoolExecutor, texts: Iterable[Text], shared: Sequence[Text], workers: int
+) -> Iterator[tuple[list[int], list[bytes]]]:
+    """The blocks of :func:`_iter_in_pool` from its ``pool``, in order."""
+    if shared:
+        # Several ranges per worker, so a worker slowed by other load takes fewer of
+        # them instead of stalling the end; never so small that batching suffers.
+        step = max(_POOL_CHUNK_DOCS, -(-len(shared) // (_RANGES_PER_WORKER * workers)))
+        futures = [
+            pool.submit(_fingerprint_range, start, min(start + step, len(shared)))
+            for start in range(0, len(shared), step)
+        ]
+        try:
+            for future in futures:
+                yield _unpack(future.result())
+        finally:
+            # A caller that stops early (Ctrl-C, an abandoned iterator) waits for the
+            # ranges being worked on, not for the whole input.
+            pool.shutdown(cancel_futures=True)
+        return
+    iterator = iter(texts)
+    in_flight: deque[Future[_WorkerResult]] = deque()
+    while True:
+        while len(in_flight) < 4 * workers:
+            chunk = list(islice(iterator, _POOL_CHUNK_DOCS))
+            if not chunk:
+                break
+            _check_texts(chunk)
+            if any(isinstance(text, memoryview) for text in chunk):  # memoryviews cannot be pickled
+                chunk = [bytes(text) if isinstance(text, memoryview) else text for text in chunk]
+            in_flight.append(pool.submit(_fingerprint_chunk, chunk))
+        if not in_flight:
+            return
+        yield _unpack(in_flight.popleft().result())
 
 
 # -- module-level functions ---------------------------------------------------------------

@@ -283,6 +283,11 @@ def _refuse_link(path: Path) -> None:
         )
 
 
+def _dangles(path: Path) -> bool:
+    """Whether ``path`` is a symbolic link to nothing (or in a loop).  An lstat and a stat."""
+    return path.is_symlink() and not path.exists()
+
+
 def _refuse_special(path: Path) -> bool:
     """Refuse ``path`` if it exists and is not a regular file: a link (see _refuse_link), or a
     FIFO, device, socket or directory, which LMDB would block on or fail with a misleading
@@ -661,9 +666,12 @@ class Storage:
         """Open (or create) the database directory at ``path``, made absolute (not resolved:
         the directory itself may be a symbolic link) so that a later chdir changes nothing."""
         directory = Path(path).absolute()
-        if directory.is_symlink() and not directory.exists():
+        # A link on the way that names nothing would fail later as "File exists".
+        on_the_way = () if directory.exists() else (directory, *directory.parents)
+        dangling = next((part for part in on_the_way if _dangles(part)), None)
+        if dangling is not None:
             raise StorageError(
-                f"{directory} is a symbolic link to {os.readlink(directory)}, which does not exist (or loops)",
+                f"{dangling} is a symbolic link to {os.readlink(dangling)}, which does not exist (or loops)",
                 "create the directory it names, or give another path",
                 path=directory,
             )

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 import simdb
 from simdb.fingerprint import Fingerprinter
+from tests.conftest import brute_force_query
 
 runner = CliRunner()
 
@@ -347,6 +348,28 @@ def test_html_files_are_added_as_their_visible_text(tmp_path: Path, db: str) -> 
     assert run("hash", "-f", tmp_path / "page.html").stdout.split()[0] == f"0x{expected:016x}"
 
 
+def test_an_html_page_without_its_head_end_and_one_showing_references(tmp_path: Path) -> None:
+    """A review: a page that leaves out </head> (HTML allows it) was read as blank, its body
+    hidden with the head; a probe: a page showing "&lt;p&gt;" (written &amp;lt;p&amp;gt;)
+    was decoded twice, into the text of a page showing "<p>"."""
+    (tmp_path / "headless.html").write_text(f"<html><head><title>T</title><body><p>{prose(16)}</p>")
+    (tmp_path / "shows-reference.html").write_text("<p>write &amp;lt;p&amp;gt; to show a tag in a page</p>")
+    (tmp_path / "shows-tag.html").write_text("<p>write &lt;p&gt; to show a tag in a page</p>")
+    hashed = run(
+        "hash",
+        "-f",
+        tmp_path / "headless.html",
+        "-f",
+        tmp_path / "shows-reference.html",
+        "-f",
+        tmp_path / "shows-tag.html",
+    )
+    fingerprints = [line.split()[0] for line in hashed.stdout.splitlines()]
+    assert fingerprints[0] == run("hash", prose(16)).stdout.split()[0]
+    assert fingerprints[1] == run("hash", "write &amp;lt;p&amp;gt; to show a tag in a page").stdout.split()[0]
+    assert fingerprints[1] != fingerprints[2] == run("hash", "write <p> to show a tag in a page").stdout.split()[0]
+
+
 def test_damaged_archive_is_reported_and_the_run_goes_on(tmp_path: Path, corpus: Path, db: str) -> None:
     broken = tmp_path / "broken.warc.gz"
     broken.write_bytes(b"this is not a WARC file at all\n" * 3)
@@ -451,6 +474,23 @@ def test_query_k_and_limit(filled: str, corpus: Path) -> None:
 def test_query_from_stdin(filled: str, corpus: Path) -> None:
     result = run("query", "-", "--db", filled, "--json", input=prose(2))
     assert [match["key"] for match in json_lines(result.stdout)] == [str(corpus / "beta.txt")]
+
+
+def test_query_k_past_the_index_s_k_is_exact(tmp_path: Path) -> None:
+    """A docs probe: query -k 7 on a k=5 index was refused as 'cannot answer exactly', while
+    a threshold calling for 7 bits was answered exactly; now both are (a Hamming scan checks)."""
+    rng = random.Random(11)
+    base = rng.getrandbits(64)
+    stored = {f"doc{i}": base ^ sum(1 << bit for bit in rng.sample(range(64), rng.randint(0, 10))) for i in range(200)}
+    (tmp_path / "fp.tsv").write_text("".join(f"{key}\t0x{fp:016x}\n" for key, fp in stored.items()))
+    assert run("add", "--fingerprints", tmp_path / "fp.tsv", "-k", "2", "--db", tmp_path / "db").exit_code == 0
+    for k in (2, 7, 10):
+        found = json_lines(
+            run("query", "--fingerprint", f"0x{base:016x}", "-k", k, "--json", "--db", tmp_path / "db").stdout
+        )
+        assert sorted(match["key"] for match in found) == sorted(
+            key for key, _ in brute_force_query(stored, base, k)
+        ), k
 
 
 def test_query_that_finds_nothing_exits_1(filled: str) -> None:
@@ -712,12 +752,13 @@ def test_stats_shows_documents_tables_and_settings(filled: str) -> None:
 def test_check_ok_and_problems(filled: str, monkeypatch: pytest.MonkeyPatch) -> None:
     good = run("check", "--db", filled)
     assert good.exit_code == 0 and "ok: 4 documents, 40 table entries" in good.stdout
+
     # The check runs in a child process (see test_cli_process.py): its report is replaced here.
-    monkeypatch.setattr(
-        simdb.Database,
-        "check",
-        lambda self, isolated=False: simdb.CheckReport(4, 39, ["1 entries missing from table.03 (id 2)"]),
-    )
+    def reported(self: simdb.Database, *, isolated: bool = False) -> simdb.CheckReport:
+        assert isolated  # simdb check reads in a child process, where LMDB may crash
+        return simdb.CheckReport(4, 39, ["1 entries missing from table.03 (id 2)"])
+
+    monkeypatch.setattr(simdb.Database, "check", reported)
     bad = run("check", "--db", filled, "--json")
     assert bad.exit_code == 1
     assert json_lines(bad.stdout) == [

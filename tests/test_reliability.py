@@ -346,6 +346,23 @@ def test_an_isolated_check_survives_damage_that_crashes_lmdb(tmp_path: Path) -> 
         assert database.check(isolated=True) == database.check() and database.check(isolated=True)
 
 
+def test_an_isolated_check_keeps_the_error_classes_and_refuses_a_closed_handle(tmp_path: Path) -> None:
+    """A review: check(isolated=True) ran on a closed handle (check() raises), and every
+    error of the child but damage came back as a StorageError."""
+    from simdb.checking import _same_error
+
+    database = simdb.open(tmp_path / "db")
+    database.add("a", 1)
+    database.close()
+    with pytest.raises(simdb.DatabaseClosedError):
+        database.check(isolated=True)
+    for error in (simdb.PermissionDeniedError, simdb.FormatVersionError, simdb.CorruptDatabaseError):
+        same = _same_error(error.__name__, "it went wrong", "do this", "db")
+        assert type(same) is error and (same.message, same.hint, same.path) == ("it went wrong", "do this", "db")
+    for name in ("InvalidInputError", "NoSuchError", "__class__"):
+        assert type(_same_error(name, "it went wrong", None, "db")) is simdb.StorageError
+
+
 def test_a_tampered_record_is_reported_not_executed(db_path) -> None:
     """Records are msgpack, read with sizes bounded by the record; there is no pickle."""
     from simdb.database import DOCS

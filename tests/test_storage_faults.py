@@ -1196,7 +1196,7 @@ def test_a_path_that_is_a_dangling_or_looping_link_is_named_as_one(tmp_path: Pat
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     (tmp_path / "loop-a").symlink_to(tmp_path / "loop-b")
     (tmp_path / "loop-b").symlink_to(tmp_path / "loop-a")
-    for name in ("dangling", "loop-a"):
+    for name in ("dangling", "loop-a", "dangling/sub/db"):
         with pytest.raises(simdb.StorageError, match="is a symbolic link to .* which does not exist"):
             simdb.open(tmp_path / name)
     assert not (tmp_path / "nowhere").exists()
