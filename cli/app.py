@@ -45,7 +45,6 @@ from .errors import (
     EXIT_INTERRUPTED,
     EXIT_NOTHING_FOUND,
     EXIT_USAGE,
-    error_message,
     guarded,
     usage_error,
 )
@@ -1893,7 +1892,8 @@ def import_command(
         if not from_header:
             raise
         raise InvalidInputError(
-            f"{header.where}: the export header's settings: {error_message(error, hint=False)}",
+            # Not in the words of options (-k): the header is no option the user gave.
+            f"{header.where}: the export header's settings: {error.message}",
             error.hint,
             remedy=error.remedy,
         ) from None

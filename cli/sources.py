@@ -582,7 +582,7 @@ def read_text_files(
     for item in inputs:
         if max_bytes is not None and item.size is not None and item.size > max_bytes:
             intake.bytes_done += item.size
-            intake.fail(item.path, too_large(item.size, max_bytes))
+            intake.fail(item.name, too_large(item.size, max_bytes))
             continue
         try:
             check_key(item.document_key)
@@ -590,7 +590,7 @@ def read_text_files(
             intake.bytes_done += item.size or 0
             unicode = isinstance(exc, InvalidKeyError) and exc.reason is KeyProblem.NOT_UNICODE
             intake.fail(
-                item.path,
+                item.name,
                 "the file name is not valid UTF-8, so it cannot be a key; rename the file"
                 if unicode
                 else error_message(exc, hint=False),
@@ -607,16 +607,16 @@ def read_text_files(
                     raw.close()
         except (OSError, EOFError) as exc:
             intake.bytes_done += item.size or 0
-            intake.fail(item.path, f"cannot read: {getattr(exc, 'strerror', None) or exc}")
+            intake.fail(item.name, f"cannot read: {getattr(exc, 'strerror', None) or exc}")
             continue
         intake.bytes_done += item.size if item.size is not None else len(data)
         if max_bytes is not None and len(data) > max_bytes:  # it grew since it was listed
-            intake.fail(item.path, too_large(None, max_bytes))
+            intake.fail(item.name, too_large(None, max_bytes))
             continue
         if looks_binary(data, encoding):
-            intake.fail(item.path, "binary file (contains NUL bytes), skipped")
+            intake.fail(item.name, "binary file (contains NUL bytes), skipped")
             continue
-        yield item.document_key, decode(data, item.path, intake, encoding=encoding), None, item.path
+        yield item.document_key, decode(data, item.name, intake, encoding=encoding), None, item.path
 
 
 def _open_binary(item: Input) -> tuple[IO[bytes], IO[bytes]]:

@@ -139,7 +139,7 @@ def test_a_walk_leaves_out_hidden_names_and_simdb_databases(tmp_path: Path) -> N
     assert named.exit_code == 0 and set(stored(tmp_path / "named")) == {str(tree / ".notes.txt")}
     # The notice counts only what --hidden would read: not .git without -r, nor an excluded name.
     flat = run("add", tree, "--exclude", ".notes.txt", "--db", tmp_path / "flat")
-    assert flat.exit_code == 0 and "hidden" not in flat.stderr
+    assert flat.exit_code == 0 and "--hidden" not in flat.stderr
     # A directory holding a file named CURRENT that names no data file is no database.
     (tree / "sub" / "CURRENT").write_text("my own notes on the current state")
     assert run("add", "-r", tree, "--db", tmp_path / "again").exit_code == 0

@@ -667,3 +667,17 @@ def test_a_null_jsonl_field_is_called_null_not_missing(tmp_path: Path) -> None:
     result = add("--jsonl", pages, "--db", tmp_path / "db")
     assert "'id' is null on line 1" in result.stderr
     assert "'text' is null" in result.stderr and "no 'text' field" in result.stderr, result.stderr
+
+
+def test_a_directory_read_without_r_says_how_many_subdirectories_it_left(tmp_path: Path) -> None:
+    """A docs probe: `add DIR` with files and subdirectories read the files and said nothing
+    of the subdirectories (only a directory of subdirectories alone was told about -r)."""
+    tree = tmp_path / "tree"
+    for name in ("one", "two"):
+        (tree / name).mkdir(parents=True)
+        (tree / name / "inner.txt").write_text(prose(3))
+    (tree / "top.txt").write_text(prose(4))
+    flat = run("add", tree, "--db", tmp_path / "db")
+    assert flat.exit_code == 0 and f"{tree}: 2 subdirectories not read (-r reads them)" in flat.stderr
+    assert "subdirector" not in run("add", tree, "-r", "--db", tmp_path / "db2").stderr
+    assert "subdirector" not in run("add", tree, "-q", "--db", tmp_path / "db3").stderr
