@@ -35,8 +35,9 @@ The pipeline, applied to every text before any hashing:
    the like) are deleted from URLs; and a line-end hyphen join also crosses a form feed (a
    PDF's page break) and the other line breaks.
    From version 6, first of all: HTML character references are decoded (``&amp;``,
-   ``&rsquo;``, ``&#39;``, ``&#x2019;``: named ones only with their semicolon, so "AT&T" and
-   "?a=1&b=2" stay), so text taken from web pages without its markup decoded is the text.
+   ``&rsquo;``, ``&#39;``, ``&#x2019;``: named ones only with their semicolon and only names
+   HTML knows, so "AT&T", "?a=1&b=2" and "&notes;" stay), so text taken from web pages
+   without its markup decoded is the text.
 4. **Punctuation and whitespace folding.**  A token is a maximal run of letters, digits and
    combining marks; everything else (punctuation, symbols, whitespace, underscore) only
    separates tokens.  Character shingles are taken over the tokens joined by single spaces.
@@ -470,7 +471,8 @@ def tokenize(text: str, split_unspaced: bool = True, normalization: int = NORMAL
     ``normalization``), in order.
 
     The empty text has no tokens, nor (before version 6) a text of punctuation or symbols
-    only; from version 6 such a text's tokens are its visible characters.  O(len(text)) time
+    only; from version 6 such a text's tokens are those characters (see
+    :func:`iter_token_chunks`).  O(len(text)) time
     and memory; use :func:`iter_token_chunks` for texts too big to tokenise at once.
     """
     # The text as one chunk, so that the one rule of iter_token_chunks decides its symbols.
@@ -582,10 +584,10 @@ def iter_token_chunks(
     # A wordless text with characters that could not be decoded (U+FFFD, lone surrogates) is
     # most likely a text read in the wrong encoding, its letters lost: its punctuation alone
     # would make every such text each other's duplicate, so it stays featureless.
-    undecodable = "\ufffd" in text or _SURROGATES.search(text) is not None
-    if not any_words and normalization >= 6 and not undecodable:
-        for piece in iter_chunks(text, chunk_chars, normalization):
-            yield symbol_tokens(references_decoded(piece, normalization), normalization)
+    if any_words or normalization < 6 or "\ufffd" in text or _SURROGATES.search(text) is not None:
+        return
+    for piece in iter_chunks(text, chunk_chars, normalization):
+        yield symbol_tokens(references_decoded(piece, normalization), normalization)
 
 
 def word_shingles(tokens: list[str], ngram: int) -> list[str]:
