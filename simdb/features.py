@@ -73,6 +73,7 @@ import sys
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from functools import cache
+from typing import cast
 
 #: The version of the pipeline that new fingerprinters use.  Version 1 (the settings stored
 #: before there were versions) is the pipeline without the invisible characters, digits and
@@ -475,9 +476,27 @@ def tokenize(text: str, split_unspaced: bool = True, normalization: int = NORMAL
     :func:`iter_token_chunks`).  O(len(text)) time
     and memory; use :func:`iter_token_chunks` for texts too big to tokenise at once.
     """
-    # The text as one chunk, so that the one rule of iter_token_chunks decides its symbols.
-    chunks = iter_token_chunks(text, split_unspaced, max(1, len(text)), normalization)
-    return [str(token) for chunk in chunks for token in chunk]  # str already: decoded_tokens' words
+    words = functools.partial(decoded_tokens, split_unspaced=split_unspaced, normalization=normalization)
+    return cast("list[str]", list(text_tokens(text, words, normalization)))  # decoded_tokens' words are str
+
+
+def text_tokens(
+    text: str, word_tokens: Callable[[str], Sequence[str | bytes]], normalization: int = NORMALIZATION
+) -> Sequence[str | bytes]:
+    """The tokens of ``text`` taken whole, as one chunk: its words by ``word_tokens`` (of the
+    decoded text), or, for a text without any, its symbols where :func:`_takes_symbols` says
+    so.  :func:`iter_token_chunks` is the same for a text read chunk by chunk.  O(len(text))."""
+    decoded = references_decoded(text, normalization)
+    words = word_tokens(decoded)
+    return words if len(words) or not _takes_symbols(text, normalization) else symbol_tokens(decoded, normalization)
+
+
+def _takes_symbols(text: str, normalization: int) -> bool:
+    """Whether ``text``, which has no word, has its symbols for tokens: from version 6, unless
+    it holds U+FFFD or a lone surrogate.  Such a text was most likely read in the wrong
+    encoding, its letters lost, and its punctuation alone would make every such text each
+    other's duplicate.  O(len(text)), only for texts without words."""
+    return normalization >= 6 and "\ufffd" not in text and _SURROGATES.search(text) is None
 
 
 def decoded_tokens(text: str, split_unspaced: bool = True, normalization: int = NORMALIZATION) -> list[str]:
@@ -570,8 +589,8 @@ def iter_token_chunks(
     (version 6) and its words found by ``word_tokens`` (default :func:`decoded_tokens`; the
     fingerprinter passes its ASCII fast path, which gives the same words as bytes).  A text
     with no word in any chunk (version 6: stop words count as words) is read a second time
-    for its symbols (:func:`symbol_tokens`), unless it holds U+FFFD or a lone surrogate
-    (text that could not be decoded): this is the one place that rule is decided.
+    for its symbols (:func:`symbol_tokens`) where :func:`_takes_symbols` says so, as
+    :func:`text_tokens` reads a text whole.
     A run of non-space characters longer than a chunk is split (see :func:`iter_chunks`),
     and so is a character reference inside it.  Memory is bounded by the chunk size."""
     if word_tokens is None:
@@ -581,10 +600,7 @@ def iter_token_chunks(
         tokens = word_tokens(references_decoded(piece, normalization))
         any_words = any_words or len(tokens) > 0
         yield tokens
-    # A wordless text with characters that could not be decoded (U+FFFD, lone surrogates) is
-    # most likely a text read in the wrong encoding, its letters lost: its punctuation alone
-    # would make every such text each other's duplicate, so it stays featureless.
-    if any_words or normalization < 6 or "\ufffd" in text or _SURROGATES.search(text) is not None:
+    if any_words or not _takes_symbols(text, normalization):
         return
     for piece in iter_chunks(text, chunk_chars, normalization):
         yield symbol_tokens(references_decoded(piece, normalization), normalization)

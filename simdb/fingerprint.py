@@ -84,7 +84,14 @@ import numpy.typing as npt
 from simdb import features as _features_module
 from simdb.arrays import distinct
 from simdb.errors import FingerprinterError, InvalidInputError, WorkerDiedError
-from simdb.features import NORMALIZATION, NORMALIZATIONS, ascii_prepared, decoded_tokens, iter_token_chunks
+from simdb.features import (
+    NORMALIZATION,
+    NORMALIZATIONS,
+    ascii_prepared,
+    decoded_tokens,
+    iter_token_chunks,
+    text_tokens,
+)
 from simdb.keys import iterate
 from simdb.stopwords import STOPWORD_LISTS, stopword_list
 from simdb.validation import check_fingerprint, check_int, check_workers
@@ -878,11 +885,8 @@ class Fingerprinter:
         grouped by text, and the number of rows of each text.  The Python work is tokenising
         and one dict lookup per token; shingling is a fixed number of numpy passes over the
         whole batch.  O(total length)."""
-        # Each text as one chunk (it fits in one), its tokens as features.tokenize finds them.
-        arrays = [
-            self._hashes_of_tokens([token for chunk in self._token_chunks(text, max(1, len(text))) for token in chunk])
-            for text in texts
-        ]
+        # Each text whole (it fits in one chunk), its tokens as features.tokenize finds them.
+        arrays = [self._hashes_of_tokens(text_tokens(text, self._word_tokens, self._normalization)) for text in texts]
         ngram = self._ngram
         if len(arrays) == 1:
             # One text (the single-text API): skip the batch bookkeeping below.
