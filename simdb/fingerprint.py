@@ -527,8 +527,9 @@ class Fingerprinter:
     * ``split_unspaced`` — give each character of Chinese, Japanese, Thai, ... its own token
       (word features only; character features never need it, so it is stored as ``True``).
     * ``normalization`` — the version of :mod:`simdb.features`' text pipeline: 6 (the
-      default) is 5 with HTML character references decoded (``&rsquo;``, ``&#39;``) and a
-      text without words fingerprinted by its symbols (emoji, punctuation); 5 is 4 with
+      default) is 5 with HTML character references decoded (``&rsquo;``, ``&#39;``), a
+      text without words fingerprinted by its symbols (emoji, punctuation) and Korean read
+      by syllable, as Chinese is by character; 5 is 4 with
       look-alike letters folded (a Cyrillic "а" in a Latin word, small
       capitals, "ł" as "l", the Arabic letters informal and Persian writing interchange),
       grave and acute accents typed for an apostrophe deleted, URL tracking parameters

@@ -1273,3 +1273,18 @@ def test_version_6_leaves_undecodable_and_invisible_texts_featureless() -> None:
     for text in (*misread, "\ufffd\ufffd \ufffd.", "\ud800 !", "\x00\x01\x07", "'''"):
         assert fingerprinter.fingerprint_and_sketch(text) == (0, b""), repr(text)
     assert tokenize("🔥 \x00 !") == ["🔥", "!"]  # a control character is no symbol
+
+
+def test_version_6_reads_korean_by_syllable_so_its_spacing_changes_nothing() -> None:
+    """An answers probe: Korean copies with some spaces dropped ("할 수 있다" as "할수 있다",
+    common in Korean web text) fell to J 0.3-0.9 and were missed at 0.9."""
+    text = "정부는 다음 달부터 새로운 정책을 시행할 수 있다고 밝혔다. 하지만 일부에서는 우려의 목소리도 나오고 있다."
+    respaced = text
+    for spaced in ("다음 달부터", "할 수", "우려의 목소리도"):
+        respaced = respaced.replace(spaced, spaced.replace(" ", ""))
+    assert tokenize("할 수 있다 東京") == ["할", "수", "있", "다", "東", "京"]
+    assert tokenize("할 수 있다", normalization=5) == ["할", "수", "있다"]  # older versions: words
+    assert tokenize(text) == tokenize(respaced)
+    assert Fingerprinter().fingerprint_and_sketch(text) == Fingerprinter().fingerprint_and_sketch(respaced)
+    assert Fingerprinter(normalization=5).jaccard(text, respaced) < 0.7
+    assert tokenize("할 수 있다", split_unspaced=False) == ["할", "수", "있다"]
