@@ -20,10 +20,12 @@ plus Greek and Russian words), then for each document one copy of each kind a cr
   ه and ى as ي at a word's end, ي as ی and ك as ک);
 - ``escaped``: the text as a scraper that did not decode HTML leaves it: apostrophes as
   ``&#39;`` or ``&rsquo;``, every other accented letter of Latin script as its named
-  reference (``&eacute;``), and one space in ten as ``&nbsp;``.
+  reference (``&eacute;``), and one space in ten as ``&nbsp;``;
+- ``korean``: half the spaces after a Korean word left out, as Korean writers often space
+  otherwise ("할 수 있다", "할수 있다").
 
 Every document ends with a link to itself, and its words include contractions ("don't",
-"l'homme") and Arabic words.
+"l'homme"), Arabic words and Korean words.
 
 A second table: ``--wordless N`` posts without words (emoji, symbols and punctuation, 1 to 8
 of them, all different), each with a copy spaced otherwise, as reposts and replies are; a
@@ -53,6 +55,7 @@ _ACCENTED = [
 ]  # fmt: skip
 _CONTRACTIONS = ["don't", "it's", "we're", "they've", "isn't", "l'homme", "aujourd'hui", "c'est", "o'clock"]
 _ARABIC = ["المدرسة", "الكبيرة", "على", "الى", "مدينة", "كتاب", "كبير", "في", "الطريق", "جميلة", "مستشفى", "يكون"]
+_KOREAN = ["정부는", "다음", "달부터", "새로운", "정책을", "시행할", "수", "있다고", "밝혔다", "하지만", "목소리도"]
 # Latin letters and the Cyrillic or Greek letters drawn like them.
 _LOOK_ALIKES = {"a": "аα", "c": "с", "e": "е", "i": "і", "o": "оο", "p": "рρ", "s": "ѕ", "x": "х", "y": "у"}
 _SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "po", "si", "de", "fa", "gu", "ho", "ji", "be", "zo", "wy"]
@@ -65,6 +68,7 @@ def _vocabulary(rng: random.Random, size: int) -> list[str]:
         + _ACCENTED * max(1, size // (5 * len(_ACCENTED)))
         + _CONTRACTIONS * max(1, size // (10 * len(_CONTRACTIONS)))
         + _ARABIC * max(1, size // (10 * len(_ARABIC)))
+        + _KOREAN * max(1, size // (5 * len(_KOREAN)))
     )
 
 
@@ -137,6 +141,15 @@ def _arabic(text: str) -> str:
     return " ".join(words)
 
 
+def _korean_spacing(text: str) -> str:
+    rng = random.Random(text)
+    words = text.split(" ")
+    # Half the spaces after a Korean word left out, as Korean writers often do.
+    return "".join(
+        word + ("" if "\uac00" <= word[-1:] <= "\ud7af" and rng.random() < 0.5 else " ") for word in words
+    ).rstrip(" ")
+
+
 def _escaped(text: str) -> str:
     rng = random.Random(text)
     out = []
@@ -163,6 +176,7 @@ COPIES = {
     "tracking": _tracking,
     "arabic": _arabic,
     "escaped": _escaped,
+    "korean": _korean_spacing,
 }
 
 
