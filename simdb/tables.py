@@ -832,10 +832,12 @@ class Tables:
                 by_value: dict[int, list[tuple[int, int]]] = {}
                 for target in group:
                     by_value.setdefault(target[0], []).append(target)
-                for permuted, of_value in by_value.items():
-                    start = int(np.searchsorted(values, np.uint64(permuted), side="left"))
-                    stored = int(np.searchsorted(values, np.uint64(permuted), side="right")) - start
-                    taken = min(len(of_value), stored)
+                # Two searches for the block's whole group, not two per value.
+                named = np.fromiter(by_value, dtype=np.uint64, count=len(by_value))
+                starts = np.searchsorted(values, named, side="left").tolist()
+                ends = np.searchsorted(values, named, side="right").tolist()
+                for of_value, start, end in zip(by_value.values(), starts, ends):
+                    taken = min(len(of_value), end - start)
                     keep[start : start + taken] = False
                     missing.extend(of_value[taken:])
             if keep.all():
