@@ -92,9 +92,8 @@ from .sources import (
     DEFAULT_MAX_DOC_BYTES,
     EXPORT_FORMAT_VERSION,
     FINGERPRINTS,
-    HTML,
     JSONL,
-    TEXT,
+    ONE_DOCUMENT_KINDS,
     TSV_MSGPACK_PREFIX,
     TSV_SKETCH_PREFIX,
     ExportHeader,
@@ -1706,9 +1705,9 @@ def _hashed_texts(
         return
     for name in files:
         for found in query_inputs([name], intake, rules=PathRules(), files_from=[], null=False):
+            one_document = found.kind in ONE_DOCUMENT_KINDS
             # No size limit: hash TEXT and hash - have none, and a text streams in chunks.
             for key, content, _, _ in read_documents([found], intake, None, encoding=encoding):
-                one_document = found.kind in (TEXT, HTML)
                 yield ({"file": found.path} if one_document else {"file": found.path, "key": key}), content
 
 

@@ -16,7 +16,7 @@ from .ingest import print_notice, quiet_or, reporting_intake
 from .records import MATCH_COLUMNS, match_record
 from .sources import (
     DEFAULT_MAX_DOC_BYTES,
-    HTML,
+    ONE_DOCUMENT_KINDS,
     TEXT,
     Input,
     Intake,
@@ -116,7 +116,7 @@ def print_file_matches(
     records = (
         {"query": query_key, **match_record(match)} for query_key, match in file_matches(database, documents, settings)
     )
-    one_query = named_one_file and len(inputs) == 1 and inputs[0].kind in (TEXT, HTML)
+    one_query = named_one_file and len(inputs) == 1 and inputs[0].kind in ONE_DOCUMENT_KINDS
     columns = MATCH_COLUMNS if one_query else (QUERY, *MATCH_COLUMNS)
     return output.write_records(records, columns, shown_as, header=header)
 

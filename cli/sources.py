@@ -52,6 +52,8 @@ WARC = "warc"
 JSONL = "jsonl"
 HTML = "html"
 FINGERPRINTS = "fingerprints"
+#: The kinds of file that are one document each, keyed by the file (the others hold many).
+ONE_DOCUMENT_KINDS = (TEXT, HTML)
 
 #: File name endings read as WARC or WET archives (Common Crawl's ``.warc.wet.gz`` included).
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz")

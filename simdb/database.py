@@ -824,7 +824,7 @@ class Database:
         and meta carry no checksum: a changed byte there that still decodes is not found.
         One read transaction; O(n log n) with n documents, vectorised per table."""
         if isolated:
-            self._storage.generation  # noqa: B018 - a closed handle raises, as a check in this process does
+            self._storage.check_open()  # a closed handle raises, as a check in this process does
             return check_in_child(self.path)
         with self._storage.read() as txn:
             problems = self._config.problems(txn)

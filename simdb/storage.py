@@ -1160,12 +1160,17 @@ class Storage:
             else:
                 self._reopen(env)
 
+    def check_open(self) -> None:
+        """Raise DatabaseClosedError if this handle is closed (InheritedHandleError in a
+        child forked after the open), as any use of it would.  O(1)."""
+        self._current()
+
     def check_writable(self) -> None:
         """Raise ReadOnlyError if this handle was opened read-only, DatabaseClosedError if
         it is closed.  O(1)."""
         if self.readonly:
             raise ReadOnlyError(f"{self.path} was opened read-only", path=self.path)
-        self.env  # noqa: B018 - raises DatabaseClosedError once closed
+        self.check_open()
 
     def write(self, work: Callable[[lmdb.Transaction[bytes]], T], reserve: int = 0) -> T:
         """Run ``work`` in one write transaction and commit it; retried whole if the map
