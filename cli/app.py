@@ -94,6 +94,7 @@ from .sources import (
     FINGERPRINTS,
     JSONL,
     ONE_DOCUMENT_KINDS,
+    PARQUET_HEADER_KEY,
     TSV_MSGPACK_PREFIX,
     TSV_SKETCH_PREFIX,
     ExportHeader,
@@ -1723,9 +1724,10 @@ def export(
             "--format",
             help=(
                 "auto (the --output name's: tsv for .tsv or .tsv.gz, parquet for .parquet, else jsonl, as import "
-                "reads them), jsonl (a settings header line, then one object per document), tsv (KEY, FINGERPRINT, "
-                "META-JSON, sketch:BASE64), "
-                "or parquet (key, fingerprint: the input of pairs --parquet; needs the dask extra)."
+                "reads them), jsonl (a settings header line, then one object per document), tsv (the header line, "
+                "then KEY, FINGERPRINT, META-JSON, sketch:BASE64), "
+                "or parquet (key, fingerprint, the header in its metadata: the input of pairs --parquet; needs the "
+                "dask extra)."
             ),
         ),
     ] = "auto",
@@ -1737,8 +1739,8 @@ def export(
 ) -> None:
     """Write every document's key, fingerprint, meta and sketch, in insertion order, for simdb import.
 
-    JSONL keeps the fingerprint settings too, so an imported copy fingerprints text the same
-    way; rebuild with another block plan by importing with -k/--blocks.
+    Every format keeps the fingerprint settings too, so an imported copy fingerprints text the
+    same way; rebuild with another block plan by importing with -k/--blocks.
     """
     if output_path != "-" and Path(os.path.realpath(output_path)).is_relative_to(os.path.realpath(db)):
         raise usage_error(f"-o {output_path} is inside the database {db}, whose files the export would replace")
@@ -1759,26 +1761,14 @@ def export(
         with open_existing(db) as database, needs_dask_extra("export --format parquet"):
             from simdb.distributed import export_parquet
 
-            written = export_parquet(database, output_path)
+            written = export_parquet(database, output_path, {PARQUET_HEADER_KEY: export_header(database).encode()})
         err(f"exported {counted(written, 'document')} (key, fingerprint) to {output_path}")
         return
     written = 0
     try:
         with open_existing(db) as database, output_file(output_path) as stream:
+            stream.write(export_header(database) + "\n")
             if file_format == "jsonl":
-                settings = database.fingerprinter.to_dict() if database.fingerprinter is not None else None
-                stream.write(
-                    json_line(
-                        {
-                            "simdb": "export",
-                            "format_version": EXPORT_FORMAT_VERSION,
-                            "k": database.k,
-                            "blocks": database.plan.blocks,
-                            "fingerprinter": settings,
-                        }
-                    )
-                    + "\n"
-                )
                 for document, sketch in database.sketched_items(snapshot=True):
                     field, meta = export_meta(document.meta)
                     record = {"key": document.key, "fingerprint": hex_fingerprint(document.fingerprint), field: meta}
@@ -1787,11 +1777,7 @@ def export(
                     stream.write(json_line(record) + "\n")
                     written += 1
             else:
-                for position, (document, sketch) in enumerate(database.sketched_items(snapshot=True)):
-                    if position == 0 and document.key.startswith("\ufeff"):
-                        # Import drops a byte-order mark at the start of a file: give it one
-                        # to drop, so that the key keeps its own.
-                        stream.write("\ufeff")
+                for document, sketch in database.sketched_items(snapshot=True):
                     if any(mark in document.key for mark in "\t\n\r"):
                         raise simdb.InvalidInputError(
                             f"key {document.key!r} holds a tab or line break, which TSV cannot carry",
@@ -1811,6 +1797,21 @@ def export(
         raise simdb.InvalidInputError(f"cannot write {name}: {error.strerror or error}") from None
     if output_path != "-":  # on stdout the data is all there is, as a pipe wants it
         err(f"exported {counted(written, 'document')} to {output_path}")
+
+
+def export_header(database: simdb.Database) -> str:
+    """The settings line an export starts with (a Parquet export keeps it in its metadata):
+    k, blocks and fingerprint settings, so that an import creates a database that answers
+    as this one does.  One JSON object, without tabs or line breaks."""
+    settings = database.fingerprinter.to_dict() if database.fingerprinter is not None else None
+    header = {
+        "simdb": "export",
+        "format_version": EXPORT_FORMAT_VERSION,
+        "k": database.k,
+        "blocks": database.plan.blocks,
+        "fingerprinter": settings,
+    }
+    return json_line(header)
 
 
 @app.command("import")
@@ -1852,7 +1853,7 @@ def import_command(
 ) -> None:
     """Add the documents of export files, with their fingerprints and meta.
 
-    A new database takes k, blocks and fingerprint settings from a JSONL export's header
+    A new database takes k, blocks and fingerprint settings from the export's header
     unless -k/--blocks are given; that is how to rebuild with another block plan.
     """
     if file_format not in ("auto", *EXPORT_FORMATS):

@@ -971,27 +971,43 @@ def _json_type(value: Any) -> str:
 
 
 def read_fingerprint_tsv(
-    inputs: Iterable[Input], intake: Intake, *, decode_bytes: bool = False, max_bytes: int | None = None
+    inputs: Iterable[Input], intake: Intake, *, header: ExportHeader | None = None, max_bytes: int | None = None
 ) -> Iterator[Item]:
     """``(key, fingerprint, meta, "FILE:LINE")`` per ``KEY<TAB>FINGERPRINT[<TAB>META-JSON]``
-    line, the fingerprint in hex (``0x...`` or 16 digits) or decimal.  With
-    ``decode_bytes`` (an export's lines), meta values ``{"base64": ...}`` (how exports write
-    bytes) become bytes, and a fourth column ``sketch:BASE64`` gives the document's sketch.
-    A byte-order mark is dropped at the start of a file only: on a later line U+FEFF is the
-    first character of its key (an export of such a key as the file's first line starts with
-    a mark of its own).  Bad lines (and lines over ``max_bytes``) are reported and counted.
-    Streams; O(file size)."""
+    line, the fingerprint in hex (``0x...`` or 16 digits) or decimal.  Given ``header``,
+    the lines are an export's: its settings line (JSONL's, alone on a line; exports before
+    it had none) fills ``header`` as :func:`read_export` says, meta values ``{"base64":
+    ...}`` (how exports write bytes) become bytes, and a fourth column ``sketch:BASE64``
+    gives the document's sketch.  A byte-order mark is dropped at the start of a file only:
+    on a later line U+FEFF is the first character of its key (a headerless export of such a
+    key as the file's first line starts with a mark of its own).  Bad lines (and lines over
+    ``max_bytes``) are reported and counted.  Streams; O(file size)."""
+    decode_bytes = header is not None
     # The columns a line may have: an export's lines (decode_bytes) may carry a sketch.
     columns = "KEY<TAB>FINGERPRINT<TAB>META<TAB>sketch:BASE64" if decode_bytes else "KEY<TAB>FINGERPRINT<TAB>META-JSON"
     most_columns = columns.count("<TAB>") + 1
     for item in inputs:
         name = item.name
+        first = True
         for number, where, line in _nonblank_lines(item, intake, max_bytes):
             if decode_bytes and not line.endswith(b"\n"):
                 # export ends every line: a last one without its end was cut short (a copy
                 # interrupted, a full disk), and its cut fingerprint or meta may still parse.
                 intake.fail(where, "the last line has no line end: the export was cut short here; not read", name)
                 continue
+            if b"\t" not in line:  # a header has no tab, and a document line has one
+                if number == 1 and line.startswith(codecs.BOM_UTF8):
+                    line = line[len(codecs.BOM_UTF8) :]
+                if header is None and _EXPORT_HEADER.search(line):
+                    intake.fail(name, "an export with its settings line: import it with `simdb import`", name)
+                    break
+                read_as_header = header is not None and _header_line(line, where, intake, name, header, first)
+                if read_as_header is _STOP_FILE:
+                    break
+                if read_as_header:
+                    first = False
+                    continue
+            first = False
             text = decode(line, where, intake, name, bom=number == 1).rstrip("\r\n")
             if not text.strip():  # whitespace beyond ASCII
                 continue
@@ -1384,9 +1400,9 @@ def read_export(
     for item in inputs:
         chosen = export_format_of(item.path) if file_format == "auto" else file_format
         if chosen == "parquet":
-            yield from _read_parquet_shard(item, intake)
+            yield from _read_parquet_shard(item, intake, header)
         elif chosen == "tsv":
-            yield from read_fingerprint_tsv([item], intake, decode_bytes=True, max_bytes=max_bytes)
+            yield from read_fingerprint_tsv([item], intake, header=header, max_bytes=max_bytes)
         else:
             yield from _read_export_jsonl(item, intake, header, max_bytes, named_by_format=file_format != "auto")
 
@@ -1400,17 +1416,21 @@ def export_format_of(path: str) -> str:
     return "parquet" if name.endswith(".parquet") else "jsonl"
 
 
+#: The key of a Parquet export's metadata that holds its settings header (JSONL's line).
+PARQUET_HEADER_KEY = b"simdb"
 #: Rows per batch read from a Parquet shard (bounds memory whatever the shard's size).
 PARQUET_BATCH_ROWS = 1 << 16
 
 
-def _read_parquet_shard(item: Input, intake: Intake) -> Iterator[Item]:
+def _read_parquet_shard(item: Input, intake: Intake, header: ExportHeader) -> Iterator[Item]:
     """``(key, fingerprint, None, "FILE:ROW")`` from a Parquet file with a string ``key``
     column and a uint64 ``fingerprint`` column (int64 is read as the same 64 bits), as
     ``simdb export --format parquet`` and :mod:`simdb.distributed` jobs write: batch output
-    imports without re-hashing.  Needs pyarrow.  A file that cannot be used (no pyarrow, not
-    Parquet, missing or mistyped columns) is reported once and not read; a row with a
-    missing value or a key simdb refuses is reported alone.  Memory O(batch)."""
+    imports without re-hashing.  The settings header an export keeps in the file's
+    metadata (:data:`PARQUET_HEADER_KEY`) fills ``header`` as a JSONL export's line does.
+    Needs pyarrow.  A file that cannot be used (no pyarrow, not Parquet, missing or
+    mistyped columns, a header that cannot be used here) is reported once and not read; a
+    row with a missing value or a key simdb refuses is reported alone.  Memory O(batch)."""
     name = item.name
     if item.path == "-":
         intake.fail(name, "Parquet cannot be read from stdin; name the file", name)
@@ -1438,6 +1458,9 @@ def _read_parquet_shard(item: Input, intake: Intake) -> Iterator[Item]:
         return
     if types.get("fingerprint") not in (pa.uint64(), pa.int64()):
         intake.fail(name, "a Parquet shard needs a uint64 (or int64) 'fingerprint' column", name)
+        return
+    settings_line = (schema.metadata or {}).get(PARQUET_HEADER_KEY)
+    if settings_line is not None and _header_line(settings_line, name, intake, name, header, True) is _STOP_FILE:
         return
     row = 0
     try:
@@ -1510,6 +1533,37 @@ def _settings_words(fingerprinter: Fingerprinter) -> str:
 
 
 _EXPORT_HEADER = re.compile(rb'"simdb"\s*:\s*"export"')
+#: What :func:`_header_line` returns for a header that stops its file (reported).
+_STOP_FILE = None
+
+
+def _header_line(line: bytes, where: str, intake: Intake, name: str, header: ExportHeader, first: bool) -> bool | None:
+    """Read ``line`` of an export (JSONL or TSV) as its settings header if it is one.
+    True: a header, read (the line holds no document); False: no header; ``_STOP_FILE``
+    (None): a damaged header, or one whose settings cannot be used here, reported, and the
+    rest of the file is not to be read.  A header may come later than the first line too,
+    where exports were joined into one stream ((simdb export --db a; simdb export --db b) >
+    both.jsonl): the documents after it are that export's, checked against the settings as
+    a file's would be.  A regex search, and a JSON parse of a line it matches."""
+    if not _EXPORT_HEADER.search(line):
+        return False
+    not_read = "the file was not read" if first else "the rest of the file was not read"
+    # A damaged header must not let the documents in with default settings.
+    try:
+        record = parse_json(line.decode("utf-8"))
+    except (JSONInputError, UnicodeDecodeError) as exc:
+        intake.fail(where, f"damaged export header ({exc}); {not_read}", name)
+        return _STOP_FILE
+    if not isinstance(record, dict):
+        intake.fail(where, f"damaged export header (not a JSON object); {not_read}", name)
+        return _STOP_FILE
+    if record.get("simdb") != "export":  # a document whose meta holds those words
+        return False
+    problem = _read_header(record, where, header)
+    if problem is not None:
+        intake.fail(where, f"{problem}; {not_read}", name)
+        return _STOP_FILE
+    return True
 
 
 def _read_export_jsonl(
@@ -1531,29 +1585,14 @@ def _read_export_jsonl(
             )
             intake.fail(name, why, name)
             return
-        # A header may come later too, where exports were joined into one stream ((simdb
-        # export --db a; simdb export --db b) > both.jsonl): the documents after it are
-        # that export's, checked against the settings as a file's would be.
-        not_read = "the file was not read" if first else "the rest of the file was not read"
-        if _EXPORT_HEADER.search(line):
-            # A damaged header must not let the documents in with default settings.
-            try:
-                header_record = parse_json(line.decode("utf-8"))
-            except (JSONInputError, UnicodeDecodeError) as exc:
-                intake.fail(where, f"damaged export header ({exc}); {not_read}", name)
-                return
-            if not isinstance(header_record, dict):
-                intake.fail(where, f"damaged export header (not a JSON object); {not_read}", name)
-                return
+        read_as_header = _header_line(line, where, intake, name, header, first)
+        if read_as_header is _STOP_FILE:
+            return
+        if read_as_header:
+            first = False
+            continue
         record = _json_object(line, where, intake, name)
         if record is None:
-            continue
-        if record.get("simdb") == "export":
-            problem = _read_header(record, where, header)
-            if problem is not None:
-                intake.fail(where, f"{problem}; {not_read}", name)
-                return
-            first = False
             continue
         key, fingerprint = record.get("key"), record.get("fingerprint")
         if first and "key" not in record and "fingerprint" not in record and "text" in record:

@@ -53,7 +53,7 @@ import logging
 import operator
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -870,12 +870,13 @@ def _tag_clusters(part: pd.DataFrame, forest: Forest, include_singletons: bool) 
 # --------------------------------------------------------------------------------------
 
 
-def export_parquet(db: Database, path: str | os.PathLike[str]) -> int:
+def export_parquet(db: Database, path: str | os.PathLike[str], metadata: Mapping[bytes, bytes] | None = None) -> int:
     """Write the database's (key, fingerprint) rows to one Parquet file at ``path`` (a
     directory gets ``fingerprints.parquet`` inside it) and return the row count.
 
     Columns: ``key`` (string) and ``fingerprint`` (uint64), in insertion order, one row
-    group per :data:`EXPORT_CHUNK` rows.  Reads with :meth:`Database.items`, which decodes
+    group per :data:`EXPORT_CHUNK` rows.  ``metadata`` goes into the file's schema (the CLI
+    keeps the database's settings there, for import).  Reads with :meth:`Database.items`, which decodes
     every document anyway to get its key, so key and fingerprint come from the same read
     (a separate :meth:`Database.fingerprint_arrays` scan could disagree with it if a
     writer commits in between).  Memory O(chunk); time O(n).
@@ -888,7 +889,7 @@ def export_parquet(db: Database, path: str | os.PathLike[str]) -> int:
     target = Path(path)
     if target.is_dir():
         target = target / "fingerprints.parquet"
-    schema = pa.schema([(KEY, pa.string()), (FINGERPRINT, pa.uint64())])
+    schema = pa.schema([(KEY, pa.string()), (FINGERPRINT, pa.uint64())], metadata=metadata)
     written = 0
     # Written under another name and renamed over the target only when whole: an export cut
     # short (Ctrl-C) used to leave a valid-looking file of fewer rows in place of an earlier one.

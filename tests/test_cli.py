@@ -876,8 +876,7 @@ def test_export_import_round_trip_into_another_block_plan(tmp_path: Path, file_f
     with simdb.open(db, readonly=True) as original, simdb.open(copy, readonly=True) as rebuilt:
         assert list(rebuilt.items()) == list(original.items())
         assert rebuilt.k == 4
-        if file_format == "jsonl":  # the settings travel with a JSONL export
-            assert rebuilt.fingerprinter == original.fingerprinter
+        assert rebuilt.fingerprinter == original.fingerprinter  # the settings travel with the export
 
 
 def test_export_to_stdout_and_import_from_stdin(filled: str, tmp_path: Path) -> None:
@@ -921,7 +920,8 @@ def test_an_export_cut_short_inside_its_last_line_is_reported_not_imported(tmp_p
             ]
 
 
-def test_exports_joined_into_one_stream_are_each_checked_against_the_settings(tmp_path: Path) -> None:
+@pytest.mark.parametrize("file_format", ["jsonl", "tsv"])
+def test_exports_joined_into_one_stream_are_each_checked_against_the_settings(tmp_path: Path, file_format: str) -> None:
     """Found by a faults probe: (export a; export b) > both.jsonl imported b's simhash
     documents under a's minhash settings, after one 'no key' line for b's header.  A later
     header is read as the header of what follows it: the same settings go on, others stop
@@ -929,11 +929,30 @@ def test_exports_joined_into_one_stream_are_each_checked_against_the_settings(tm
     for name, kind in (("minhash", "minhash"), ("simhash", "simhash"), ("minhash2", "minhash")):
         (tmp_path / f"{name}.txt").write_text(prose(len(name)))
         assert run("add", tmp_path / f"{name}.txt", "--kind", kind, "--db", tmp_path / name).exit_code == 0
-    exports = {name: run("export", "--db", tmp_path / name).stdout for name in ("minhash", "simhash", "minhash2")}
-    joined = run("import", "-", "--db", tmp_path / "joined", input=exports["minhash"] + exports["simhash"])
+    exports = {
+        name: run("export", "--format", file_format, "--db", tmp_path / name).stdout
+        for name in ("minhash", "simhash", "minhash2")
+    }
+    joined = run(
+        "import",
+        "--format",
+        file_format,
+        "-",
+        "--db",
+        tmp_path / "joined",
+        input=exports["minhash"] + exports["simhash"],
+    )
     assert joined.exit_code == 2 and "other settings" in joined.stderr and "rest of the file" in joined.stderr
     assert len(stored_keys(str(tmp_path / "joined"))) == 1
-    alike = run("import", "-", "--db", tmp_path / "alike", input=exports["minhash"] + exports["minhash2"])
+    alike = run(
+        "import",
+        "--format",
+        file_format,
+        "-",
+        "--db",
+        tmp_path / "alike",
+        input=exports["minhash"] + exports["minhash2"],
+    )
     assert alike.exit_code == 0, alike.stderr
     assert len(stored_keys(str(tmp_path / "alike"))) == 2
 
@@ -976,6 +995,14 @@ def test_a_jsonl_export_saved_with_a_byte_order_mark_imports(filled: str, tmp_pa
     assert stored_keys(str(tmp_path / "copy")) == stored_keys(filled)
 
 
+def test_a_tsv_export_given_to_add_fingerprints_is_sent_to_import(filled: str, tmp_path: Path) -> None:
+    exported = tmp_path / "backup.tsv"
+    assert run("export", "-o", exported, "--db", filled).exit_code == 0
+    result = run("add", "--fingerprints", exported, "--db", tmp_path / "copy")
+    assert result.exit_code == 2 and "simdb import" in result.stderr, result.stderr
+    assert not (tmp_path / "copy").exists()
+
+
 def test_export_parquet_needs_an_output_file_and_unknown_formats_are_refused(filled: str) -> None:
     result = run("export", "--format", "parquet", "--db", filled)
     assert result.exit_code == 2 and "--output" in result.stderr
@@ -989,8 +1016,9 @@ def test_export_writes_the_format_its_output_name_says_and_imports_back(filled: 
     exported = tmp_path / name
     assert run("export", "-o", exported, "--db", filled).exit_code == 0
     with gzip.open(exported, "rt") if name.lower().endswith(".gz") else open(exported) as stream:
-        first = stream.readline()
-    assert first.startswith("{") != (".tsv" in name.lower())  # JSONL opens with its header object
+        header, first_document = stream.readline(), stream.readline()
+    assert json.loads(header)["simdb"] == "export"  # both formats open with the settings line
+    assert first_document.startswith("{") != (".tsv" in name.lower())
     copy = str(tmp_path / "copy")
     imported = run("import", exported, "--db", copy, "--no-progress")
     assert imported.exit_code == 0 and "failed 0" in imported.stdout, imported.output
@@ -1073,7 +1101,7 @@ def test_export_to_a_gz_file_writes_gzip_that_imports_back(tmp_path: Path, name:
         lines = stream.read().splitlines()
     with simdb.open(db, readonly=True) as original:
         documents = list(original.items())
-    assert len(lines) == len(documents) + (".jsonl" in name.lower())  # a JSONL export has a header line
+    assert len(lines) == len(documents) + 1  # the settings line, then one line a document
     copy = str(tmp_path / "b")
     imported = run("import", exported, "--db", copy, "--no-progress")
     assert imported.exit_code == 0, imported.output
@@ -1127,11 +1155,12 @@ def test_featureless_documents_stay_featureless_through_export_and_import(tmp_pa
     with simdb.open(db, readonly=True) as original:
         settings, k = original.fingerprinter, original.k
     if file_format == "tsv":
-        # A TSV export carries no settings: its sketches count only where the database has them.
-        bare = run("import", exported, "--db", str(tmp_path / "bare"), "--no-progress")
+        # A TSV export before its settings line carried none: its sketches count only where
+        # the database has settings.
+        headerless = tmp_path / "headerless.tsv"
+        headerless.write_bytes(b"".join(exported.read_bytes().splitlines(keepends=True)[1:]))
+        bare = run("import", headerless, "--db", str(tmp_path / "bare"), "--no-progress")
         assert bare.exit_code == 0 and "sketches were left out" in bare.stderr, bare.stderr
-        for made in (copy, fresh):
-            simdb.open(made, k=k, fingerprinter=settings).close()
     assert run("import", exported, "--db", copy, "--no-progress").exit_code == 0
     # --if-new into a new database keeps what adding the texts with --if-new keeps.
     assert run("import", exported, "--db", fresh, "--if-new", "--no-progress").exit_code == 0
@@ -1140,6 +1169,7 @@ def test_featureless_documents_stay_featureless_through_export_and_import(tmp_pa
         kept = set(oracle.keys())
     assert {"empty", "marks", "blank"} <= kept
     with simdb.open(db, readonly=True) as original, simdb.open(copy, readonly=True) as rebuilt:
+        assert (rebuilt.fingerprinter, rebuilt.k) == (settings, k)
         assert list(rebuilt.sketched_items()) == list(original.sketched_items())
         assert sorted(rebuilt.pairs()) == sorted(original.pairs())
         assert sorted(map(sorted, rebuilt.clusters())) == sorted(map(sorted, original.clusters()))

@@ -64,6 +64,35 @@ def test_parquet_shards_import_without_rehashing(tmp_path) -> None:
         assert sorted((doc.key, doc.fingerprint) for doc in db.items()) == sorted(items + more)
 
 
+def test_a_parquet_export_carries_the_settings_into_a_new_database(tmp_path) -> None:
+    """A Parquet export imported into a new database stored no settings, so the copy took
+    SimHash similarities for a minhash database's fingerprints and could not query text."""
+    from tests.test_cli import prose
+
+    for kind in ("minhash", "simhash"):
+        for number in range(3):
+            (tmp_path / f"{kind}{number}.txt").write_text(prose(number))
+        assert (
+            run(
+                "add", *(tmp_path / f"{kind}{n}.txt" for n in range(3)), "--kind", kind, "--db", tmp_path / kind
+            ).exit_code
+            == 0
+        )
+    exported = tmp_path / "minhash.parquet"
+    assert run("export", "-o", exported, "--db", tmp_path / "minhash").exit_code == 0
+    assert run("import", exported, "--db", tmp_path / "copy").exit_code == 0
+    with (
+        simdb.open(tmp_path / "minhash", readonly=True) as original,
+        simdb.open(tmp_path / "copy", readonly=True) as copy,
+    ):
+        assert (copy.fingerprinter, copy.k, copy.plan) == (original.fingerprinter, original.k, original.plan)
+        assert [(d.key, d.fingerprint) for d in copy.items()] == [(d.key, d.fingerprint) for d in original.items()]
+    refused = run("import", exported, "--db", tmp_path / "simhash")
+    assert refused.exit_code == 2 and "other settings" in refused.stderr, refused.stderr
+    with simdb.open(tmp_path / "simhash", readonly=True) as unchanged:
+        assert len(unchanged) == 3
+
+
 def test_import_format_parquet_reads_a_shard_of_any_name(tmp_path) -> None:
     """--format parquet was refused although auto-detection reads .parquet files, so a
     shard named otherwise could not be imported at all."""
