@@ -7,14 +7,13 @@ import io
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
 import simdb
-from simdb.storage import replace_durably
+from simdb.storage import partial_beside, replace_durably
 
 from . import output
 from .filekeys import link_target
@@ -55,12 +54,10 @@ def output_file(path: str) -> Iterator[IO[str]]:
     # The temporary goes beside the file the link names, and is renamed over that file.
     target = Path(os.path.realpath(path))
     try:
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+        handle, temporary = partial_beside(target)
     except OSError as error:
         raise simdb.InvalidInputError(f"cannot write {path}: {error.strerror or error}") from None
     try:
-        # mkstemp makes the file private; give it the mode the file has, or would get.
-        os.chmod(temporary, stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_umask())
         with _text_stream(handle, path) as stream:
             yield stream
         replace_durably(temporary, target)
@@ -107,9 +104,3 @@ def _text_stream(file: int | str, path: str) -> Iterator[IO[str]]:
         io.TextIOWrapper(packed, encoding="utf-8", newline="\n") as stream,
     ):
         yield stream
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

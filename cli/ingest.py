@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import simdb
 from simdb import AddResult, InvalidInputError
+from simdb.storage import gone_process
 from simdb.threshold import kind_of, share_within
 
 from . import output
@@ -59,23 +60,8 @@ def _remove_stale_dry_runs() -> None:
     root = tempfile.gettempdir()
     with suppress(OSError):
         for name in os.listdir(root):
-            pid = name[len(_DRY_RUN_PREFIX) :].partition("-")[0]
-            # Anyone may name a directory so: a process id is a few ASCII digits.
-            if not (name.startswith(_DRY_RUN_PREFIX) and pid.isascii() and pid.isdigit() and len(pid) <= 9):
-                continue
-            if _alive(int(pid)):
-                continue
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    return True
+            if name.startswith(_DRY_RUN_PREFIX) and gone_process(name[len(_DRY_RUN_PREFIX) :].partition("-")[0]):
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
 @contextmanager

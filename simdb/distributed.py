@@ -79,7 +79,7 @@ from simdb.errors import (
     InvalidInputError,
 )
 from simdb.plan import BITS, TablePlan
-from simdb.storage import replace_durably
+from simdb.storage import partial_beside, replace_durably
 from simdb.validation import check_fingerprint_dtype, check_int
 
 if TYPE_CHECKING:  # only for annotations: importing this module must not need Dask or pandas
@@ -893,7 +893,8 @@ def export_parquet(db: Database, path: str | os.PathLike[str], metadata: Mapping
     written = 0
     # Written under another name and renamed over the target only when whole: an export cut
     # short (Ctrl-C) used to leave a valid-looking file of fewer rows in place of an earlier one.
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    descriptor, partial = partial_beside(target)
+    os.close(descriptor)
     try:
         with pq.ParquetWriter(partial, schema) as writer:
             for keys, fingerprints in _document_chunks(db, EXPORT_CHUNK):

@@ -43,9 +43,11 @@ from __future__ import annotations
 import errno
 import os
 import re
+import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import weakref
@@ -351,14 +353,20 @@ def _allocate_lock_file(lock_file: Path) -> None:
         os.close(fd)
 
 
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+def gone_process(pid: str) -> bool:
+    """Whether ``pid``, a process id read from a file name that a process of this host wrote
+    for itself, names another process that no longer runs, so that what it left can go.
+    Anyone may name a file so: a process id is a few ASCII digits, and anything else (or
+    this process, or one of another user) is not judged gone.  One ``kill(pid, 0)``."""
+    if not (pid.isascii() and pid.isdigit() and len(pid) <= 9) or int(pid) == os.getpid():
         return False
-    except PermissionError:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
         return True
-    return True
+    except OSError:  # another user's process: alive
+        return False
+    return False
 
 
 #: How often a thread waiting on a _SharedLock looks again without being woken: an interrupt
@@ -454,6 +462,42 @@ def _fsync_directory(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+#: The suffix of the file a whole-or-nothing output is written to before its rename.
+_PARTIAL = ".partial"
+
+
+def partial_beside(target: Path) -> tuple[int, Path]:
+    """A new file beside ``target`` to write it in before :func:`replace_durably` renames it
+    over ``target``: its descriptor and path, ``.NAME.HOST.PID.RANDOM.partial``, with the
+    mode ``target`` has (or would get, by the umask).
+    Such files that a process of this host left and that is gone (SIGKILLed, or the
+    machine's OOM killer) are removed first: the writer's cleanup never ran, and the file may
+    be as large as the output.  A process on another host sharing the directory is never
+    judged.  One directory scan.  Raises OSError."""
+    host = socket.gethostname().replace(".", "_")
+    prefix = f".{target.name}.{host}."
+    directory = target.parent
+    for entry in os.scandir(directory):
+        left = entry.name.startswith(prefix) and entry.name.endswith(_PARTIAL)
+        if left and entry.is_file(follow_symlinks=False) and gone_process(entry.name[len(prefix) :].split(".")[0]):
+            Path(entry.path).unlink(missing_ok=True)
+    descriptor, path = tempfile.mkstemp(dir=directory, prefix=f"{prefix}{os.getpid()}.", suffix=_PARTIAL)
+    try:
+        # mkstemp makes the file private; give it the mode the file has, or would get.
+        try:
+            mode = stat.S_IMODE(target.stat().st_mode)
+        except FileNotFoundError:
+            mask = os.umask(0)
+            os.umask(mask)
+            mode = 0o666 & ~mask
+        os.fchmod(descriptor, mode)
+    except OSError:
+        os.close(descriptor)
+        os.unlink(path)
+        raise
+    return descriptor, Path(path)
 
 
 def replace_durably(written: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
@@ -887,10 +931,8 @@ class Storage:
             if _GENERATION.fullmatch(generation):
                 if generation != live:
                     Path(entry.path).unlink(missing_ok=True)
-            elif entry.name.startswith(_STAGING):
-                pid = entry.name[len(_STAGING) :].split(".")[0]
-                if pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid)):
-                    Path(entry.path).unlink(missing_ok=True)
+            elif entry.name.startswith(_STAGING) and gone_process(entry.name[len(_STAGING) :].split(".")[0]):
+                Path(entry.path).unlink(missing_ok=True)
 
     def db(self, name: bytes) -> lmdb._Database:
         """The handle of a named sub-database."""

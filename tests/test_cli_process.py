@@ -10,6 +10,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -459,3 +460,44 @@ def test_in_a_latin_1_locale_latin_1_names_keep_their_keys_and_are_never_pruned(
     assert pruned.returncode == 0 and "pruned" not in pruned.stdout, pruned.stdout + pruned.stderr
     with simdb.open(db, readonly=True) as database:
         assert sorted(database.keys()) == ["docs/grün.txt", "docs/ü.txt"]
+
+
+@pytest.mark.parametrize("name", ["backup.jsonl", "backup.parquet"])
+def test_the_next_export_removes_the_partial_file_a_killed_export_left(tmp_path: Path, name: str) -> None:
+    # Found by a faults probe: an export SIGKILLed (or OOM-killed) left its hidden
+    # ".backup.jsonl....partial" beside the target for good, as large as the export.
+    if name.endswith(".parquet"):
+        pytest.importorskip("pyarrow")
+    db = tmp_path / "db"
+    with simdb.open(db) as database:
+        database.add_many((f"key-{i}", i * 7919) for i in range(300_000))
+    target = tmp_path / name
+    command = [sys.executable, "-m", "simdb_cli.app", "export", "--db", str(db), "-o", str(target)]
+    env = {**os.environ, "SIMDB_PATH": ""}
+    killed = subprocess.Popen(command, env=env)
+    deadline = time.monotonic() + 60
+    while not any(tmp_path.glob(f".{name}.*.partial")):
+        assert time.monotonic() < deadline and killed.poll() is None, "the export wrote no partial file"
+        time.sleep(0.005)
+    killed.kill()
+    killed.wait()
+    # Another process's partial file, still being written, is left alone.
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        host = socket.gethostname().replace(".", "_")
+        running = tmp_path / f".{name}.{host}.{sleeper.pid}.abc.partial"
+        running.write_text("an export still being written")
+        assert len(list(tmp_path.glob(f".{name}.*.partial"))) == 2
+        later = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert later.returncode == 0, later.stderr
+        assert list(tmp_path.glob(f".{name}.*.partial")) == [running]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        rows = pq.ParquetFile(target).metadata.num_rows
+    else:
+        rows = len(target.read_text().splitlines()) - 1  # the settings line
+    assert rows == 300_000

@@ -713,12 +713,16 @@ def test_leftovers_of_killed_compactions_are_removed_by_the_next_writable_open(d
     gone = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
     dead = gone.stdout.strip()
     (db_path / f".CURRENT.{dead}.1").write_text("data-000004.mdb\n")
+    # Names no process id is in: kept, and no sweep fails on them (int("\u00b2") raised).
+    foreign = [".CURRENT.\u00b2.1", ".CURRENT.99999999999999999999.1"]
+    for name in foreign:
+        (db_path / name).write_text("not simdb's\n")
     with simdb.open(db_path, readonly=True) as db:
         assert len(db) == 1_000
     assert all((db_path / name).exists() for name in leftovers)  # a reader removes nothing
     with simdb.open(db_path) as db:
         assert len(db) == 1_000 and db.check()
-    assert sorted(p.name for p in db_path.iterdir()) == ["CURRENT", live, live + "-lock"]
+    assert sorted(p.name for p in db_path.iterdir()) == sorted(["CURRENT", live, live + "-lock", *foreign])
 
 
 def test_lock_files_are_allocated_so_a_full_disk_cannot_fault_them(db_path: Path) -> None:
