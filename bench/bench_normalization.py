@@ -1,6 +1,6 @@
 """Copies that a reader calls the same text: found at a threshold by each text pipeline version.
 
-    python bench/bench_normalization.py [--docs 300] [--words 250] [--seed 0] [--threshold 0.9] [--versions 4,5,6]
+    python bench/bench_normalization.py [--docs 300] [--words 250] [--seed 0] [--threshold 0.9] [--versions 5,6,7]
 
 Generates documents of Zipfian words, a fifth of them accented (French/Spanish/German-like,
 plus Greek and Russian words), then for each document one copy of each kind a crawl meets:
@@ -22,14 +22,24 @@ plus Greek and Russian words), then for each document one copy of each kind a cr
   ``&#39;`` or ``&rsquo;``, every other accented letter of Latin script as its named
   reference (``&eacute;``), and one space in ten as ``&nbsp;``;
 - ``korean``: half the spaces after a Korean word left out, as Korean writers often space
-  otherwise ("할 수 있다", "할수 있다").
+  otherwise ("할 수 있다", "할수 있다");
+- ``nukta``: the Hindi words typed without their nukta ("ज़रूर" as "जरूर") and with an
+  anusvara for a candrabindu ("माँ" as "मां");
+- ``capital-look-alikes``: a tenth of the words capitalised, their capital written with the
+  Cyrillic or Greek capital drawn like it ("Вitcoin"), as spam does;
+- ``link-forms``: the document's link as another share of it writes it: ``http://`` with
+  ``www.``, ``m.``, an AMP page's ``/amp`` or a ``#comments`` fragment.
 
 Every document ends with a link to itself, and its words include contractions ("don't",
-"l'homme"), Arabic words and Korean words.
+"l'homme"), Arabic, Korean and Hindi words.
 
 A second table: ``--wordless N`` posts without words (emoji, symbols and punctuation, 1 to 8
 of them, all different), each with a copy spaced otherwise, as reposts and replies are; a
 copy found is one paired with its source, and any other pair is false.
+
+A third table: ``--misread N`` Russian news items of 40 words (generated Cyrillic words, each
+with the same dateline "12.05.2024"), saved in cp1251 and given as bytes, which are not
+UTF-8 (as a crawler that assumes UTF-8 reads them), each with a copy that has one more word.
 
 Truth is by construction (a copy and its source are the same text); a pair between two
 different documents is a false pair.  For each ``normalization`` version the benchmark adds
@@ -56,6 +66,10 @@ _ACCENTED = [
 _CONTRACTIONS = ["don't", "it's", "we're", "they've", "isn't", "l'homme", "aujourd'hui", "c'est", "o'clock"]
 _ARABIC = ["المدرسة", "الكبيرة", "على", "الى", "مدينة", "كتاب", "كبير", "في", "الطريق", "جميلة", "مستشفى", "يكون"]
 _KOREAN = ["정부는", "다음", "달부터", "새로운", "정책을", "시행할", "수", "있다고", "밝혔다", "하지만", "목소리도"]
+_HINDI = ["ज़रूर", "फ़ायदा", "ख़बर", "माँ", "हँसी", "सरकार", "नया", "क़ानून", "बाज़ार", "ग़रीब", "आँख", "शहर"]
+# Latin capitals and the Cyrillic or Greek capitals drawn like them whose small letters are not.
+_CAPITAL_LOOK_ALIKES = {"B": "ВΒ", "E": "Ε", "H": "НΗ", "K": "К", "M": "МΜ", "N": "Ν", "T": "ТΤ", "Z": "Ζ"}
+_CYRILLIC = "абвгдежзийклмнопрстуфхцчшщыэюя"
 # Latin letters and the Cyrillic or Greek letters drawn like them.
 _LOOK_ALIKES = {"a": "аα", "c": "с", "e": "е", "i": "і", "o": "оο", "p": "рρ", "s": "ѕ", "x": "х", "y": "у"}
 _SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "po", "si", "de", "fa", "gu", "ho", "ji", "be", "zo", "wy"]
@@ -69,6 +83,7 @@ def _vocabulary(rng: random.Random, size: int) -> list[str]:
         + _CONTRACTIONS * max(1, size // (10 * len(_CONTRACTIONS)))
         + _ARABIC * max(1, size // (10 * len(_ARABIC)))
         + _KOREAN * max(1, size // (5 * len(_KOREAN)))
+        + _HINDI * max(1, size // (10 * len(_HINDI)))
     )
 
 
@@ -166,6 +181,29 @@ def _escaped(text: str) -> str:
     return "".join(out)
 
 
+def _nukta(text: str) -> str:
+    return text.replace("\u093c", "").replace("\u0901", "\u0902")
+
+
+def _link_forms(text: str) -> str:
+    rng = random.Random(text)
+    before, _, link = text.rpartition(" https://")
+    host, _, path = link.partition("/")
+    form = rng.choice(["http://www.{}/{}", "https://m.{}/{}", "https://{}/{}/amp", "http://{}/{}#comments"])
+    return f"{before} {form.format(host, path)}"
+
+
+def _capital_look_alikes(text: str) -> str:
+    rng = random.Random(text)
+    words = text.split(" ")
+    for index in rng.sample(range(len(words)), len(words) // 10):
+        word = words[index][:1].upper() + words[index][1:]
+        if word[:1] in _CAPITAL_LOOK_ALIKES and len(word) > 1:
+            word = rng.choice(_CAPITAL_LOOK_ALIKES[word[0]]) + word[1:]
+        words[index] = word
+    return " ".join(words)
+
+
 COPIES = {
     "pdf": _pdf_layer,
     "unaccented": _strip_accents,
@@ -177,6 +215,9 @@ COPIES = {
     "arabic": _arabic,
     "escaped": _escaped,
     "korean": _korean_spacing,
+    "nukta": _nukta,
+    "capital-look-alikes": _capital_look_alikes,
+    "link-forms": _link_forms,
 }
 
 
@@ -226,6 +267,33 @@ def measure_wordless(texts: list[tuple[str, str]], normalization: int, threshold
     return found / (len(texts) // 2), false_pairs, featureless
 
 
+def misread_items(items: int, seed: int) -> list[tuple[str, bytes]]:
+    """``items`` different Russian news items in cp1251 bytes and a copy of each with one
+    more word."""
+    rng = random.Random(seed)
+    vocabulary = ["".join(rng.choices(_CYRILLIC, k=rng.randint(2, 9))) for _ in range(3000)]
+    texts = []
+    for number in range(items):
+        item = "12.05.2024 " + " ".join(rng.choices(vocabulary, k=40))
+        texts.append((f"item{number}", item.encode("cp1251")))
+        texts.append((f"item{number}:copy", f"{item} {rng.choice(vocabulary)}".encode("cp1251")))
+    return texts
+
+
+def measure_copies(texts: list[tuple[str, str | bytes]], normalization: int, threshold: float) -> tuple[float, int]:
+    """Share of copies (keys ``NAME:copy``) paired with their source, and false pairs."""
+    with tempfile.TemporaryDirectory() as directory:
+        fingerprinter = simdb.Fingerprinter(normalization=normalization)
+        with simdb.open(f"{directory}/db", fingerprinter=fingerprinter) as db:
+            db.add_texts(texts)
+            found = false_pairs = 0
+            for pair in db.pairs(threshold=threshold):
+                same = pair.key_a.partition(":")[0] == pair.key_b.partition(":")[0]
+                found += same
+                false_pairs += not same
+    return found / (len(texts) // 2), false_pairs
+
+
 def measure(texts: list[tuple[str, str]], normalization: int, threshold: float) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as directory:
         fingerprinter = simdb.Fingerprinter(normalization=normalization)
@@ -252,8 +320,9 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=250)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threshold", type=float, default=0.9)
-    parser.add_argument("--versions", default="4,5,6", help="pipeline versions to compare, comma-separated")
+    parser.add_argument("--versions", default="5,6,7", help="pipeline versions to compare, comma-separated")
     parser.add_argument("--wordless", type=int, default=1000, help="wordless posts of the second table (0: none)")
+    parser.add_argument("--misread", type=int, default=300, help="cp1251 news items of the third table (0: none)")
     arguments = parser.parse_args()
     texts = corpus(arguments.docs, arguments.words, arguments.seed)
     print(
@@ -274,6 +343,14 @@ def main() -> None:
         for version in map(int, arguments.versions.split(",")):
             share, false_pairs, featureless = measure_wordless(posts, version, arguments.threshold)
             print(f"| {version} | {share:.3f} | {false_pairs} | {featureless} |")
+    if arguments.misread:
+        items = misread_items(arguments.misread, arguments.seed)
+        print(f"\n# {arguments.misread} cp1251 items read as UTF-8, a copy of each, threshold {arguments.threshold}")
+        print("| normalization | copies paired with their source | false pairs |")
+        print("|---|---|---|")
+        for version in map(int, arguments.versions.split(",")):
+            share, false_pairs = measure_copies(items, version, arguments.threshold)
+            print(f"| {version} | {share:.3f} | {false_pairs} |")
 
 
 if __name__ == "__main__":

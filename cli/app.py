@@ -79,7 +79,7 @@ from .input_options import (
 )
 from .metavars import SimdbGroup
 from .output import counted, err, hex_fingerprint, json_line, named_some, out
-from .query_inputs import QuerySettings, print_file_matches, query_inputs, query_intake
+from .query_inputs import QuerySettings, QueryTally, print_file_matches, query_inputs, query_intake
 from .records import (
     MATCH_COLUMNS,
     PAIR_COLUMNS,
@@ -108,6 +108,7 @@ from .sources import (
     export_sketch,
     looks_binary,
     other_settings,
+    printable,
     read_documents,
     read_export,
     read_fingerprint_tsv,
@@ -247,7 +248,7 @@ QueryTextFieldOption = Annotated[
     str, typer.Option("--text-field", help="JSONL field holding each query's text; other fields are ignored.")
 ]
 QueryQuietOption = Annotated[
-    bool, typer.Option("--quiet", "-q", help="No per-file notices (text decoded with replacement); errors still show.")
+    bool, typer.Option("--quiet", "-q", help="No per-file notices (text that is not valid UTF-8); errors still show.")
 ]
 IfNewThresholdOption = Annotated[
     float | None,
@@ -575,7 +576,7 @@ def add(
     are read in this order: --fingerprints files, PATH arguments (and --files-from lists),
     --jsonl files.  An unreadable or binary file is reported once and counted as failed
     (exit code 2 at the end), and so is a document over --max-doc-bytes; text that is not
-    valid UTF-8 (or --encoding) is decoded with replacement and counted.  A run that stores
+    valid UTF-8 (or --encoding) is reported and counted, its undecodable bytes read as bytes.  A run that stores
     nothing creates no database.  Ctrl-C stops cleanly: every committed batch stays.  Ends
     with a summary line: added, replaced, skipped, failed, unchanged, and how many documents
     had nothing to fingerprint (featureless: a blank text, say; stored, but never anyone's
@@ -779,6 +780,7 @@ def query(
             rules = path_rules(recursive, glob, exclude, key_base, hidden)
             inputs = query_inputs(file or [], intake, rules=rules, files_from=files_from or [], null=null)
             settings = QuerySettings(k, limit, threshold, exclude_self)
+            tally = QueryTally()
             found = print_file_matches(
                 database,
                 inputs,
@@ -789,9 +791,14 @@ def query(
                 shown_as=shown_as,
                 header=not no_header,
                 named_one_file=file is not None and len(file) == 1 and not files_from and not os.path.isdir(file[0]),
+                tally=tally,
             )
+            for key in tally.featureless[:10]:
+                err(f"simdb: {printable(key)}: {NOTHING_TO_FINGERPRINT}")
             if intake.failed:  # each was reported as it was met
                 raise typer.Exit(EXIT_USAGE)
+            if not found and len(tally.featureless) == tally.documents > 0:
+                raise typer.Exit(EXIT_NOTHING_FOUND)  # said of each above
             if not found:
                 err(f"simdb: no document {nearness(threshold, k if threshold is not None else database.k)}")
                 raise typer.Exit(EXIT_NOTHING_FOUND)
@@ -811,11 +818,15 @@ def query(
         distance_limit = database.k if k is None else k
     output.write_records((match_record(match) for match in matches), MATCH_COLUMNS, shown_as, header=not no_header)
     if wordless:
-        err("simdb: the query text has nothing to fingerprint under the database's text settings: it matches nothing")
+        err(f"simdb: the query text has {NOTHING_TO_FINGERPRINT}")
         raise typer.Exit(EXIT_NOTHING_FOUND)
     if not matches:  # TSV and CSV have printed their header, as over matches
         err(f"simdb: no document {nearness(threshold, k if threshold is not None else distance_limit)}")
         raise typer.Exit(EXIT_NOTHING_FOUND)
+
+
+#: Why a query text matched nothing when it has no features.
+NOTHING_TO_FINGERPRINT = "nothing to fingerprint under the database's text settings; it matches nothing"
 
 
 PathsOption = Annotated[
@@ -1412,8 +1423,9 @@ def _settings_summary(settings: dict[str, Any] | None) -> str:
         f"{settings.get('features')}",
         f"ngram {settings.get('ngram')}",
         f"{settings.get('bits')} bits",
-        f"{settings.get('weights')} weights",
     ]
+    if settings.get("kind", "simhash") == "simhash":  # a minhash fingerprints the set: no weights
+        parts.append(f"{settings.get('weights')} weights")
     if settings.get("stopwords"):
         parts.append(f"stopwords {settings['stopwords']}")
     if settings.get("idf"):
@@ -1963,7 +1975,7 @@ def demo(
     paths = generator.write(collection, docs_dir)
     out(f"1. Wrote {len(paths)} documents to {docs_dir}/, with {len(collection.planted)} planted near-duplicate copies")
     out(
-        "   (files named like article-007-replaced.txt: one word replaced, one inserted, "
+        "   (files named like article-NNN-replaced.txt: one word replaced, one inserted, "
         "or case and punctuation changed).\n"
     )
 

@@ -532,7 +532,7 @@ def print_summary(
         if counts.featureless:
             line += f"; {counts.featureless:,} featureless (nothing to fingerprint)"
         if intake.decoded_with_replacement:
-            line += f"; {intake.decoded_with_replacement:,} decoded with replacement"
+            line += f"; {intake.decoded_with_replacement:,} not valid in their encoding"
         out(f"{line} ({seconds:.1f} s)" + ("; dry run: nothing was stored" if dry_run else ""))
 
 

@@ -7,7 +7,7 @@ expansion, one decoding), fingerprinted and looked up a batch at a time with
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import simdb
 
@@ -77,19 +77,34 @@ def _batches(items: Iterable[Item]) -> Iterator[list[Item]]:
         yield batch
 
 
+@dataclass
+class QueryTally:
+    """What a query of files met: how many documents, and the keys of those that matched
+    nothing because they have nothing to fingerprint (a blank file: it matches nothing, and
+    "no document within 5 bits" would be the wrong reason)."""
+
+    documents: int = 0
+    featureless: list[str] = field(default_factory=list)
+
+
 def file_matches(
-    database: simdb.Database, documents: Iterable[Item], settings: QuerySettings
+    database: simdb.Database, documents: Iterable[Item], settings: QuerySettings, tally: QueryTally
 ) -> Iterator[tuple[str, simdb.Match]]:
     """``(query key, match)`` for every match of every document, in input order, nearest
-    first per document.  One :meth:`~simdb.Database.query_many` (one read transaction,
-    fingerprints computed in this process) per batch."""
+    first per document, counted in ``tally``.  One
+    :meth:`~simdb.Database.query_many` (one read transaction, fingerprints computed in this
+    process) per batch, and a fingerprint again of each document that matched nothing."""
     # One more match is asked for when a document's own key may take one of the places.
     limit = settings.limit
     asked = limit + 1 if limit is not None and settings.exclude_self else limit
     for batch in _batches(documents):
         texts = [item[1] for item in batch]
         results = database.query_many(texts=texts, k=settings.k, limit=asked, threshold=settings.threshold)
+        tally.documents += len(batch)
         for item, matches in zip(batch, results):
+            fingerprinter = database.fingerprinter
+            if not matches and fingerprinter is not None and not fingerprinter.fingerprint_and_sketch(item[1])[1]:
+                tally.featureless.append(item[0])
             kept = [match for match in matches if not (settings.exclude_self and match.key == item[0])]
             for match in kept[:limit]:
                 yield item[0], match
@@ -106,15 +121,18 @@ def print_file_matches(
     shown_as: str,
     header: bool,
     named_one_file: bool,
+    tally: QueryTally,
 ) -> int:
-    """Print the matches of ``inputs`` in ``shown_as`` and return how many were printed.
+    """Print the matches of ``inputs`` in ``shown_as``, counted in ``tally``, and return how
+    many were printed.
     As grep names the file of each line only when it searches several, a ``query`` column
     names the input each match belongs to (its key) unless the arguments named one text
     file (``named_one_file``: not a directory, which may hold one file today and more
     tomorrow, so a script's columns never depend on it); JSON lines always carry it."""
     documents = read_documents(inputs, intake, DEFAULT_MAX_DOC_BYTES, encoding=encoding, fields=fields)
     records = (
-        {"query": query_key, **match_record(match)} for query_key, match in file_matches(database, documents, settings)
+        {"query": query_key, **match_record(match)}
+        for query_key, match in file_matches(database, documents, settings, tally)
     )
     one_query = named_one_file and len(inputs) == 1 and inputs[0].kind in ONE_DOCUMENT_KINDS
     columns = MATCH_COLUMNS if one_query else (QUERY, *MATCH_COLUMNS)

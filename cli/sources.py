@@ -190,7 +190,7 @@ class Intake:
             self.on_problem(printable(where), printable(cause))
 
     def replaced(self, where: str, cause: str, source: str | None = None) -> None:
-        """Count one document whose bytes were not valid UTF-8 and were decoded with U+FFFD."""
+        """Count one document (or key) whose bytes were not valid in its encoding."""
         self.decoded_with_replacement += 1
         if self._quota(source or where):
             self.on_notice(printable(where), printable(cause))
@@ -550,12 +550,15 @@ def decode(
     encoding: str | None = None,
     *,
     bom: bool = True,
+    keep_undecodable: bool = False,
 ) -> str:
     """The text of ``data``: in the encoding a leading byte-order mark names (UTF-8, UTF-16
     or UTF-32; the mark dropped), else in ``encoding``, else UTF-8.  Invalid bytes become
-    U+FFFD, and the document is reported and counted once.  With ``bom=False`` (a line after
-    a file's first) a leading mark is text, not a mark: U+FEFF stays at the start of a key.
-    O(len(data))."""
+    U+FFFD, or with ``keep_undecodable`` (a document's text) the surrogates that stand for
+    them, which text pipeline version 7 keeps as they are in the words they are in (older
+    versions read them as U+FFFD); the document is reported and counted once.  With
+    ``bom=False`` (a line after a file's first) a leading mark is text, not a mark: U+FEFF
+    stays at the start of a key.  O(len(data))."""
     found = bom_encoding(data) if bom else None
     if found is not None:
         encoding, data = found[0], data[found[1] :]
@@ -565,6 +568,12 @@ def decode(
             return data.decode(name)
         except UnicodeDecodeError as exc:
             what = "UTF-8" if encoding is None else name
+            if keep_undecodable:
+                # Not replaced: a text in another encoding would lose every letter and keep
+                # only its digits and punctuation, the same in any two such texts.
+                cause = f"not valid {what} (byte {exc.start}); its undecodable bytes are read as bytes"
+                intake.replaced(where, cause, source)
+                return data.decode(name, errors="surrogateescape")
             intake.replaced(where, f"not valid {what} (byte {exc.start}); decoded with replacement", source)
             return data.decode(name, errors="replace")
     except UnicodeError:  # a codec that raises whatever the error handler (see checked_encoding)
@@ -618,7 +627,8 @@ def read_text_files(
         if looks_binary(data, encoding):
             intake.fail(item.name, "binary file (contains NUL bytes), skipped")
             continue
-        yield item.document_key, decode(data, item.name, intake, encoding=encoding), None, item.path
+        text = decode(data, item.name, intake, encoding=encoding, keep_undecodable=True)
+        yield item.document_key, text, None, item.path
 
 
 def _open_binary(item: Input) -> tuple[IO[bytes], IO[bytes]]:
@@ -1146,7 +1156,7 @@ def _record_text(record: Any, where: str, intake: Intake, source: str, max_bytes
     anything else (requests, metadata, images, errors) is not a document: None.  A payload
     over ``max_bytes`` raises _Oversized, having read ``max_bytes + 1`` bytes of it."""
     if record.rec_type == "conversion":
-        return decode(_payload(record, max_bytes), where, intake, source)
+        return decode(_payload(record, max_bytes), where, intake, source, keep_undecodable=True)
     if record.rec_type not in ("response", "resource"):
         return None
     headers = record.http_headers
@@ -1163,7 +1173,7 @@ def _record_text(record: Any, where: str, intake: Intake, source: str, max_bytes
     try:
         text = data.decode(charset)
     except (LookupError, UnicodeDecodeError):
-        text = decode(data, where, intake, source)
+        text = decode(data, where, intake, source, keep_undecodable=True)
     return html_to_text(text) if "html" in mime else text
 
 
@@ -1526,7 +1536,8 @@ def other_settings(given: Fingerprinter, expected: Fingerprinter, expected_name:
 
 def _settings_words(fingerprinter: Fingerprinter) -> str:
     words = f"{fingerprinter.kind}, {fingerprinter.features} {fingerprinter.ngram}-grams"
-    words += f", {fingerprinter.weights} weights"
+    if fingerprinter.kind == "simhash":  # a minhash fingerprints the set: no weights
+        words += f", {fingerprinter.weights} weights"
     if fingerprinter.normalization != NORMALIZATION:  # said only of an older database's settings
         words += f", text normalization version {fingerprinter.normalization}"
     return words

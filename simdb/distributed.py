@@ -1,6 +1,6 @@
 """Batch near-duplicate search on Dask: the all-pairs search of :mod:`simdb.allpairs`, spread
 over a cluster (Manku's MapReduce batch mode).  Needs the optional extra: ``pip install
-'simdb[dask]'``.  Importing :mod:`simdb` never imports Dask; this module imports it on first use.
+'.[dask]'`` in simdb's checkout.  Importing :mod:`simdb` never imports Dask; this module imports it on first use.
 
 Input is a table of ``(key, fingerprint)`` rows: a Dask DataFrame with those two columns, a
 Dask Series of fingerprints (its index is the key), or a path or glob of Parquet files with

@@ -323,8 +323,8 @@ class WorkerDiedError(SimdbError):
 
 
 #: How to install the dask extra; quoted, as shells such as zsh expand brackets.
-DASK_INSTALL_HINT = "pip install 'simdb[dask]'"
+DASK_INSTALL_HINT = "pip install '.[dask]' in simdb's checkout (its dask extra; 'simdb' on PyPI is another project)"
 
 
 class DaskNotInstalledError(SimdbError, ImportError):
-    """An optional extra (Dask, pandas or pyarrow: ``pip install 'simdb[dask]'``) is not installed."""
+    """An optional extra (Dask, pandas or pyarrow: simdb's ``dask`` extra) is not installed."""

@@ -4,6 +4,11 @@ The pipeline, applied to every text before any hashing:
 
 1. **Invalid surrogates.**  A lone surrogate (``'\\ud800'``) cannot be encoded, so each one is
    replaced by U+FFFD, which is not a word character: it separates tokens like punctuation.
+   From version 7 the surrogates U+DC80-U+DCFF, which stand for bytes that could not be
+   decoded (Python's ``surrogateescape``: ``bytes`` given to the fingerprinter and files the
+   CLI reads are decoded so), are kept, each a letter of the word it is in and hashed as its
+   byte: a text read in the wrong encoding (cp1251 as UTF-8) keeps its words, where with
+   U+FFFD for every letter two different such texts were duplicates by a shared date.
 2. **Unicode NFKC, then casefolding.**  Compatibility forms ("ﬁ", full-width letters,
    superscripts) become their plain equivalents and case is removed ("Straße" → "strasse").
 3. **Apostrophes are deleted** (U+0027, U+2018, U+2019, U+02BC), so "don't" and "don’t"
@@ -38,6 +43,16 @@ The pipeline, applied to every text before any hashing:
    ``&rsquo;``, ``&#39;``, ``&#x2019;``: named ones only with their semicolon and only names
    HTML knows, so "AT&T", "?a=1&b=2" and "&notes;" stay), so text taken from web pages
    without its markup decoded is the text.
+   From version 7: the Indic nukta (the dot of "ज़", which marks a borrowed sound and which
+   everyday typing leaves out) is dropped, the Devanagari candrabindu is read as an
+   anusvara (both as Lucene's Hindi normaliser does), and the Cyrillic and Greek capitals
+   drawn like Latin letters whose small letters are not (В Н К М Т, Β Ε Ζ Η Μ Ν Τ Υ) are
+   read as Latin inside a word that holds a Latin letter ("Вitcoin"), as the letters drawn
+   so in both cases are from version 5.
+   And, last of step 3 (once a URL broken at a line end is joined and its look-alike
+   letters are plain), a URL is read without its scheme, a leading "www.", "m.", "mobile."
+   or "amp.", its fragment and a last path segment "amp", so that the forms a link is
+   shared in are one link.
 4. **Punctuation and whitespace folding.**  A token is a maximal run of letters, digits and
    combining marks; everything else (punctuation, symbols, whitespace, underscore) only
    separates tokens.  Character shingles are taken over the tokens joined by single spaces.
@@ -83,10 +98,12 @@ from typing import cast
 #: does; its English stop-word list keeps negations (:mod:`simdb.stopwords`).  Version 5 is
 #: version 4 with the folded letters, apostrophe marks, tracking parameters and line breaks
 #: of step 3.  Version 6 decodes HTML character references (step 3) and takes a wordless
-#: text's symbols as its tokens (step 4).  All are kept so that databases made with them go
+#: text's symbols as its tokens (step 4).  Version 7 keeps undecodable bytes (step 1),
+#: folds the Indic nukta, the Devanagari candrabindu and the capitals drawn like Latin ones
+#: and reads URLs in a canonical form (step 3).  All are kept so that databases made with them go
 #: on fingerprinting text as they always did.
-NORMALIZATION = 6
-NORMALIZATIONS = (1, 2, 3, 4, 5, 6)
+NORMALIZATION = 7
+NORMALIZATIONS = (1, 2, 3, 4, 5, 6, 7)
 
 #: Characters per chunk when streaming a long text.  About 45,000 English words, so the
 #: per-chunk arrays of the fingerprinter stay at a few megabytes.
@@ -120,6 +137,11 @@ def _unspaced_ranges(normalization: int) -> str:
 
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
+# The surrogates that stand for undecodable bytes (Python's "surrogateescape": byte 0xE9 is
+# U+DCE9), which version 7 keeps as letters, and the other surrogates, which it replaces.
+_BYTE_ESCAPES = "\udc80-\udcff"
+_OTHER_SURROGATES = re.compile("[\ud800-\udc7f\udd00-\udfff]")
+_BYTE_ESCAPE_SEARCH = re.compile(f"[{_BYTE_ESCAPES}]").search
 _APOSTROPHES = str.maketrans("", "", "'\u2018\u2019\u02bc")
 # Marks typed for an apostrophe: a grave accent and an acute (a dead key on many keyboards:
 # "don´t").  Version 5 deletes them before NFKC, which makes the acute a space and a
@@ -137,6 +159,11 @@ _TRACKING_PARAMETERS = re.compile(
     r"=[A-Za-z0-9._~%+\-]*",
     re.IGNORECASE,
 )
+# A URL, from its scheme or a leading "www." that no ASCII letter or digit comes before (a
+# Korean word may: "있다https://..."), to the first space, quote or angle bracket (version 7;
+# see _canonical_url), and the parts of it that version 7 leaves out.
+_URL = re.compile(r"(?<![A-Za-z0-9_])(?:(?:https?|ftp)://|www\d{0,3}\.)[^\s<>\"'`]*", re.IGNORECASE)
+_URL_PREFIX = re.compile(r"^(?:(?:https?|ftp)://)?(?:(?:www\d{0,3}|m|mobile|amp)\.(?=[^/?#.]+\.))?", re.IGNORECASE)
 # The Cyrillic, Greek and Armenian letters that common fonts draw as Latin ones (from UTS
 # #39's confusables) in both cases, so that a word reads alike in capitals and in small
 # letters ("Ν" is drawn like an "N" but "ν" like a "v": neither is here): version 5 reads
@@ -147,6 +174,13 @@ _LOOK_ALIKES = {
     **dict(zip("АаЕеОоРрСсУуХхЅѕІіЈјԚԛԜԝ", "AaEeOoPpCcYyXxSsIiJjQqWw")),  # Cyrillic
     **dict(zip("ΑαΙιΚκΟοΡρΧχ", "AaIiKkOoPpXx")),  # Greek
     **dict(zip("ՕօՍս", "OoUu")),  # Armenian
+}
+# Capitals drawn like Latin ones whose small letters are not ("В" is a "B", "в" no "b"),
+# which version 7 reads as Latin too inside a word that holds a Latin letter: the map is
+# applied before casefolding, so it goes by what a reader sees ("Вitcoin", "ΕNJOY").
+_CAPITAL_LOOK_ALIKES = {
+    **dict(zip("ВНКМТ", "BHKMT")),  # Cyrillic
+    **dict(zip("ΒΕΖΗΜΝΤΥ", "BEZHMNTY")),  # Greek
 }
 # Letters that version 5 folds into others wherever they are, after casefolding: Latin
 # small capitals, the stroked Latin letters and ligatures that ASCII-fied text writes
@@ -159,6 +193,9 @@ _FOLDED_LETTERS = {
     "œ": "oe",
     **dict(zip("\u0649\u06cc\u0629\u06c1\u06a9", "\u064a\u064a\u0647\u0647\u0643")),  # ى ی ة ہ ک
 }
+# Version 7's: the Devanagari candrabindu written as an anusvara, as everyday typing and
+# Lucene's Hindi normaliser write it.
+_FOLDED_LETTERS_7 = {**_FOLDED_LETTERS, "\u0901": "\u0902"}
 _ASCII_TOKENS = re.compile(r"[a-z0-9]+").findall
 # Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), as inclusive ranges:
 # characters that are rendered as nothing when a font has no glyph for them.
@@ -208,6 +245,19 @@ _FOLDED_MARK_RANGES = (
     (0x1DC0, 0x1DFF),  # combining diacritical marks supplement
     (0x20D0, 0x20FF),  # combining marks for symbols
     (0xFE20, 0xFE2F),  # combining half marks
+)
+# Version 7's: the nukta of the Indic scripts, a dot that marks a borrowed sound ("ज़" for
+# "ज") and that everyday typing leaves out, as Lucene's Indic normaliser does.  The vowel
+# signs stay.
+_FOLDED_MARK_RANGES_7 = (
+    *_FOLDED_MARK_RANGES,
+    (0x093C, 0x093C),  # Devanagari
+    (0x09BC, 0x09BC),  # Bengali
+    (0x0A3C, 0x0A3C),  # Gurmukhi
+    (0x0ABC, 0x0ABC),  # Gujarati
+    (0x0B3C, 0x0B3C),  # Oriya
+    (0x0C3C, 0x0C3C),  # Telugu
+    (0x0CBC, 0x0CBC),  # Kannada
 )
 # A line end inside a hyphenated word: the hyphen (ASCII or U+2010) after a letter, spaces
 # or tabs, one line break, spaces or tabs, then a letter, which the join checks is lowercase
@@ -290,11 +340,13 @@ def _version_2_mapping(normalization: int) -> tuple[re.Pattern[str], dict[int, s
 @cache
 def _folding(normalization: int) -> tuple[re.Pattern[str], dict[int, str | None]]:
     """(a search for any character that version 3's folding (from 5: with the folded
-    letters) changes, the ``str.translate`` table that folds: each dropped mark to nothing,
-    each precomposed letter holding one to the rest of its decomposition, each folded letter
-    to its stand-in).  Built once per version, on first use, by decomposing every BMP code
-    point (~30 ms): beyond it, no canonical decomposition holds a dropped mark."""
-    dropped = {code for low, high in _FOLDED_MARK_RANGES for code in range(low, high + 1)}
+    letters; from 7: with the nuktas and the candrabindu) changes, the ``str.translate``
+    table that folds: each dropped mark to nothing, each precomposed letter holding one to
+    the rest of its decomposition, each folded letter to its stand-in).  Built once per
+    version, on first use, by decomposing every BMP code point (~30 ms): beyond it, no
+    canonical decomposition holds a dropped mark."""
+    ranges = _FOLDED_MARK_RANGES_7 if normalization >= 7 else _FOLDED_MARK_RANGES
+    dropped = {code for low, high in ranges for code in range(low, high + 1)}
     table: dict[int, str | None] = dict.fromkeys(dropped)
     for code in range(0x80, 0x10000):
         decomposed = unicodedata.normalize("NFD", chr(code))
@@ -303,7 +355,7 @@ def _folding(normalization: int) -> tuple[re.Pattern[str], dict[int, str | None]
     if normalization >= 5:
         # One pass folds both: a precomposed letter whose base is a folded letter loses its
         # mark and folds too.
-        letters = str.maketrans(_FOLDED_LETTERS)
+        letters = str.maketrans(_FOLDED_LETTERS_7 if normalization >= 7 else _FOLDED_LETTERS)
         table = {code: None if rest is None else rest.translate(letters) for code, rest in table.items()}
         table.update((code, letter) for code, letter in letters.items() if code not in table)
     return re.compile(f"[{_class_body(sorted(table))}]"), table
@@ -318,14 +370,16 @@ def ascii_prepared(text: str, normalization: int = NORMALIZATION) -> str:
         text = untracked(text)
         if "`" in text:
             text = text.replace("`", "")
-    return join_line_end_hyphens(text, normalization)
+    text = join_line_end_hyphens(text, normalization)
+    return canonical_urls(text) if normalization >= 7 else text
 
 
-def _latin_look_alikes_folded(text: str) -> str:
-    """``text`` with each look-alike letter (:data:`_LOOK_ALIKES`) read as its Latin letter
-    inside every word that holds a Latin letter too (version 5).  A text without both is
-    only searched; else one Python step per word."""
-    look_alike, table = _look_alike_search()
+def _latin_look_alikes_folded(text: str, normalization: int) -> str:
+    """``text`` with each look-alike letter (:data:`_LOOK_ALIKES`; from version 7 also
+    :data:`_CAPITAL_LOOK_ALIKES`) read as its Latin letter inside every word that holds a
+    Latin letter too (version 5).  A text without both is only searched; else one Python
+    step per word."""
+    look_alike, table = _look_alike_search(normalization >= 7)
     if look_alike(text) is None or _LATIN_LETTER(text) is None:
         return text
     parts = _WORDS.split(text)  # the words at odd positions
@@ -337,17 +391,19 @@ def _latin_look_alikes_folded(text: str) -> str:
 
 
 @cache
-def _look_alike_search() -> tuple[Callable[[str], re.Match[str] | None], dict[int, str]]:
-    """(a search for any look-alike letter, the ``str.translate`` table that reads each as
-    its Latin letter), accented ones included ("Ά" is "A" and the accent, which version 3
-    drops after casefolding, as it drops it from "ά").  Built once, on first use, from the
-    Greek, Cyrillic and Armenian blocks (~1 ms)."""
-    table = str.maketrans(_LOOK_ALIKES)
+def _look_alike_search(capitals: bool) -> tuple[Callable[[str], re.Match[str] | None], dict[int, str]]:
+    """(a search for any look-alike letter (with ``capitals``, version 7's too), the
+    ``str.translate`` table that reads each as its Latin letter), accented ones included
+    ("Ά" is "A" and the accent, which version 3 drops after casefolding, as it drops it
+    from "ά").  Built once, on first use, from the Greek, Cyrillic and Armenian blocks
+    (~1 ms)."""
+    look_alikes = {**_LOOK_ALIKES, **_CAPITAL_LOOK_ALIKES} if capitals else _LOOK_ALIKES
+    table = str.maketrans(look_alikes)
     for code in range(0x0370, 0x0590):
         decomposed = unicodedata.normalize("NFD", chr(code))
         base, marks = decomposed[0], decomposed[1:]
-        if marks and base in _LOOK_ALIKES and all(unicodedata.combining(mark) for mark in marks):
-            table[code] = _LOOK_ALIKES[base] + marks
+        if marks and base in look_alikes and all(unicodedata.combining(mark) for mark in marks):
+            table[code] = look_alikes[base] + marks
     return re.compile(f"[{_class_body(sorted(table))}]").search, table
 
 
@@ -360,6 +416,30 @@ def untracked(text: str) -> str:
     """``text`` without the tracking parameters of its URLs (version 5).  O(len(text)); a
     text without "=" is not searched."""
     return _TRACKING_PARAMETERS.sub(r"\1", text) if "=" in text else text
+
+
+def canonical_urls(text: str) -> str:
+    """``text`` with each URL in its canonical form (version 7; :func:`_canonical_url`),
+    read once the text is normalised otherwise: a URL broken at a line end is joined and
+    one disguised with look-alike letters is plain by then.  O(len(text)); a text without
+    "://" or "www" is not searched."""
+    if "://" in text or "www" in text or "WWW" in text:
+        return _URL.sub(_canonical_url, text)
+    return text
+
+
+def _canonical_url(url: re.Match[str]) -> str:
+    """A URL as version 7 reads it: without its scheme, a leading "www.", "m.", "mobile." or
+    "amp." of a host that has another dot, its fragment, and a last path segment "amp" (an
+    AMP page's address), so that the links a post is shared with ("http://", "https://www.",
+    "https://m.", ".../amp", "#comments") are one link: each of those parts was a token, and
+    a short post with one link fell to J 0.75-0.79 against its copy."""
+    canonical = _URL_PREFIX.sub("", url.group(), count=1).split("#", 1)[0]
+    path, question, query = canonical.partition("?")
+    last = path.lower().rstrip("/")
+    if last.endswith("/amp"):
+        path = path[: len(last) - len("/amp")]
+    return path + question + query
 
 
 def join_line_end_hyphens(text: str, normalization: int = NORMALIZATION) -> str:
@@ -388,13 +468,20 @@ def _joined_if_lowercase(match: re.Match[str]) -> str:
 
 
 @cache
-def _token_finder(split_unspaced: bool, normalization: int = NORMALIZATION) -> re.Pattern[str]:
+def _token_finder(
+    split_unspaced: bool, normalization: int = NORMALIZATION, undecodable: bool = False
+) -> re.Pattern[str]:
     """The token regex of the general (non-ASCII) path: runs of word characters that are
     not underscores, with combining marks (from version 2, a run starts with a word
-    character); with ``split_unspaced``, each unspaced character a token of its own."""
+    character); with ``split_unspaced``, each unspaced character a token of its own.  With
+    ``undecodable`` (version 7, a text holding undecodable bytes), the surrogates that stand
+    for them are word characters too: a text read in the wrong encoding keeps its words as
+    bytes, so copies of it are duplicates and other texts are not."""
     marks = _scanned_classes()[0]
     unspaced = _unspaced_ranges(normalization)
     word = f"[^\\W_{unspaced}]" if split_unspaced else "[^\\W_]"
+    if undecodable:  # an alternation, slower than the class, so only where it is needed
+        word = f"(?:{word}|[{_BYTE_ESCAPES}])"
     run = f"{word}(?:{word}|[{marks}])*" if normalization >= 2 else f"(?:{word}|[{marks}])+"
     return re.compile(f"[{unspaced}]|{run}" if split_unspaced else run)
 
@@ -449,8 +536,9 @@ def _normalized(text: str, normalization: int) -> str:
     if text.isascii():
         text = ascii_prepared(text, normalization).lower()
         return text.replace("'", "") if "'" in text else text
-    if _SURROGATES.search(text):
-        text = _SURROGATES.sub("\ufffd", text)
+    surrogates = _OTHER_SURROGATES if normalization >= 7 else _SURROGATES
+    if surrogates.search(text):
+        text = surrogates.sub("\ufffd", text)
     if normalization >= 5:
         text = untracked(text)
     if normalization >= 3 and "\u00ad" in text:
@@ -467,17 +555,19 @@ def _normalized(text: str, normalization: int) -> str:
     # whether the next line starts with a capital.
     text = join_line_end_hyphens(text, normalization)
     if normalization >= 5:
-        text = _latin_look_alikes_folded(text)
+        text = _latin_look_alikes_folded(text, normalization)
     text = text.casefold()
     if normalization >= 3:
         # After casefolding, which can leave a mark of its own ("İ" is "i" and a dot above).
-        folded, table = _folding(5 if normalization >= 5 else 3)
+        folded, table = _folding(7 if normalization >= 7 else 5 if normalization >= 5 else 3)
         if folded.search(text):
             text = text.translate(table)
     elif normalization >= 2 and "\u0307" in text:
         # The casefolded Turkish capital dotted I; composed again, as an accent after it
         # ("İ́") is then on a plain i, as in "í".
         text = unicodedata.normalize("NFC", text.replace("i\u0307", "i"))
+    if normalization >= 7:
+        text = canonical_urls(text)
     return text.translate(_APOSTROPHES)
 
 
@@ -519,7 +609,9 @@ def decoded_tokens(text: str, split_unspaced: bool = True, normalization: int = 
     general path of :func:`tokenize`, for callers that decode a chunk themselves."""
     if text.isascii():
         return _ASCII_TOKENS(_normalized(text, normalization))
-    return _token_finder(split_unspaced, normalization).findall(_normalized(text, normalization))
+    normalized = _normalized(text, normalization)
+    undecodable = normalization >= 7 and _BYTE_ESCAPE_SEARCH(normalized) is not None
+    return _token_finder(split_unspaced, normalization, undecodable).findall(normalized)
 
 
 def symbol_tokens(text: str, normalization: int = NORMALIZATION) -> list[str]:

@@ -46,9 +46,11 @@ vectorised numpy summation gives the same bits in any order on any BLAS.
 
 Defined results for edge cases: the empty text, a text of only punctuation or whitespace
 (no tokens) and a text whose tokens are all stop words have no features and fingerprint 0.
-A text of one token has one feature, so its fingerprint is that feature's hash.  Lone
-surrogates are replaced by U+FFFD and so act as separators.  ``bytes`` are decoded as UTF-8
-with invalid sequences replaced by U+FFFD.  A text of any length is processed in chunks of
+A text of one token has one feature, so its fingerprint is that feature's hash.  ``bytes``
+are decoded as UTF-8, each byte that is not UTF-8 becoming the surrogate that stands for it
+(``surrogateescape``): from pipeline version 7 such a surrogate is a letter of its word,
+hashed as the byte it stands for; before, it acted as a separator, as U+FFFD does.  Other
+lone surrogates are replaced by U+FFFD and so act as separators.  A text of any length is processed in chunks of
 :data:`simdb.features.CHUNK_CHARS` characters with per-bit sums carried across chunks, so
 with ``weights="tf"`` memory stays bounded whatever the length (tracemalloc peaks of about
 4 MB for English and 30 MB for text made only of CJK characters, one token each per chunk);
@@ -154,13 +156,21 @@ Text = str | bytes
 Feature = tuple[str | bytes | int, int | float]
 
 
+def _token_bytes(token: str | bytes) -> bytes:
+    """The bytes a token's hash is of: its UTF-8, where a surrogate standing for an
+    undecodable byte (version 7) is that byte again.  mmh3 hashes a str as its UTF-8, so a
+    token of valid text hashes alike as str and as bytes (and mmh3 crashes on a lone
+    surrogate: none may reach it)."""
+    return token if isinstance(token, bytes) else token.encode("utf-8", "surrogateescape")
+
+
 class _Lane0Cache(dict[str | bytes, int]):
     """token → lane 0 of its mmh3 hash, as a signed 64-bit int (computed on first use)."""
 
     def __missing__(self, token: str | bytes) -> int:
         if len(self) >= _CACHE_LIMIT:
             self.clear()
-        value = mmh3.hash64(token, SEED)[0]
+        value = mmh3.hash64(_token_bytes(token), SEED)[0]
         self[token] = value
         return value
 
@@ -171,7 +181,7 @@ class _BothLanesCache(dict[str | bytes, tuple[int, int]]):
     def __missing__(self, token: str | bytes) -> tuple[int, int]:
         if len(self) >= _CACHE_LIMIT:
             self.clear()
-        value = mmh3.hash64(token, SEED)
+        value = mmh3.hash64(_token_bytes(token), SEED)
         self[token] = value
         return value
 
@@ -236,7 +246,8 @@ def _char_hashes(joined: str, lanes: int) -> UInt64Array:
         return np.empty((0, lanes), dtype=np.uint64)
     if joined.isascii():
         return _ascii_char_table(lanes)[np.frombuffer(joined.encode("ascii"), dtype=np.uint8)]
-    codes = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
+    # Version 7's surrogates for undecodable bytes pass, each a character of its own.
+    codes = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype="<u4")
     characters, positions = np.unique(codes, return_inverse=True)
     return _token_hashes([chr(code) for code in characters.tolist()], lanes)[positions.reshape(-1)]
 
@@ -503,7 +514,10 @@ def _as_text(text: Any) -> str:
     if isinstance(text, str):
         return text
     if isinstance(text, (bytes, bytearray, memoryview)):
-        return bytes(text).decode("utf-8", errors="replace")
+        # Each byte that is not UTF-8 becomes the surrogate that stands for it: version 7
+        # keeps it in the word it is in, and older versions read each such surrogate as
+        # U+FFFD, as they read the text decoded with replacement.
+        return bytes(text).decode("utf-8", errors="surrogateescape")
     raise InvalidInputError(f"text={type(text).__name__} is not str or bytes")
 
 
@@ -541,7 +555,9 @@ class Fingerprinter:
       database keeps the version it was made with.  ASCII texts tokenise alike in all but
       for the line-end hyphens of versions 3 on, the grave accents and URL tracking
       parameters of version 5 on, and the character references and wordless texts of
-      version 6.  Left out, it is
+      version 6 on, and version 7's URL forms.  Version 7 keeps undecodable bytes as
+      letters, folds the Indic nukta, the Devanagari candrabindu and capitals drawn like
+      Latin ones, and reads URLs in a canonical form.  Left out, it is
       the current version, and opening a database with these settings takes the
       database's version (see :meth:`agrees_with`).
 

@@ -174,7 +174,7 @@ def test_binary_and_invalid_utf8_files_are_reported_once_counted_and_the_run_goe
     assert result.exit_code == 2
     assert result.stderr.count("image.bin") == 1 and "binary" in result.stderr
     assert result.stderr.count("latin1.txt") == 1 and "UTF-8" in result.stderr
-    assert "added 2, replaced 0, skipped 0, failed 1; 1 decoded with replacement" in result.stdout
+    assert "added 2, replaced 0, skipped 0, failed 1; 1 not valid in their encoding" in result.stdout
     assert "Traceback" not in result.output
     with simdb.open(db, readonly=True) as database:
         assert str(docs / "latin1.txt") in database
@@ -510,6 +510,19 @@ def test_a_query_text_without_features_says_so(filled: str) -> None:
     assert "nothing to fingerprint" not in run("query", prose(99), "--db", filled).stderr
 
 
+def test_a_query_file_without_features_says_so(filled: str, tmp_path: Path) -> None:
+    # Found by a new-user probe: query -f empty.txt said "no document within 3 bits" where
+    # the same text given as an argument said it has nothing to fingerprint.
+    (tmp_path / "empty.txt").write_text(" \n")
+    (tmp_path / "other.txt").write_text(prose(99))
+    alone = run("query", "-f", tmp_path / "empty.txt", "--db", filled)
+    assert alone.exit_code == 1 and "empty.txt: nothing to fingerprint" in alone.stderr, alone.stderr
+    assert "no document within" not in alone.stderr
+    both = run("query", "-f", tmp_path / "empty.txt", "-f", tmp_path / "other.txt", "--db", filled)
+    assert both.exit_code == 1 and "empty.txt: nothing to fingerprint" in both.stderr
+    assert "other.txt: nothing" not in both.stderr and "no document within 3 bits" in both.stderr
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
@@ -747,6 +760,11 @@ def test_stats_shows_documents_tables_and_settings(filled: str) -> None:
         "similarity",
     ):
         assert label in human
+    # A minhash fingerprints the set of features: its weights setting means nothing (a
+    # new-user probe found "binary weights" shown for it).
+    kind = info["fingerprinter"]["kind"]
+    [settings_line] = [line for line in human.splitlines() if line.startswith("fingerprint settings")]
+    assert ("weights" in settings_line) == (kind == "simhash"), settings_line
 
 
 def test_check_ok_and_problems(filled: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ search in simdb.allpairs (itself checked against brute force in test_allpairs.py
 from __future__ import annotations
 
 import itertools
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -453,7 +454,7 @@ def test_parquet_that_cannot_be_read_is_refused_naming_it(tmp_path: Path) -> Non
 
 def test_missing_dask_gives_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "dask.dataframe", None)  # makes the import fail
-    with pytest.raises(SimdbError, match=r"pip install 'simdb\[dask\]'"):
+    with pytest.raises(SimdbError, match=re.escape(simdb.errors.DASK_INSTALL_HINT)):
         distributed.find_all("anything.parquet")
 
 
@@ -471,7 +472,7 @@ def test_without_pandas_the_module_imports_and_use_gives_the_install_hint() -> N
     )
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "pip install 'simdb[dask]'"
+    assert done.stdout.strip() == simdb.errors.DASK_INSTALL_HINT
 
 
 def test_importing_simdb_does_not_import_dask() -> None:
