@@ -88,7 +88,7 @@ class SketchedFingerprint(NamedTuple):
     sketch: bytes
 
 
-_NOT_REGULAR = "not a regular file (a FIFO, socket or device), skipped"
+_NOT_REGULAR = "not a regular file (a FIFO, socket or device); not read"
 #: The default largest document ``simdb add`` reads (``--max-doc-bytes``): a text file, a
 #: JSONL or TSV line, or a WARC record's payload.  Larger ones are reported and skipped
 #: without being read whole.
@@ -98,7 +98,7 @@ DEFAULT_MAX_DOC_BYTES = 64 * 2**20
 def too_large(size: int | None, limit: int) -> str:
     """The report of a document over ``limit`` bytes (``size`` if known)."""
     what = f"{size:,} bytes" if size is not None else "more bytes"
-    return f"{what}, over --max-doc-bytes ({limit:,}); skipped"
+    return f"{what}, over --max-doc-bytes ({limit:,}); not read"
 
 
 #: Bytes read at a time while skipping an oversized line or looking for the next WARC record.
@@ -346,9 +346,15 @@ def _expand_listed(
     stdin: IO[str] | None,
 ) -> list[Input]:
     found = []
+    hinted = False
     for line in read_path_list(source, intake, null=null, stdin=stdin):
         # A "-" inside the list is a file named "-", not stdin again.
+        failed = intake.failed
         found.extend(_expand_one("./-" if line == "-" else line, intake, rules, skipped, visited))
+        if source == "-" and not hinted and intake.failed > failed and " " in line and not os.path.lexists(line):
+            # query - and hash - read text from stdin; here it is a list of paths.
+            hinted = True
+            intake.notice("<stdin>", "stdin lists file paths here, one a line (text on stdin: add --jsonl -, query -)")
     return found
 
 
@@ -370,7 +376,7 @@ def stdin_keys(intake: Intake, stdin: IO[str] | None = None, *, null: bool = Fal
         try:
             key = line.decode("utf-8")
         except UnicodeDecodeError as exc:
-            cause = f"not valid UTF-8 (byte {exc.start}), so it is no stored key; skipped"
+            cause = f"not valid UTF-8 (byte {exc.start}), so it is no stored key; not read"
             intake.fail(f"<stdin>:{number}", cause, "<stdin>")
             continue
         if key:
@@ -418,7 +424,7 @@ def _walk(
         if skipped is not None and os.path.realpath(directory) == skipped:
             continue
         if Storage.holds_database(directory):
-            intake.notice(directory, "a simdb database, whose files are no documents: skipped")
+            intake.notice(directory, "a simdb database, whose files are no documents; not read")
             continue
         try:
             info = os.stat(directory)
@@ -427,7 +433,7 @@ def _walk(
             intake.fail(directory, f"cannot list directory: {exc.strerror}")
             continue
         if (info.st_dev, info.st_ino) in visited:
-            intake.notice(directory, "a directory already read (through a symbolic link), skipped")
+            intake.notice(directory, "a directory already read (through a symbolic link); not read again")
             continue
         visited.add((info.st_dev, info.st_ino))
         subdirectories = []
@@ -445,7 +451,7 @@ def _walk(
                 if not entry.is_file():
                     if entry.is_symlink() and not os.path.exists(entry.path):
                         # It names nothing to read: not a failure, but not left unsaid.
-                        intake.notice(entry.path, "a broken symbolic link, skipped")
+                        intake.notice(entry.path, "a broken symbolic link; not read")
                         continue
                     intake.fail(entry.path, _NOT_REGULAR)
                     continue
@@ -625,7 +631,7 @@ def read_text_files(
             intake.fail(item.name, too_large(None, max_bytes))
             continue
         if looks_binary(data, encoding):
-            intake.fail(item.name, "binary file (contains NUL bytes), skipped")
+            intake.fail(item.name, "binary file (contains NUL bytes); not read")
             continue
         text = decode(data, item.name, intake, encoding=encoding, keep_undecodable=True)
         yield item.document_key, text, None, item.path
@@ -1214,7 +1220,7 @@ def _tolerate_missing_uris(records: Any) -> None:
 
 _WRONG_LENGTH = (
     "is not followed by the record separator (a blank line twice, then the next WARC/ header or the end): "
-    "its Content-Length is wrong, skipped"
+    "its Content-Length is wrong; not read"
 )
 
 
@@ -1327,7 +1333,7 @@ def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = N
                 problem = _undelimited(record)
                 if problem is not None:
                     record_where = f"{item.path}: record {number} at byte {records.offset} ({uri or 'no URI'})"
-                    intake.fail(record_where, f"{problem}; skipped", item.path)
+                    intake.fail(record_where, f"{problem}; not read", item.path)
                     _skip_to_next_record(records)
                     continue
                 if record.rec_type is None:
@@ -1335,7 +1341,7 @@ def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = N
                     continue
                 if not uri and record.rec_type in _DOCUMENT_RECORDS:
                     problem = _finish(records, record) or "has no WARC-Target-URI to key it"
-                    intake.fail(where, f"{problem}, skipped", item.path)
+                    intake.fail(where, f"{problem}; not read", item.path)
                     continue
                 try:
                     text = _record_text(record, where, intake, item.path, max_bytes)
@@ -1346,7 +1352,7 @@ def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = N
                     continue
                 problem = _finish(records, record)
                 if problem == _CUT_SHORT:
-                    intake.fail(where, f"{_CUT_SHORT}, skipped", item.path)
+                    intake.fail(where, f"{_CUT_SHORT}; not read", item.path)
                     continue
                 if problem is not None:
                     intake.fail(

@@ -697,3 +697,14 @@ def test_a_directory_read_without_r_says_how_many_subdirectories_it_left(tmp_pat
     assert flat.exit_code == 0 and f"{tree}: 2 subdirectories not read (-r reads them)" in flat.stderr
     assert "subdirector" not in run("add", tree, "-r", "--db", tmp_path / "db2").stderr
     assert "subdirector" not in run("add", tree, "-q", "--db", tmp_path / "db3").stderr
+
+
+def test_add_dash_says_once_that_stdin_lists_paths_when_it_holds_text(tmp_path: Path) -> None:
+    # Found by a new-user probe: `fold doc.txt | simdb add -` reported each line as a missing
+    # file, with no word that "-" lists paths here (it reads text in query and hash).
+    lines = "some words of text\nmore words of text\nand more\n"
+    result = add("-", "--db", tmp_path / "db", input=lines.encode())
+    assert result.exit_code == 2 and result.stderr.count("stdin lists file paths") == 1, result.stderr
+    (tmp_path / "a b.txt").write_text(prose(1))
+    listed = add("-", "--db", tmp_path / "db", input=f"{tmp_path / 'a b.txt'}\n".encode())
+    assert listed.exit_code == 0 and "stdin lists" not in listed.stderr, listed.stderr
