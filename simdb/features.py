@@ -51,8 +51,8 @@ The pipeline, applied to every text before any hashing:
    so in both cases are from version 5.
    And, last of step 3 (once a URL broken at a line end is joined and its look-alike
    letters are plain), a URL is read without its scheme, a leading "www.", "m.", "mobile."
-   or "amp.", its fragment and a last path segment "amp", so that the forms a link is
-   shared in are one link.
+   or "amp.", its fragment (but a one-page app's route, "#/..."), and a last path segment
+   "amp", so that the forms a link is shared in are one link.
 4. **Punctuation and whitespace folding.**  A token is a maximal run of letters, digits and
    combining marks; everything else (punctuation, symbols, whitespace, underscore) only
    separates tokens.  Character shingles are taken over the tokens joined by single spaces.
@@ -430,16 +430,19 @@ def canonical_urls(text: str) -> str:
 
 def _canonical_url(url: re.Match[str]) -> str:
     """A URL as version 7 reads it: without its scheme, a leading "www.", "m.", "mobile." or
-    "amp." of a host that has another dot, its fragment, and a last path segment "amp" (an
-    AMP page's address), so that the links a post is shared with ("http://", "https://www.",
-    "https://m.", ".../amp", "#comments") are one link: each of those parts was a token, and
-    a short post with one link fell to J 0.75-0.79 against its copy."""
-    canonical = _URL_PREFIX.sub("", url.group(), count=1).split("#", 1)[0]
-    path, question, query = canonical.partition("?")
+    "amp." of a host that has another dot, a last path segment "amp" before its query (an
+    AMP page's address) and its fragment, unless that is a route of a one-page app
+    ("#/inbox", "#!/p/2": another page), so that the links a post is shared with
+    ("http://", "https://www.", "https://m.", ".../amp", "#comments") are one link: each of
+    those parts was a token, and a short post with one link fell to J 0.75-0.79 against its
+    copy."""
+    address, _, fragment = _URL_PREFIX.sub("", url.group(), count=1).partition("#")
+    path, question, query = address.partition("?")
     last = path.lower().rstrip("/")
     if last.endswith("/amp"):
         path = path[: len(last) - len("/amp")]
-    return path + question + query
+    route = "#" + fragment if fragment.startswith(("/", "!")) else ""
+    return path + question + query + route
 
 
 def join_line_end_hyphens(text: str, normalization: int = NORMALIZATION) -> str:

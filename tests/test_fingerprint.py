@@ -152,8 +152,8 @@ def ref_canonical_urls(text: str) -> str:
     """Version 7's URLs: each from a scheme (http, https, ftp) or "www" with up to three
     digits and a dot, where no ASCII letter, digit or underscore comes before it, to the next
     whitespace, quote or angle bracket, is written without its scheme, a first host label
-    www (and digits), m, mobile or amp when two more labels follow, its fragment and a
-    last path segment "amp"."""
+    www (and digits), m, mobile or amp when two more labels follow, its fragment (unless it
+    starts with "/" or "!") and a last path segment "amp" before its query."""
     out, position, lowered = [], 0, text.lower()
     while position < len(text):
         after_word = position > 0 and text[position - 1] in string.ascii_letters + string.digits + "_"
@@ -176,12 +176,13 @@ def ref_canonical_urls(text: str) -> str:
         first = labels[0].lower()
         if len(labels) >= 3 and labels[1] and (first in ("m", "mobile", "amp") or re.fullmatch("www[0-9]{0,3}", first)):
             url = url[len(labels[0]) + 1 :]
-        url = url.split("#")[0]
+        url, hash_mark, fragment = url.partition("#")
+        route = hash_mark + fragment if fragment[:1] in ("/", "!") else ""
         path, question, query = url.partition("?")
         trimmed = path.rstrip("/")
         if trimmed.lower().endswith("/amp"):
             path = trimmed[:-4]
-        out.append(path + question + query)
+        out.append(path + question + query + route)
         position = end
     return "".join(out)
 
@@ -1413,7 +1414,8 @@ def test_what_version_7_reads_as_the_same_text() -> None:
 URL_PIECES = st.sampled_from(
     [
         "see", "the", "http://", "https://", "HTTPS://", "ftp://", "www.", "www2.", "m.", "mobile.", "amp.", "example",
-        ".com", ".co.uk", "/news", "/story-1", "/amp", "/amp/", "/", "?id=7", "&x=1", "#top", "#", "xwww.", "a.m.",
+        ".com", ".co.uk", "/news", "/story-1", "/amp", "/amp/", "/", "?id=7", "&x=1", "#top", "#",
+        "#/inbox", "#!/p", "#a#b", "xwww.", "a.m.",
         '"', "<", " ", " ", "\n", "_", "m.com", "(", ")", ".",
     ]
 )  # fmt: skip
@@ -1444,5 +1446,6 @@ def test_the_links_a_post_is_shared_with_are_one_link() -> None:
     tokens = [tokenize(post.format(form)) for form in forms]
     assert all(found == tokens[0] for found in tokens), tokens
     assert tokenize(post.format(forms[0]), normalization=6) != tokenize(post.format(forms[1]), normalization=6)
-    # Another page of the site is another link.
+    # Another page of the site is another link, and so is another route of a one-page app.
     assert tokenize(post.format("https://www.example.com/2024/05/budget")) != tokens[0]
+    assert tokenize("https://app.example.com/#/inbox") != tokenize("https://app.example.com/#/sent")
