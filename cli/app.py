@@ -438,8 +438,8 @@ def read_argument_text(text: str, encoding: str | None = None) -> str:
 
 def read_text_file(path: str, encoding: str | None = None) -> str:
     """A whole text file for ``query`` and ``hash --file`` ("-" is stdin), decoded as ``add``
-    decodes (``encoding`` for a file without a byte-order mark, else UTF-8); invalid bytes
-    are replaced with a notice, a binary or unreadable file is a usage error, whether it is
+    decodes (``encoding`` for a file without a byte-order mark, else UTF-8; undecodable
+    bytes kept, with a notice); a binary or unreadable file is a usage error, whether it is
     named or piped in."""
     name = "<stdin>" if path == "-" else path
     try:
@@ -448,7 +448,8 @@ def read_text_file(path: str, encoding: str | None = None) -> str:
         raise simdb.InvalidInputError(f"{name}: {error.strerror or error}") from None
     if looks_binary(data, encoding):  # NUL bytes, unless a byte-order mark or encoding says UTF-16/32
         raise simdb.InvalidInputError(f"{name} is a binary file (contains NUL bytes), not text")
-    return decode(data, name, Intake(on_problem=print_problem, on_notice=print_notice), encoding=encoding)
+    intake = Intake(on_problem=print_problem, on_notice=print_notice)
+    return decode(data, name, intake, encoding=encoding, keep_undecodable=True)
 
 
 @contextmanager
@@ -576,7 +577,7 @@ def add(
     are read in this order: --fingerprints files, PATH arguments (and --files-from lists),
     --jsonl files.  An unreadable or binary file is reported once and counted as failed
     (exit code 2 at the end), and so is a document over --max-doc-bytes; text that is not
-    valid UTF-8 (or --encoding) is reported and counted, its undecodable bytes read as bytes.  A run that stores
+    valid UTF-8 (or --encoding) is reported and counted, its undecodable bytes kept.  A run that stores
     nothing creates no database.  Ctrl-C stops cleanly: every committed batch stays.  Ends
     with a summary line: added, replaced, skipped, failed, unchanged, and how many documents
     had nothing to fingerprint (featureless: a blank text, say; stored, but never anyone's

@@ -576,10 +576,14 @@ def decode(
             what = "UTF-8" if encoding is None else name
             if keep_undecodable:
                 # Not replaced: a text in another encoding would lose every letter and keep
-                # only its digits and punctuation, the same in any two such texts.
-                cause = f"not valid {what} (byte {exc.start}); its undecodable bytes are read as bytes"
-                intake.replaced(where, cause, source)
-                return data.decode(name, errors="surrogateescape")
+                # only its digits and punctuation, the same in any two such texts.  A codec
+                # whose bad units are no bytes 0x80-0xFF (UTF-16's lone surrogates, an ASCII
+                # byte too many) cannot keep them: those are replaced.
+                with contextlib.suppress(UnicodeError):
+                    text = data.decode(name, errors="surrogateescape")
+                    cause = f"not valid {what} (byte {exc.start}); its undecodable bytes are kept"
+                    intake.replaced(where, cause, source)
+                    return text
             intake.replaced(where, f"not valid {what} (byte {exc.start}); decoded with replacement", source)
             return data.decode(name, errors="replace")
     except UnicodeError:  # a codec that raises whatever the error handler (see checked_encoding)

@@ -4,11 +4,13 @@ The pipeline, applied to every text before any hashing:
 
 1. **Invalid surrogates.**  A lone surrogate (``'\\ud800'``) cannot be encoded, so each one is
    replaced by U+FFFD, which is not a word character: it separates tokens like punctuation.
-   From version 7 the surrogates U+DC80-U+DCFF, which stand for bytes that could not be
-   decoded (Python's ``surrogateescape``: ``bytes`` given to the fingerprinter and files the
-   CLI reads are decoded so), are kept, each a letter of the word it is in and hashed as its
-   byte: a text read in the wrong encoding (cp1251 as UTF-8) keeps its words, where with
-   U+FFFD for every letter two different such texts were duplicates by a shared date.
+   From version 7 the surrogates U+DCC0-U+DCFF, which stand for bytes 0xC0-0xFF that could
+   not be decoded (Python's ``surrogateescape``: ``bytes`` given to the fingerprinter and
+   files the CLI reads are decoded so), are kept, each a letter of the word it is in: the
+   letters of single-byte encodings, so a text read in the wrong encoding (cp1251 as UTF-8)
+   keeps its words, where with U+FFFD for every letter two different such texts were
+   duplicates by a shared date.  Bytes 0x80-0xBF (their punctuation: cp1252's curly quotes
+   and dashes) are U+FFFD, separators, as before.
 2. **Unicode NFKC, then casefolding.**  Compatibility forms ("ﬁ", full-width letters,
    superscripts) become their plain equivalents and case is removed ("Straße" → "strasse").
 3. **Apostrophes are deleted** (U+0027, U+2018, U+2019, U+02BC), so "don't" and "don’t"
@@ -137,10 +139,13 @@ def _unspaced_ranges(normalization: int) -> str:
 
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
-# The surrogates that stand for undecodable bytes (Python's "surrogateescape": byte 0xE9 is
-# U+DCE9), which version 7 keeps as letters, and the other surrogates, which it replaces.
-_BYTE_ESCAPES = "\udc80-\udcff"
-_OTHER_SURROGATES = re.compile("[\ud800-\udc7f\udd00-\udfff]")
+# The surrogates that stand for undecodable bytes 0xC0-0xFF (Python's "surrogateescape":
+# byte 0xE9 is U+DCE9), which version 7 keeps as letters: in the single-byte encodings
+# (cp1251, Latin-1, cp1252) those are letters.  Bytes 0x80-0xBF are their punctuation and
+# symbols (cp1252's curly quotes, dashes and no-break space), and every other surrogate is
+# no character at all: version 7 replaces those, as earlier versions replace every one.
+_BYTE_ESCAPES = "\udcc0-\udcff"
+_OTHER_SURROGATES = re.compile("[\ud800-\udcbf\udd00-\udfff]")
 _BYTE_ESCAPE_SEARCH = re.compile(f"[{_BYTE_ESCAPES}]").search
 _APOSTROPHES = str.maketrans("", "", "'\u2018\u2019\u02bc")
 # Marks typed for an apostrophe: a grave accent and an acute (a dead key on many keyboards:
@@ -159,10 +164,16 @@ _TRACKING_PARAMETERS = re.compile(
     r"=[A-Za-z0-9._~%+\-]*",
     re.IGNORECASE,
 )
-# A URL, from its scheme or a leading "www." that no ASCII letter or digit comes before (a
-# Korean word may: "있다https://..."), to the first space, quote or angle bracket (version 7;
-# see _canonical_url), and the parts of it that version 7 leaves out.
-_URL = re.compile(r"(?<![A-Za-z0-9_])(?:(?:https?|ftp)://|www\d{0,3}\.)[^\s<>\"'`]*", re.IGNORECASE)
+# A URL, from its scheme or a leading "www." that no ASCII letter, digit, dot, "@" or hyphen
+# comes before (a Korean word may: "있다https://..."), over the characters a URL may hold
+# (RFC 3986: ASCII, so a URL in Chinese text ends where the text goes on), less the
+# punctuation after it (version 7; see _canonical_url), and the parts it leaves out.
+_URL = re.compile(
+    r"(?<![A-Za-z0-9_.@-])(?:(?:https?|ftp)://|www\d{0,3}\.)[A-Za-z0-9\-._~:/?#\[\]@!$&()*+,;=%]*", re.IGNORECASE
+)
+#: Characters that end a sentence or a bracket after a URL rather than belong to it.
+_AFTER_URL = ".,;:!?)]"
+_WWW = re.compile("www", re.IGNORECASE).search
 _URL_PREFIX = re.compile(r"^(?:(?:https?|ftp)://)?(?:(?:www\d{0,3}|m|mobile|amp)\.(?=[^/?#.]+\.))?", re.IGNORECASE)
 # The Cyrillic, Greek and Armenian letters that common fonts draw as Latin ones (from UTS
 # #39's confusables) in both cases, so that a word reads alike in capitals and in small
@@ -423,7 +434,7 @@ def canonical_urls(text: str) -> str:
     read once the text is normalised otherwise: a URL broken at a line end is joined and
     one disguised with look-alike letters is plain by then.  O(len(text)); a text without
     "://" or "www" is not searched."""
-    if "://" in text or "www" in text or "WWW" in text:
+    if "://" in text or _WWW(text) is not None:
         return _URL.sub(_canonical_url, text)
     return text
 
@@ -436,13 +447,15 @@ def _canonical_url(url: re.Match[str]) -> str:
     ("http://", "https://www.", "https://m.", ".../amp", "#comments") are one link: each of
     those parts was a token, and a short post with one link fell to J 0.75-0.79 against its
     copy."""
-    address, _, fragment = _URL_PREFIX.sub("", url.group(), count=1).partition("#")
+    whole = url.group()
+    found = whole.rstrip(_AFTER_URL)
+    address, _, fragment = _URL_PREFIX.sub("", found, count=1).partition("#")
     path, question, query = address.partition("?")
     last = path.lower().rstrip("/")
     if last.endswith("/amp"):
         path = path[: len(last) - len("/amp")]
     route = "#" + fragment if fragment.startswith(("/", "!")) else ""
-    return path + question + query + route
+    return path + question + query + route + whole[len(found) :]
 
 
 def join_line_end_hyphens(text: str, normalization: int = NORMALIZATION) -> str:

@@ -47,10 +47,10 @@ vectorised numpy summation gives the same bits in any order on any BLAS.
 Defined results for edge cases: the empty text, a text of only punctuation or whitespace
 (no tokens) and a text whose tokens are all stop words have no features and fingerprint 0.
 A text of one token has one feature, so its fingerprint is that feature's hash.  ``bytes``
-are decoded as UTF-8, each byte that is not UTF-8 becoming the surrogate that stands for it
-(``surrogateescape``): from pipeline version 7 such a surrogate is a letter of its word,
-hashed as the byte it stands for; before, it acted as a separator, as U+FFFD does.  Other
-lone surrogates are replaced by U+FFFD and so act as separators.  A text of any length is processed in chunks of
+are decoded as UTF-8, from pipeline version 7 each byte that is not becoming the surrogate
+that stands for it (``surrogateescape``), a letter of its word for bytes 0xC0-0xFF and a
+separator for 0x80-0xBF; before, every such byte is U+FFFD, a separator.  Other lone
+surrogates are replaced by U+FFFD and so act as separators.  A text of any length is processed in chunks of
 :data:`simdb.features.CHUNK_CHARS` characters with per-bit sums carried across chunks, so
 with ``weights="tf"`` memory stays bounded whatever the length (tracemalloc peaks of about
 4 MB for English and 30 MB for text made only of CJK characters, one token each per chunk);
@@ -68,6 +68,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import re
 import signal
 import threading
 import time
@@ -157,11 +158,12 @@ Feature = tuple[str | bytes | int, int | float]
 
 
 def _token_bytes(token: str | bytes) -> bytes:
-    """The bytes a token's hash is of: its UTF-8, where a surrogate standing for an
-    undecodable byte (version 7) is that byte again.  mmh3 hashes a str as its UTF-8, so a
-    token of valid text hashes alike as str and as bytes (and mmh3 crashes on a lone
-    surrogate: none may reach it)."""
-    return token if isinstance(token, bytes) else token.encode("utf-8", "surrogateescape")
+    """The bytes a token's hash is of: its UTF-8, a surrogate standing for an undecodable
+    byte (version 7) written as its own three bytes, as :func:`simhash_features` writes
+    one (no valid UTF-8 holds them).  mmh3 hashes a str as its UTF-8, so a token of valid
+    text hashes alike as str and as bytes (and mmh3 crashes on a lone surrogate: none may
+    reach it)."""
+    return token if isinstance(token, bytes) else token.encode("utf-8", "surrogatepass")
 
 
 class _Lane0Cache(dict[str | bytes, int]):
@@ -510,15 +512,27 @@ def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
         )
 
 
-def _as_text(text: Any) -> str:
+def _as_text(text: Any, normalization: int = NORMALIZATION) -> str:
+    """``text`` as the pipeline of version ``normalization`` reads it.  ``bytes`` are
+    UTF-8: from version 7 each byte that is not becomes the surrogate that stands for it
+    (``surrogateescape``), which version 7 keeps in its word; earlier versions replace it,
+    and read a text the CLI decoded so (its surrogates) as the replacement decoding of the
+    same bytes, exactly as they always did.  O(len(text)) for bytes and, before version 7,
+    for non-ASCII text."""
     if isinstance(text, str):
+        if normalization < 7 and not text.isascii() and _BYTE_ESCAPE(text) is not None:
+            # Other lone surrogates are U+FFFD in those versions anyway, one each.
+            escaped = _NOT_BYTE_ESCAPES.sub("\ufffd", text).encode("utf-8", "surrogateescape")
+            return escaped.decode("utf-8", "replace")
         return text
     if isinstance(text, (bytes, bytearray, memoryview)):
-        # Each byte that is not UTF-8 becomes the surrogate that stands for it: version 7
-        # keeps it in the word it is in, and older versions read each such surrogate as
-        # U+FFFD, as they read the text decoded with replacement.
-        return bytes(text).decode("utf-8", errors="surrogateescape")
+        return bytes(text).decode("utf-8", errors="surrogateescape" if normalization >= 7 else "replace")
     raise InvalidInputError(f"text={type(text).__name__} is not str or bytes")
+
+
+# A surrogate that stands for an undecodable byte, and the other surrogates.
+_BYTE_ESCAPE = re.compile("[\udc80-\udcff]").search
+_NOT_BYTE_ESCAPES = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 
 
 class Fingerprinter:
@@ -1061,7 +1075,7 @@ class Fingerprinter:
         batch_chars = 0
         limit = _features_module.CHUNK_CHARS
         for raw in texts:
-            text = _as_text(raw)
+            text = _as_text(raw, self._normalization)
             if len(text) > limit:
                 if batch:
                     yield self._finish(self._reduce_documents(batch, sketch), sketch)
@@ -1096,7 +1110,7 @@ class Fingerprinter:
         SimHash weights, sorted by hash: for ``kind="simhash"``,
         ``simhash_features(fp.weighted_features(t), bits=fp.bits) == fp.fingerprint(t)``.
         For inspection; O(n log n) time and O(n) memory."""
-        batches = list(self._feature_batches(_as_text(text)))
+        batches = list(self._feature_batches(_as_text(text, self._normalization)))
         if not batches:
             return []
         rows = np.concatenate(batches)
@@ -1160,7 +1174,8 @@ class Fingerprinter:
         distance estimates, for verifying candidates where a 64-bit estimate is too coarse.
         Features are compared by their 64-bit hash.  Two texts without features give 1.0 (they
         share fingerprint 0); one without gives 0.0.  O(n log n); memory O(distinct features)."""
-        first, second = self._distinct_features(_as_text(a)), self._distinct_features(_as_text(b))
+        first = self._distinct_features(_as_text(a, self._normalization))
+        second = self._distinct_features(_as_text(b, self._normalization))
         if not first.size and not second.size:
             return 1.0
         common = np.intersect1d(first, second, assume_unique=True).size
@@ -1200,7 +1215,7 @@ class Fingerprinter:
         known_counts = np.empty(0, dtype=np.int64)
         for text in iterate(texts, "texts"):
             documents += 1
-            features = base._distinct_features(_as_text(text))
+            features = base._distinct_features(_as_text(text, self._normalization))
             if features.size:
                 pending.append(features)
                 pending_rows += features.size

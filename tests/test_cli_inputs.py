@@ -708,3 +708,19 @@ def test_add_dash_says_once_that_stdin_lists_paths_when_it_holds_text(tmp_path: 
     (tmp_path / "a b.txt").write_text(prose(1))
     listed = add("-", "--db", tmp_path / "db", input=f"{tmp_path / 'a b.txt'}\n".encode())
     assert listed.exit_code == 0 and "stdin lists" not in listed.stderr, listed.stderr
+
+
+def test_stdin_text_and_utf16_files_keep_what_add_keeps(tmp_path: Path) -> None:
+    """A v7 probe: query - read undecodable bytes as U+FFFD where add kept them (a file added
+    was not found by its own text on stdin), and a UTF-16 file with one stray byte was read
+    as UTF-8 garbage, since such a byte cannot be kept: it is replaced, in UTF-16."""
+    russian = "Президент встретился с делегацией и обсудил вопросы торговли и экономики страны"
+    (tmp_path / "ru.txt").write_bytes(russian.encode("cp1251"))
+    english = "the committee met on tuesday to discuss the budget for the coming year " * 3
+    (tmp_path / "en16.txt").write_bytes(english.encode("utf-16") + b"\x00")  # one byte too many
+    db = tmp_path / "db"
+    assert add(tmp_path / "ru.txt", tmp_path / "en16.txt", "--db", db).exit_code == 0
+    found = run("query", "-", "-t", "0.99", "--json", "--db", db, input=russian.encode("cp1251"))
+    assert found.exit_code == 0 and json.loads(found.stdout.splitlines()[0])["key"].endswith("ru.txt"), found.output
+    by_text = run("query", english, "-t", "0.9", "--json", "--db", db)
+    assert by_text.exit_code == 0 and json.loads(by_text.stdout.splitlines()[0])["key"].endswith("en16.txt")

@@ -150,13 +150,14 @@ def ref_untracked(text: str) -> str:
 
 def ref_canonical_urls(text: str) -> str:
     """Version 7's URLs: each from a scheme (http, https, ftp) or "www" with up to three
-    digits and a dot, where no ASCII letter, digit or underscore comes before it, to the next
-    whitespace, quote or angle bracket, is written without its scheme, a first host label
+    digits and a dot, where no ASCII letter, digit, underscore, dot, "@" or hyphen comes
+    before it, over the characters RFC 3986 allows in a URL but quotes and without the
+    punctuation that ends it (".,;:!?)]"), is written without its scheme, a first host label
     www (and digits), m, mobile or amp when two more labels follow, its fragment (unless it
     starts with "/" or "!") and a last path segment "amp" before its query."""
     out, position, lowered = [], 0, text.lower()
     while position < len(text):
-        after_word = position > 0 and text[position - 1] in string.ascii_letters + string.digits + "_"
+        after_word = position > 0 and text[position - 1] in string.ascii_letters + string.digits + "_.@-"
         starts = not after_word and (
             lowered.startswith(("http://", "https://", "ftp://"), position)
             or re.compile(r"www[0-9]{0,3}\.").match(lowered, position) is not None
@@ -166,8 +167,10 @@ def ref_canonical_urls(text: str) -> str:
             position += 1
             continue
         end = position
-        while end < len(text) and not (text[end].isspace() or text[end] in "<>\"'`"):
+        while end < len(text) and (text[end] in string.ascii_letters + string.digits + "-._~:/?#[]@!$&()*+,;=%"):
             end += 1
+        while end > position and text[end - 1] in ".,;:!?)]":  # a sentence's or a bracket's end
+            end -= 1
         url = text[position:end]
         if "://" in url[:8]:
             url = url.split("://", 1)[1]
@@ -1415,7 +1418,7 @@ URL_PIECES = st.sampled_from(
     [
         "see", "the", "http://", "https://", "HTTPS://", "ftp://", "www.", "www2.", "m.", "mobile.", "amp.", "example",
         ".com", ".co.uk", "/news", "/story-1", "/amp", "/amp/", "/", "?id=7", "&x=1", "#top", "#",
-        "#/inbox", "#!/p", "#a#b", "xwww.", "a.m.",
+        "#/inbox", "#!/p", "#a#b", "xwww.", "a.m.", "Www.", "john.", "@", "-", "东京", "ü", ", ", "],",
         '"', "<", " ", " ", "\n", "_", "m.com", "(", ")", ".",
     ]
 )  # fmt: skip
@@ -1425,9 +1428,13 @@ URL_PIECES = st.sampled_from(
 @given(st.lists(URL_PIECES, max_size=30))
 def test_urls_are_read_in_their_canonical_form_from_version_7(pieces: list[str]) -> None:
     text = "see " + "".join(pieces)  # a word, so that no text is read by its symbols
-    assert tokenize(text) == ref_ascii_tokens(text)
-    assert tokenize(text + " é") == [*ref_ascii_tokens(text), "e"]  # the general path reads URLs alike
-    assert tokenize(text, normalization=6) == ref_ascii_tokens(text, normalization=6)
+    # Version 7 reads a URL in the text otherwise normalised (version 6, which reads these
+    # pieces as version 7 does but for URLs): "ü" before one is a "u" by then.
+    assert tokenize(text) == tokenize(ref_canonical_urls(normalize(text, normalization=6)), normalization=6)
+    if text.isascii():
+        assert tokenize(text) == ref_ascii_tokens(text)
+        assert tokenize(text + " é") == [*ref_ascii_tokens(text), "e"]  # the general path reads URLs alike
+        assert tokenize(text, normalization=6) == ref_ascii_tokens(text, normalization=6)
 
 
 def test_the_links_a_post_is_shared_with_are_one_link() -> None:
@@ -1449,3 +1456,40 @@ def test_the_links_a_post_is_shared_with_are_one_link() -> None:
     # Another page of the site is another link, and so is another route of a one-page app.
     assert tokenize(post.format("https://www.example.com/2024/05/budget")) != tokens[0]
     assert tokenize("https://app.example.com/#/inbox") != tokenize("https://app.example.com/#/sent")
+
+
+def test_a_cp1252_copy_with_curly_quotes_is_its_utf8_source() -> None:
+    """A v7 probe: curly quotes, dashes and no-break spaces of a cp1252 copy (bytes
+    0x80-0xBF) were kept as letters, gluing them to their words (J 0.28 against the UTF-8
+    source, 1.0 in version 6).  Bytes 0x80-0xBF separate words; 0xC0-0xFF are letters."""
+    text = "She said \u201cfinal\u201d \u2013 and left\u2026 the offer\u00a0stands, as \u2018agreed\u2019 before."
+    assert Fingerprinter().jaccard(text.encode("cp1252"), text) == 1.0
+    assert tokenize(text.encode("cp1252").decode("utf-8", "surrogateescape")) == tokenize(text)
+
+
+def test_a_url_ends_where_text_without_spaces_goes_on() -> None:
+    """A v7 probe: a URL ran to the next whitespace, so in Chinese text a fragment dropped the
+    rest of the paragraph and two unrelated texts were one (J 0.08 became 1.0)."""
+    first = "新闻链接https://example.com/#top今天上午市政府召开新闻发布会介绍了新的交通规划方案"
+    second = "新闻链接https://example.com/#top昨天晚上本市多个地区出现强降雨天气请市民注意出行安全"
+    assert jaccard(first, second) < 0.2 and jaccard(first, second, normalization=6) < 0.2
+    # The punctuation after a URL, and a word or address it is part of, are left alone.
+    assert tokenize("read https://e.com/a/amp.") == tokenize("read https://e.com/a")
+    assert tokenize("mail john.www.smith@e.com") == ["mail", "john", "www", "smith", "e", "com"]
+    assert tokenize("Www.e.com/x é") == tokenize("Www.e.com/x e")  # both paths
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_versions_before_7_read_kept_bytes_as_their_replacement_decoding(data: bytes) -> None:
+    """The CLI keeps undecodable bytes (surrogateescape); a database of version 6 or older
+    must read such a text exactly as the replacement decoding it read before, even where the
+    count of characters decides a chunk's cut (a v7 probe found long texts without spaces
+    fingerprinted otherwise)."""
+    kept = data.decode("utf-8", "surrogateescape")
+    replaced = data.decode("utf-8", "replace")
+    for version in (1, 5, 6):
+        older = Fingerprinter(normalization=version, features="char", ngram=3)
+        assert older.fingerprint_and_sketch(kept) == older.fingerprint_and_sketch(replaced)
+        assert older.fingerprint_and_sketch(data) == older.fingerprint_and_sketch(replaced)
+    assert fingerprint_module._as_text(kept, 6) == replaced
