@@ -1582,16 +1582,26 @@ def keys_command(
         raise usage_error(f"--null prints bare keys: it does not go with --format {shown_as}")
     with open_existing(db) as database:
         found = database.keys(prefix=prefix)
+        held_nul: list[str] = []
         if null:
             total = 0
             for key in found:
+                if "\0" in key:
+                    # NUL ends a key here: printed, it would be read back as two keys, and
+                    # `keys -0 | remove -0 -` would remove documents it never listed.
+                    held_nul.append(key)
+                    continue
                 output.write_raw(key + "\0")
-                total += 1  # noqa: SIM113 - found is an iterator: counted as written
+                total += 1
         else:
             records = ({"key": key} for key in found)
             total = output.write_records(
                 records, (output.Column("key"),), shown_as, header=not no_header and shown_as != "table"
             )
+    if held_nul:
+        named = ", ".join(describe(key) for key in held_nul[:10])
+        err(f"simdb: left out {counted(len(held_nul), 'key')} holding a NUL byte, which -0 cannot carry: {named}")
+        raise typer.Exit(EXIT_USAGE)
     if not total:
         err("simdb: no keys" + (f" start with {prefix!r}" if prefix is not None else " stored"))
         raise typer.Exit(EXIT_NOTHING_FOUND)

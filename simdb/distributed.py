@@ -889,6 +889,12 @@ def export_parquet(db: Database, path: str | os.PathLike[str], metadata: Mapping
     target = Path(path)
     if target.is_dir():
         target = target / "fingerprints.parquet"
+    # A link is followed, as the text exports follow one: what it names is replaced.  A FIFO
+    # or a device cannot take a Parquet file (its footer points back into it) and would be
+    # replaced by the rename: refused.
+    target = Path(os.path.realpath(target))
+    if target.exists() and not target.is_file():
+        raise InvalidInputError(f"{path} is not a regular file: a Parquet export is written to one")
     schema = pa.schema([(KEY, pa.string()), (FINGERPRINT, pa.uint64())], metadata=metadata)
     written = 0
     # Written under another name and renamed over the target only when whole: an export cut

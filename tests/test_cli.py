@@ -735,6 +735,19 @@ def test_keys_0_feeds_get_and_remove_0(tmp_path: Path) -> None:
     assert stored_keys(db) == {"kept"}
 
 
+def test_keys_0_leaves_out_a_key_holding_nul_so_remove_0_removes_only_what_it_lists(tmp_path: Path) -> None:
+    # Found by a faults probe: "report\0draft" printed by keys -0 read back as two keys, and
+    # `keys -0 --prefix report | remove -0 -` removed "draft", never listed, and kept it.
+    db = str(tmp_path / "db")
+    with simdb.open(db) as database:
+        database.add_many([("report", 1), ("draft", 2), ("report\0draft", 3)])
+    listed = run("keys", "-0", "--prefix", "report", "--db", db)
+    assert listed.exit_code == 2 and "NUL" in listed.stderr and "report\\x00draft" in listed.stderr, listed.stderr
+    assert listed.stdout == "report\0"
+    assert run("remove", "-0", "-", "--db", db, input=listed.stdout).exit_code == 0
+    assert stored_keys(db) == {"draft", "report\0draft"}
+
+
 def test_compact_reports_bytes_before_and_after(filled: str, corpus: Path) -> None:
     run("remove", corpus / "beta.txt", corpus / "alpha.txt", "--db", filled)
     result = run("compact", "--db", filled, "--json")

@@ -4,6 +4,7 @@ search in simdb.allpairs (itself checked against brute force in test_allpairs.py
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import subprocess
 import sys
@@ -354,6 +355,24 @@ def test_an_export_cut_short_leaves_the_earlier_file_whole(tmp_path, monkeypatch
             distributed.export_parquet(db, target)
     assert pd.read_parquet(target)["key"].tolist() == [f"doc-{i}" for i in range(50)]
     assert [path.name for path in tmp_path.iterdir() if path.name.endswith(".partial")] == []
+
+
+def test_a_parquet_export_follows_a_link_and_refuses_a_fifo(tmp_path) -> None:
+    """Found by a faults probe: the Parquet export renamed its file over a symbolic link, a
+    FIFO or a device (as root, /dev/full), where the text exports write through them."""
+    real = tmp_path / "real.parquet"
+    real.write_text("an earlier export")
+    link = tmp_path / "link.parquet"
+    link.symlink_to(real)
+    fifo = tmp_path / "fifo.parquet"
+    os.mkfifo(fifo)
+    with simdb.open(str(tmp_path / "db"), k=3) as db:
+        db.add_many((f"doc-{i}", i) for i in range(20))
+        assert distributed.export_parquet(db, link) == 20
+        with pytest.raises(InvalidInputError, match="not a regular file"):
+            distributed.export_parquet(db, fifo)
+    assert link.is_symlink() and pd.read_parquet(link)["key"].tolist() == [f"doc-{i}" for i in range(20)]
+    assert fifo.is_fifo()
 
 
 def test_pairs_job_takes_dictionary_encoded_keys_and_never_pairs_a_key_with_itself(client: Client, tmp_path) -> None:
