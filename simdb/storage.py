@@ -41,6 +41,7 @@ reads to end, and new reads wait with it.
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import re
 import socket
@@ -539,6 +540,14 @@ def _point_current_at(directory: Path, name: str, *, initialised: bool = True, c
     _fsync_directory(directory)
 
 
+def _cut_short_creation(name: str, initialised: bool, size: int) -> bool:
+    """Whether a first data file that LMDB finds invalid is one whose creation was cut short
+    (a full disk while LMDB wrote its meta pages), so that it held nothing: CURRENT was never
+    marked initialised, and the file is no longer than LMDB's two meta pages.  (A database
+    of the first release has an unmarked CURRENT too, but any it made holds more pages.)"""
+    return name == FIRST_GENERATION and not initialised and 0 < size <= 2 * mmap.PAGESIZE
+
+
 def _remove_generation(directory: Path, name: str) -> None:
     """Delete a generation's data and lock files, if present and not directories (which
     are not simdb's: see _sweep_leftovers)."""
@@ -805,6 +814,13 @@ class Storage:
                 )
             except lmdb.Error as exc:
                 if getattr(exc, "code", 0) == errno.ENOENT:
+                    continue
+                if isinstance(exc, lmdb.InvalidError) and _cut_short_creation(name, initialised, size):
+                    if self.readonly:
+                        raise UnfinishedDatabaseError(f"{data_file} was never completed", path=self.path) from None
+                    # A full disk while LMDB wrote its first pages: nothing was ever stored in
+                    # it (no page past the two meta pages), so the creation starts over.
+                    _remove_generation(self.path, name)
                     continue
                 raise _open_error(exc, data_file, self.path) from None
             try:

@@ -6,6 +6,7 @@ disk, hostile files inside the database directory, and leftovers of killed compa
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import random
 import shlex
@@ -970,6 +971,30 @@ def test_an_interrupted_creation_is_still_finished_by_a_writable_open(db_path: P
     with simdb.open(db_path) as db:
         db.add("a", 1)
     assert (db_path / "CURRENT").read_text() == "data-000001.mdb\ninitialised\n"
+
+
+@pytest.mark.parametrize("written", [4096, 8192])
+def test_a_creation_cut_short_by_a_full_disk_is_started_over(db_path: Path, written: int) -> None:
+    """Found by a faults probe: a full disk while LMDB wrote the first data file's meta pages
+    left 4096 bytes, and every later open said "damaged: MDB_INVALID ... restore it from a
+    backup" for good, of a database that never held anything (CURRENT never marked)."""
+    db_path.mkdir()
+    (db_path / "CURRENT").write_text("data-000001.mdb\n")
+    (db_path / "data-000001.mdb").write_bytes(b"\0" * written)  # what the cut-short write left
+    with pytest.raises(simdb.UnfinishedDatabaseError):
+        simdb.open(db_path, readonly=True)
+    with simdb.open(db_path) as db:
+        db.add("a", 1)
+    assert (db_path / "CURRENT").read_text() == "data-000001.mdb\ninitialised\n"
+    with simdb.open(db_path, readonly=True) as db:
+        assert db.get("a") is not None
+    # A first data file of more pages is a database (the first release marked none): damage
+    # there is reported, never started over.
+    (db_path / "CURRENT").write_text("data-000001.mdb\n")
+    (db_path / "data-000001.mdb").write_bytes(b"\0" * (3 * mmap.PAGESIZE))
+    with pytest.raises(simdb.CorruptDatabaseError):
+        simdb.open(db_path)
+    assert (db_path / "data-000001.mdb").stat().st_size == 3 * mmap.PAGESIZE
 
 
 def test_writable_use_keeps_an_old_release_database_readable_by_that_release(db_path: Path) -> None:
