@@ -253,20 +253,6 @@ def wordless_posts(posts: int, seed: int) -> list[tuple[str, str]]:
     return texts
 
 
-def measure_wordless(texts: list[tuple[str, str]], normalization: int, threshold: float) -> tuple[float, int, int]:
-    """Share of copies paired with their source, false pairs, featureless documents."""
-    with tempfile.TemporaryDirectory() as directory:
-        fingerprinter = simdb.Fingerprinter(normalization=normalization)
-        with simdb.open(f"{directory}/db", fingerprinter=fingerprinter) as db:
-            featureless = db.add_texts(texts).featureless
-            found = false_pairs = 0
-            for pair in db.pairs(threshold=threshold):
-                same = pair.key_a.partition(":")[0] == pair.key_b.partition(":")[0]
-                found += same
-                false_pairs += not same
-    return found / (len(texts) // 2), false_pairs, featureless
-
-
 def misread_items(items: int, seed: int) -> list[tuple[str, bytes]]:
     """``items`` different Russian news items in cp1251 bytes and a copy of each with one
     more word."""
@@ -280,18 +266,21 @@ def misread_items(items: int, seed: int) -> list[tuple[str, bytes]]:
     return texts
 
 
-def measure_copies(texts: list[tuple[str, str | bytes]], normalization: int, threshold: float) -> tuple[float, int]:
-    """Share of copies (keys ``NAME:copy``) paired with their source, and false pairs."""
+def measure_copies(
+    texts: list[tuple[str, str]] | list[tuple[str, bytes]], normalization: int, threshold: float
+) -> tuple[float, int, int]:
+    """Share of copies (keys ``NAME:copy``) paired with their source, false pairs and
+    featureless documents."""
     with tempfile.TemporaryDirectory() as directory:
         fingerprinter = simdb.Fingerprinter(normalization=normalization)
         with simdb.open(f"{directory}/db", fingerprinter=fingerprinter) as db:
-            db.add_texts(texts)
+            featureless = db.add_texts(texts).featureless
             found = false_pairs = 0
             for pair in db.pairs(threshold=threshold):
                 same = pair.key_a.partition(":")[0] == pair.key_b.partition(":")[0]
                 found += same
                 false_pairs += not same
-    return found / (len(texts) // 2), false_pairs
+    return found / (len(texts) // 2), false_pairs, featureless
 
 
 def measure(texts: list[tuple[str, str]], normalization: int, threshold: float) -> dict[str, float]:
@@ -335,22 +324,19 @@ def main() -> None:
         row = measure(texts, version, arguments.threshold)
         shares = " | ".join(f"{row[kind]:.3f}" for kind in COPIES)
         print(f"| {version} | {shares} | {row['false']:.0f} | {row['seconds']:.2f} |")
+    tables: list[tuple[str, list[tuple[str, str]] | list[tuple[str, bytes]]]] = []
     if arguments.wordless:
-        posts = wordless_posts(arguments.wordless, arguments.seed)
-        print(f"\n# {arguments.wordless} wordless posts and a copy of each, threshold {arguments.threshold}")
+        tables.append((f"{arguments.wordless} wordless posts", wordless_posts(arguments.wordless, arguments.seed)))
+    if arguments.misread:
+        items = misread_items(arguments.misread, arguments.seed)
+        tables.append((f"{arguments.misread} cp1251 items read as UTF-8", items))
+    for title, copies in tables:
+        print(f"\n# {title} and a copy of each, threshold {arguments.threshold}")
         print("| normalization | copies paired with their source | false pairs | featureless documents |")
         print("|---|---|---|---|")
         for version in map(int, arguments.versions.split(",")):
-            share, false_pairs, featureless = measure_wordless(posts, version, arguments.threshold)
+            share, false_pairs, featureless = measure_copies(copies, version, arguments.threshold)
             print(f"| {version} | {share:.3f} | {false_pairs} | {featureless} |")
-    if arguments.misread:
-        items = misread_items(arguments.misread, arguments.seed)
-        print(f"\n# {arguments.misread} cp1251 items read as UTF-8, a copy of each, threshold {arguments.threshold}")
-        print("| normalization | copies paired with their source | false pairs |")
-        print("|---|---|---|")
-        for version in map(int, arguments.versions.split(",")):
-            share, false_pairs = measure_copies(items, version, arguments.threshold)
-            print(f"| {version} | {share:.3f} | {false_pairs} |")
 
 
 if __name__ == "__main__":
