@@ -147,6 +147,9 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 _BYTE_ESCAPES = "\udcc0-\udcff"
 _OTHER_SURROGATES = re.compile("[\ud800-\udcbf\udd00-\udfff]")
 _BYTE_ESCAPE_SEARCH = re.compile(f"[{_BYTE_ESCAPES}]").search
+# Any surrogate that stands for an undecodable byte, and every other surrogate.
+_ANY_BYTE_ESCAPE = re.compile("[\udc80-\udcff]").search
+_NOT_BYTE_ESCAPES = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 _APOSTROPHES = str.maketrans("", "", "'\u2018\u2019\u02bc")
 # Marks typed for an apostrophe: a grave accent and an acute (a dead key on many keyboards:
 # "don´t").  Version 5 deletes them before NFKC, which makes the acute a space and a
@@ -421,6 +424,19 @@ def _look_alike_search(capitals: bool) -> tuple[Callable[[str], re.Match[str] | 
 # A Latin letter, accented ones included (after NFKC, which composes them).
 _LATIN_LETTER = re.compile("[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]").search
 _WORDS = re.compile(r"([^\W_]+)")
+
+
+def as_replacement_decoded(text: str) -> str:
+    """``text``, decoded from UTF-8 with ``surrogateescape`` (as the CLI decodes files), as
+    the replacement decoding of the same bytes: what versions 1-6 read, one U+FFFD for each
+    bad sequence, so that they fingerprint such a text exactly as they always did (the
+    number of characters decides where a long text without spaces is cut into chunks).  Any
+    other lone surrogate is one U+FFFD, as those versions read it.  O(len(text)); ASCII
+    text and text without such surrogates are returned as they are."""
+    if text.isascii() or _ANY_BYTE_ESCAPE(text) is None:
+        return text
+    escaped = _NOT_BYTE_ESCAPES.sub("\ufffd", text).encode("utf-8", "surrogateescape")
+    return escaped.decode("utf-8", "replace")
 
 
 def untracked(text: str) -> str:

@@ -68,7 +68,6 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
-import re
 import signal
 import threading
 import time
@@ -520,19 +519,10 @@ def _as_text(text: Any, normalization: int = NORMALIZATION) -> str:
     same bytes, exactly as they always did.  O(len(text)) for bytes and, before version 7,
     for non-ASCII text."""
     if isinstance(text, str):
-        if normalization < 7 and not text.isascii() and _BYTE_ESCAPE(text) is not None:
-            # Other lone surrogates are U+FFFD in those versions anyway, one each.
-            escaped = _NOT_BYTE_ESCAPES.sub("\ufffd", text).encode("utf-8", "surrogateescape")
-            return escaped.decode("utf-8", "replace")
-        return text
+        return text if normalization >= 7 else _features_module.as_replacement_decoded(text)
     if isinstance(text, (bytes, bytearray, memoryview)):
         return bytes(text).decode("utf-8", errors="surrogateescape" if normalization >= 7 else "replace")
     raise InvalidInputError(f"text={type(text).__name__} is not str or bytes")
-
-
-# A surrogate that stands for an undecodable byte, and the other surrogates.
-_BYTE_ESCAPE = re.compile("[\udc80-\udcff]").search
-_NOT_BYTE_ESCAPES = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 
 
 class Fingerprinter:
