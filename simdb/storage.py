@@ -675,6 +675,10 @@ class Storage:
         self.readonly = readonly
         self.max_dbs = len(names) + 1
         self._initial_map_size = map_size
+        # The largest map a write of this handle has outgrown, doubled: kept for the next
+        # generation it follows, or a write that fills the map while a compaction swaps in a
+        # smaller file would be redone in a map too small for it again, and again.
+        self._needed_map_size = 0
         self._lock = _SharedLock()
         self._write_mutex = threading.Lock()
         self._next_read_check = 0.0
@@ -769,7 +773,7 @@ class Storage:
 
     def _open_generation(self, map_size: int | None = None) -> _Live:
         """Open the generation ``CURRENT`` names, with a map of ``map_size`` bytes (default:
-        twice the file, at least the initial size); retries if a compaction swaps it
+        twice the file, at least the initial size and any a write outgrew); retries if a compaction swaps it
         meanwhile.  Changes nothing of this object: the caller puts the result in place."""
         for _ in range(100):
             name, initialised = _read_current_file(self.path)
@@ -807,7 +811,7 @@ class Storage:
                     readonly=self.readonly,
                     create=not self.readonly,
                     max_dbs=self.max_dbs,
-                    map_size=map_size or max(self._initial_map_size, 2 * size),
+                    map_size=map_size or max(self._initial_map_size, self._needed_map_size, 2 * size),
                     max_readers=MAX_READERS,
                     meminit=False,
                     lock=True,
@@ -1267,6 +1271,7 @@ class Storage:
                             return result
                     except lmdb.MapFullError:
                         action = "grow"
+                        self._needed_map_size = max(self._needed_map_size, 2 * env.info()["map_size"])
                     except lmdb.MapResizedError:
                         action = "adopt"
                     except lmdb.Error as exc:

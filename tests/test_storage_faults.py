@@ -973,6 +973,41 @@ def test_an_interrupted_creation_is_still_finished_by_a_writable_open(db_path: P
     assert (db_path / "CURRENT").read_text() == "data-000001.mdb\ninitialised\n"
 
 
+GROWING_WRITE_BESIDE_COMPACTIONS = """
+import random, sys, threading, time, simdb
+db = simdb.open(sys.argv[1], map_size=65536)
+rng = random.Random(1)
+for batch in range(10):
+    db.add_many([(f"k{rng.randrange(20000)}", rng.getrandbits(64), {"i": batch}) for _ in range(1000)])
+stop = threading.Event()
+def compact():
+    while not stop.is_set():
+        db.compact()
+        time.sleep(0.1)
+threading.Thread(target=compact, daemon=True).start()
+db.add_many([(f"k{rng.randrange(20000)}", rng.getrandbits(64), {"pad": "x" * 100}) for _ in range(100000)])
+stop.set()
+print("committed", len(db))
+"""
+
+
+def test_a_write_that_outgrows_the_map_commits_while_the_same_process_compacts(db_path: Path) -> None:
+    """Found by a faults probe: a write filled the map and grew it, a compaction swapped in
+    its smaller generation first, and following it reset the map to twice the compacted
+    file: the whole write was redone in a map too small again, forever (111 grows in 30 s,
+    never committed).  The size a write outgrew is kept for the next generation."""
+    done = subprocess.run(
+        [sys.executable, "-c", GROWING_WRITE_BESIDE_COMPACTIONS, str(db_path)],
+        capture_output=True,
+        text=True,
+        timeout=90,  # it commits in a few seconds; before, never
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.startswith("committed"), done.stderr
+    with simdb.open(db_path, readonly=True) as db:
+        assert db.check()
+
+
 @pytest.mark.parametrize("written", [4096, 8192])
 def test_a_creation_cut_short_by_a_full_disk_is_started_over(db_path: Path, written: int) -> None:
     """Found by a faults probe: a full disk while LMDB wrote the first data file's meta pages
