@@ -773,8 +773,9 @@ class Storage:
 
     def _open_generation(self, map_size: int | None = None) -> _Live:
         """Open the generation ``CURRENT`` names, with a map of ``map_size`` bytes (default:
-        twice the file, at least the initial size and any a write outgrew); retries if a compaction swaps it
-        meanwhile.  Changes nothing of this object: the caller puts the result in place."""
+        twice the file, at least the initial size and any a write outgrew); retries if a
+        compaction swaps it meanwhile.  Changes nothing of this object: the caller puts the
+        result in place."""
         for _ in range(100):
             name, initialised = _read_current_file(self.path)
             data_file = self.path / name
