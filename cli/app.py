@@ -36,7 +36,6 @@ from simdb import InvalidInputError, InvalidKeyError, NotADatabaseError
 from simdb.config import new_plan
 from simdb.database import DEFAULT_BLOCKS, DEFAULT_K, check_cluster_mode
 from simdb.errors import DASK_INSTALL_HINT, ConfigMismatchError, DaskNotInstalledError
-from simdb.features import NORMALIZATION
 from simdb.keys import check_key, describe
 
 from . import _exit_quietly, output
@@ -113,6 +112,7 @@ from .sources import (
     read_export,
     read_fingerprint_tsv,
     read_jsonl,
+    settings_words,
     shortened,
     stdin_bytes,
     stdin_keys,
@@ -1416,27 +1416,6 @@ def compact(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False, deb
         )
 
 
-def _settings_summary(settings: dict[str, Any] | None) -> str:
-    if settings is None:
-        return "none yet (set by the first text added)"
-    parts = [
-        f"{settings.get('kind', 'simhash')}",
-        f"{settings.get('features')}",
-        f"ngram {settings.get('ngram')}",
-        f"{settings.get('bits')} bits",
-    ]
-    if settings.get("kind", "simhash") == "simhash":  # a minhash fingerprints the set: no weights
-        parts.append(f"{settings.get('weights')} weights")
-    if settings.get("stopwords"):
-        parts.append(f"stopwords {settings['stopwords']}")
-    if settings.get("idf"):
-        parts.append("IDF table")
-    normalization = settings.get("normalization", 1)
-    if normalization != NORMALIZATION:  # said only of the settings of an older database
-        parts.append(f"text normalization version {normalization}")
-    return ", ".join(parts)
-
-
 @app.command()
 @guarded
 def stats(
@@ -1476,7 +1455,7 @@ def stats(
             output.human_bytes(info["size_bytes"])
             + (f" ({per_document:,.0f} bytes per document)" if per_document else ""),
         ),
-        ("fingerprint settings", _settings_summary(info.get("fingerprinter"))),
+        ("fingerprint settings", settings_words(info.get("fingerprinter"))),
         # How similarity is estimated; a weighted SimHash's is a cosine, whatever its sketches.
         *([("similarity", info["similarity"])] if info.get("similarity") else []),
         (
@@ -1693,7 +1672,7 @@ def hash_command(
     assert fingerprinter is not None
     settings = fingerprinter.to_dict()
     if not json_output:
-        err(f"simdb hash: {_settings_summary(settings)}")
+        err(f"simdb hash: {settings_words(settings)}")
     described = {
         "kind": fingerprinter.kind,
         "weights": fingerprinter.weights,

@@ -1539,18 +1539,32 @@ def other_settings(given: Fingerprinter, expected: Fingerprinter, expected_name:
     """Why an export whose fingerprints ``given`` made cannot go where ``expected`` (named
     ``expected_name``) makes them: one database holds fingerprints of one kind."""
     return (
-        f"its fingerprints were made with other settings ({_settings_words(given)}) than {expected_name} "
-        f"({_settings_words(expected)}); import it into a database of its own"
+        f"its fingerprints were made with other settings ({settings_words(given.to_dict())}) than "
+        f"{expected_name} ({settings_words(expected.to_dict())}); import it into a database of its own"
     )
 
 
-def _settings_words(fingerprinter: Fingerprinter) -> str:
-    words = f"{fingerprinter.kind}, {fingerprinter.features} {fingerprinter.ngram}-grams"
-    if fingerprinter.kind == "simhash":  # a minhash fingerprints the set: no weights
-        words += f", {fingerprinter.weights} weights"
-    if fingerprinter.normalization != NORMALIZATION:  # said only of an older database's settings
-        words += f", text normalization version {fingerprinter.normalization}"
-    return words
+def settings_words(settings: dict[str, Any] | None) -> str:
+    """Fingerprint settings (``Fingerprinter.to_dict()``, or None) in words, for ``stats``,
+    ``hash`` and an import's settings that do not match the database's."""
+    if settings is None:
+        return "none yet (set by the first text added)"
+    parts = [
+        f"{settings.get('kind', 'simhash')}",
+        f"{settings.get('features')}",
+        f"ngram {settings.get('ngram')}",
+        f"{settings.get('bits')} bits",
+    ]
+    if settings.get("kind", "simhash") == "simhash":  # a minhash fingerprints the set: no weights
+        parts.append(f"{settings.get('weights')} weights")
+    if settings.get("stopwords"):
+        parts.append(f"stopwords {settings['stopwords']}")
+    if settings.get("idf"):
+        parts.append("IDF table")
+    normalization = settings.get("normalization", 1)
+    if normalization != NORMALIZATION:  # said only of the settings of an older database
+        parts.append(f"text normalization version {normalization}")
+    return ", ".join(parts)
 
 
 _EXPORT_HEADER = re.compile(rb'"simdb"\s*:\s*"export"')
