@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import suppress
 from functools import partial
-from itertools import groupby
+from itertools import groupby, zip_longest
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simdb import codec
@@ -287,17 +287,53 @@ class BatchWriter:
 
     def _steps(self, operations: list[_Operation]) -> Iterator[Batch | Removals]:
         """``operations`` as the batches :meth:`Database._commit_steps` applies: each run of
-        consecutive adds from text, adds of fingerprints or removes is one batch, made by
-        the batch path of add_texts, add_many or remove_many."""
+        :meth:`_runs` is one batch, made by the batch path of add_texts, add_many or
+        remove_many."""
         database = self._database
-        for kind, grouped in groupby(operations, key=lambda operation: operation.kind):
-            run = list(grouped)
+        for run in self._runs(operations):
             rows = [(operation.key, operation.value, operation.meta) for operation in run]
             step: Batch | Removals
-            if kind == _TEXT:
+            if run[0].kind == _TEXT:
                 step = next(database._text_batches(rows, None, len(rows)))
-            elif kind == _FINGERPRINT:
+            elif run[0].kind == _FINGERPRINT:
                 step = next(database._batches(iter(rows), len(rows)))
             else:
                 step = [(operation.key, operation.index_key) for operation in run]
             yield step
+
+    def _runs(self, operations: list[_Operation]) -> Iterator[list[_Operation]]:
+        """``operations`` in runs of one kind, to apply one run after another with the result
+        of applying them in call order.  Each run costs a batch's fixed work (a removal
+        rewrites a compressed block of every table), so interleaved adds and removes are not
+        cut into a run each: a remove moves before the adds that came after its key's last
+        add, which changes nothing stored, as adds and removes of other keys commute and the
+        adds keep their order (so new keys get the same ids).  A run more is needed only
+        where a key is added, removed and added again.  With ``if_new`` an add depends on
+        what is stored when it comes (a removed near-duplicate no longer skips it), so the
+        call order stays.  O(n)."""
+        if self._if_new:
+            for _, run in groupby(operations, key=lambda operation: operation.kind):
+                yield list(run)
+            return
+        # removal_groups[g] runs before add_groups[g]; there is at most one more removal group.
+        removal_groups: list[list[_Operation]] = [[]]
+        add_groups: list[list[_Operation]] = [[]]
+        last_add_group: dict[str, int] = {}
+        last_removal_group: dict[str, int] = {}
+        for operation in operations:
+            if operation.kind == _REMOVE:
+                group = last_add_group.get(operation.key, -1) + 1
+                if group == len(removal_groups):
+                    removal_groups.append([])
+                removal_groups[group].append(operation)
+                last_removal_group[operation.key] = group
+            else:
+                if last_removal_group.get(operation.key, -1) == len(add_groups):
+                    add_groups.append([])  # its key was removed after an add of this group
+                add_groups[-1].append(operation)
+                last_add_group[operation.key] = len(add_groups) - 1
+        for removals, adds in zip_longest(removal_groups, add_groups, fillvalue=[]):
+            if removals:
+                yield removals
+            for _, run in groupby(adds, key=lambda operation: operation.kind):  # text or fingerprints
+                yield list(run)
