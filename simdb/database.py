@@ -349,7 +349,10 @@ class Database:
     # -- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the environment.  Idempotent."""
+        """Close the open batching writers of this handle (flushing what they hold), then
+        the environment.  If a writer's flush fails, its error is raised and the database
+        stays open: fix the cause and close again, or ``discard()`` that writer.  Idempotent."""
+        self._close_writers()
         self._storage.close()
 
     def __enter__(self) -> Database:
@@ -360,7 +363,17 @@ class Database:
         # pairs() left suspended, its frame kept by the traceback) must not replace that
         # exception by ReadInProgressError: the handle closes as the read ends, when the
         # exception has been dealt with and its traceback freed.
+        self._close_writers()
         self._storage.close(when_reads_end=exc_type is not None)
+
+    def _close_writers(self) -> None:
+        """Close this handle's open batching writers, unless it is closed (they failed then,
+        and keep their buffers for ``discard()``) or inherited by a forked child (they are
+        the parent's)."""
+        if not self._storage.closed and not self._storage.inherited:
+            from simdb.writer import close_writers
+
+            close_writers(self)
 
     def __repr__(self) -> str:
         state = "closed" if self._storage.closed else f"k={self.plan.k}, blocks={self.plan.blocks}"

@@ -21,14 +21,17 @@ so it is stored whole or not at all, never half a batch.
 
 from __future__ import annotations
 
+import atexit
 import os
+import sys
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Iterator
 from contextlib import suppress
 from functools import partial
-from itertools import groupby, zip_longest
+from itertools import groupby
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simdb import codec
@@ -81,8 +84,11 @@ class BatchWriter:
     its buffer until the next call, :meth:`flush` or :meth:`close`.
 
     **Durability.**  An operation is durable once the flush that commits it returns.  A
-    crash (SIGKILL, power loss) loses at most the operations buffered since the last
-    completed flush.  Each flush is one write transaction over documents, key index and
+    writer never closed is closed (so flushed) when its database is closed, when the writer
+    is dropped (its last reference goes), and when the process exits normally; if that flush
+    fails, a RuntimeWarning names the operations lost (to drop them on purpose, call
+    :meth:`discard`).  A crash (SIGKILL, power loss) loses at most the operations buffered
+    since the last completed flush.  Each flush is one write transaction over documents, key index and
     tables: readers and a reopened database see all of it or none of it, never half a batch.
 
     **Same result as one by one.**  A flush applies its operations in call order: the
@@ -152,8 +158,10 @@ class BatchWriter:
         self._mark = FLUSH_MARK_PREFIX + os.urandom(12)
         self._flushes = 0  # the number of the last flush begun: numbers are never reused
         self._closed = False
+        self._pid = os.getpid()  # a forked child's copy holds the parent's buffer, not its own
         self.total = AddResult()
         self.removed = 0
+        _open_writers.add(self)
 
     # -- calls ---------------------------------------------------------------------------
 
@@ -188,6 +196,7 @@ class BatchWriter:
                 with suppress(DatabaseClosedError):
                     self._database._drop_flush_mark(self._mark)
             self._closed = True
+            _open_writers.discard(self)
 
     def discard(self) -> int:
         """Drop the buffered operations without storing them; returns how many there were.
@@ -215,13 +224,28 @@ class BatchWriter:
         self.close()
 
     def __del__(self) -> None:
-        queue = getattr(self, "_queue", None)
-        if queue is not None and queue.operations and queue.in_doubt is None:
-            warnings.warn(
-                f"a simdb BatchWriter was dropped with {len(queue.operations)} operations never flushed",
-                ResourceWarning,
-                stacklevel=1,
-            )
+        # Dropped unclosed: flushed as a file object's buffer is, so that a script that ends
+        # without close() keeps what it added.  Not inside a write of this thread (the garbage
+        # collector can run there): that flush would wait for the write it runs in.
+        if not getattr(self, "_queue", None) or self._closed or self._pid != os.getpid() or sys.is_finalizing():
+            return
+        if not self._queue.operations:
+            return
+        if self._database._storage.writing_in_this_thread():
+            self._warn_lost("it was dropped inside a write of its database")
+            return
+        try:
+            self.close()
+        except Exception as error:  # noqa: BLE001 -- nothing can catch what __del__ raises
+            self._warn_lost(f"its flush when it was dropped failed: {error}")
+
+    def _warn_lost(self, reason: str) -> None:
+        warnings.warn(
+            f"a simdb BatchWriter of {self._database.path} lost {len(self._queue.operations)} operations"
+            f" never flushed: {reason}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
     def __repr__(self) -> str:
         if not hasattr(self, "_closed"):  # its __init__ refused its arguments
@@ -332,8 +356,37 @@ class BatchWriter:
                     add_groups.append([])  # its key was removed after an add of this group
                 add_groups[-1].append(operation)
                 last_add_group[operation.key] = len(add_groups) - 1
-        for removals, adds in zip_longest(removal_groups, add_groups, fillvalue=[]):
+        if len(removal_groups) > len(add_groups):
+            add_groups.append([])
+        for removals, adds in zip(removal_groups, add_groups, strict=True):
             if removals:
                 yield removals
             for _, run in groupby(adds, key=lambda operation: operation.kind):  # text or fingerprints
                 yield list(run)
+
+
+#: This process's writers that are not closed: closed when their database closes or the
+#: process exits.  Weak, so that a dropped writer is closed by its ``__del__``.
+_open_writers: weakref.WeakSet[BatchWriter] = weakref.WeakSet()
+
+
+def close_writers(database: Database) -> None:
+    """Close (so flush) the open writers of ``database`` made by this process; the first
+    flush that fails raises, and that writer and any after it stay open.  Called by
+    :meth:`Database.close`.  O(open writers) plus their flushes."""
+    for writer in list(_open_writers):
+        if writer._database is database and writer._pid == os.getpid():
+            writer.close()
+
+
+@atexit.register
+def _close_writers_at_exit() -> None:
+    # At a normal exit, before the interpreter tears modules down (after which __del__ can
+    # no longer flush): each writer of this process is closed; a failure is warned of.
+    for writer in list(_open_writers):
+        if writer._pid != os.getpid():
+            continue
+        try:
+            writer.close()
+        except Exception as error:  # noqa: BLE001 -- one writer's failure must not stop the rest
+            writer._warn_lost(f"its flush at the exit of the process failed: {error}")

@@ -22,6 +22,7 @@ import simdb
 from simdb.btree_tables import table_entries
 from simdb.database import META
 from simdb.keys import sorted_table_keys
+from simdb.records import FLUSH_MARK_PREFIX
 from tests.proc_worker import writer_text
 from tests.test_processes import WORKER, acknowledged
 
@@ -360,21 +361,80 @@ def test_sigkill_loses_no_acknowledged_add_and_no_batch_partly(tmp_path, trial: 
         assert db.check()
 
 
-def test_a_writer_whose_database_was_closed_can_be_emptied_and_closed(db_path) -> None:
+
+
+UNCLOSED_WRITER = """
+import os, sys, warnings, simdb
+warnings.simplefilter("error")           # a warning of lost operations fails the run
+how = sys.argv[2]
+db = simdb.open(sys.argv[1])
+writer = db.writer(max_batch=1_000, max_delay=3600)
+writer.add("flushed", 1)
+writer.flush()
+writer.add("a", 2)
+writer.remove("flushed")
+if how == "dropped":
+    del writer                           # the last reference: flushed as a file's buffer is
+    print("LEN", len(db))
+elif how == "database closed":
+    db.close()
+    print("CLOSED", writer.pending)
+elif how == "forked child":
+    if os.fork() == 0:
+        sys.exit(0)                      # the child's copy of the buffer is the parent's to flush
+    os.wait()
+    print("DISCARDED", writer.discard())
+# "exit": the process ends with the writer and the database open
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "printed", "stored"),
+    [
+        ("exit", "", ["a"]),
+        ("dropped", "LEN 1", ["a"]),
+        ("database closed", "CLOSED 0", ["a"]),
+        ("forked child", "DISCARDED 2", ["flushed"]),
+    ],
+)
+def test_a_writer_never_closed_is_flushed(db_path, how: str, printed: str, stored: list[str]) -> None:
+    # Adds acknowledged to a script that never called close() were lost, with a
+    # ResourceWarning that Python does not show.
+    run = subprocess.run(
+        [sys.executable, "-c", UNCLOSED_WRITER, str(db_path), how], capture_output=True, text=True, timeout=120
+    )
+    assert (run.returncode, run.stdout.strip(), run.stderr) == (0, printed, "")
+    with simdb.open(db_path) as db:
+        assert sorted(db) == stored and db.check()
+        assert not any(key.startswith(FLUSH_MARK_PREFIX) for key, _ in dump(db)[META]), "a flush mark stayed"
+
+
+def test_a_failed_flush_at_database_close_keeps_the_database_open(db_path, monkeypatch) -> None:
     db = simdb.open(db_path)
     writer = db.writer(max_batch=1_000, max_delay=3600)
-    writer.add("flushed", 1)
-    writer.flush()  # the writer has a flush mark in the database now
     writer.add("a", 2)
-    writer.add("b", 3)
+    refusal = simdb.DiskFullError("no room", path=db_path)
+    with monkeypatch.context() as patched:
+        patched.setattr(simdb.Database, "_commit_steps", lambda *args: (_ for _ in ()).throw(refusal))
+        with pytest.raises(simdb.DiskFullError):
+            db.close()
+    assert len(db) == 0 and writer.pending == 1  # still open, the add still buffered
+    assert writer.discard() == 1
     db.close()
-    with pytest.raises(simdb.DatabaseClosedError):
-        writer.flush()
-    with pytest.raises(simdb.DatabaseClosedError):
-        writer.close()  # it would have to flush what it holds
-    assert writer.discard() == 2
-    writer.close()
     with pytest.raises(simdb.WriterClosedError):
         writer.add("c", 4)
     with simdb.open(db_path) as db:
-        assert sorted(db.keys()) == ["flushed"] and db.check()
+        assert len(db) == 0 and db.check()
+
+
+def test_a_writer_dropped_inside_a_write_warns_instead_of_waiting_for_it(db_path) -> None:
+    with simdb.open(db_path) as db:
+        writers = [db.writer(max_batch=1_000, max_delay=3600)]
+        writers[0].add("a", 1)
+
+        def drop_the_writer(txn: object) -> None:
+            writers.clear()  # as the garbage collector may, inside a write of this thread
+
+        with pytest.warns(RuntimeWarning, match="lost 1 operations never flushed: it was dropped inside a write"):
+            db._storage.write(drop_the_writer)
+        assert len(db) == 0
