@@ -361,8 +361,6 @@ def test_sigkill_loses_no_acknowledged_add_and_no_batch_partly(tmp_path, trial: 
         assert db.check()
 
 
-
-
 UNCLOSED_WRITER = """
 import os, sys, warnings, simdb
 warnings.simplefilter("error")           # a warning of lost operations fails the run
