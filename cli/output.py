@@ -107,11 +107,15 @@ def keep_going_if_stdout_closes() -> Iterator[None]:
 def silence_stdout() -> None:
     """Point stdout at the null device, so nothing written later (nor Python's flush at
     exit) fails on a closed pipe."""
+    _point_at_null_device(sys.stdout)
+
+
+def _point_at_null_device(stream: IO[str] | None) -> None:
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())  # type: ignore[union-attr]
     except (OSError, ValueError, AttributeError):
-        pass  # not a real file (a test runner's buffer): nothing to silence
+        pass  # no stream, or not a real file (a test runner's buffer): nothing to silence
 
 
 def tolerate_narrow_encodings() -> None:
@@ -169,10 +173,24 @@ def flush() -> None:
         _write("flush")
 
 
+_stderr_lost = False  # stderr could not be written: diagnostics are dropped
+
+
 def err(line: str) -> None:
-    """Write one diagnostic line to stderr."""
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
+    """Write one diagnostic line to stderr.  Where stderr cannot take it (a pipe whose
+    reader is gone, ``2>&1 | head``; a descriptor closed, ``2>&-``; a full disk or a lost
+    terminal behind it), this line and every later one are dropped, and stderr is pointed
+    at the null device: diagnostics must not end the work they describe, which an add that
+    stopped at its first notice did (exit 0, nothing stored); the exit code still tells."""
+    global _stderr_lost
+    if _stderr_lost:
+        return
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # AttributeError: no stderr at all
+        _stderr_lost = True
+        _point_at_null_device(sys.stderr)
 
 
 def hex_fingerprint(value: int, bits: int = 64) -> str:

@@ -8,6 +8,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -501,3 +502,35 @@ def test_the_next_export_removes_the_partial_file_a_killed_export_left(tmp_path:
     else:
         rows = len(target.read_text().splitlines()) - 1  # the settings line
     assert rows == 300_000
+
+
+@pytest.mark.parametrize("stderr", ["closed pipe", "closed descriptor", "full device"])
+def test_an_unwritable_stderr_does_not_end_an_add(tmp_path: Path, stderr: str) -> None:
+    # A faults probe: the first notice written to a stderr whose reader was gone
+    # (`2>&1 >/dev/null | head`) raised BrokenPipeError, which ended the add as a quiet
+    # closed pipe: exit 0, and none of 1,500 good files stored.
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    rng = random.Random(5)
+    for number in range(60):
+        if number % 3 == 0:
+            (docs / f"{number:03d}.bin").write_bytes(b"\0binary\0" * 10)  # each one a notice
+        else:
+            (docs / f"{number:03d}.txt").write_text(" ".join(f"w{rng.randrange(3000)}" for _ in range(40)))
+    db = tmp_path / "db"
+    command = [sys.executable, "-m", "simdb_cli.app", "add", str(docs), "--db", str(db), "--workers", "1"]
+    environment = {**os.environ, "SIMDB_PATH": ""}
+    if stderr == "closed pipe":
+        reader, writer = os.pipe()
+        os.close(reader)
+        run = subprocess.run(command, stderr=writer, stdout=subprocess.DEVNULL, env=environment, timeout=120)
+        os.close(writer)
+    elif stderr == "closed descriptor":
+        shell = " ".join(map(shlex.quote, command)) + " >/dev/null 2>&-"
+        run = subprocess.run(["sh", "-c", shell], env=environment, timeout=120)
+    else:
+        with open("/dev/full", "w") as full:
+            run = subprocess.run(command, stderr=full, stdout=subprocess.DEVNULL, env=environment, timeout=120)
+    assert run.returncode == 2  # files not read, as with a working stderr
+    with simdb.open(db, readonly=True) as database:
+        assert len(database) == 40 and database.check()
