@@ -319,11 +319,28 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
+#: The mode new files are created with, less the umask: a database made under umask 002 is
+#: group-writable, as every file its owner makes there.
+_FILE_MODE = 0o666
+
+
+def _copy_access(model: Path, copy: Path) -> None:
+    """Give ``copy`` the permission bits and, where this user may (a member of that group),
+    the group of ``model``: a compaction's new generation must stay open to whoever could
+    use the old one (a reader writes the lock file).  Made with the compacting user's umask
+    and group, a database shared by a group locked the others out.  Raises OSError."""
+    info = model.stat()
+    os.chmod(copy, stat.S_IMODE(info.st_mode))
+    if copy.stat().st_gid != info.st_gid:
+        with suppress(PermissionError):
+            os.chown(copy, -1, info.st_gid)
+
+
 def _create_data_file(data_file: Path) -> None:
     """Create an empty first data file if none exists, before its lock file (see module doc).
     One open; LMDB fills it."""
     try:
-        os.close(os.open(data_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644))
+        os.close(os.open(data_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, _FILE_MODE))
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             _refuse_link(data_file)
@@ -336,7 +353,7 @@ def _allocate_lock_file(lock_file: Path) -> None:
     fallocate (a no-op once allocated).  A filesystem that cannot allocate ahead, or one we
     may not write, is left for LMDB to report."""
     try:
-        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, _FILE_MODE)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             _refuse_link(lock_file)
@@ -1336,6 +1353,12 @@ class Storage:
                     meminit=False,
                     sync=False,
                 )
+                try:
+                    for suffix in ("", "-lock"):
+                        _copy_access(self.path / (source + suffix), self.path / (name + suffix))
+                except OSError:
+                    target.close()
+                    raise
             except lmdb.Error as exc:
                 _remove_generation(self.path, name)
                 raise translate(exc, target_file, self.path, _NOT_COMPACTED) from None

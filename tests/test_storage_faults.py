@@ -11,6 +11,7 @@ import os
 import random
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -1264,3 +1265,26 @@ def test_a_path_that_is_a_dangling_or_looping_link_is_named_as_one(tmp_path: Pat
         with pytest.raises(simdb.StorageError, match="is a symbolic link to .* which does not exist"):
             simdb.open(tmp_path / name)
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_compaction_keeps_the_files_open_to_whoever_could_use_them(tmp_path: Path) -> None:
+    # A faults probe: a database its owner made group-writable (chmod 660) came out of a
+    # compaction with the compacting user's 0644, and the group's readers and writers were
+    # refused ("no permission to open data-000002.mdb"), running processes too.
+    previous = os.umask(0o002)
+    try:
+        with simdb.open(tmp_path / "db") as db:
+            db.add_many((f"k{n}", n * 7919) for n in range(100))
+    finally:
+        os.umask(previous)
+    files = lambda: sorted(p for p in (tmp_path / "db").iterdir() if p.name.startswith("data-"))  # noqa: E731
+    assert {stat.S_IMODE(p.stat().st_mode) for p in files()} == {0o664}  # the umask's, not a fixed 0644
+    for path in files():
+        path.chmod(0o660)
+    with simdb.open(tmp_path / "db") as db:
+        db.remove_many(f"k{n}" for n in range(50))
+        db.compact()
+        assert len(db) == 50
+    compacted = files()
+    assert [p.name for p in compacted] == ["data-000002.mdb", "data-000002.mdb-lock"]
+    assert {stat.S_IMODE(p.stat().st_mode) for p in compacted} == {0o660}
