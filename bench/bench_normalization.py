@@ -1,6 +1,6 @@
 """Copies that a reader calls the same text: found at a threshold by each text pipeline version.
 
-    python bench/bench_normalization.py [--docs 300] [--words 250] [--seed 0] [--threshold 0.9] [--versions 5,6,7]
+    python bench/bench_normalization.py [--docs 300] [--words 250] [--seed 0] [--threshold 0.9] [--versions 6,7,8]
 
 Generates documents of Zipfian words, a fifth of them accented (French/Spanish/German-like,
 plus Greek and Russian words), then for each document one copy of each kind a crawl meets:
@@ -28,10 +28,14 @@ plus Greek and Russian words), then for each document one copy of each kind a cr
 - ``capital-look-alikes``: a tenth of the words capitalised, their capital written with the
   Cyrillic or Greek capital drawn like it ("Вitcoin"), as spam does;
 - ``link-forms``: the document's link as another share of it writes it: ``http://`` with
-  ``www.``, ``m.``, an AMP page's ``/amp`` or a ``#comments`` fragment.
+  ``www.``, ``m.``, an AMP page's ``/amp`` or a ``#comments`` fragment;
+- ``rewrapped``: the text wrapped at 40 columns, a line broken after the hyphen of a
+  compound ("state-" then "owned") where it falls at the margin, as an email client that
+  quotes it or a subtitle editor does.
 
 Every document ends with a link to itself, and its words include contractions ("don't",
-"l'homme"), Arabic, Korean and Hindi words.
+"l'homme"), Arabic, Korean and Hindi words, and one pair of words in twenty is a hyphenated
+compound.
 
 A second table: ``--wordless N`` posts without words (emoji, symbols and punctuation, 1 to 8
 of them, all different), each with a copy spaced otherwise, as reposts and replies are; a
@@ -40,6 +44,15 @@ copy found is one paired with its source, and any other pair is false.
 A third table: ``--misread N`` Russian news items of 40 words (generated Cyrillic words, each
 with the same dateline "12.05.2024"), saved in cp1251 and given as bytes, which are not
 UTF-8 (as a crawler that assumes UTF-8 reads them), each with a copy that has one more word.
+
+A fourth: ``--western N`` French, German and Spanish items of 40 words (a quarter of them
+accented), each in UTF-8 and its copy saved in cp1252, given as bytes, as a directory that
+mixes the two holds them.
+
+A fifth: ``--opposites N`` short posts (12 words) in two forms that mean different things
+and differ only in an emoji, a number's sign, a currency sign or a superscript, each form
+with a copy spaced otherwise: a copy found is one paired with its own form, and a pair of
+the two forms is false.
 
 Truth is by construction (a copy and its source are the same text); a pair between two
 different documents is a false pair.  For each ``normalization`` version the benchmark adds
@@ -53,6 +66,7 @@ import argparse
 import html.entities
 import random
 import tempfile
+import textwrap
 import time
 import unicodedata
 
@@ -94,15 +108,21 @@ def _strip_accents(text: str) -> str:
 
 def _pdf_layer(text: str, width: int = 64) -> str:
     """``text`` wrapped at ``width`` columns, a word that would cross the margin broken by a
-    hyphen where at least three letters stay on each side."""
+    hyphen where at least three letters stay on each side (a compound broken at its own
+    hyphen keeps that one, as typesetting does)."""
     lines, line = [], ""
     for word in text.split():
         if line and len(line) + 1 + len(word) > width:
             room = width - len(line) - 2
             if len(word) >= 6 and room >= 3:
                 cut = min(room, len(word) - 3)
-                lines.append(f"{line} {word[:cut]}-")
-                line = word[cut:]
+                head, tail = word[:cut], word[cut:]
+                if tail.startswith("-"):
+                    head, tail = head + "-", tail[1:]
+                elif not head.endswith("-"):
+                    head += "-"
+                lines.append(f"{line} {head}")
+                line = tail
                 continue
             lines.append(line)
             line = word
@@ -204,6 +224,10 @@ def _capital_look_alikes(text: str) -> str:
     return " ".join(words)
 
 
+def _rewrapped(text: str) -> str:
+    return "\n".join(textwrap.wrap(text, width=40, break_on_hyphens=True, break_long_words=False))
+
+
 COPIES = {
     "pdf": _pdf_layer,
     "unaccented": _strip_accents,
@@ -218,6 +242,7 @@ COPIES = {
     "nukta": _nukta,
     "capital-look-alikes": _capital_look_alikes,
     "link-forms": _link_forms,
+    "rewrapped": _rewrapped,
 }
 
 
@@ -228,7 +253,10 @@ def corpus(docs: int, words: int, seed: int) -> list[tuple[str, str]]:
     rng.shuffle(weights)
     texts = []
     for number in range(docs):
-        source = " ".join(rng.choices(vocabulary, weights, k=words)) + f" https://news.example.com/2026/story-{number}"
+        chosen = rng.choices(vocabulary, weights, k=words)
+        for position in reversed(range(0, words - 1, 20)):  # a hyphenated compound in every 20 words
+            chosen[position : position + 2] = [f"{chosen[position]}-{chosen[position + 1]}"]
+        source = " ".join(chosen) + f" https://news.example.com/2026/story-{number}"
         texts.append((f"doc{number}", source))
         texts.extend((f"doc{number}:{kind}", copy(source)) for kind, copy in COPIES.items())
     return texts
@@ -266,8 +294,51 @@ def misread_items(items: int, seed: int) -> list[tuple[str, bytes]]:
     return texts
 
 
+_WESTERN = [
+    "président", "réunion", "ministère", "après", "marché", "déjà", "été", "français", "économie", "société",
+    "Größe", "Straße", "für", "über", "Bürger", "Regierung", "Präsident", "Ärzte", "schön", "während",
+    "año", "niños", "señor", "política", "económica", "según", "más", "también", "Nuñez", "corazón",
+]  # fmt: skip
+
+
+def western_items(items: int, seed: int) -> list[tuple[str, str | bytes]]:
+    """``items`` different French/German/Spanish items in UTF-8 and a copy of each saved in
+    cp1252 (bytes)."""
+    rng = random.Random(seed)
+    plain = ["".join(rng.choices(_SYLLABLES, k=rng.randint(1, 4))) for _ in range(3000)]
+    texts: list[tuple[str, str | bytes]] = []
+    for number in range(items):
+        words = [rng.choice(_WESTERN) if rng.random() < 0.25 else rng.choice(plain) for _ in range(40)]
+        item = " ".join(words) + "."
+        texts.append((f"item{number}", item))
+        texts.append((f"item{number}:copy", item.encode("cp1252")))
+    return texts
+
+
+# Pairs of forms of one post that say different things.
+_OPPOSITES = [("👍", "👎"), ("🎉", "🙄"), ("-5", "5"), ("+1", "-1"), ("$20", "20"), ("€20", "£20"), ("10⁶", "106")]
+
+
+def opposite_posts(posts: int, seed: int) -> list[tuple[str, str]]:
+    """``posts`` short posts in two forms each (see the module docstring), each form with a
+    copy spaced otherwise."""
+    rng = random.Random(seed)
+    vocabulary = ["".join(rng.choices(_SYLLABLES, k=rng.randint(1, 4))) for _ in range(3000)]
+    texts = []
+    for number in range(posts):
+        words = rng.choices(vocabulary, k=12)
+        position = rng.randrange(13)
+        for form, inserted in enumerate(rng.choice(_OPPOSITES)):
+            text = " ".join([*words[:position], inserted, *words[position:]])
+            texts.append((f"post{number}-{form}", text))
+            texts.append((f"post{number}-{form}:copy", "  ".join(text.split(" ")) + " "))
+    return texts
+
+
 def measure_copies(
-    texts: list[tuple[str, str]] | list[tuple[str, bytes]], normalization: int, threshold: float
+    texts: list[tuple[str, str]] | list[tuple[str, bytes]] | list[tuple[str, str | bytes]],
+    normalization: int,
+    threshold: float,
 ) -> tuple[float, int, int]:
     """Share of copies (keys ``NAME:copy``) paired with their source, false pairs and
     featureless documents."""
@@ -309,9 +380,11 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=250)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threshold", type=float, default=0.9)
-    parser.add_argument("--versions", default="5,6,7", help="pipeline versions to compare, comma-separated")
+    parser.add_argument("--versions", default="6,7,8", help="pipeline versions to compare, comma-separated")
     parser.add_argument("--wordless", type=int, default=1000, help="wordless posts of the second table (0: none)")
     parser.add_argument("--misread", type=int, default=300, help="cp1251 news items of the third table (0: none)")
+    parser.add_argument("--western", type=int, default=300, help="UTF-8/cp1252 items of the fourth table (0: none)")
+    parser.add_argument("--opposites", type=int, default=300, help="two-form posts of the fifth table (0: none)")
     arguments = parser.parse_args()
     texts = corpus(arguments.docs, arguments.words, arguments.seed)
     print(
@@ -324,12 +397,18 @@ def main() -> None:
         row = measure(texts, version, arguments.threshold)
         shares = " | ".join(f"{row[kind]:.3f}" for kind in COPIES)
         print(f"| {version} | {shares} | {row['false']:.0f} | {row['seconds']:.2f} |")
-    tables: list[tuple[str, list[tuple[str, str]] | list[tuple[str, bytes]]]] = []
+    tables: list[tuple[str, list[tuple[str, str]] | list[tuple[str, bytes]] | list[tuple[str, str | bytes]]]] = []
     if arguments.wordless:
         tables.append((f"{arguments.wordless} wordless posts", wordless_posts(arguments.wordless, arguments.seed)))
     if arguments.misread:
         items = misread_items(arguments.misread, arguments.seed)
         tables.append((f"{arguments.misread} cp1251 items read as UTF-8", items))
+    if arguments.western:
+        western = western_items(arguments.western, arguments.seed)
+        tables.append((f"{arguments.western} Western European items in UTF-8, copies in cp1252", western))
+    if arguments.opposites:
+        opposites = opposite_posts(arguments.opposites, arguments.seed)
+        tables.append((f"{arguments.opposites} posts in two forms of opposite meaning", opposites))
     for title, copies in tables:
         print(f"\n# {title} and a copy of each, threshold {arguments.threshold}")
         print("| normalization | copies paired with their source | false pairs | featureless documents |")

@@ -561,10 +561,11 @@ def decode(
     """The text of ``data``: in the encoding a leading byte-order mark names (UTF-8, UTF-16
     or UTF-32; the mark dropped), else in ``encoding``, else UTF-8.  Invalid bytes become
     U+FFFD, or with ``keep_undecodable`` (a document's text) the surrogates that stand for
-    them, which text pipeline version 7 keeps as they are in the words they are in (older
-    versions read them as U+FFFD); the document is reported and counted once.  With
-    ``bom=False`` (a line after a file's first) a leading mark is text, not a mark: U+FEFF
-    stays at the start of a key.  O(len(data))."""
+    them, which text pipeline versions 7 and 8 keep in the words they are in (version 8
+    reads those beside an ASCII letter as cp1252; older versions read them as U+FFFD); the
+    document is reported and counted once.  With ``bom=False`` (a line after a file's
+    first) a leading mark is text, not a mark: U+FEFF stays at the start of a key.
+    O(len(data))."""
     found = bom_encoding(data) if bom else None
     if found is not None:
         encoding, data = found[0], data[found[1] :]

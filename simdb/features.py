@@ -10,7 +10,11 @@ The pipeline, applied to every text before any hashing:
    letters of single-byte encodings, so a text read in the wrong encoding (cp1251 as UTF-8)
    keeps its words, where with U+FFFD for every letter two different such texts were
    duplicates by a shared date.  Bytes 0x80-0xBF (their punctuation: cp1252's curly quotes
-   and dashes) are U+FFFD, separators, as before.
+   and dashes) are U+FFFD, separators, as before.  From version 8, first, a run of such
+   bytes beside an ASCII letter ("pr\\xe9sident"), or a lone one ("\\xe0 Paris"), is read as
+   cp1252, the most common single-byte encoding of Western European text: its letters then
+   fold as the same text's UTF-8 does, so a file saved in Latin-1 is its UTF-8 copy (the
+   probe's French, German and Spanish copies were at J 0.51-0.54 under version 7).
 2. **Unicode NFKC, then casefolding.**  Compatibility forms ("ﬁ", full-width letters,
    superscripts) become their plain equivalents and case is removed ("Straße" → "strasse").
 3. **Apostrophes are deleted** (U+0027, U+2018, U+2019, U+02BC), so "don't" and "don’t"
@@ -55,6 +59,12 @@ The pipeline, applied to every text before any hashing:
    letters are plain), a URL is read without its scheme, a leading "www.", "m.", "mobile."
    or "amp.", its fragment (but a one-page app's route, "#/..."), and a last path segment
    "amp", so that the forms a link is shared in are one link.
+   From version 8: every hyphen between two letters joins them, on one line or across a
+   line end, whatever the case of the next letter ("state-owned", and "state-" then "owned"
+   on the next line, are "stateowned"), so a text wrapped at another width is the same
+   text; a soft hyphen at a line end likewise.  Before NFKC, superscript and subscript
+   digits and signs and vulgar fractions are set apart by spaces ("10⁶" is "10 6", not
+   "106"), and the minus sign U+2212 is the ASCII one.
 4. **Punctuation and whitespace folding.**  A token is a maximal run of letters, digits and
    combining marks; everything else (punctuation, symbols, whitespace, underscore) only
    separates tokens.  Character shingles are taken over the tokens joined by single spaces.
@@ -66,6 +76,11 @@ The pipeline, applied to every text before any hashing:
    does one holding U+FFFD or a lone surrogate (a text read in the wrong encoding, whose
    punctuation alone would make it every other such text's duplicate).  This is decided for
    the whole text, not chunk by chunk.
+   From version 8, a symbol (Unicode categories So and Sc: emoji, "©", "€", "$"; not
+   U+FFFD) is a token of its own in any text, and a "+" or "-" that starts a number (after
+   no letter or digit, before a digit: "-5", "(+3") is part of its token, so "👍 ok" is not
+   "👎 ok" nor "-1,250" "1,250".  Other punctuation and mathematical symbols ("<", "=")
+   still only separate.
 5. **Scripts written without spaces** (Han, Hiragana, Katakana, Thai, Lao, Khmer, Myanmar)
    are split into one token per character when ``split_unspaced`` is true, so a Chinese
    paragraph does not collapse into one giant token; word n-gram shingles over those tokens
@@ -102,10 +117,13 @@ from typing import cast
 #: of step 3.  Version 6 decodes HTML character references (step 3) and takes a wordless
 #: text's symbols as its tokens (step 4).  Version 7 keeps undecodable bytes (step 1),
 #: folds the Indic nukta, the Devanagari candrabindu and the capitals drawn like Latin ones
-#: and reads URLs in a canonical form (step 3).  All are kept so that databases made with them go
+#: and reads URLs in a canonical form (step 3).  Version 8 reads undecodable bytes beside
+#: ASCII letters as cp1252 (step 1), sets superscript digits and fractions apart and joins
+#: every hyphenated word (step 3), and takes symbols and signed numbers as tokens (step 4).
+#: All are kept so that databases made with them go
 #: on fingerprinting text as they always did.
-NORMALIZATION = 7
-NORMALIZATIONS = (1, 2, 3, 4, 5, 6, 7)
+NORMALIZATION = 8
+NORMALIZATIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 
 #: Characters per chunk when streaming a long text.  About 45,000 English words, so the
 #: per-chunk arrays of the fingerprinter stay at a few megabytes.
@@ -150,6 +168,14 @@ _BYTE_ESCAPE_SEARCH = re.compile(f"[{_BYTE_ESCAPES}]").search
 # Any surrogate that stands for an undecodable byte, and every other surrogate.
 _ANY_BYTE_ESCAPE = re.compile("[\udc80-\udcff]").search
 _NOT_BYTE_ESCAPES = re.compile("[\ud800-\udc7f\udd00-\udfff]")
+# Version 8's undecodable bytes read as cp1252: a run of them beside an ASCII letter
+# ("pr\xe9sident", "\x93quoted\x94"), or a lone one ("\xe0 Paris"), is Western European
+# text in its most common single-byte encoding, whose letters then fold as the same text
+# decoded from UTF-8 does ("president").  A longer run among other bytes (a Cyrillic word in
+# cp1251) stays as version 7 reads it.  The five bytes cp1252 leaves undefined are U+FFFD.
+_CP1252_BYTE_RUN = re.compile(
+    "(?<=[A-Za-z])[\udc80-\udcff]+|[\udc80-\udcff]+(?=[A-Za-z])|(?<![\udc80-\udcff])[\udc80-\udcff](?![\udc80-\udcff])"
+)
 _APOSTROPHES = str.maketrans("", "", "'\u2018\u2019\u02bc")
 # Marks typed for an apostrophe: a grave accent and an acute (a dead key on many keyboards:
 # "don´t").  Version 5 deletes them before NFKC, which makes the acute a space and a
@@ -211,6 +237,33 @@ _FOLDED_LETTERS = {
 # Lucene's Hindi normaliser write it.
 _FOLDED_LETTERS_7 = {**_FOLDED_LETTERS, "\u0901": "\u0902"}
 _ASCII_TOKENS = re.compile(r"[a-z0-9]+").findall
+# Every byte but ASCII letters and digits made a space, letters lowercased.
+_ASCII_FOLD = bytes(byte if chr(byte).isascii() and chr(byte).isalnum() else 0x20 for byte in range(256)).lower()
+_ASCII_FOLD_8 = bytes(
+    byte if chr(byte).isascii() and (chr(byte).isalnum() or chr(byte) in "-+$") else 0x20 for byte in range(256)
+).lower()
+# Version 8's: a "+" or "-" that starts a number ("-5", "(+3", not "10-12" or "covid-19") is
+# part of its token, and a currency sign ("$", and beyond ASCII every symbol) is a token: a
+# balance of -1,250 is not one of 1,250, nor "$5" a "5".
+_SIGN = "(?:(?<![^\\W_])[-+](?=[0-9]))?"
+_ASCII_TOKENS_8 = re.compile(_SIGN + r"[a-z0-9]+|\$").findall
+_ASCII_BYTE_TOKENS_8 = re.compile(_SIGN.encode() + rb"[a-z0-9]+|\$").findall
+
+
+def ascii_byte_tokens(prepared: bytes, normalization: int = NORMALIZATION) -> list[bytes]:
+    """The tokens of an ASCII text that :func:`ascii_prepared` made ready, as bytes: the
+    fingerprinter's fast path, the same tokens as :func:`decoded_tokens`.  One C pass that
+    lowercases, folds every byte but letters and digits to a space and deletes apostrophes,
+    and a split; from version 8 the signs and "$" stay, and the few words that hold one are
+    split by the token regex.  O(len(prepared))."""
+    if normalization < 8:
+        return prepared.translate(_ASCII_FOLD, b"'").split()
+    words = prepared.translate(_ASCII_FOLD_8, b"'").split()
+    if b"-" not in prepared and b"+" not in prepared and b"$" not in prepared:
+        return words
+    return [token for word in words for token in ((word,) if word.isalnum() else _ASCII_BYTE_TOKENS_8(word))]
+
+
 # Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), as inclusive ranges:
 # characters that are rendered as nothing when a font has no glyph for them.
 _IGNORABLE_RANGES = (
@@ -302,6 +355,20 @@ _LINE_END_HYPHENS_5 = tuple(
 # no letter before it is asked for: an accent may be).  Joined before version 2's deletion
 # of invisible characters removes it.
 _SOFT_HYPHEN_BREAK = re.compile("\u00ad[ \\t]*(?:\\r\\n|\\r|\\n)[ \\t]*(?=([^\\W\\d_]))")
+# Version 8's: a hyphen between two letters, on one line or across a line end, joins them
+# into one word ("state-owned" is "stateowned", and so is "state-" then "owned" on the next
+# line; "e-mail" is "email").  Version 3 joined only across line ends and before a lowercase
+# letter, so the same text wrapped at another width (an email quoted, a subtitle re-cut)
+# read "state owned" on one line and "stateowned" across two: copies fell to J 0.68.
+_HYPHENS_8 = tuple(
+    (
+        hyphen,
+        re.compile(
+            f"{hyphen}(?<=[^\\W\\d_]{hyphen})(?:[ \\t]*(?:\\r\\n|[{_LINE_BREAKS_5}])[ \\t\\f\\v]*)?(?=[^\\W\\d_])"
+        ),
+    )
+    for hyphen in ("-", "\u2010")
+)
 #: Characters that are, or that NFKC makes, a hyphen that may break a word at a line end:
 #: a chunk is never cut in the spaces after one.
 _BREAKING_HYPHENS = "-\u2010\u2011\u00ad\ufe63\uff0d"
@@ -318,13 +385,21 @@ def _class_body(codes: list[int]) -> str:
     return "".join(f"\\U{a:08x}-\\U{b:08x}" if a != b else f"\\U{a:08x}" for a, b in parts)
 
 
+# The superscript and subscript characters that version 8 sets apart: digits and signs.
+_SCRIPTED = frozenset("0123456789+-\u2212")
+
+
 @cache
-def _scanned_classes() -> tuple[str, dict[int, str]]:
+def _scanned_classes() -> tuple[str, dict[int, str], str, list[int]]:
     """(the regex class body of every combining mark (categories Mn, Mc, Me) outside the
-    unspaced scripts, the ASCII digit of every non-ASCII decimal digit).  Built once, on
-    first use, by a scan of all code points (~0.3 s)."""
+    unspaced scripts, the ASCII digit of every non-ASCII decimal digit, the class body of
+    every symbol that version 8 takes as a token (categories So and Sc: emoji, currency
+    signs), the superscript and subscript digits and signs and the vulgar fractions that
+    version 8 sets apart).  Built once, on first use, by a scan of all code points (~0.4 s)."""
     marks: list[int] = []
     digits: dict[int, str] = {}
+    symbols: list[int] = [ord("$")]
+    set_apart: list[int] = []
     unspaced = re.compile(f"[{_UNSPACED_RANGES}]")
     for code in range(0x80, sys.maxunicode + 1):
         char = chr(code)
@@ -333,17 +408,29 @@ def _scanned_classes() -> tuple[str, dict[int, str]]:
             marks.append(code)
         elif category == "Nd":
             digits[code] = str(unicodedata.decimal(char))
-    return _class_body(marks), digits
+        elif category in ("So", "Sc") and code not in (0xFFFC, 0xFFFD):  # not what stands for a lost character
+            symbols.append(code)
+        decomposition = unicodedata.decomposition(char)
+        scripted = decomposition.startswith(("<super>", "<sub>"))
+        if decomposition.startswith("<fraction>") or (scripted and unicodedata.normalize("NFKC", char) in _SCRIPTED):
+            set_apart.append(code)
+    return _class_body(marks), digits, _class_body(symbols), set_apart
 
 
 @cache
 def _version_2_mapping(normalization: int) -> tuple[re.Pattern[str], dict[int, str | None]]:
-    """(a search for any character that version 2 (from 5: also the apostrophe marks) may
-    delete or map before NFKC, the ``str.translate`` table that does it)."""
+    """(a search for any character that version 2 (from 5: also the apostrophe marks; from
+    8: the minus sign, superscript digits and fractions) may delete or map before NFKC, the
+    ``str.translate`` table that does it)."""
     table: dict[int, str | None] = {code: None for low, high in _IGNORABLE_RANGES for code in range(low, high + 1)}
     table.update(_scanned_classes()[1])
     if normalization >= 5:
         table.update(dict.fromkeys(map(ord, _APOSTROPHE_MARKS)))
+    if normalization >= 8:
+        # NFKC runs "10⁶" into "106" and "10½" into "101⁄2": set apart, they stay numbers of
+        # their own.  The minus sign is the ASCII one that a signed number's token starts with.
+        table.update({code: f" {chr(code)} " for code in _scanned_classes()[3]})
+        table[0x2212] = "-"
     # Every character beyond the BMP is let through to the translate: a class of BMP
     # characters only is a bitmap lookup, where the exact one was a scan of its ranges,
     # ten times slower on a Chinese text.
@@ -426,6 +513,11 @@ _LATIN_LETTER = re.compile("[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]").se
 _WORDS = re.compile(r"([^\W_]+)")
 
 
+def _cp1252_read(run: re.Match[str]) -> str:
+    """A run of surrogates for undecodable bytes, read as cp1252 (version 8)."""
+    return run.group().encode("utf-8", "surrogateescape").decode("cp1252", "replace")
+
+
 def as_replacement_decoded(text: str) -> str:
     """``text``, decoded from UTF-8 with ``surrogateescape`` (as the CLI decodes files), as
     the replacement decoding of the same bytes: what versions 1-6 read, one U+FFFD for each
@@ -476,9 +568,15 @@ def _canonical_url(url: re.Match[str]) -> str:
 
 def join_line_end_hyphens(text: str, normalization: int = NORMALIZATION) -> str:
     """``text`` with each word that a hyphen breaks across a line end joined again (version
-    3; see the module docstring), else ``text`` itself.  O(len(text)); a text without both a
+    3; see the module docstring; from version 8 every hyphen between two letters, on one
+    line or across a line end), else ``text`` itself.  O(len(text)); a text without both a
     hyphen and a line break is only searched for them."""
     if normalization < 3:
+        return text
+    if normalization >= 8:
+        for hyphen, hyphen_between_letters in _HYPHENS_8:
+            if hyphen in text:
+                text = hyphen_between_letters.sub("", text)
         return text
     if normalization >= 5:
         if not any(line_break in text for line_break in _LINE_BREAKS_5):
@@ -508,13 +606,16 @@ def _token_finder(
     character); with ``split_unspaced``, each unspaced character a token of its own.  With
     ``undecodable`` (version 7, a text holding undecodable bytes), the surrogates that stand
     for them are word characters too: a text read in the wrong encoding keeps its words as
-    bytes, so copies of it are duplicates and other texts are not."""
-    marks = _scanned_classes()[0]
+    bytes, so copies of it are duplicates and other texts are not.  From version 8 a
+    symbol (see :func:`_scanned_classes`) is a token, and a number keeps its sign."""
+    marks, _, symbols, _ = _scanned_classes()
     unspaced = _unspaced_ranges(normalization)
     word = f"[^\\W_{unspaced}]" if split_unspaced else "[^\\W_]"
     if undecodable:  # an alternation, slower than the class, so only where it is needed
         word = f"(?:{word}|[{_BYTE_ESCAPES}])"
     run = f"{word}(?:{word}|[{marks}])*" if normalization >= 2 else f"(?:{word}|[{marks}])+"
+    if normalization >= 8:
+        run = f"{_SIGN}{run}|[{symbols}]"
     return re.compile(f"[{unspaced}]|{run}" if split_unspaced else run)
 
 
@@ -568,26 +669,33 @@ def _normalized(text: str, normalization: int) -> str:
     if text.isascii():
         text = ascii_prepared(text, normalization).lower()
         return text.replace("'", "") if "'" in text else text
+    if normalization >= 8 and _ANY_BYTE_ESCAPE(text) is not None:
+        text = _CP1252_BYTE_RUN.sub(_cp1252_read, text)
     surrogates = _OTHER_SURROGATES if normalization >= 7 else _SURROGATES
     if surrogates.search(text):
         text = surrogates.sub("\ufffd", text)
     if normalization >= 5:
         text = untracked(text)
     if normalization >= 3 and "\u00ad" in text:
-        text = _SOFT_HYPHEN_BREAK.sub(_joined_if_lowercase, text)
+        text = _SOFT_HYPHEN_BREAK.sub("" if normalization >= 8 else _joined_if_lowercase, text)
     if normalization >= 2:
         # Before NFKC: a deleted joiner between a letter and its accent would otherwise
         # keep the two from composing.
-        mapped, table = _version_2_mapping(5 if normalization >= 5 else 2)
+        mapped, table = _version_2_mapping(8 if normalization >= 8 else 5 if normalization >= 5 else 2)
         if mapped.search(text):
             text = text.translate(table)
     text = unicodedata.normalize("NFKC", text)
     # Line-end hyphens after NFKC, which composes an accent before one ("e" and U+0301 are
     # "é", a letter) and makes fullwidth hyphens plain; before casefolding, which would hide
-    # whether the next line starts with a capital.
-    text = join_line_end_hyphens(text, normalization)
+    # whether the next line starts with a capital.  Version 8's hyphens after the look-alike
+    # letters: joined first, a compound of two scripts ("beho-МОЁ") was one word whose
+    # capitals read as Latin and whose small letters did not.
+    if normalization < 8:
+        text = join_line_end_hyphens(text, normalization)
     if normalization >= 5:
         text = _latin_look_alikes_folded(text, normalization)
+    if normalization >= 8:
+        text = join_line_end_hyphens(text, normalization)
     text = text.casefold()
     if normalization >= 3:
         # After casefolding, which can leave a mark of its own ("İ" is "i" and a dot above).
@@ -624,7 +732,22 @@ def text_tokens(
     so.  :func:`iter_token_chunks` is the same for a text read chunk by chunk.  O(len(text))."""
     decoded = references_decoded(text, normalization)
     words = word_tokens(decoded)
-    return words if len(words) or not _takes_symbols(text, normalization) else symbol_tokens(decoded, normalization)
+    if _has_word(words) or not _takes_symbols(text, normalization):
+        return words
+    return symbol_tokens(decoded, normalization)
+
+
+def _has_word(tokens: Sequence[str | bytes]) -> bool:
+    """Whether ``tokens`` hold a word, not only symbols (version 8 takes symbols for tokens
+    in any text; a text that has nothing else is read by all its symbols and punctuation,
+    as a wordless text is from version 6, or "🔥!" and "🔥?" would be one text).  The first
+    token decides for almost every text."""
+    return any(len(token) != 1 or not _is_symbol(token) for token in tokens)
+
+
+def _is_symbol(token: str | bytes) -> bool:
+    """Whether a one-character token is a symbol (version 8's: So or Sc)."""
+    return token == b"$" if isinstance(token, bytes) else unicodedata.category(token) in ("So", "Sc")
 
 
 def _takes_symbols(text: str, normalization: int) -> bool:
@@ -640,7 +763,7 @@ def decoded_tokens(text: str, split_unspaced: bool = True, normalization: int = 
     :func:`references_decoded`), without the symbol tokens of a wordless text: the
     general path of :func:`tokenize`, for callers that decode a chunk themselves."""
     if text.isascii():
-        return _ASCII_TOKENS(_normalized(text, normalization))
+        return (_ASCII_TOKENS_8 if normalization >= 8 else _ASCII_TOKENS)(_normalized(text, normalization))
     normalized = _normalized(text, normalization)
     undecodable = normalization >= 7 and _BYTE_ESCAPE_SEARCH(normalized) is not None
     return _token_finder(split_unspaced, normalization, undecodable).findall(normalized)
@@ -730,15 +853,25 @@ def iter_token_chunks(
     for its symbols (:func:`symbol_tokens`) where :func:`_takes_symbols` says so, as
     :func:`text_tokens` reads a text whole.
     A run of non-space characters longer than a chunk is split (see :func:`iter_chunks`),
-    and so is a character reference inside it.  Memory is bounded by the chunk size."""
+    and so is a character reference inside it.  Memory is bounded by the chunk size, but
+    for a text whose first chunks hold symbols and no word (version 8): their tokens wait
+    for a word, or for the text's end."""
     if word_tokens is None:
         word_tokens = functools.partial(decoded_tokens, split_unspaced=split_unspaced, normalization=normalization)
     any_words = False
+    before_words: list[Sequence[str | bytes]] = []  # symbols only (version 8), held until a word comes
     for piece in iter_chunks(text, chunk_chars, normalization):
         tokens = word_tokens(references_decoded(piece, normalization))
-        any_words = any_words or len(tokens) > 0
-        yield tokens
+        if not any_words and _has_word(tokens):
+            any_words = True
+            yield from before_words
+            before_words = []
+        if any_words:
+            yield tokens
+        elif tokens:
+            before_words.append(tokens)
     if any_words or not _takes_symbols(text, normalization):
+        yield from before_words
         return
     for piece in iter_chunks(text, chunk_chars, normalization):
         yield symbol_tokens(references_decoded(piece, normalization), normalization)

@@ -49,7 +49,8 @@ Defined results for edge cases: the empty text, a text of only punctuation or wh
 A text of one token has one feature, so its fingerprint is that feature's hash.  ``bytes``
 are decoded as UTF-8, from pipeline version 7 each byte that is not becoming the surrogate
 that stands for it (``surrogateescape``), a letter of its word for bytes 0xC0-0xFF and a
-separator for 0x80-0xBF; before, every such byte is U+FFFD, a separator.  Other lone
+separator for 0x80-0xBF (version 8 reads those beside an ASCII letter, or alone, as
+cp1252); before, every such byte is U+FFFD, a separator.  Other lone
 surrogates are replaced by U+FFFD and so act as separators.  A text of any length is processed in chunks of
 :data:`simdb.features.CHUNK_CHARS` characters with per-bit sums carried across chunks, so
 with ``weights="tf"`` memory stays bounded whatever the length (tracemalloc peaks of about
@@ -89,6 +90,7 @@ from simdb.errors import FingerprinterError, InvalidInputError, WorkerDiedError
 from simdb.features import (
     NORMALIZATION,
     NORMALIZATIONS,
+    ascii_byte_tokens,
     ascii_prepared,
     decoded_tokens,
     iter_token_chunks,
@@ -148,7 +150,6 @@ _BATCH_DOCS = 1024
 _MERGE_ROWS = 1 << 20
 # Every byte of an ASCII text maps to itself lowercased if it is a letter or digit, else to
 # a space; the tokens are then bytes.split().
-_ASCII_FOLD = bytes(byte if chr(byte).isascii() and chr(byte).isalnum() else 0x20 for byte in range(256)).lower()
 
 UInt64Array = npt.NDArray[np.uint64]
 FloatArray = npt.NDArray[np.float64]
@@ -514,7 +515,7 @@ def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
 def _as_text(text: Any, normalization: int = NORMALIZATION) -> str:
     """``text`` as the pipeline of version ``normalization`` reads it.  ``bytes`` are
     UTF-8: from version 7 each byte that is not becomes the surrogate that stands for it
-    (``surrogateescape``), which version 7 keeps in its word; earlier versions replace it,
+    (``surrogateescape``), which the pipeline keeps (see :mod:`simdb.features`); earlier versions replace it,
     and read a text the CLI decoded so (its surrogates) as the replacement decoding of the
     same bytes, exactly as they always did.  O(len(text)) for bytes and, before version 7,
     for non-ASCII text."""
@@ -559,9 +560,12 @@ class Fingerprinter:
       database keeps the version it was made with.  ASCII texts tokenise alike in all but
       for the line-end hyphens of versions 3 on, the grave accents and URL tracking
       parameters of version 5 on, and the character references and wordless texts of
-      version 6 on, and version 7's URL forms.  Version 7 keeps undecodable bytes as
-      letters, folds the Indic nukta, the Devanagari candrabindu and capitals drawn like
-      Latin ones, and reads URLs in a canonical form.  Left out, it is
+      version 6 on, version 7's URL forms, and version 8's hyphens, signs and "$".
+      Version 7 keeps undecodable bytes as letters, folds the Indic nukta, the Devanagari
+      candrabindu and capitals drawn like Latin ones, and reads URLs in a canonical form.
+      Version 8 reads undecodable bytes beside ASCII letters as cp1252, joins every
+      hyphenated word, takes symbols and signed numbers as tokens and sets superscript
+      digits and fractions apart.  Left out, it is
       the current version, and opening a database with these settings takes the
       database's version (see :meth:`agrees_with`).
 
@@ -841,12 +845,11 @@ class Fingerprinter:
 
     def _word_tokens(self, piece: str) -> Sequence[str | bytes]:
         """The word tokens of one piece of text whose character references are decoded: an
-        ASCII piece through the fast path (the same tokens as features.decoded_tokens, as
-        bytes: one C pass lowercases, folds every non-alphanumeric byte to a space and
-        deletes apostrophes), any other through the general path.  O(len(piece))."""
+        ASCII piece through the fast path (features.ascii_byte_tokens: the same tokens as
+        features.decoded_tokens, as bytes), any other through the general path.
+        O(len(piece))."""
         if piece.isascii():
-            prepared = ascii_prepared(piece, self._normalization)
-            return prepared.encode("ascii").translate(_ASCII_FOLD, b"'").split()
+            return ascii_byte_tokens(ascii_prepared(piece, self._normalization).encode("ascii"), self._normalization)
         return decoded_tokens(piece, self._split_unspaced and self._features != "char", self._normalization)
 
     def _token_chunks(self, text: str, chunk_chars: int) -> Iterator[Sequence[str | bytes]]:

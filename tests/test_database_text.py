@@ -182,7 +182,7 @@ def test_a_database_keeps_the_text_pipeline_version_it_was_made_with(db_path) ->
     other = db_path.parent / "new"
     with simdb.open(other) as db:  # a new database takes the current version
         db.add("fox", text=hyphenated)
-        assert db.fingerprinter.normalization == simdb.features.NORMALIZATION == 7
+        assert db.fingerprinter.normalization == simdb.features.NORMALIZATION == 8
         assert [(m.key, m.similarity) for m in db.query(text=TEXT)] == [("fox", 1.0)]
 
 
