@@ -15,7 +15,7 @@ import typer
 from typer.exceptions import TyperException
 
 from simdb import DatabaseError, SimdbError
-from simdb.errors import ConfigMismatchError, InvalidInputError, Remedy, WorkerDiedError
+from simdb.errors import ConfigMismatchError, InvalidInputError, Remedy, WorkerDiedError, WorkerStartError
 
 from . import output
 from .output import err
@@ -31,7 +31,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 def exit_code_for(error: BaseException) -> int:
     """The exit code of an error: 3 for the database or the system (a worker killed), 2 for
     anything the user gave."""
-    if isinstance(error, (DatabaseError, WorkerDiedError)):
+    if isinstance(error, (DatabaseError, WorkerDiedError, WorkerStartError)):
         return EXIT_DATABASE
     if isinstance(error, SimdbError):  # InvalidInputError, ConfigMismatchError, FingerprinterError
         return EXIT_USAGE

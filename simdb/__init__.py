@@ -50,6 +50,7 @@ from simdb.errors import (
     StorageError,
     UnfinishedDatabaseError,
     WorkerDiedError,
+    WorkerStartError,
     WriterClosedError,
 )
 from simdb.fingerprint import (
@@ -113,6 +114,7 @@ __all__ = [
     "TablePlan",
     "UnfinishedDatabaseError",
     "WorkerDiedError",
+    "WorkerStartError",
     "WriterClosedError",
     "candidate_distance",
     "default_blocks",

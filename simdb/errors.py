@@ -322,6 +322,14 @@ class WorkerDiedError(SimdbError):
     default_hint = "was it killed for memory? run with fewer workers, or smaller batches"
 
 
+class WorkerStartError(SimdbError):
+    """A worker process of a fingerprinting pool could not be started: the system's limit of
+    open files or of processes was reached, or memory ran out.  Nothing of those texts was
+    stored; the batches committed before are kept."""
+
+    default_hint = "raise the limit (ulimit -n for open files, ulimit -u for processes), or use fewer workers"
+
+
 #: How to install the dask extra; quoted, as shells such as zsh expand brackets.
 DASK_INSTALL_HINT = "pip install '.[dask]' in simdb's checkout (its dask extra; 'simdb' on PyPI is another project)"
 

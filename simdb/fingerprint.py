@@ -66,6 +66,7 @@ core for a minwise fingerprint and its sketch, about 20,000 through :func:`simha
 
 from __future__ import annotations
 
+import errno
 import math
 import multiprocessing
 import os
@@ -86,7 +87,7 @@ import numpy.typing as npt
 
 from simdb import features as _features_module
 from simdb.arrays import distinct
-from simdb.errors import FingerprinterError, InvalidInputError, WorkerDiedError
+from simdb.errors import FingerprinterError, InvalidInputError, WorkerDiedError, WorkerStartError
 from simdb.features import (
     NORMALIZATION,
     NORMALIZATIONS,
@@ -1389,10 +1390,32 @@ def _iter_in_pool(
     )
     try:
         with pool:
-            yield from _pool_blocks(pool, texts, shared, workers)
+            try:
+                yield from _pool_blocks(pool, texts, shared, workers)
+            except OSError:
+                # Starting a worker failed (no file descriptors or processes left): the
+                # workers started before it were never told to stop, and Python's exit
+                # waited for them for good.  Ended before the pool's shutdown forgets them.
+                _end_workers(pool)
+                raise
     except BrokenProcessPool:
         # A worker died (killed for memory, say), seen at a result or at the next submit.
         raise WorkerDiedError("a fingerprinting worker process ended abruptly; its texts were not read") from None
+    except OSError as error:
+        if error.errno in (errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM):
+            raise WorkerStartError(
+                f"cannot start a fingerprinting worker process: {error.strerror or error}; its texts were not read"
+            ) from None
+        raise
+
+
+def _end_workers(pool: ProcessPoolExecutor) -> None:
+    """End the worker processes a failed start of ``pool`` left waiting for work that will
+    never come (its manager thread, which would stop them, never started)."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        if process.is_alive():
+            process.terminate()
+            process.join(timeout=5)
 
 
 def _pool_blocks(

@@ -1618,3 +1618,30 @@ def test_version_8_keeps_symbols_signs_and_set_apart_numbers() -> None:
             chunks = features_module.iter_token_chunks(text, chunk_chars=chunk_chars)
             assert [token for chunk in chunks for token in chunk] == tokenize(text), (text, chunk_chars)
     assert tokenize("🔥 " * 30 + "!")[-1] == "!" and tokenize("🔥 " * 30 + "ok!")[-1] == "ok"
+
+
+WORKER_START_FAILS = """
+import errno
+from concurrent.futures import process
+import simdb
+spawn = process.ProcessPoolExecutor._spawn_process
+started = []
+def spawn_until_out_of_descriptors(pool):
+    if started:
+        raise OSError(errno.EMFILE, "Too many open files")
+    started.append(True)
+    spawn(pool)
+process.ProcessPoolExecutor._spawn_process = spawn_until_out_of_descriptors
+try:
+    simdb.Fingerprinter().fingerprint_many([f"text number {n}" for n in range(1000)], workers=2)
+except simdb.WorkerStartError as error:
+    print(type(error).__name__, error.hint)
+"""
+
+
+def test_a_worker_that_cannot_start_ends_the_ones_started_before_it() -> None:
+    # A faults probe: `ulimit -n 18; simdb add ... --workers 2` printed "Too many open files"
+    # and then never ended: the first worker waited for work, and Python's exit for it.
+    finished = run_python_or_fail_on_hang(WORKER_START_FAILS, timeout=60, hung="the exit waited for a worker")
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.startswith("WorkerStartError raise the limit (ulimit -n")
