@@ -17,6 +17,7 @@ import binascii
 import codecs
 import contextlib
 import dataclasses
+import errno
 import fnmatch
 import gzip
 import io
@@ -642,12 +643,27 @@ def read_text_files(
         yield item.document_key, text, None, item.path
 
 
+def _open_listed(item: Input) -> IO[bytes]:
+    """The file of ``item`` opened to read (the caller closes it).  One that the listing
+    found regular (its size is known) is opened without waiting and must be regular still:
+    a FIFO put in its place since would block the open, and the whole command, for good."""
+    if item.size is None:
+        return open(item.path, "rb")
+    descriptor = os.open(item.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(errno.EINVAL, "it is no longer a regular file (replaced since it was listed)", item.path)
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
 def _open_binary(item: Input) -> tuple[IO[bytes], IO[bytes]]:
     """(stream to read, raw file whose position measures progress); gunzips ``.gz``."""
     # The file is closed by the caller.
-    raw: IO[bytes] = (
-        stdin_bytes() if item.path == "-" else open(item.path, "rb")  # noqa: SIM115
-    )
+    raw: IO[bytes] = stdin_bytes() if item.path == "-" else _open_listed(item)
     if item.path.lower().endswith(".gz"):
         # GzipFile is a binary file object, but typeshed derives it from BufferedIOBase, not IO[bytes].
         return gzip.GzipFile(fileobj=raw, mode="rb"), raw  # type: ignore[return-value]
@@ -1188,10 +1204,10 @@ def _record_text(record: Any, where: str, intake: Intake, source: str, max_bytes
     return html_to_text(text) if "html" in mime else text
 
 
-def _starts_like_warc(path: str) -> bool:
+def _starts_like_warc(item: Input) -> bool:
     """Whether the file (gunzipped if it is gzip) starts with a ``WARC/`` version line;
     warcio itself would read almost anything as an old ARC file."""
-    with open(path, "rb") as handle:
+    with _open_listed(item) as handle:
         magic = handle.read(2)
         handle.seek(0)
         try:
@@ -1314,8 +1330,8 @@ def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = N
     for item in inputs:
         start = intake.bytes_done
         try:
-            is_warc = _starts_like_warc(item.path)
-            raw = open(item.path, "rb")  # noqa: SIM115 - closed below
+            is_warc = _starts_like_warc(item)
+            raw = _open_listed(item)  # closed below
         except OSError as exc:
             intake.fail(item.path, f"cannot read: {exc.strerror or exc}")
             continue
