@@ -1497,8 +1497,16 @@ def _read_parquet_shard(item: Input, intake: Intake, header: ExportHeader) -> It
         intake.fail(name, "a Parquet shard needs a uint64 (or int64) 'fingerprint' column", name)
         return
     settings_line = (schema.metadata or {}).get(PARQUET_HEADER_KEY)
-    if settings_line is not None and _header_line(settings_line, name, intake, name, header, True) is _STOP_FILE:
-        return
+    if settings_line is not None:
+        read = _header_line(settings_line, name, intake, name, header, True)
+        if read is False:  # the key is simdb's: what it holds can only be a header
+            intake.fail(
+                name,
+                f"damaged export header in its {PARQUET_HEADER_KEY.decode()!r} metadata; the file was not read",
+                name,
+            )
+        if read is not True:
+            return
     row = 0
     try:
         for batch in shard.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=["key", "fingerprint"]):

@@ -93,6 +93,27 @@ def test_a_parquet_export_carries_the_settings_into_a_new_database(tmp_path) -> 
         assert len(unchanged) == 3
 
 
+def test_a_parquet_export_whose_settings_metadata_is_damaged_is_not_read(tmp_path) -> None:
+    # A faults probe: a Parquet file whose "simdb" metadata was plain text imported with
+    # exit 0, its documents under default settings, where a damaged JSONL header stops the file.
+    import pyarrow.parquet as pq
+
+    from tests.test_cli import prose
+
+    (tmp_path / "a.txt").write_text(prose(1))
+    assert run("add", tmp_path / "a.txt", "--kind", "simhash", "--db", tmp_path / "db").exit_code == 0
+    exported = tmp_path / "db.parquet"
+    assert run("export", "-o", exported, "--db", tmp_path / "db").exit_code == 0
+    table = pq.read_table(exported)
+    damaged = tmp_path / "damaged.parquet"
+    pq.write_table(table.replace_schema_metadata({b"simdb": b"not json{"}), damaged)
+    result = run("import", damaged, "--db", tmp_path / "copy")
+    assert result.exit_code == 2 and "damaged export header" in result.stderr, result.stderr
+    if (tmp_path / "copy").exists():
+        with simdb.open(tmp_path / "copy", readonly=True) as copy:
+            assert len(copy) == 0
+
+
 def test_import_format_parquet_reads_a_shard_of_any_name(tmp_path) -> None:
     """--format parquet was refused although auto-detection reads .parquet files, so a
     shard named otherwise could not be imported at all."""
