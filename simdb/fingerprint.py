@@ -149,8 +149,6 @@ _RANGES_PER_WORKER = 8
 _BATCH_DOCS = 1024
 # Feature hashes of a text's chunks collected before they are merged (see _distinct_features).
 _MERGE_ROWS = 1 << 20
-# Every byte of an ASCII text maps to itself lowercased if it is a letter or digit, else to
-# a space; the tokens are then bytes.split().
 
 UInt64Array = npt.NDArray[np.uint64]
 FloatArray = npt.NDArray[np.float64]
@@ -516,9 +514,9 @@ def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
 def _as_text(text: Any, normalization: int = NORMALIZATION) -> str:
     """``text`` as the pipeline of version ``normalization`` reads it.  ``bytes`` are
     UTF-8: from version 7 each byte that is not becomes the surrogate that stands for it
-    (``surrogateescape``), which the pipeline keeps (see :mod:`simdb.features`); earlier versions replace it,
-    and read a text the CLI decoded so (its surrogates) as the replacement decoding of the
-    same bytes, exactly as they always did.  O(len(text)) for bytes and, before version 7,
+    (``surrogateescape``), which the pipeline keeps (see :mod:`simdb.features`); earlier
+    versions replace it, and read a text the CLI decoded so (its surrogates) as the
+    replacement decoding of the same bytes, exactly as they always did.  O(len(text)) for bytes and, before version 7,
     for non-ASCII text."""
     if isinstance(text, str):
         return text if normalization >= 7 else _features_module.as_replacement_decoded(text)
