@@ -88,12 +88,14 @@ class BatchWriter:
     is dropped (its last reference goes), and when the process exits normally; if that flush
     fails, a RuntimeWarning names the operations lost (to drop them on purpose, call
     :meth:`discard`).  A crash (SIGKILL, power loss) loses at most the operations buffered
-    since the last completed flush.  Each flush is one write transaction over documents, key index and
-    tables: readers and a reopened database see all of it or none of it, never half a batch.
+    since the last completed flush.  Each flush is one write transaction over documents,
+    key index and tables: readers and a reopened database see all of it or none of it, never
+    half a batch.
 
-    **Same result as one by one.**  A flush applies its operations in call order: the
-    stored state afterwards (documents, ids, sketches, tables) is the one that ``db.add``
-    and ``db.remove`` called one by one would leave.  With ``if_new``, an add is skipped
+    **Same result as one by one.**  The stored state after a flush (documents, ids,
+    sketches, tables) is the one that ``db.add`` and ``db.remove`` called one by one in
+    call order would leave; the flush gathers the removes into as few passes as that
+    allows (see :meth:`_runs`).  With ``if_new``, an add is skipped
     when it is similar to a stored document or to an earlier add of this writer, buffered
     or stored (as within one :meth:`~simdb.Database.add_texts` batch); ``threshold`` as
     there.
