@@ -1387,7 +1387,9 @@ def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = N
                     yield key, text, None, where
         except (ArchiveLoadFailed, OSError, EOFError, ValueError, AttributeError) as exc:
             # AttributeError: warcio trips over some malformed headers instead of refusing them.
-            intake.fail(item.path, f"not a readable WARC/WET archive ({str(exc).strip() or type(exc).__name__})")
+            # warcio's advice runs over several lines and blank ones: one line of it.
+            said = " ".join(str(exc).split()).removeprefix("ERROR: ") or type(exc).__name__
+            intake.fail(item.path, f"not a readable WARC/WET archive ({said})")
         else:
             if records.err_count:
                 intake.notice(item.path, f"{records.err_count} records have a wrong length; the archive may be damaged")

@@ -667,3 +667,18 @@ def test_output_escapes_bidi_controls_and_unicode_line_breaks(tmp_path: Path) ->
     exact = run("pairs", "--json", "--db", tmp_path / "db").stdout
     pair = json.loads(exact)
     assert len(exact.splitlines()) == 1 and {pair["key_a"], pair["key_b"]} == {hostile, "plain"}
+
+
+def test_a_warc_gzipped_as_one_stream_is_reported_in_one_line(tmp_path: Path) -> None:
+    # A faults probe: warcio's ten-line advice for a WARC gzipped whole (not one gzip member
+    # per record) came out as one line holding "\n" escapes.
+    import gzip as gzip_module
+
+    plain = tmp_path / "plain.warc"
+    _warc(plain, ["http://one/", "http://two/"])
+    archive = tmp_path / "whole.warc.gz"
+    archive.write_bytes(gzip_module.compress(plain.read_bytes()))
+    result = run("add", archive, "--db", tmp_path / "db", "--workers", "1")
+    assert result.exit_code == 2 and str(archive) in result.stderr
+    one_line(result.stderr)
+    assert "\\n" not in result.stderr, result.stderr
