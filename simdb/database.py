@@ -349,8 +349,8 @@ class Database:
     # -- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the open batching writers of this handle (flushing what they hold), then
-        the environment.  If a writer's flush fails, its error is raised and the database
+        """Close the batching writers of this handle that hold operations (flushing them),
+        then the environment.  If a writer's flush fails, its error is raised and the database
         stays open: fix the cause and close again, or ``discard()`` that writer.  Idempotent."""
         self._close_writers()
         self._storage.close()
@@ -367,10 +367,9 @@ class Database:
         self._storage.close(when_reads_end=exc_type is not None)
 
     def _close_writers(self) -> None:
-        """Close this handle's open batching writers, unless it is closed (they failed then,
-        and keep their buffers for ``discard()``) or inherited by a forked child (they are
-        the parent's)."""
-        if not self._storage.closed and not self._storage.inherited:
+        """Close this handle's batching writers that hold operations, unless it is closed
+        (their flushes failed then, and they keep their buffers for ``discard()``)."""
+        if not self._storage.closed:
             from simdb.writer import close_writers
 
             close_writers(self)

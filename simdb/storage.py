@@ -698,7 +698,6 @@ class Storage:
         self._needed_map_size = 0
         self._lock = _SharedLock()
         self._write_mutex = threading.Lock()
-        self._writing_thread: int | None = None  # the thread holding _write_mutex
         self._next_read_check = 0.0
         self._last_reader_check = time.monotonic()
         self._inherited = False  # set in a child process forked after the open
@@ -1052,25 +1051,6 @@ class Storage:
     def closed(self) -> bool:
         return self._live is None
 
-    @property
-    def inherited(self) -> bool:
-        """Whether this handle was opened by the parent of this forked process."""
-        return self._inherited
-
-    @contextmanager
-    def _writing(self) -> Iterator[None]:
-        """Marks this thread as the one inside :meth:`write` (the write mutex held)."""
-        self._writing_thread = threading.get_ident()
-        try:
-            yield
-        finally:
-            self._writing_thread = None
-
-    def writing_in_this_thread(self) -> bool:
-        """Whether this thread is inside :meth:`write` (where another write would wait for
-        it forever).  O(1)."""
-        return self._writing_thread == threading.get_ident()
-
     def _inherit(self) -> None:
         """In a child process forked after the open: LMDB forbids using the environment
         here, so every later use raises InheritedHandleError.  The environment is kept, never
@@ -1288,7 +1268,7 @@ class Storage:
             # taken holding neither: a thread inside a read that writes holds the shared lock
             # and then wants the mutex, so a writer holding the mutex while it waited for the
             # shared or the exclusive lock would wait for that thread, and it for the writer.
-            with self._lock.shared(), self._write_mutex, self._writing():
+            with self._lock.shared(), self._write_mutex:
                 env = self.env
                 if time.monotonic() - self._last_reader_check > READER_CHECK_INTERVAL:
                     # A reader killed mid-transaction pins old pages until its slot is

@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import atexit
 import os
-import sys
 import threading
 import time
 import warnings
-import weakref
 from collections.abc import Iterator
 from contextlib import suppress
 from functools import partial
@@ -84,18 +82,20 @@ class BatchWriter:
     its buffer until the next call, :meth:`flush` or :meth:`close`.
 
     **Durability.**  An operation is durable once the flush that commits it returns.  A
-    writer never closed is closed (so flushed) when its database is closed, when the writer
-    is dropped (its last reference goes), and when the process exits normally; if that flush
-    fails, a RuntimeWarning names the operations lost (to drop them on purpose, call
-    :meth:`discard`).  A crash (SIGKILL, power loss) loses at most the operations buffered
-    since the last completed flush.  Each flush is one write transaction over documents,
-    key index and tables: readers and a reopened database see all of it or none of it, never
-    half a batch.
+    writer never closed is closed (so flushed) when its database is closed and when the
+    process exits (also by an uncaught exception or Ctrl-C; not when it is killed); until
+    then a writer that holds operations stays alive even if the program dropped it.  If that
+    flush fails, ``db.close()`` raises, and at exit a RuntimeWarning names the operations
+    lost.  To drop buffered operations on purpose, call :meth:`discard`.  A crash (SIGKILL,
+    power loss) loses at most the operations buffered since the last completed flush.  Each
+    flush is one write transaction over documents, key index and tables: readers and a
+    reopened database see all of it or none of it, never half a batch.
 
     **Same result as one by one.**  The stored state after a flush (documents, ids,
     sketches, tables) is the one that ``db.add`` and ``db.remove`` called one by one in
     call order would leave; the flush gathers the removes into as few passes as that
-    allows (see :meth:`_runs`).  With ``if_new``, an add is skipped
+    allows (see :meth:`_runs`).  So are the counts of ``total`` but ``featureless``, which
+    counts the documents a flush stored (a key added twice in it, once).  With ``if_new``, an add is skipped
     when it is similar to a stored document or to an earlier add of this writer, buffered
     or stored (as within one :meth:`~simdb.Database.add_texts` batch); ``threshold`` as
     there.
@@ -163,7 +163,6 @@ class BatchWriter:
         self._pid = os.getpid()  # a forked child's copy holds the parent's buffer, not its own
         self.total = AddResult()
         self.removed = 0
-        _open_writers.add(self)
 
     # -- calls ---------------------------------------------------------------------------
 
@@ -184,7 +183,10 @@ class BatchWriter:
         fingerprinting the buffered texts, one commit (its fsyncs)."""
         with self._locked():
             self._check_open()
-            return self._flush()
+            try:
+                return self._flush()
+            finally:
+                self._track()
 
     def close(self) -> None:
         """Flush and close the writer; later calls raise :class:`~simdb.WriterClosedError`.
@@ -198,7 +200,7 @@ class BatchWriter:
                 with suppress(DatabaseClosedError):
                     self._database._drop_flush_mark(self._mark)
             self._closed = True
-            _open_writers.discard(self)
+            self._track()
 
     def discard(self) -> int:
         """Drop the buffered operations without storing them; returns how many there were.
@@ -210,6 +212,7 @@ class BatchWriter:
                 self._settle()
             dropped = len(self._queue.operations)
             self._queue = _Queue([])
+            self._track()
             return dropped
 
     @property
@@ -217,6 +220,7 @@ class BatchWriter:
         """How many operations are buffered, not yet committed."""
         with self._locked():
             self._settle()
+            self._track()
             return len(self._queue.operations)
 
     def __enter__(self) -> BatchWriter:
@@ -224,22 +228,6 @@ class BatchWriter:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def __del__(self) -> None:
-        # Dropped unclosed: flushed as a file object's buffer is, so that a script that ends
-        # without close() keeps what it added.  Not inside a write of this thread (the garbage
-        # collector can run there): that flush would wait for the write it runs in.
-        if not getattr(self, "_queue", None) or self._closed or self._pid != os.getpid() or sys.is_finalizing():
-            return
-        if not self._queue.operations:
-            return
-        if self._database._storage.writing_in_this_thread():
-            self._warn_lost("it was dropped inside a write of its database")
-            return
-        try:
-            self.close()
-        except Exception as error:  # noqa: BLE001 -- nothing can catch what __del__ raises
-            self._warn_lost(f"its flush when it was dropped failed: {error}")
 
     def _warn_lost(self, reason: str) -> None:
         warnings.warn(
@@ -278,8 +266,22 @@ class BatchWriter:
             if not operations:
                 self._oldest = now
             operations.append(operation)
+            if len(operations) == 1:
+                self._track()
             if len(operations) >= self._max_batch or now - self._oldest >= self._max_delay:
-                self._flush()
+                try:
+                    self._flush()
+                finally:
+                    self._track()
+
+    def _track(self) -> None:
+        """Keep this writer in :data:`_holding` while it is open and holds operations, else
+        take it out.  O(1), under a lock that only this and :func:`close_writers` take."""
+        with _holding_lock:
+            if self._queue.operations and not self._closed:
+                _holding.add(self)
+            else:
+                _holding.discard(self)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -338,8 +340,7 @@ class BatchWriter:
         what is stored when it comes (a removed near-duplicate no longer skips it), so the
         call order stays.  O(n)."""
         if self._if_new:
-            for _, run in groupby(operations, key=lambda operation: operation.kind):
-                yield list(run)
+            yield from _by_kind(operations)
             return
         # removal_groups[g] runs before add_groups[g]; there is at most one more removal group.
         removal_groups: list[list[_Operation]] = [[]]
@@ -363,30 +364,38 @@ class BatchWriter:
         for removals, adds in zip(removal_groups, add_groups, strict=True):
             if removals:
                 yield removals
-            for _, run in groupby(adds, key=lambda operation: operation.kind):  # text or fingerprints
-                yield list(run)
+            yield from _by_kind(adds)  # adds from text and of fingerprints are batches of their own
 
 
-#: This process's writers that are not closed: closed when their database closes or the
-#: process exits.  Weak, so that a dropped writer is closed by its ``__del__``.
-_open_writers: weakref.WeakSet[BatchWriter] = weakref.WeakSet()
+def _by_kind(operations: list[_Operation]) -> Iterator[list[_Operation]]:
+    """The runs of consecutive ``operations`` of one kind."""
+    for _, run in groupby(operations, key=lambda operation: operation.kind):
+        yield list(run)
 
 
-def close_writers(database: Database) -> None:
-    """Close (so flush) the open writers of ``database`` made by this process; the first
-    flush that fails raises, and that writer and any after it stay open.  Called by
-    :meth:`Database.close`.  O(open writers) plus their flushes."""
-    for writer in list(_open_writers):
-        if writer._database is database and writer._pid == os.getpid():
-            writer.close()
+#: The open writers that hold operations, kept alive here (a program may drop one unclosed)
+#: until :func:`close_writers` flushes them: when their database is closed, or at exit.  A
+#: flush by the garbage collector instead could run inside any lock of the thread it
+#: interrupts (a dropped writer's __del__ waited for the database lock its own thread held).
+_holding: set[BatchWriter] = set()
+_holding_lock = threading.Lock()
 
 
 @atexit.register
-def _close_writers_at_exit() -> None:
-    # At a normal exit, before the interpreter tears modules down (after which __del__ can
-    # no longer flush): each writer of this process is closed; a failure is warned of.
-    for writer in list(_open_writers):
-        if writer._pid != os.getpid():
+def close_writers(database: Database | None = None) -> None:
+    """Close (so flush) this process's writers that hold operations: those of ``database``
+    (from :meth:`Database.close`; the first flush that fails raises, and that writer and any
+    after it stay open), or at exit (None) every one, a failure warned of.  O(writers
+    holding operations) plus their flushes."""
+    with _holding_lock:
+        writers = [
+            writer
+            for writer in _holding
+            if writer._pid == os.getpid() and (database is None or writer._database is database)
+        ]
+    for writer in writers:
+        if database is not None:
+            writer.close()
             continue
         try:
             writer.close()

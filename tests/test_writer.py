@@ -23,6 +23,7 @@ from simdb.btree_tables import table_entries
 from simdb.database import META
 from simdb.keys import sorted_table_keys
 from simdb.records import FLUSH_MARK_PREFIX
+from tests.conftest import run_python_or_fail_on_hang
 from tests.proc_worker import writer_text
 from tests.test_processes import WORKER, acknowledged
 
@@ -372,7 +373,7 @@ writer.flush()
 writer.add("a", 2)
 writer.remove("flushed")
 if how == "dropped":
-    del writer                           # the last reference: flushed as a file's buffer is
+    del writer                           # kept alive while it holds operations, flushed at exit
     print("LEN", len(db))
 elif how == "database closed":
     db.close()
@@ -382,6 +383,7 @@ elif how == "forked child":
         sys.exit(0)                      # the child's copy of the buffer is the parent's to flush
     os.wait()
     print("DISCARDED", writer.discard())
+    writer.close()
 # "exit": the process ends with the writer and the database open
 """
 
@@ -419,20 +421,33 @@ def test_a_failed_flush_at_database_close_keeps_the_database_open(db_path, monke
     assert len(db) == 0 and writer.pending == 1  # still open, the add still buffered
     assert writer.discard() == 1
     db.close()
+    writer.close()  # nothing to flush: it closes with its database closed too
     with pytest.raises(simdb.WriterClosedError):
         writer.add("c", 4)
     with simdb.open(db_path) as db:
         assert len(db) == 0 and db.check()
 
 
-def test_a_writer_dropped_inside_a_write_warns_instead_of_waiting_for_it(db_path) -> None:
-    with simdb.open(db_path) as db:
-        writers = [db.writer(max_batch=1_000, max_delay=3600)]
-        writers[0].add("a", 1)
+DROPPED_IN_CYCLES = """
+import gc, sys, simdb
+gc.set_threshold(30)                      # collections inside the database's locks, often
+db = simdb.open(sys.argv[1])
+for n in range(300):
+    writer = db.writer(max_batch=1_000, max_delay=3600)
+    writer.add(f"dropped-{n}", n)
+    writer.itself = writer                # a cycle: only the garbage collector frees it
+    del writer
+    db.add(f"added-{n}", n)
+db.close()
+print(len(simdb.open(sys.argv[1])))
+"""
 
-        def drop_the_writer(txn: object) -> None:
-            writers.clear()  # as the garbage collector may, inside a write of this thread
 
-        with pytest.warns(RuntimeWarning, match="lost 1 operations never flushed: it was dropped inside a write"):
-            db._storage.write(drop_the_writer)
-        assert len(db) == 0
+def test_writers_dropped_in_reference_cycles_neither_deadlock_nor_lose_operations(db_path) -> None:
+    # A review: a dropped writer flushed by its __del__ ran inside whatever lock the
+    # collecting thread held (the database's own: a deadlock), and a flush refused there lost
+    # the operations of 2,967 of 3,000 writers.
+    finished = run_python_or_fail_on_hang(
+        DROPPED_IN_CYCLES, db_path, timeout=120, hung="a dropped writer's flush waited for its own thread"
+    )
+    assert (finished.returncode, finished.stdout.strip(), finished.stderr) == (0, "600", "")
