@@ -372,6 +372,9 @@ _HYPHENS_8 = tuple(
 #: Characters that are, or that NFKC makes, a hyphen that may break a word at a line end:
 #: a chunk is never cut in the spaces after one.
 _BREAKING_HYPHENS = "-\u2010\u2011\u00ad\ufe63\uff0d"
+# Version 8's: also the minus sign, which it reads as "-", and an undecodable byte 0xAD,
+# which it reads as cp1252's soft hyphen.
+_BREAKING_HYPHENS_8 = _BREAKING_HYPHENS + "\u2212\udcad"
 
 
 def _class_body(codes: list[int]) -> str:
@@ -796,6 +799,7 @@ def iter_chunks(text: str, chunk_chars: int = CHUNK_CHARS, normalization: int = 
     if length <= chunk_chars:
         yield text
         return
+    breaking_hyphens = _BREAKING_HYPHENS_8 if normalization >= 8 else _BREAKING_HYPHENS
     start = 0
     while start < length:
         end = start + chunk_chars
@@ -812,7 +816,7 @@ def iter_chunks(text: str, chunk_chars: int = CHUNK_CHARS, normalization: int = 
             before = cut
             while before > start and text[before - 1] in _SPACES_AND_BREAKS:
                 before -= 1
-            if before == start or text[before - 1] not in _BREAKING_HYPHENS:
+            if before == start or text[before - 1] not in breaking_hyphens:
                 break
             earlier = _last_space(text, start, before - 1)
             if earlier <= start:

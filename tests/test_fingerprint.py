@@ -1583,6 +1583,11 @@ def test_version_8_reads_hyphenated_words_alike_wherever_lines_end(words: list[s
     # benchmark's capitalised copies: "BEHO-МОЁ" was joined before Cyrillic capitals drawn
     # like Latin ones were read as Latin in it, its small letters not).
     assert tokenize("BEHO-МОЁ beho-моё") == ["behoмое", "behoмое"]
+    # A chunk is not cut after a hyphen that version 8 reads in other characters (a review:
+    # a minus sign, and cp1252's soft hyphen among undecodable bytes).
+    for broken in ("x state\u2212\nowned y", b"x state\xad\nowned y".decode("utf-8", "surrogateescape")):
+        chunked = [token for chunk in features_module.iter_token_chunks(broken, chunk_chars=14) for token in chunk]
+        assert chunked == tokenize(broken) == ["x", "stateowned", "y"], broken
 
 
 def test_version_8_keeps_symbols_signs_and_set_apart_numbers() -> None:
