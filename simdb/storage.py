@@ -551,6 +551,8 @@ def _point_current_at(directory: Path, name: str, *, initialised: bool = True, c
                     raise
                 os.replace(staging, directory / CURRENT)  # a filesystem without hard links
         else:
+            with suppress(FileNotFoundError):
+                _copy_access(directory / CURRENT, staging)  # as the data files keep theirs
             os.replace(staging, directory / CURRENT)
     finally:
         staging.unlink(missing_ok=True)

@@ -1279,12 +1279,17 @@ def test_a_compaction_keeps_the_files_open_to_whoever_could_use_them(tmp_path: P
         os.umask(previous)
     files = lambda: sorted(p for p in (tmp_path / "db").iterdir() if p.name.startswith("data-"))  # noqa: E731
     assert {stat.S_IMODE(p.stat().st_mode) for p in files()} == {0o664}  # the umask's, not a fixed 0644
-    for path in files():
+    for path in [*files(), tmp_path / "db" / "CURRENT"]:
         path.chmod(0o660)
-    with simdb.open(tmp_path / "db") as db:
-        db.remove_many(f"k{n}" for n in range(50))
-        db.compact()
-        assert len(db) == 50
+    previous = os.umask(0o077)  # the compacting user's own umask does not decide
+    try:
+        with simdb.open(tmp_path / "db") as db:
+            db.remove_many(f"k{n}" for n in range(50))
+            db.compact()
+            assert len(db) == 50
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "db" / "CURRENT").stat().st_mode) == 0o660
     compacted = files()
     assert [p.name for p in compacted] == ["data-000002.mdb", "data-000002.mdb-lock"]
     assert {stat.S_IMODE(p.stat().st_mode) for p in compacted} == {0o660}
