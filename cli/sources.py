@@ -1475,13 +1475,30 @@ def _read_parquet_shard(item: Input, intake: Intake, header: ExportHeader) -> It
         intake.fail(name, "Parquet cannot be read from stdin; name the file", name)
         return
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow.parquet  # noqa: F401 -- only whether it is there; _parquet_rows reads with it
     except ImportError:
         intake.fail(name, f"reading Parquet needs pyarrow ({DASK_INSTALL_HINT})", name)
         return
+    if item.size is None:  # a pipe: Parquet is read from its end, and a FIFO's open waits
+        intake.fail(name, "a Parquet file must be a regular file (it is read from its end)", name)
+        return
     try:
-        shard = pq.ParquetFile(item.path)
+        source = _open_listed(item)
+    except OSError as exc:
+        intake.fail(name, f"cannot read: {exc.strerror or exc}", name)
+        return
+    with source:
+        yield from _parquet_rows(source, item, intake, header)
+
+
+def _parquet_rows(source: IO[bytes], item: Input, intake: Intake, header: ExportHeader) -> Iterator[Item]:
+    """The rows of :func:`_read_parquet_shard` from the opened file ``source``."""
+    import pyarrow as pa  # imported already: the caller checked it is installed
+    import pyarrow.parquet as pq
+
+    name = item.name
+    try:
+        shard = pq.ParquetFile(source)
         schema = shard.schema_arrow
     except (OSError, pa.ArrowException) as exc:
         intake.fail(name, f"not a readable Parquet file ({exc})", name)

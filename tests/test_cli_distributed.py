@@ -167,3 +167,16 @@ def test_unusable_parquet_shards_are_reported_by_name(tmp_path) -> None:
     assert f"{tmp_path / 'nullkey.parquet'}:2" in result.stderr
     with simdb.open(tmp_path / "db") as db:
         assert [doc.key for doc in db.items()] == ["a"]
+
+
+def test_a_parquet_input_that_is_a_fifo_is_refused_not_waited_for(tmp_path) -> None:
+    # A review: pyarrow opening a FIFO with no writer waited for good.
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "shard.parquet"
+    os.mkfifo(fifo)
+    command = [sys.executable, "-m", "simdb_cli.app", "import", str(fifo), "--db", str(tmp_path / "db")]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=60, env={**os.environ, "SIMDB_PATH": ""})
+    assert finished.returncode == 2 and "must be a regular file" in finished.stderr, finished.stderr
