@@ -1388,32 +1388,31 @@ def _iter_in_pool(
     )
     try:
         with pool:
-            try:
-                yield from _pool_blocks(pool, texts, shared, workers)
-            except OSError:
-                # Starting a worker failed (no file descriptors or processes left): the
-                # workers started before it were never told to stop, and Python's exit
-                # waited for them for good.  Ended before the pool's shutdown forgets them.
-                _end_workers(pool)
-                raise
+            yield from _pool_blocks(pool, texts, shared, workers)
     except BrokenProcessPool:
         # A worker died (killed for memory, say), seen at a result or at the next submit.
         raise WorkerDiedError("a fingerprinting worker process ended abruptly; its texts were not read") from None
+
+
+def _submit(
+    pool: ProcessPoolExecutor, function: Callable[..., _WorkerResult], *arguments: Any
+) -> Future[_WorkerResult]:
+    """``pool.submit(function, *arguments)``, which starts the workers on its first call.  A
+    start that fails (no file descriptors or processes left) ends the workers started
+    before it, which would wait for work for good (the manager thread that stops them never
+    started, and Python's exit waited for them), and is a WorkerStartError."""
+    try:
+        return pool.submit(function, *arguments)
     except OSError as error:
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            if process.is_alive():
+                process.terminate()
+                process.join(timeout=5)
         if error.errno in (errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM):
             raise WorkerStartError(
                 f"cannot start a fingerprinting worker process: {error.strerror or error}; its texts were not read"
             ) from None
         raise
-
-
-def _end_workers(pool: ProcessPoolExecutor) -> None:
-    """End the worker processes a failed start of ``pool`` left waiting for work that will
-    never come (its manager thread, which would stop them, never started)."""
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
-        if process.is_alive():
-            process.terminate()
-            process.join(timeout=5)
 
 
 def _pool_blocks(
@@ -1425,7 +1424,7 @@ def _pool_blocks(
         # them instead of stalling the end; never so small that batching suffers.
         step = max(_POOL_CHUNK_DOCS, -(-len(shared) // (_RANGES_PER_WORKER * workers)))
         futures = [
-            pool.submit(_fingerprint_range, start, min(start + step, len(shared)))
+            _submit(pool, _fingerprint_range, start, min(start + step, len(shared)))
             for start in range(0, len(shared), step)
         ]
         try:
@@ -1446,7 +1445,7 @@ def _pool_blocks(
             _check_texts(chunk)
             if any(isinstance(text, memoryview) for text in chunk):  # memoryviews cannot be pickled
                 chunk = [bytes(text) if isinstance(text, memoryview) else text for text in chunk]
-            in_flight.append(pool.submit(_fingerprint_chunk, chunk))
+            in_flight.append(_submit(pool, _fingerprint_chunk, chunk))
         if not in_flight:
             return
         yield _unpack(in_flight.popleft().result())

@@ -10,6 +10,7 @@ reference implementation, not by the code under test.
 from __future__ import annotations
 
 import contextlib
+import errno
 import html
 import math
 import multiprocessing
@@ -1650,3 +1651,15 @@ def test_a_worker_that_cannot_start_ends_the_ones_started_before_it() -> None:
     finished = run_python_or_fail_on_hang(WORKER_START_FAILS, timeout=60, hung="the exit waited for a worker")
     assert finished.returncode == 0, finished.stderr
     assert finished.stdout.startswith("WorkerStartError raise the limit (ulimit -n")
+
+
+def test_an_os_error_of_the_callers_texts_is_not_a_worker_start_error() -> None:
+    # A review: the pool's catch of OSError took one from the caller's own iterator for a
+    # worker that could not start ("ulimit -n").
+    def texts():
+        yield from (f"text {n}" for n in range(600))
+        raise OSError(errno.EMFILE, "Too many open files", "user-file.txt")
+
+    with pytest.raises(OSError) as raised:
+        Fingerprinter().fingerprint_many(texts(), workers=2)
+    assert type(raised.value) is OSError and raised.value.filename == "user-file.txt"
