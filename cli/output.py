@@ -173,23 +173,16 @@ def flush() -> None:
         _write("flush")
 
 
-_stderr_lost = False  # stderr could not be written: diagnostics are dropped
-
-
 def err(line: str) -> None:
     """Write one diagnostic line to stderr.  Where stderr cannot take it (a pipe whose
     reader is gone, ``2>&1 | head``; a descriptor closed, ``2>&-``; a full disk or a lost
-    terminal behind it), this line and every later one are dropped, and stderr is pointed
-    at the null device: diagnostics must not end the work they describe, which an add that
+    terminal behind it), the line is dropped and stderr is pointed at the null device, where
+    later lines go: diagnostics must not end the work they describe, which an add that
     stopped at its first notice did (exit 0, nothing stored); the exit code still tells."""
-    global _stderr_lost
-    if _stderr_lost:
-        return
     try:
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):  # AttributeError: no stderr at all
-        _stderr_lost = True
         _point_at_null_device(sys.stderr)
 
 

@@ -236,7 +236,6 @@ _FOLDED_LETTERS = {
 # Version 7's: the Devanagari candrabindu written as an anusvara, as everyday typing and
 # Lucene's Hindi normaliser write it.
 _FOLDED_LETTERS_7 = {**_FOLDED_LETTERS, "\u0901": "\u0902"}
-_ASCII_TOKENS = re.compile(r"[a-z0-9]+").findall
 # Every byte but ASCII letters and digits made a space, letters lowercased.
 _ASCII_FOLD = bytes(byte if chr(byte).isascii() and chr(byte).isalnum() else 0x20 for byte in range(256)).lower()
 _ASCII_FOLD_8 = bytes(
@@ -246,13 +245,13 @@ _ASCII_FOLD_8 = bytes(
 # part of its token, and a currency sign ("$", and beyond ASCII every symbol) is a token: a
 # balance of -1,250 is not one of 1,250, nor "$5" a "5".
 _SIGN = "(?:(?<![^\\W_])[-+](?=[0-9]))?"
-_ASCII_TOKENS_8 = re.compile(_SIGN + r"[a-z0-9]+|\$").findall
 _ASCII_BYTE_TOKENS_8 = re.compile(_SIGN.encode() + rb"[a-z0-9]+|\$").findall
 
 
 def ascii_byte_tokens(prepared: bytes, normalization: int = NORMALIZATION) -> list[bytes]:
     """The tokens of an ASCII text that :func:`ascii_prepared` made ready, as bytes: the
-    fingerprinter's fast path, the same tokens as :func:`decoded_tokens`.  One C pass that
+    ASCII path of :func:`decoded_tokens` and of the fingerprinter (which keeps the bytes,
+    as it hashes them), the same tokens as the general path gives.  One C pass that
     lowercases, folds every byte but letters and digits to a space and deletes apostrophes,
     and a split; from version 8 the signs and "$" stay, and the few words that hold one are
     split by the token regex.  O(len(prepared))."""
@@ -766,7 +765,8 @@ def decoded_tokens(text: str, split_unspaced: bool = True, normalization: int = 
     :func:`references_decoded`), without the symbol tokens of a wordless text: the
     general path of :func:`tokenize`, for callers that decode a chunk themselves."""
     if text.isascii():
-        return (_ASCII_TOKENS_8 if normalization >= 8 else _ASCII_TOKENS)(_normalized(text, normalization))
+        prepared = ascii_prepared(text, normalization).encode("ascii")
+        return [token.decode("ascii") for token in ascii_byte_tokens(prepared, normalization)]
     normalized = _normalized(text, normalization)
     undecodable = normalization >= 7 and _BYTE_ESCAPE_SEARCH(normalized) is not None
     return _token_finder(split_unspaced, normalization, undecodable).findall(normalized)
