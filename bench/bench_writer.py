@@ -1,8 +1,11 @@
 """Single adds: ``db.add`` in a loop, the batching writer ``db.writer()``, and one
 ``add_texts``/``add_many`` call, side by side, into an empty database and into one prefilled
-with random fingerprints (issue #16); then where one ``db.add`` spends its time.
+with random fingerprints (issue #16); then where one ``db.add`` spends its time; then one
+flush of ``--interleaved`` operations, adds and removes alternating, into a database of
+100,000 fingerprints: as the writer gathers its removes, in call order (a batch per run of one
+kind, as before it gathered them), and its adds alone.
 
-    python bench/bench_writer.py --prefill 200000 --docs 5000 --loop-docs 500
+    python bench/bench_writer.py --prefill 200000 --docs 5000 --loop-docs 500 --interleaved 10000
 
 Documents are generated texts of a few KB (``--words`` words each); every method adds its
 own keys, texts fingerprinted inside the timing.  "fingerprint" rows add the same documents
@@ -135,6 +138,36 @@ def one_add_costs(directory: Path, texts: list[str], count: int) -> list[tuple[s
     return rows
 
 
+def interleaved(directory: Path, operations: int) -> list[tuple[str, float]]:
+    """Seconds of one writer flush of ``operations`` alternating fingerprint adds and removes
+    of stored keys, into a fresh copy of a 100,000-document database each time: gathered
+    (the writer's schedule), in call order (``_runs`` replaced by runs of one kind in call
+    order), and the adds alone."""
+    from simdb.writer import BatchWriter, _by_kind
+
+    rows = []
+    for label in ("adds and removes, removes gathered", "adds and removes, in call order", "its adds alone"):
+        rng = random.Random(7)
+        with simdb.open(directory / f"interleaved-{len(rows)}") as db:
+            db.add_many((f"old-{n}", rng.getrandbits(64)) for n in range(100_000))
+            gathered = BatchWriter._runs
+            if label.endswith("call order"):
+                BatchWriter._runs = lambda self, operations: _by_kind(operations)  # type: ignore[method-assign]
+            try:
+                writer = db.writer(max_batch=operations + 1, max_delay=1e9)
+                for n in range(operations):
+                    if n % 2 == 0:
+                        writer.add(f"new-{n}", rng.getrandbits(64))
+                    elif not label.endswith("alone"):
+                        writer.remove(f"old-{rng.randrange(100_000)}")
+                started = time.perf_counter()
+                writer.close()
+                rows.append((label, time.perf_counter() - started))
+            finally:
+                BatchWriter._runs = gathered  # type: ignore[method-assign]
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--prefill", type=int, default=200_000, help="random fingerprints in the full database")
@@ -142,6 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--loop-docs", type=int, default=500, help="documents for the db.add loop")
     parser.add_argument("--words", type=int, default=500, help="words per document (about 7 bytes each)")
     parser.add_argument("--dir", type=Path, default=None, help="where the databases go (default: a temporary dir)")
+    parser.add_argument("--interleaved", type=int, default=10_000, help="operations of the interleaved flush (0: none)")
     args = parser.parse_args(argv)
     directory = Path(tempfile.mkdtemp(prefix="simdb-writer-", dir=args.dir))
     try:
@@ -156,6 +190,7 @@ def main(argv: list[str] | None = None) -> None:
                     db.add_many((f"pre-{n}", rng.getrandbits(64)) for n in range(start, min(prefill, start + 100_000)))
                 results[label] = measure(db, texts, args.loop_docs, "m")
         costs = one_add_costs(directory, texts, args.loop_docs)
+        flushes = interleaved(directory, args.interleaved) if args.interleaved else []
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     print(f"`python bench/bench_writer.py {' '.join(argv if argv is not None else sys.argv[1:])}`".replace(" `", "`"))
@@ -180,6 +215,10 @@ def main(argv: list[str] | None = None) -> None:
     print("\n| one call | ms |\n|---|---|")
     for what, milliseconds in costs:
         print(f"| {what} | {milliseconds:.3f} |")
+    if flushes:
+        print(f"\n| one flush of {args.interleaved:,} operations into 100,000 documents | s |\n|---|---|")
+        for what, seconds in flushes:
+            print(f"| {what} | {seconds:.2f} |")
 
 
 if __name__ == "__main__":
