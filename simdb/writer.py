@@ -160,7 +160,6 @@ class BatchWriter:
         self._mark = FLUSH_MARK_PREFIX + os.urandom(12)
         self._flushes = 0  # the number of the last flush begun: numbers are never reused
         self._closed = False
-        self._pid = os.getpid()  # a forked child's copy holds the parent's buffer, not its own
         self.total = AddResult()
         self.removed = 0
 
@@ -381,6 +380,17 @@ _holding: set[BatchWriter] = set()
 _holding_lock = threading.Lock()
 
 
+def _forget_in_child() -> None:
+    # A forked child's copies of the writers hold its parent's operations, not its own, and
+    # a parent thread may have held the lock at the fork.
+    global _holding_lock
+    _holding_lock = threading.Lock()
+    _holding.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 @atexit.register
 def close_writers(database: Database | None = None) -> None:
     """Close (so flush) this process's writers that hold operations: those of ``database``
@@ -388,11 +398,7 @@ def close_writers(database: Database | None = None) -> None:
     after it stay open), or at exit (None) every one, a failure warned of.  O(writers
     holding operations) plus their flushes."""
     with _holding_lock:
-        writers = [
-            writer
-            for writer in _holding
-            if writer._pid == os.getpid() and (database is None or writer._database is database)
-        ]
+        writers = [writer for writer in _holding if database is None or writer._database is database]
     for writer in writers:
         if database is not None:
             writer.close()
