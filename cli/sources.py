@@ -1204,16 +1204,17 @@ def _record_text(record: Any, where: str, intake: Intake, source: str, max_bytes
     return html_to_text(text) if "html" in mime else text
 
 
-def _starts_like_warc(item: Input) -> bool:
-    """Whether the file (gunzipped if it is gzip) starts with a ``WARC/`` version line;
-    warcio itself would read almost anything as an old ARC file."""
-    with _open_listed(item) as handle:
-        magic = handle.read(2)
-        handle.seek(0)
-        try:
-            start = gzip.GzipFile(fileobj=handle).read(16) if magic == b"\x1f\x8b" else handle.read(16)
-        except (OSError, EOFError):
-            return False
+def _starts_like_warc(handle: IO[bytes]) -> bool:
+    """Whether the open file ``handle`` (gunzipped if it is gzip) starts with a ``WARC/``
+    version line, warcio itself reading almost anything as an old ARC file; ``handle`` is
+    left at its start.  Raises OSError where it cannot seek."""
+    magic = handle.read(2)
+    handle.seek(0)
+    try:
+        start = gzip.GzipFile(fileobj=handle).read(16) if magic == b"\x1f\x8b" else handle.read(16)
+    except (OSError, EOFError):
+        start = b""
+    handle.seek(0)
     return start.lstrip().startswith(b"WARC/")
 
 
@@ -1329,10 +1330,13 @@ def read_warc(inputs: Iterable[Input], intake: Intake, max_bytes: int | None = N
 
     for item in inputs:
         start = intake.bytes_done
+        raw = None
         try:
-            is_warc = _starts_like_warc(item)
             raw = _open_listed(item)  # closed below
+            is_warc = _starts_like_warc(raw)
         except OSError as exc:
+            if raw is not None:
+                raw.close()
             intake.fail(item.path, f"cannot read: {exc.strerror or exc}")
             continue
         if not is_warc:
