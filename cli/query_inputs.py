@@ -93,17 +93,25 @@ def file_matches(
     """``(query key, match)`` for every match of every document, in input order, nearest
     first per document, counted in ``tally``.  One
     :meth:`~simdb.Database.query_many` (one read transaction, fingerprints computed in this
-    process) per batch, and a fingerprint again of each document that matched nothing."""
+    process, once) per batch."""
     # One more match is asked for when a document's own key may take one of the places.
     limit = settings.limit
     asked = limit + 1 if limit is not None and settings.exclude_self else limit
+    if database.fingerprinter is None:
+        # Fingerprints only so far: a text query stores the default text settings, as
+        # query_many(texts=...) and fingerprint() do.
+        database.fingerprint("")
+    fingerprinter = database.fingerprinter
+    assert fingerprinter is not None
     for batch in _batches(documents):
-        texts = [item[1] for item in batch]
-        results = database.query_many(texts=texts, k=settings.k, limit=asked, threshold=settings.threshold)
+        # Fingerprinted here, so that the sketches tell which texts had no features.
+        fingerprints, sketches = fingerprinter.fingerprints_and_sketches(item[1] for item in batch)
+        results = database.query_many(
+            fingerprints, sketches=sketches, k=settings.k, limit=asked, threshold=settings.threshold
+        )
         tally.documents += len(batch)
-        for item, matches in zip(batch, results):
-            fingerprinter = database.fingerprinter
-            if not matches and fingerprinter is not None and not fingerprinter.fingerprint_and_sketch(item[1])[1]:
+        for item, sketch, matches in zip(batch, sketches, results):
+            if sketch == b"":
                 tally.featureless.append(item[0])
             kept = [match for match in matches if not (settings.exclude_self and match.key == item[0])]
             for match in kept[:limit]:

@@ -104,7 +104,7 @@ class Batch:
             batch.keys.append(key)
             batch.fingerprints.append(fingerprint)
             batch.records.append(codec.pack_document(key, fingerprint, item[2] if len(item) >= 3 else None))
-            sketches.append(_checked_sketch(item[3], fingerprint, position) if len(item) == 4 else None)
+            sketches.append(_checked_sketch(item[3], fingerprint, f"item {position}") if len(item) == 4 else None)
         if any(sketch is not None for sketch in sketches):
             batch.sketches = sketches
         return batch
@@ -165,18 +165,29 @@ def _well_formed(sketch: Any, fingerprint: int) -> bool:
     )
 
 
-def _checked_sketch(sketch: Any, fingerprint: int, position: int) -> bytes | None:
-    """An item's sketch if :func:`_well_formed`, else InvalidInputError saying what is wrong."""
+def _checked_sketch(sketch: Any, fingerprint: int, owner: str) -> bytes | None:
+    """The sketch of ``owner`` (an item or a query, named in errors) if :func:`_well_formed`,
+    else InvalidInputError saying what is wrong."""
     if _well_formed(sketch, fingerprint):
         return sketch  # None or bytes: checked just above
     if not isinstance(sketch, bytes) or len(sketch) not in (0, SKETCH_BYTES):
         raise InvalidInputError(
-            f"item {position} has sketch={describe(sketch)}, not {SKETCH_BYTES} bytes, b'' or None",
+            f"{owner} has sketch={describe(sketch)}, not {SKETCH_BYTES} bytes, b'' or None",
             "give the sketch that Fingerprinter.fingerprint_and_sketch made with the fingerprint",
         )
     raise InvalidInputError(
-        f"item {position} has the empty sketch of a featureless text but fingerprint {fingerprint:#x}, not 0"
+        f"{owner} has the empty sketch of a featureless text but fingerprint {fingerprint:#x}, not 0"
     )
+
+
+def checked_sketches(sketches: list[Any], fingerprints: list[int]) -> list[bytes | None]:
+    """``sketches`` checked as the sketches of queries, one per fingerprint (None for a query
+    without one), else InvalidInputError naming the first bad one.  O(len(sketches))."""
+    if len(sketches) != len(fingerprints):
+        raise InvalidInputError(
+            f"{len(sketches)} sketches were given for {len(fingerprints)} fingerprints", "give one per fingerprint"
+        )
+    return [_checked_sketch(sketch, fp, f"query {i}") for i, (sketch, fp) in enumerate(zip(sketches, fingerprints))]
 
 
 #: A batch of removals: ``(key, index key)`` pairs, as :meth:`Database._delete` takes them.

@@ -40,7 +40,7 @@ from simdb.allpairs import (
     resolve_workers,
 )
 from simdb.arrays import distinct, search_sorted
-from simdb.batch import Batch, Removals
+from simdb.batch import Batch, Removals, checked_sketches
 from simdb.checking import CheckReport, check_in_child
 from simdb.config import (
     CONFIG_KEY,
@@ -665,12 +665,16 @@ class Database:
         k: int | None = None,
         *,
         texts: Iterable[str] | None = None,
+        sketches: Iterable[bytes] | None = None,
         limit: int | None = None,
         threshold: float | None = None,
         workers: int | None = 1,
     ) -> list[list[Match]]:
         """:meth:`query` for many fingerprints (or ``texts``), one result list per query, in
-        order, with the permutations computed vectorised.  With ``workers`` > 1 (None: every
+        order, with the permutations computed vectorised.  ``sketches``, one per fingerprint
+        as :meth:`Fingerprinter.fingerprints_and_sketches` made them with the database's
+        :attr:`fingerprinter`, makes fingerprints computed ahead (in a pool, or to keep the
+        sketches) answer exactly as ``texts=`` would.  With ``workers`` > 1 (None: every
         core) the queries are split into contiguous chunks searched on that many threads (a
         few hundred queries at least per thread), each chunk in one read transaction:
         results are those of one thread, though with a writer beside, chunks may see
@@ -678,22 +682,27 @@ class Database:
         global lock between LMDB calls: on 2 cores, two threads ran at 0.43x the queries per
         second of one (200k stored, 20k queries, k=5)."""
         resolve_workers(workers)
-        sketches: list[bytes] | None = None
+        query_sketches: list[bytes | None] | None = None
         if texts is not None:
-            if fingerprints is not None:
-                raise InvalidInputError("both fingerprints and texts= were given", "give one of them")
-            queries, sketches = self._text_fingerprinter().fingerprints_and_sketches(list(iterate(texts, "texts")))
+            if fingerprints is not None or sketches is not None:
+                given = "fingerprints" if fingerprints is not None else "sketches="
+                raise InvalidInputError(f"both {given} and texts= were given", "give one of them")
+            queries, text_sketches = self._text_fingerprinter().fingerprints_and_sketches(list(iterate(texts, "texts")))
+            query_sketches = list(text_sketches)
         elif fingerprints is None:
             raise InvalidInputError("no fingerprints were given", "pass fingerprints or texts=")
         else:
             queries = [check_fingerprint(fp) for fp in iterate(fingerprints, "fingerprints")]
-        radius, threshold = self._query_radius(k, threshold, verified=sketches is not None and self._sketched)
+            if sketches is not None:
+                query_sketches = checked_sketches(list(iterate(sketches, "sketches")), queries)
+        verified = query_sketches is not None and None not in query_sketches and self._sketched
+        radius, threshold = self._query_radius(k, threshold, verified=verified)
         limit = self._check_limit(limit)
         if not queries:
             return []
         query_array = np.array(queries, dtype=np.uint64)
         kind = kind_of(self._fingerprinter)
-        return self._queries.query_many(query_array, radius, limit, sketches, threshold, kind, workers)
+        return self._queries.query_many(query_array, radius, limit, query_sketches, threshold, kind, workers)
 
     @staticmethod
     def _check_limit(limit: int | None) -> int | None:

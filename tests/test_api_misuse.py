@@ -4,6 +4,7 @@ leaves nothing half-made on disk or in the database."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tracemalloc
@@ -207,6 +208,24 @@ def test_one_string_where_a_collection_belongs_is_refused(db_path) -> None:
             with pytest.raises(simdb.InvalidInputError, match="not an iterable"):
                 call()
         assert len(db) == 5
+
+
+def test_query_sketches_must_pair_with_the_fingerprints(db_path) -> None:
+    with simdb.open(db_path) as db:
+        db.add_texts([("a", "the cat sat on the mat today")])
+        fingerprint, sketch = db.fingerprinter.fingerprint_and_sketch("the cat sat on the mat today")
+        assert db.query_many([fingerprint], sketches=[sketch])[0][0].key == "a"
+        refused = {
+            "2 sketches were given for 1 fingerprints": lambda: db.query_many([fingerprint], sketches=[sketch, sketch]),
+            "query 0 has sketch=b'ab'": lambda: db.query_many([fingerprint], sketches=[b"ab"]),
+            "query 0 has sketch='x'": lambda: db.query_many([fingerprint], sketches=["x"]),
+            "query 0 has the empty sketch of a featureless text": lambda: db.query_many([fingerprint], sketches=[b""]),
+            "both sketches= and texts= were given": lambda: db.query_many(texts=["a"], sketches=[sketch]),
+            "sketches=b'ab' is one bytes, not a collection": lambda: db.query_many([fingerprint], sketches=b"ab"),
+        }
+        for message, call in refused.items():
+            with pytest.raises(simdb.InvalidInputError, match=re.escape(message)):
+                call()
 
 
 def test_membership_of_impossible_keys_is_false(db_path) -> None:

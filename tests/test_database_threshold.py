@@ -154,6 +154,7 @@ def test_threshold_pairs_clusters_and_queries_equal_the_oracle(
                 (match.similarity for match in matches), reverse=True
             )
             assert db.query_many(texts=[texts[i]], threshold=threshold) == [matches]
+            assert db.query_many([fingerprint], sketches=[query_row[2]], threshold=threshold) == [matches]
 
 
 def test_pairs_run_at_any_k_beyond_the_index_k(db_path) -> None:
