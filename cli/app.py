@@ -39,7 +39,7 @@ from simdb.errors import DASK_INSTALL_HINT, ConfigMismatchError, DaskNotInstalle
 from simdb.keys import check_key, describe
 
 from . import _exit_quietly, output
-from .atomic import output_file
+from .atomic import output_file, write_failed
 from .errors import (
     EXIT_INTERRUPTED,
     EXIT_NOTHING_FOUND,
@@ -1763,7 +1763,11 @@ def export(
         with open_existing(db) as database, needs_dask_extra("export --format parquet"):
             from simdb.distributed import export_parquet
 
-            written = export_parquet(database, output_path, {PARQUET_HEADER_KEY: export_header(database).encode()})
+            header = {PARQUET_HEADER_KEY: export_header(database).encode()}
+            try:
+                written = export_parquet(database, output_path, header)
+            except OSError as error:  # pyarrow's, writing the file
+                raise write_failed(output_path, error) from None
         err(f"exported {counted(written, 'document')} (key, fingerprint) to {output_path}")
         return
     written = 0
@@ -1795,8 +1799,7 @@ def export(
     except BrokenPipeError:
         raise
     except OSError as error:  # writing, closing or renaming the output
-        name = "<stdout>" if output_path == "-" else output_path
-        raise simdb.InvalidInputError(f"cannot write {name}: {error.strerror or error}") from None
+        raise write_failed("<stdout>" if output_path == "-" else output_path, error) from None
     if output_path != "-":  # on stdout the data is all there is, as a pipe wants it
         err(f"exported {counted(written, 'document')} to {output_path}")
 

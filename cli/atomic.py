@@ -16,7 +16,18 @@ import simdb
 from simdb.storage import partial_beside, replace_durably
 
 from . import output
+from .errors import NO_SPACE
 from .filekeys import link_target
+
+
+def write_failed(path: str, error: OSError) -> simdb.SimdbError:
+    """The error of an output that could not be written: DiskFullError (exit code 3, as for
+    a database write) when the disk or a quota ran out, else InvalidInputError naming
+    ``path`` (exit code 2: the output the user named)."""
+    reason = error.strerror or str(error)
+    if error.errno in NO_SPACE:
+        return simdb.DiskFullError(f"no space left writing {path}: {reason}", "free space there or write elsewhere")
+    return simdb.InvalidInputError(f"cannot write {path}: {reason}")
 
 
 @contextmanager
@@ -38,7 +49,7 @@ def output_file(path: str) -> Iterator[IO[str]]:
     except FileNotFoundError:
         existing = None
     except OSError as error:
-        raise simdb.InvalidInputError(f"cannot write {path}: {error.strerror or error}") from None
+        raise write_failed(path, error) from None
     descriptor = _descriptor_named(path)
     if descriptor is not None:
         # One of this process's descriptors (/dev/stdout redirected to a file): written
@@ -56,7 +67,7 @@ def output_file(path: str) -> Iterator[IO[str]]:
     try:
         handle, temporary = partial_beside(target)
     except OSError as error:
-        raise simdb.InvalidInputError(f"cannot write {path}: {error.strerror or error}") from None
+        raise write_failed(path, error) from None
     try:
         with _text_stream(handle, path) as stream:
             yield stream

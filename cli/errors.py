@@ -28,13 +28,19 @@ EXIT_INTERRUPTED = 130
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: Errors of a write that ran out of room: the system's condition, not the named path's.
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
 def exit_code_for(error: BaseException) -> int:
-    """The exit code of an error: 3 for the database or the system (a worker killed), 2 for
-    anything the user gave."""
+    """The exit code of an error: 3 for the database or the system (a worker killed, a full
+    disk), 2 for anything the user gave (a path that cannot be opened)."""
     if isinstance(error, (DatabaseError, WorkerDiedError, WorkerStartError)):
         return EXIT_DATABASE
     if isinstance(error, SimdbError):  # InvalidInputError, ConfigMismatchError, FingerprinterError
         return EXIT_USAGE
+    if isinstance(error, OSError):
+        return EXIT_DATABASE if error.errno in NO_SPACE else EXIT_USAGE
     return EXIT_DATABASE
 
 
@@ -156,12 +162,12 @@ def guarded(command: F) -> F:
                 traceback.print_exc()
             err(f"simdb: {error_message(error)}")
             raise typer.Exit(exit_code_for(error)) from None
-        except OSError as error:  # a path the user named (the library wraps its own)
+        except OSError as error:  # a path the user named, or a full disk behind stdout (the library wraps its own)
             if debug:
                 traceback.print_exc()
             where = f"{error.filename}: " if error.filename else ""
             err(f"simdb: {where}{error.strerror or error}")
-            raise typer.Exit(EXIT_USAGE) from None
+            raise typer.Exit(exit_code_for(error)) from None
         except MemoryError:
             if debug:
                 traceback.print_exc()

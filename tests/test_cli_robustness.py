@@ -4,6 +4,7 @@ the user had is destroyed or left half-written."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -403,8 +404,45 @@ def test_a_full_disk_behind_stdout_is_named(tmp_path: Path) -> None:
                 text=True,
                 timeout=60,
             )
-        assert result.returncode == 2 and "stdout" in result.stderr and "No space left" in result.stderr, result.stderr
+        assert result.returncode == 3 and "stdout" in result.stderr and "No space left" in result.stderr, result.stderr
         one_line(result.stderr)
+
+
+@pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0, reason="mounts a small tmpfs: Linux, as root")
+def test_an_export_that_fills_its_disk_exits_3_and_leaves_no_partial_file(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    with simdb.open(db) as database:
+        database.add_many(
+            (f"key-{number:08d}-{'x' * 40}", number * 0x9E3779B97F4A7C15 % 2**64) for number in range(50_000)
+        )
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)], check=False).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        formats = ["x.jsonl", "x.tsv.gz"] + (["x.parquet"] if importlib.util.find_spec("pyarrow") else [])
+        for name in formats:
+            result = subprocess.run(
+                [sys.executable, "-m", "simdb_cli.app", "export", "--db", str(db), "-o", str(small / name)],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert result.returncode == 3 and str(small / name) in result.stderr, result.stderr
+            assert "No space left" in result.stderr
+            one_line(result.stderr)
+            assert os.listdir(small) == []
+        missing = subprocess.run(
+            [sys.executable, "-m", "simdb_cli.app", "export", "--db", str(db), "-o", str(small / "no" / "x.jsonl")],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert missing.returncode == 2 and "no/x.jsonl" in missing.stderr
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
 
 
 def test_pairs_parquet_problems_are_usage_errors_naming_the_input(tmp_path: Path) -> None:
