@@ -2058,8 +2058,10 @@ def root(
         out(f"simdb {installed_version()}")
         raise typer.Exit(0)
     if context.invoked_subcommand is None:
-        out(context.get_help())
-        raise typer.Exit(0)
+        # Help, but not success: ``simdb $COMMAND`` with an empty variable must not pass
+        # for a command that ran (click's own rule for a group called with no arguments).
+        err(context.get_help())
+        raise typer.Exit(EXIT_USAGE)
 
 
 def main() -> None:

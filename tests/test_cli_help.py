@@ -30,6 +30,13 @@ def run(*args: str, env: dict[str, str] | None = None, width: int = 80) -> Any:
     return runner.invoke(app, list(args), env=env, catch_exceptions=False, terminal_width=width)
 
 
+def test_no_command_prints_help_to_stderr_and_fails() -> None:
+    for args in ([], ["--db", "x"]):
+        result = run(*args)
+        assert result.exit_code == 2 and result.stdout == ""
+        assert "Usage: simdb" in result.stderr and "Commands" in result.stderr
+
+
 def help_text(command: str | None, width: int) -> str:
     result = run(*([command] if command else []), "--help", width=width)
     assert result.exit_code == 0, result.output
