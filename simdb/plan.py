@@ -49,7 +49,10 @@ def default_blocks(
 ) -> int:
     """Return the smallest block count m > k whose shortest table prefix has at least
     ``target_leading_bits`` bits, among those needing at most ``max_tables`` tables;
-    when none reaches it (large k), the allowed m with the longest prefixes.  O(bits)."""
+    when none reaches it (large k), the allowed m with the longest prefixes.  O(bits).
+
+    This is the rule for a k you choose.  A database made at its default k (5) has 6 blocks
+    instead, 6 tables where this rule gives 8 blocks and 56 (see :func:`simdb.open`)."""
     k = check_distance(k, maximum=bits - 1)  # a plain int: numpy's uint64 wrapped -(m - k) round
     allowed = [blocks for blocks in range(k + 1, bits + 1) if math.comb(blocks, k) <= max_tables]
     for blocks in allowed:
