@@ -858,7 +858,9 @@ class Database:
     def copy_to(self, path: str | os.PathLike[str]) -> None:
         """Write a consistent copy of this database (one read snapshot, compacted) to the
         new directory ``path``, e.g. to try writes on it (``simdb add --dry-run``); this
-        database is left as it is, and may be read-only.  O(size)."""
+        database is left as it is, and may be read-only.  The copy is of the database as it
+        is now, after any compaction another process made since this handle opened; if
+        another database was made at this path since, DatabaseReplacedError.  O(size)."""
         self._storage.copy_to(_check_path(path))
 
     def compact(self) -> CompactResult:

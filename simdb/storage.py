@@ -44,6 +44,7 @@ import errno
 import mmap
 import os
 import re
+import shutil
 import socket
 import stat
 import subprocess
@@ -1391,7 +1392,9 @@ class Storage:
     def copy_to(self, target: Path) -> None:
         """Write a consistent copy of the live data (one read snapshot, compacted) as a new
         database directory ``target``, which must not exist yet; this database is not
-        changed.  O(size).  Raises StorageError (or DiskFullError) naming ``target``."""
+        changed.  O(size).  Raises StorageError (or DiskFullError) naming ``target``, and
+        DatabaseReplacedError if another database was made at this path since it opened;
+        ``target`` is removed again when the copy fails."""
         try:
             target.mkdir()
         except OSError as exc:
@@ -1400,13 +1403,21 @@ class Storage:
             ) from None
         data_file = target / FIRST_GENERATION
         try:
-            with self._lock.shared():
-                self.env.copy(str(data_file), compact=True)
+            # Inside a read: it follows a compaction made by another process, and refuses a
+            # database replaced at this path, as every read does; the copy of the file this
+            # handle first opened would lack every write since.
+            with self.read():
+                try:
+                    self.env.copy(str(data_file), compact=True)
+                except lmdb.Error as exc:  # translated here, naming the copy, not the source
+                    raise translate(exc, data_file, target) from None
             _point_current_at(target, FIRST_GENERATION, initialised=True, create=True)
-        except lmdb.Error as exc:
-            raise translate(exc, data_file, target) from None
-        except OSError as exc:
-            raise _os_error(exc, f"copying to {target}", "free some space; the copy is incomplete") from None
+        except BaseException as exc:
+            # A directory this call made, holding nothing but the unfinished copy.
+            shutil.rmtree(target, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise _os_error(exc, f"copying to {target}", "free some space") from None
+            raise
 
     def size_on_disk(self) -> int:
         """Bytes of the live data file, following a compaction made by another process
