@@ -92,6 +92,7 @@ from .sources import (
     EXPORT_FORMAT_VERSION,
     FINGERPRINTS,
     JSONL,
+    KEPT_IN_TEXT,
     ONE_DOCUMENT_KINDS,
     PARQUET_HEADER_KEY,
     TSV_MSGPACK_PREFIX,
@@ -449,7 +450,7 @@ def read_text_file(path: str, encoding: str | None = None) -> str:
     if looks_binary(data, encoding):  # NUL bytes, unless a byte-order mark or encoding says UTF-16/32
         raise simdb.InvalidInputError(f"{name} is a binary file (contains NUL bytes), not text")
     intake = Intake(on_problem=print_problem, on_notice=print_notice)
-    return decode(data, name, intake, encoding=encoding, keep_undecodable=True)
+    return decode(data, name, intake, encoding=encoding, keep_undecodable=KEPT_IN_TEXT)
 
 
 @contextmanager

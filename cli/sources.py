@@ -549,6 +549,14 @@ def looks_binary(data: bytes, encoding: str | None = None) -> bool:
     return not name.startswith(("utf-16", "utf-32")) and b"\0" in data[:BINARY_SNIFF_BYTES]
 
 
+#: What becomes of the undecodable bytes of a document's text (see :func:`decode`).
+KEPT_IN_TEXT = "its undecodable bytes are kept"
+#: ... of a JSONL document line's.
+KEPT_IN_JSONL_TEXT = "the text keeps its undecodable bytes, other fields get U+FFFD for them, and a key with them fails"
+#: ... of a line of fingerprints or of an export: no text to keep them in.
+KEPT_NOWHERE = "a key with undecodable bytes fails, a meta gets U+FFFD for them"
+
+
 def decode(
     data: bytes,
     where: str,
@@ -557,14 +565,15 @@ def decode(
     encoding: str | None = None,
     *,
     bom: bool = True,
-    keep_undecodable: bool = False,
+    keep_undecodable: str | None = None,
 ) -> str:
     """The text of ``data``: in the encoding a leading byte-order mark names (UTF-8, UTF-16
     or UTF-32; the mark dropped), else in ``encoding``, else UTF-8.  Invalid bytes become
-    U+FFFD, or with ``keep_undecodable`` (a document's text) the surrogates that stand for
-    them, which text pipeline versions 7 and 8 keep in the words they are in (version 8
-    reads those beside an ASCII letter as cp1252; older versions read them as U+FFFD); the
-    document is reported and counted once.  With ``bom=False`` (a line after a file's
+    U+FFFD, or with ``keep_undecodable`` (what becomes of them, for the notice) the
+    surrogates that stand for them, which text pipeline versions 7 and 8 keep in the words
+    they are in (version 8 reads those beside an ASCII letter as cp1252; older versions
+    read them as U+FFFD), and which no key can hold; the document is reported and counted
+    once.  With ``bom=False`` (a line after a file's
     first) a leading mark is text, not a mark: U+FEFF stays at the start of a key.
     O(len(data))."""
     found = bom_encoding(data) if bom else None
@@ -583,7 +592,7 @@ def decode(
                 # byte too many) cannot keep them: those are replaced.
                 with contextlib.suppress(UnicodeError):
                     text = data.decode(name, errors="surrogateescape")
-                    cause = f"not valid {what} (byte {exc.start}); its undecodable bytes are kept"
+                    cause = f"not valid {what} (byte {exc.start}); {keep_undecodable}"
                     intake.replaced(where, cause, source)
                     return text
             intake.replaced(where, f"not valid {what} (byte {exc.start}); decoded with replacement", source)
@@ -639,7 +648,7 @@ def read_text_files(
         if looks_binary(data, encoding):
             intake.fail(item.name, "binary file (contains NUL bytes); not read")
             continue
-        text = decode(data, item.name, intake, encoding=encoding, keep_undecodable=True)
+        text = decode(data, item.name, intake, encoding=encoding, keep_undecodable=KEPT_IN_TEXT)
         yield item.document_key, text, None, item.path
 
 
@@ -730,15 +739,21 @@ def _skip_line(stream: IO[bytes]) -> int:
 
 
 def _valid_key(key: str, where: str, intake: Intake, source: str) -> str | None:
-    """``key`` if simdb accepts it; a key with lone surrogates (from a JSON escape) is
-    repaired with U+FFFD; an empty or oversized key fails this one record, not the batch."""
+    """``key`` if simdb accepts it; else this one record fails, not the batch: an empty or
+    oversized key, or one that is not valid Unicode (undecodable bytes, a lone surrogate
+    escape), which is never repaired, since two such keys would become one and the second
+    document would replace the first."""
     try:
         check_key(key)
     except InvalidInputError as exc:
         if isinstance(exc, InvalidKeyError) and exc.reason is KeyProblem.NOT_UNICODE:
-            intake.replaced(where, "key is not valid Unicode; decoded with replacement", source)
-            return _scrub(key)
-        intake.fail(where, error_message(exc, hint=False), source)
+            cause = (
+                f"the key {printable(key)} is not valid Unicode (bytes not in the file's encoding, or a lone"
+                " surrogate escape); fix the key"
+            )
+        else:
+            cause = error_message(exc, hint=False)
+        intake.fail(where, cause, source)
         return None
     return key
 
@@ -837,8 +852,16 @@ def _absent(field: str, record: dict[str, Any]) -> str:
     return f"{field!r} is null" if field in record else f"no {field!r} field"
 
 
-def _json_object(line: bytes, where: str, intake: Intake, source: str) -> dict[str, Any] | None:
-    text = decode(line, where, intake, source)
+def _json_object(
+    line: bytes, where: str, intake: Intake, source: str, kept: str, raw_fields: tuple[str, ...]
+) -> dict[str, Any] | None:
+    """The JSON object on ``line``, else None after reporting why.  Bytes that are not
+    UTF-8, and lone surrogate escapes, stay in the ``raw_fields`` as surrogates (a text
+    keeps them for its fingerprint; a key with them fails in :func:`_valid_key`), and the
+    other fields get U+FFFD for them (:func:`_scrub`), so that they can be stored; ``kept``
+    says so in the notice, one per line."""
+    reported = intake.decoded_with_replacement
+    text = decode(line, where, intake, source, keep_undecodable=kept)
     try:
         record = parse_json(text)
     except JSONInputError as exc:
@@ -847,12 +870,13 @@ def _json_object(line: bytes, where: str, intake: Intake, source: str) -> dict[s
     if not isinstance(record, dict):
         intake.fail(where, f"a JSON {_json_type(record)}, not an object", source)
         return None
-    if _SURROGATE_ESCAPE.search(text):  # rare; only then is the scrub worth its cost
-        scrubbed = _scrub(record)
-        if scrubbed != record:
-            intake.replaced(where, "lone surrogate escapes (not valid Unicode); replaced with U+FFFD", source)
-        record = scrubbed
-    return record
+    if intake.decoded_with_replacement == reported and not _SURROGATE_ESCAPE.search(text):
+        return record  # the common case: nothing to scrub
+    scrubbed = {_scrub(name): value if name in raw_fields else _scrub(value) for name, value in record.items()}
+    escaped = scrubbed != record or any(_SURROGATE.search(str(record.get(name, ""))) for name in raw_fields)
+    if intake.decoded_with_replacement == reported and escaped:
+        intake.replaced(where, f"lone surrogate escapes (not valid Unicode); {kept}", source)
+    return scrubbed
 
 
 def read_jsonl(
@@ -867,7 +891,7 @@ def read_jsonl(
         warned_missing_id = False
         first = True
         for number, where, line in _nonblank_lines(item, intake, max_bytes):
-            record = _json_object(line, where, intake, name)
+            record = _json_object(line, where, intake, name, KEPT_IN_JSONL_TEXT, (id_field, text_field))
             if record is None:
                 continue
             if first and record.get("simdb") == "export":
@@ -1045,7 +1069,8 @@ def read_fingerprint_tsv(
                     first = False
                     continue
             first = False
-            text = decode(line, where, intake, name, bom=number == 1).rstrip("\r\n")
+            reported = intake.decoded_with_replacement
+            text = decode(line, where, intake, name, bom=number == 1, keep_undecodable=KEPT_NOWHERE).rstrip("\r\n")
             if not text.strip():  # whitespace beyond ASCII
                 continue
             fields = text.split("\t")
@@ -1072,6 +1097,11 @@ def read_fingerprint_tsv(
                 except JSONInputError as exc:
                     intake.fail(where, f"meta: {exc}", name)
                     continue
+                if _SURROGATE.search(fields[2]) or _SURROGATE_ESCAPE.search(fields[2]):
+                    scrubbed = _scrub(meta)
+                    if scrubbed != meta and intake.decoded_with_replacement == reported:
+                        intake.replaced(where, f"lone surrogate escapes (not valid Unicode); {KEPT_NOWHERE}", name)
+                    meta = scrubbed
                 meta = _checked_meta(meta, where, intake, name, decode_bytes)
                 if meta is _REFUSED:
                     continue
@@ -1183,7 +1213,7 @@ def _record_text(record: Any, where: str, intake: Intake, source: str, max_bytes
     anything else (requests, metadata, images, errors) is not a document: None.  A payload
     over ``max_bytes`` raises _Oversized, having read ``max_bytes + 1`` bytes of it."""
     if record.rec_type == "conversion":
-        return decode(_payload(record, max_bytes), where, intake, source, keep_undecodable=True)
+        return decode(_payload(record, max_bytes), where, intake, source, keep_undecodable=KEPT_IN_TEXT)
     if record.rec_type not in ("response", "resource"):
         return None
     headers = record.http_headers
@@ -1200,7 +1230,7 @@ def _record_text(record: Any, where: str, intake: Intake, source: str, max_bytes
     try:
         text = data.decode(charset)
     except (LookupError, UnicodeDecodeError):
-        text = decode(data, where, intake, source, keep_undecodable=True)
+        text = decode(data, where, intake, source, keep_undecodable=KEPT_IN_TEXT)
     return html_to_text(text) if "html" in mime else text
 
 
@@ -1674,7 +1704,7 @@ def _read_export_jsonl(
         if read_as_header:
             first = False
             continue
-        record = _json_object(line, where, intake, name)
+        record = _json_object(line, where, intake, name, KEPT_NOWHERE, ("key",))
         if record is None:
             continue
         key, fingerprint = record.get("key"), record.get("fingerprint")

@@ -225,15 +225,53 @@ def test_add_jsonl_uses_id_and_text_fields_and_keeps_other_fields_as_meta(tmp_pa
     assert result.exit_code == 2
     events = json_lines(result.stdout)
     failed = {event["input"]: event["cause"] for event in events if event["event"] == "failed"}
-    assert set(failed) == {f"{source}:3", f"{source}:4"}
+    assert set(failed) == {f"{source}:3", f"{source}:4", f"{source}:7"}
     assert "invalid JSON" in failed[f"{source}:3"] and "'body'" in failed[f"{source}:4"]
-    assert events[-1]["added"] == 4 and events[-1]["decoded_with_replacement"] == 1
+    assert "not valid Unicode" in failed[f"{source}:7"]  # a lone surrogate escape: never repaired
+    assert events[-1]["added"] == 3 and events[-1]["decoded_with_replacement"] == 1
     with simdb.open(db, readonly=True) as database:
         assert database.get("https://a.example/1").meta == {"lang": "xx"}
         assert database.get("https://a.example/3").meta is None
         assert f"{source}:6" in database  # no id field: FILE:LINE
-        assert "https://a.example/\ufffd" in database
+        assert len(database) == 3
         assert database.get("https://a.example/1").fingerprint == simhash(prose(7))
+
+
+def test_keys_that_are_not_valid_unicode_fail_their_records_and_never_merge(tmp_path: Path, db: str) -> None:
+    """A probe: ids in Latin-1, or with lone surrogate escapes, were repaired with U+FFFD,
+    so two different ids became one key and the second document replaced the first, exit 0."""
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes(
+        b'{"id": "report-\xe9t\xe9", "text": "first document about cats and dogs"}\n'
+        b'{"id": "report-\xe8t\xe8", "text": "second unrelated piece on ships"}\n'
+        b'{"id": "kept", "text": "caf\xe9 au lait and more words", "lang": "fr\xe9", "n": "\\ud800"}\n'
+    )
+    escapes = tmp_path / "escapes.jsonl"
+    escapes.write_text('{"id": "a\\ud800", "text": "one text"}\n{"id": "a\\udc00", "text": "other text"}\n')
+    fingerprints = tmp_path / "fingerprints.tsv"
+    fingerprints.write_bytes(b'k\xff\t0x1\nk\xfe\t0x2\nz\t0x3\t{"a": "\xff"}\n')
+    jsonl = run("add", "--jsonl", latin1, "--jsonl", escapes, "--db", db, "--json")
+    tsv = run("add", "--fingerprints", fingerprints, "--db", tmp_path / "tsv", "--json")
+    for result in (jsonl, tsv):
+        assert result.exit_code == 2, result.output
+    failed = {
+        event["input"] for event in json_lines(jsonl.stdout) + json_lines(tsv.stdout) if event["event"] == "failed"
+    }
+    assert failed == {
+        f"{latin1}:1",
+        f"{latin1}:2",
+        f"{escapes}:1",
+        f"{escapes}:2",
+        f"{fingerprints}:1",
+        f"{fingerprints}:2",
+    }
+    with simdb.open(db, readonly=True) as database:
+        assert list(database.keys()) == ["kept"]
+        assert database.get("kept").meta == {"lang": "fr\ufffd", "n": "\ufffd"}  # stored, so repaired
+        # The text keeps its undecodable byte, as a file's does: cp1252 beside a letter.
+        assert database.get("kept").fingerprint == database.fingerprint("café au lait and more words")
+    with simdb.open(tmp_path / "tsv", readonly=True) as database:
+        assert list(database.keys()) == ["z"] and database.get("z").meta == {"a": "\ufffd"}
 
 
 def test_add_jsonl_from_stdin(db: str) -> None:
