@@ -4,6 +4,7 @@ batch, with a progress bar, per-input reports, Ctrl-C handling and the summary l
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import tempfile
 import threading
@@ -253,9 +254,17 @@ class Ingest:
             candidates = self.database.keys(prefix="" if prefix == "" else exact)
             # A PATH's own key always (a file argument, or one whose file is gone), and below
             # a directory the keys its walk would read.
-            walked = (
+            walked = [
                 key for key in candidates if key == exact or (under(key, exact, prefix) and _walked(key, prefix, rules))
-            )
+            ]
+            if not os.path.lexists(path) and any(key != exact for key in walked):
+                # A folder renamed or a share unmounted: that its files are gone is not known
+                # (rsync, too, deletes nothing after an error reading its source).
+                err(
+                    f"simdb: {shortened(path)}: missing, so nothing stored under it is pruned "
+                    f"(to drop those keys: simdb keys --prefix {shlex.quote(prefix or exact + '/')} | simdb remove -)"
+                )
+                walked = [key for key in walked if key == exact]
             stale.update((key, None) for key in stale_keys(walked, rules.key_base))
         if not stale:
             return

@@ -304,6 +304,25 @@ def test_prune_removes_the_key_of_a_file_argument_that_is_gone(tmp_path: Path, m
     assert set(stored(db)) == {"docs/a.txt.bak", "docs/b.txt"}
 
 
+def test_prune_keeps_everything_under_a_directory_argument_that_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by an adversarial probe: ``add -r docs --prune`` with docs renamed (or a share
+    unmounted) reported docs missing and, in the same run, pruned every key under it."""
+    monkeypatch.chdir(tmp_path)
+    write_tree(tmp_path, ["docs/a.txt", "docs/sub/b.txt", "c.txt"])
+    db = tmp_path / "db"
+    assert add("docs", "c.txt", "-r", "--db", db).exit_code == 0
+    (tmp_path / "docs").rename(tmp_path / "docs.elsewhere")
+    (tmp_path / "c.txt").unlink()
+    result = add("docs", "c.txt", "-r", "--prune", "--db", db, "--json")
+    assert result.exit_code == 2
+    pruned = {line["key"] for line in json_lines(result.stdout) if line.get("event") == "pruned"}
+    assert pruned == {"c.txt"}  # a file argument that is gone still goes
+    assert set(stored(db)) == {"docs/a.txt", "docs/sub/b.txt"}
+    assert "docs: missing, so nothing stored under it is pruned" in result.stderr
+
+
 # -- remove's report -------------------------------------------------------------------------------
 
 
