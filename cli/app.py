@@ -511,8 +511,9 @@ def add(
             "--prune",
             help="After adding, remove the stored documents under the PATH arguments whose files are gone: "
             "a PATH's own key, and below a directory the keys its walk would read (-r, --glob, --exclude), "
-            "none below a PATH that is missing (renamed? unmounted?); URLs never. Keys do not record where a document came from: a JSONL id or --fingerprints key "
-            "named like such a file (under . with no --glob, any key without a slash) is taken for one; "
+            "none below a PATH that is missing (renamed? unmounted?); URLs never. Keys do not record where a "
+            "document came from: a JSONL id or --fingerprints key named like such a file (under . with no "
+            "--glob, any key without a slash) is taken for one; "
             "--dry-run shows what would go.",
         ),
     ] = False,

@@ -9,6 +9,7 @@ import shutil
 import tempfile
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -17,7 +18,7 @@ from typing import Any, NamedTuple
 import simdb
 from simdb import AddResult, InvalidInputError
 from simdb.storage import gone_process
-from simdb.threshold import kind_of, share_within
+from simdb.threshold import if_new_blind_spot, kind_of
 
 from . import output
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, error_message
@@ -433,7 +434,10 @@ def run_ingest(
             dry_run=dry_run,
         )
         try:
-            feed(ingest)
+            with warnings.catch_warnings():
+                # Said once at the end, in the command line's terms (see if_new_reach).
+                warnings.simplefilter("ignore", simdb.IfNewReachWarning)
+                feed(ingest)
         except KeyboardInterrupt:
             interrupted = True
         except Exception:
@@ -464,21 +468,16 @@ def run_ingest(
     return EXIT_USAGE if intake.failed else 0
 
 
-#: The share of pairs at the threshold beyond the index's k from which ``--if-new`` says so.
-IF_NEW_UNSEEN_NOTE = 0.25
-
-
 def if_new_reach(database: simdb.Database, threshold: float | None) -> str | None:
-    """What ``--if-new`` could not see, where at least :data:`IF_NEW_UNSEEN_NOTE` of the
-    pairs at its threshold differ in more bits than the index's k (it compares only the
-    candidates within k, as a scan per batch would cost far more than the add): None where
-    fewer do (0.9 on minhash: 10%).  O(1)."""
+    """What ``--if-new`` could not see (:func:`simdb.threshold.if_new_blind_spot`), in the
+    command line's terms, or None.  The library's own IfNewReachWarning says the same in
+    its terms; the command line ignores that one.  O(1)."""
     if threshold is None and database.fingerprinter is None:
         return None  # duplicates are "within k bits" then
     threshold = simdb.DEFAULT_THRESHOLD if threshold is None else threshold
     kind = kind_of(database.fingerprinter)
-    unseen = 1.0 - share_within(database.k, threshold, kind)
-    if unseen < IF_NEW_UNSEEN_NOTE:
+    unseen = if_new_blind_spot(database.k, threshold, kind)
+    if unseen is None:
         return None
     needed = simdb.candidate_distance(threshold, kind, verified=True)
     return (

@@ -21,6 +21,7 @@ import math
 import os
 import pathlib
 import sys
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -53,7 +54,7 @@ from simdb.config import (
     Config,
     new_plan,
 )
-from simdb.errors import InvalidInputError, InvalidKeyError
+from simdb.errors import IfNewReachWarning, InvalidInputError, InvalidKeyError
 from simdb.fingerprint import SKETCH_BYTES
 from simdb.key_index import KEYS
 from simdb.keys import (
@@ -89,6 +90,7 @@ from simdb.threshold import (
     DEFAULT_THRESHOLD,
     candidate_distance,
     check_threshold,
+    if_new_blind_spot,
     kind_of,
 )
 from simdb.validation import check_distance, check_int, of_type
@@ -286,6 +288,7 @@ class Database:
         self._tables = layer_for(self._format, self.plan, storage, self.path)
         self._records = Records(storage, self.path, sketched=self._sketched, format_version=self._format)
         self._queries = Queries(self._tables, self._records, storage.read, storage.reading_in_this_thread)
+        self._blind_spots_warned: set[float] = set()  # thresholds an if_new add warned of
         self._writes = Writes(self._config, self._records, self._tables, self._queries)
 
     # -- configuration -------------------------------------------------------------------
@@ -417,7 +420,10 @@ class Database:
         from simdb.writer import BatchWriter
 
         self._storage.check_writable()
-        return BatchWriter(self, max_batch=max_batch, max_delay=max_delay, if_new=if_new, threshold=threshold)
+        writer = BatchWriter(self, max_batch=max_batch, max_delay=max_delay, if_new=if_new, threshold=threshold)
+        if if_new:
+            self._warn_if_new_is_blind(threshold, stacklevel=3)
+        return writer
 
     def add_many(
         self,
@@ -468,6 +474,8 @@ class Database:
             threshold = check_threshold(threshold)
         if on_batch is not None and not callable(on_batch):  # before the first batch commits
             raise InvalidInputError(f"on_batch={describe(on_batch)} is not callable", "pass a function of an AddResult")
+        if if_new:
+            self._warn_if_new_is_blind(threshold, stacklevel=4)  # the caller of add_many or add_texts
         total = AddResult()
         for batch in batches:
             if batch.sketches is not None and self._fingerprinter is None:
@@ -552,6 +560,28 @@ class Database:
                 yield batch
 
         return batches()
+
+    def _warn_if_new_is_blind(self, threshold: float | None, stacklevel: int) -> None:
+        """Warn (:class:`~simdb.IfNewReachWarning`, once per handle and threshold) when most
+        pairs at the ``if_new`` threshold lie beyond the index's k, where it cannot see
+        them.  A database of fingerprints only with no threshold means "within k": none."""
+        if threshold is None and self._fingerprinter is None:
+            return
+        threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+        if threshold in self._blind_spots_warned:
+            return
+        self._blind_spots_warned.add(threshold)
+        kind = kind_of(self._fingerprinter)
+        unseen = if_new_blind_spot(self.k, threshold, kind)
+        if unseen is not None:
+            warnings.warn(
+                f"if_new compares each document only with the stored ones within the index's {self.k} bits, where "
+                f"{1 - unseen:.0%} of the pairs at similarity {threshold:g} lie, so near-duplicates will be stored "
+                f"(pairs(threshold={threshold:g}) lists them; a database made with "
+                f"k={candidate_distance(threshold, kind, verified=True)} checks every candidate pairs() checks)",
+                IfNewReachWarning,
+                stacklevel=stacklevel,
+            )
 
     def _commit(self, batch: Batch, if_new: bool, threshold: float | None) -> AddResult:
         return self._commit_steps([batch], if_new, threshold)[0]

@@ -336,3 +336,13 @@ DASK_INSTALL_HINT = "pip install '.[dask]' in simdb's checkout (its dask extra; 
 
 class DaskNotInstalledError(SimdbError, ImportError):
     """An optional extra (Dask, pandas or pyarrow: simdb's ``dask`` extra) is not installed."""
+
+
+class SimdbWarning(UserWarning):
+    """The root of simdb's warnings: a call that works, but not as its caller may think."""
+
+
+class IfNewReachWarning(SimdbWarning):
+    """An ``if_new`` add at a threshold whose pairs lie mostly beyond the index's k: the
+    documents it compares with are only those within k bits, so many near-duplicates at
+    that threshold are stored.  Create the database with a larger ``k`` to dedupe exactly."""

@@ -73,6 +73,20 @@ def candidate_distance(threshold: float, kind: str, *, verified: bool) -> int:
     return BITS
 
 
+#: The share of the pairs at a threshold beyond the index's k from which an ``if_new`` add
+#: says what it cannot see (:func:`if_new_blind_spot`).
+IF_NEW_UNSEEN_NOTE = 0.25
+
+
+def if_new_blind_spot(k: int, threshold: float, kind: str) -> float | None:
+    """The share of the pairs at similarity ``threshold`` that an ``if_new`` add cannot see
+    (it compares only the stored documents within the index's ``k`` bits, as a scan per
+    batch would cost far more than the add), where that is at least
+    :data:`IF_NEW_UNSEEN_NOTE`; else None (0.9 on minhash at k=5: 10%).  O(64)."""
+    unseen = 1.0 - share_within(k, threshold, kind)
+    return unseen if unseen >= IF_NEW_UNSEEN_NOTE else None
+
+
 def share_within(distance: int, threshold: float, kind: str) -> float:
     """The share of the pairs exactly at similarity ``threshold`` whose ``kind``
     fingerprints differ in at most ``distance`` bits: Binomial(64, p) at ``distance``, p as

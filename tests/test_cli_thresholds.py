@@ -648,6 +648,12 @@ def test_if_new_says_when_its_threshold_reaches_past_the_index(tmp_path: Path) -
     loose = run("add", tmp_path / "a.txt", "--if-new", "-t", "0.7", "--db", db)
     assert loose.exit_code == 0 and "simdb pairs -t 0.7" in loose.stderr and "-k 15" in loose.stderr
     assert "7% of pairs at similarity 0.7" in loose.stderr
+    # The library warns of the same (IfNewReachWarning); the command says it once, its way.
+    (tmp_path / "b.txt").write_text("the committee met on monday to review the budget for the coming year")
+    command = [sys.executable, "-m", "simdb_cli.app", "add", str(tmp_path / "b.txt"), "--if-new", "-t", "0.7"]
+    process = subprocess.run([*command, "--db", str(db)], capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0 and "Warning" not in process.stderr
+    assert process.stderr.count("\n") == 1 and process.stderr.startswith("simdb: note: --if-new"), process.stderr
 
 
 def test_a_loose_threshold_on_many_documents_says_the_search_is_long(

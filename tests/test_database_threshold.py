@@ -612,3 +612,28 @@ def test_pairs_clusters_and_histograms_take_workers(db_path, monkeypatch) -> Non
                 list(db.clusters(workers=bad))
             with pytest.raises(simdb.InvalidInputError):
                 db.pair_histogram(workers=bad)
+
+
+def test_an_if_new_add_warns_once_when_its_threshold_lies_mostly_beyond_k(tmp_path) -> None:
+    """An answers probe: at 0.7 on a default database, if_new left three times the
+    duplicates MinHash LSH did, and only the command line said why."""
+    import warnings
+
+    from simdb.threshold import share_within
+
+    with simdb.open(tmp_path / "db") as db:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            db.add_texts([("a", "one two three four five six")], if_new=True)  # 0.9: 90% within k=5
+            db.add_many([("f", 1)], if_new=True)
+            assert caught == []
+            db.add_texts([("b", "one two three four five seven")], if_new=True, threshold=0.7)
+            db.add_texts([("c", "one two three four five eight")], if_new=True, threshold=0.7)
+            db.writer(if_new=True, threshold=0.6).close()
+        assert [warning.category for warning in caught] == [simdb.IfNewReachWarning] * 2
+        assert all(warning.filename == __file__ for warning in caught)  # the caller's line
+        within = share_within(db.k, 0.7, "minhash")
+        assert within < 0.75 and f"{within:.0%} of the pairs at similarity 0.7" in str(caught[0].message)
+    with simdb.open(tmp_path / "wide", k=15) as db, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        db.add_texts([("a", "one two three four five six")], if_new=True, threshold=0.7)
