@@ -1877,7 +1877,9 @@ def import_command(
     # database opens.
     first = next(items, None)
     is_new = is_new_database(db)
-    if first is None and (intake.failed or is_new):  # nothing usable: don't create a database for it
+    # Nothing usable: no database is created for it.  The export of an empty database (its
+    # settings line alone) is usable: it makes the empty database again, with its settings.
+    if first is None and (intake.failed or (is_new and header.where is None)):
         if is_new:
             err(f"simdb: nothing to import; no database was created at {db}")
         print_summary(intake, json_output)

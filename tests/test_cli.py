@@ -1100,6 +1100,25 @@ def test_export_writes_the_format_its_output_name_says_and_imports_back(filled: 
         assert list(rebuilt.items()) == list(original.items())
 
 
+@pytest.mark.parametrize("name", ["empty.tsv", "empty.jsonl"])
+def test_the_export_of_an_empty_database_imports_back_with_its_settings(tmp_path: Path, name: str) -> None:
+    """A probe: the header-only export of an empty database imported as "nothing to import",
+    so its k, blocks and text settings were lost; an empty file still creates nothing."""
+    settings = simdb.Fingerprinter(features="char", ngram=5)
+    with simdb.open(tmp_path / "empty", k=3, fingerprinter=settings):
+        pass
+    exported = tmp_path / name
+    assert run("export", "-o", exported, "--db", tmp_path / "empty").exit_code == 0
+    imported = run("import", exported, "--db", tmp_path / "copy", "--no-progress")
+    assert imported.exit_code == 0, imported.output
+    with simdb.open(tmp_path / "copy", readonly=True) as copy:
+        assert len(copy) == 0 and (copy.k, copy.plan.blocks) == (3, 5) and copy.fingerprinter == settings
+    (tmp_path / "blank.jsonl").write_text("")
+    blank = run("import", tmp_path / "blank.jsonl", "--db", tmp_path / "none", "--no-progress")
+    assert blank.exit_code == 0 and "no database was created" in blank.stderr
+    assert not (tmp_path / "none").exists()
+
+
 @pytest.mark.parametrize(("file_format", "name"), [("jsonl", "x.tsv"), ("tsv", "x.jsonl"), ("jsonl", "x.parquet")])
 def test_export_refuses_a_format_its_output_name_contradicts(
     filled: str, tmp_path: Path, file_format: str, name: str
