@@ -1560,6 +1560,13 @@ def _parquet_rows(source: IO[bytes], item: Input, intake: Intake, header: Export
             )
         if read is not True:
             return
+        intake.notice(
+            name,
+            "a Parquet export holds keys and fingerprints only: its documents are stored without their meta and "
+            "sketches (similarities are then estimated from the fingerprints, more coarsely); a JSONL or TSV "
+            "export keeps both",
+            name,
+        )
     row = 0
     try:
         for batch in shard.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=["key", "fingerprint"]):
