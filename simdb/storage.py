@@ -44,12 +44,12 @@ import errno
 import mmap
 import os
 import re
+import secrets
 import shutil
 import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -502,21 +502,27 @@ def partial_beside(target: Path) -> tuple[int, Path]:
         left = entry.name.startswith(prefix) and entry.name.endswith(_PARTIAL)
         if left and entry.is_file(follow_symlinks=False) and gone_process(entry.name[len(prefix) :].split(".")[0]):
             Path(entry.path).unlink(missing_ok=True)
-    descriptor, path = tempfile.mkstemp(dir=directory, prefix=f"{prefix}{os.getpid()}.", suffix=_PARTIAL)
     try:
-        # mkstemp makes the file private; give it the mode the file has, or would get.
+        mode: int | None = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        mode = None  # a new file's: 0666 less the umask, which the kernel applies at the open
+    while True:
+        # Not mkstemp: its file is private, and reading the umask to widen it would set it
+        # for a moment, for every thread of the process (other threads' files included).
+        path = directory / f"{prefix}{os.getpid()}.{secrets.token_hex(5)}{_PARTIAL}"
         try:
-            mode = stat.S_IMODE(target.stat().st_mode)
-        except FileNotFoundError:
-            mask = os.umask(0)
-            os.umask(mask)
-            mode = 0o666 & ~mask
-        os.fchmod(descriptor, mode)
-    except OSError:
-        os.close(descriptor)
-        os.unlink(path)
-        raise
-    return descriptor, Path(path)
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            break
+        except FileExistsError:
+            continue
+    if mode is not None:
+        try:
+            os.fchmod(descriptor, mode)  # the mode the file it replaces has, whatever the umask
+        except OSError:
+            os.close(descriptor)
+            path.unlink(missing_ok=True)
+            raise
+    return descriptor, path
 
 
 def replace_durably(written: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:

@@ -288,6 +288,24 @@ def test_an_export_replaces_the_file_keeping_its_permissions(tmp_path: Path) -> 
     assert json_lines(backup.read_text())[1]["key"] == "a" and backup.stat().st_mode & 0o777 == 0o640
 
 
+def test_a_new_export_file_gets_the_umask_s_mode(tmp_path: Path) -> None:
+    """Its mode comes from the kernel's umask at the open: partial_beside read the umask by
+    setting it to 0 for a moment, for every thread of the process."""
+    db = tmp_path / "db"
+    with simdb.open(db) as database:
+        database.add("a", 1)
+    for mask, expected in ((0o027, 0o640), (0o002, 0o664)):
+        output = tmp_path / f"new-{mask:o}.jsonl"
+        subprocess.run(
+            [sys.executable, "-m", "simdb_cli.app", "export", "-o", str(output), "--db", str(db)],
+            check=True,
+            capture_output=True,
+            timeout=60,
+            preexec_fn=lambda mask=mask: os.umask(mask),  # type: ignore[misc]
+        )
+        assert output.stat().st_mode & 0o777 == expected
+
+
 # -- 5. --json output is always valid JSON ---------------------------------------------------
 
 

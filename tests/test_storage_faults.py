@@ -1293,3 +1293,28 @@ def test_a_compaction_keeps_the_files_open_to_whoever_could_use_them(tmp_path: P
     compacted = files()
     assert [p.name for p in compacted] == ["data-000002.mdb", "data-000002.mdb-lock"]
     assert {stat.S_IMODE(p.stat().st_mode) for p in compacted} == {0o660}
+
+
+def test_a_partial_file_takes_its_mode_without_setting_the_umask(tmp_path, monkeypatch) -> None:
+    """partial_beside read the umask by setting it (to 0, then back): for that moment every
+    other thread of the process created its files world-writable."""
+    from simdb.storage import partial_beside
+
+    def no_umask(mask: int) -> int:
+        raise AssertionError("os.umask called")
+
+    current = os.umask(0o027)
+    try:
+        monkeypatch.setattr(os, "umask", no_umask)
+        descriptor, path = partial_beside(tmp_path / "new.jsonl")
+        os.close(descriptor)
+        assert path.parent == tmp_path and path.stat().st_mode & 0o777 == 0o640
+        existing = tmp_path / "old.jsonl"
+        existing.write_text("x")
+        existing.chmod(0o604)
+        descriptor, path = partial_beside(existing)
+        os.close(descriptor)
+        assert path.stat().st_mode & 0o777 == 0o604
+    finally:
+        monkeypatch.undo()
+        os.umask(current)
