@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -56,13 +57,20 @@ def is_new_database(path: str) -> bool:
 _DRY_RUN_PREFIX = "simdb-dry-run-"
 
 
+def _dry_run_prefix() -> str:
+    """The name of this host's dry-run copies, up to the process id: a temporary directory
+    shared by containers or hosts holds others', whose process ids mean nothing here."""
+    return f"{_DRY_RUN_PREFIX}{socket.gethostname().replace('-', '_')}-"
+
+
 def _remove_stale_dry_runs() -> None:
-    """Remove the scratch copies of dry runs whose process is gone: one killed (SIGTERM,
-    SIGKILL) never removed its own.  One listing of the temporary directory."""
+    """Remove the scratch copies of this host's dry runs whose process is gone: one killed
+    (SIGTERM, SIGKILL) never removed its own.  One listing of the temporary directory."""
     root = tempfile.gettempdir()
+    prefix = _dry_run_prefix()
     with suppress(OSError):
         for name in os.listdir(root):
-            if name.startswith(_DRY_RUN_PREFIX) and gone_process(name[len(_DRY_RUN_PREFIX) :].partition("-")[0]):
+            if name.startswith(prefix) and gone_process(name[len(prefix) :].partition("-")[0]):
                 shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
@@ -76,7 +84,7 @@ def dry_run_target(path: str, dry_run: bool) -> Iterator[str]:
         yield path
         return
     _remove_stale_dry_runs()
-    with tempfile.TemporaryDirectory(prefix=f"{_DRY_RUN_PREFIX}{os.getpid()}-") as scratch:
+    with tempfile.TemporaryDirectory(prefix=f"{_dry_run_prefix()}{os.getpid()}-") as scratch:
         target = os.path.join(scratch, "db")
         if not is_new_database(path):
             with simdb.open(path, readonly=True, create=False) as source:

@@ -362,7 +362,7 @@ def test_a_dry_run_removes_the_scratch_copies_that_killed_dry_runs_left(tmp_path
         time.sleep(0.01)
     killed.kill()
     killed.wait()
-    assert [path.name.split("-")[3] for path in scratch.iterdir()] == [str(killed.pid)]
+    assert [path.name.split("-")[4] for path in scratch.iterdir()] == [str(killed.pid)]  # simdb-dry-run-HOST-PID
     later = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert later.returncode == 0, later.stderr
     assert list(scratch.iterdir()) == []
@@ -390,14 +390,21 @@ def test_a_dry_run_ignores_scratch_names_that_are_no_process_id(tmp_path: Path) 
     # A review found "simdb-dry-run-2147483648-x" (or a non-ASCII digit) in the temporary
     # directory making every dry run fail with an unexpected OverflowError.
     scratch = tmp_path / "tmp"
-    for name in ("simdb-dry-run-2147483648-x", "simdb-dry-run-99999999999999999999-y", "simdb-dry-run-\u00b2-z"):
+    host = socket.gethostname().replace("-", "_")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its process id is free now
+    names = ["2147483648-x", "99999999999999999999-y", "\u00b2-z"]
+    # Another host's (or container's, sharing /tmp) dry runs, whose process ids mean nothing here.
+    foreign = [f"simdb-dry-run-{host}x-{gone.pid}-w", f"simdb-dry-run-{gone.pid}-v"]
+    for name in [f"simdb-dry-run-{host}-{name}" for name in names] + foreign:
         (scratch / name).mkdir(parents=True)
     (tmp_path / "a.txt").write_text("a few words to add in a dry run")
     env = {**os.environ, "SIMDB_PATH": "", "TMPDIR": str(scratch)}
     command = [sys.executable, "-m", "simdb_cli.app", "add", str(tmp_path / "a.txt"), "--db", str(tmp_path / "db")]
     result = subprocess.run([*command, "--dry-run"], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert len(list(scratch.iterdir())) == 3  # not dry runs of a process that is gone: left alone
+    # Not dry runs of a process that is gone here (another host's is never judged): left alone.
+    assert len(list(scratch.iterdir())) == 5
 
 
 def test_a_file_has_one_key_in_every_locale_and_every_key_prints(tmp_path: Path) -> None:
