@@ -421,6 +421,7 @@ class Database:
 
         self._storage.check_writable()
         writer = BatchWriter(self, max_batch=max_batch, max_delay=max_delay, if_new=if_new, threshold=threshold)
+        self._drop_marks_of_gone_writers()
         if if_new:
             self._warn_if_new_is_blind(threshold, stacklevel=3)
         return writer
@@ -622,6 +623,20 @@ class Database:
         """The number of the last flush the batching writer ``name`` committed (0: none)."""
         with self._storage.read() as txn:
             return self._records.flush_mark(txn, name)
+
+    def _drop_marks_of_gone_writers(self) -> None:
+        """Delete the flush marks that writers of processes now gone left (a few bytes each,
+        which would otherwise pile up with every writer SIGKILLed): one read, and one small
+        commit when there are some."""
+        with self._storage.read() as txn:
+            gone = self._records.marks_of_gone_writers(txn)
+        if gone:
+
+            def drop(txn: lmdb.Transaction[bytes]) -> None:
+                for name in gone:
+                    self._records.drop_flush_mark(txn, name)
+
+            self._storage.write(drop)
 
     def _drop_flush_mark(self, name: bytes) -> None:
         """Delete a closing batching writer's flush mark: one small commit."""

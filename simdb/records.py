@@ -14,6 +14,8 @@ Every method works inside the caller's transaction over :class:`simdb.storage.Ha
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -27,7 +29,7 @@ from simdb.errors import CorruptDatabaseError, InvalidKeyError, Remedy, damaged
 from simdb.fingerprint import SKETCH_BYTES
 from simdb.key_index import key_index_for
 from simdb.keys import check_key, decode_id, describe, encode_id, encode_id_range, index_key
-from simdb.storage import Handles, copy_sub_databases
+from simdb.storage import Handles, copy_sub_databases, gone_process
 
 DOCS = b"docs"
 SKETCHES = b"sketches"
@@ -35,6 +37,20 @@ NEXT_ID_KEY = b"next_id"
 #: META keys of batching writers' flush marks: this prefix and 12 random bytes per writer,
 #: holding the number of its last committed flush (see :class:`simdb.writer.BatchWriter`).
 FLUSH_MARK_PREFIX = b"writer."
+
+
+def _host_marks() -> bytes:
+    """The start of this host's flush-mark names: :data:`FLUSH_MARK_PREFIX` and the host."""
+    return FLUSH_MARK_PREFIX + socket.gethostname().replace(".", "_").encode("ascii", "backslashreplace") + b"."
+
+
+def flush_mark_name(unique: bytes) -> bytes:
+    """The META key of a batching writer's flush mark: this host's name and process id, then
+    ``unique``, so that the marks a gone process left can be told
+    (:meth:`Records.marks_of_gone_writers`)."""
+    return _host_marks() + str(os.getpid()).encode() + b"." + unique
+
+
 #: Document ids are 8 bytes big-endian; the stored next id stays below 2**63, beyond any real
 #: count of documents, so a valid one leaves room for any batch and anything higher is damage.
 ID_LIMIT = 1 << 63
@@ -116,6 +132,23 @@ class Records:
 
     def drop_flush_mark(self, txn: lmdb.Transaction[bytes], name: bytes) -> None:
         txn.delete(name, db=self.handles.db(META))
+
+    def marks_of_gone_writers(self, txn: lmdb.Transaction[bytes]) -> list[bytes]:
+        """The flush marks (see :func:`flush_mark_name`) of this host's batching writers
+        whose process no longer runs: a writer SIGKILLed, or one whose process ended by a
+        signal that runs no exit handlers, never deleted its own.  Marks of older versions
+        (no host or process in their name) and other hosts' are never judged.  One cursor
+        pass over the marks."""
+        prefix = _host_marks()
+        gone = []
+        with txn.cursor(db=self.handles.db(META)) as cursor:
+            if cursor.set_range(prefix):
+                for name in cursor.iternext(values=False):
+                    if not name.startswith(prefix):
+                        break
+                    if gone_process(name[len(prefix) :].partition(b".")[0].decode("ascii", "replace")):
+                        gone.append(name)
+        return gone
 
     # -- lookups -------------------------------------------------------------------------
 

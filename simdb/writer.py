@@ -37,7 +37,7 @@ from simdb.database import DEFAULT_MAX_BATCH, DEFAULT_MAX_DELAY, AddResult
 from simdb.errors import DatabaseClosedError, InvalidInputError, WriterClosedError
 from simdb.fingerprint import _as_text
 from simdb.keys import check_key, describe, index_key
-from simdb.records import FLUSH_MARK_PREFIX
+from simdb.records import flush_mark_name
 from simdb.threshold import check_threshold
 
 if TYPE_CHECKING:
@@ -116,7 +116,9 @@ class BatchWriter:
     committed or not; the writer's next call finds out from a mark that every flush's
     transaction stores, and keeps exactly the operations that were not stored, so none is
     lost and none applied twice (``total`` then lacks that flush's counts).  The mark, a few
-    bytes in the database, is deleted by :meth:`close`, one small commit more.  When the
+    bytes in the database, is deleted by :meth:`close`, one small commit more; that of a
+    writer whose process died unclosed (SIGKILL) goes when a later writer is made on the
+    same host.  When the
     ``with`` block raises, the operations added before the exception are still flushed, as
     ``db.add`` would have stored them, and the exception propagates (if that flush fails
     too, its error is raised, chained to the block's).
@@ -157,7 +159,7 @@ class BatchWriter:
         self._locked = partial(database._storage.holding, self._lock, "wait for a writer of")
         self._queue = _Queue([])
         self._oldest = 0.0  # time.monotonic() of the first buffered operation
-        self._mark = FLUSH_MARK_PREFIX + os.urandom(12)
+        self._mark = flush_mark_name(os.urandom(8))
         self._flushes = 0  # the number of the last flush begun: numbers are never reused
         self._closed = False
         self.total = AddResult()

@@ -451,3 +451,35 @@ def test_writers_dropped_in_reference_cycles_neither_deadlock_nor_lose_operation
         DROPPED_IN_CYCLES, db_path, timeout=120, hung="a dropped writer's flush waited for its own thread"
     )
     assert (finished.returncode, finished.stdout.strip(), finished.stderr) == (0, "600", "")
+
+
+def test_the_flush_marks_of_writers_killed_are_dropped_by_the_next_writer(tmp_path) -> None:
+    """A probe: every writer whose process died by SIGKILL (or SIGTERM, which runs no exit
+    handlers) left its flush mark in the database for good, 50 after 25 rounds."""
+    path = tmp_path / "db"
+    with simdb.open(path) as db:
+        db.add("seed", 1)
+    script = (
+        "import os, signal, simdb\n"
+        f"db = simdb.open({str(path)!r})\n"
+        "writer = db.writer()\n"
+        "writer.add('killed', 2)\n"
+        "writer.flush()\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    for _ in range(3):
+        subprocess.run([sys.executable, "-c", script], timeout=120, check=False)
+
+    def marks(db: simdb.Database) -> list[bytes]:
+        with db._storage.read() as txn:
+            return [key for key, _ in txn.cursor(db._storage.db(b"meta")) if key.startswith(b"writer.")]
+
+    with simdb.open(path) as db:
+        assert len(marks(db)) == 1  # each killed process's writer dropped the marks before it
+        live = db.writer()
+        live.add("alive", 3)
+        live.flush()
+        assert len(marks(db)) == 1  # the live writer's own mark stays
+        assert db.get("killed").fingerprint == 2
+        live.close()
+        assert marks(db) == []
