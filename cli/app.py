@@ -43,6 +43,7 @@ from .atomic import output_file, write_failed
 from .errors import (
     EXIT_INTERRUPTED,
     EXIT_NOTHING_FOUND,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     guarded,
     usage_error,
@@ -134,7 +135,8 @@ app = typer.Typer(
     help="A persistent database of 64-bit fingerprints (one-bit minwise hashes by default, or SimHash) for "
     "near-duplicate detection.\n\n"
     "Exit codes: 0 success; 1 nothing found (query, pairs, clusters, remove, get, keys) or check found problems; "
-    "2 bad usage or input; 3 database or system error (out of memory, a worker killed); 130 interrupted.",
+    "2 bad usage or input; 3 database or system error (out of memory, a full disk, a worker killed); "
+    "130 interrupted (143: add or import ended by SIGTERM).",
     add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -2081,21 +2083,21 @@ def main() -> None:
         err("simdb: interrupted")
         _leave_interrupted()
     except SystemExit as leaving:
-        if leaving.code == EXIT_INTERRUPTED:
-            _leave_interrupted()
+        if leaving.code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+            _leave_interrupted(leaving.code)
         raise
 
 
-def _leave_interrupted() -> NoReturn:
-    """Exit with EXIT_INTERRUPTED at once, output flushed.  Python's own exit would first
-    join the worker processes of a pool that Ctrl-C cut short while it started, which can
-    wait for good (2 runs in 100 of an adversarial probe's); such workers end by themselves
-    once this process is gone (see simdb.fingerprint)."""
+def _leave_interrupted(code: int = EXIT_INTERRUPTED) -> NoReturn:
+    """Exit with ``code`` (EXIT_INTERRUPTED, or EXIT_TERMINATED) at once, output flushed.
+    Python's own exit would first join the worker processes of a pool that Ctrl-C cut short
+    while it started, which can wait for good (2 runs in 100 of an adversarial probe's);
+    such workers end by themselves once this process is gone (see simdb.fingerprint)."""
     for stream in (sys.stdout, sys.stderr):
         with suppress(Exception):  # a closed pipe, or no stream at all
             if stream is not None:
                 stream.flush()
-    os._exit(EXIT_INTERRUPTED)
+    os._exit(code)
 
 
 if __name__ == "__main__":

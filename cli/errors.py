@@ -24,6 +24,7 @@ EXIT_NOTHING_FOUND = 1
 EXIT_USAGE = 2
 EXIT_DATABASE = 3
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -22,7 +23,7 @@ from simdb.storage import gone_process
 from simdb.threshold import if_new_blind_spot, kind_of
 
 from . import output
-from .errors import EXIT_INTERRUPTED, EXIT_USAGE, error_message
+from .errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, error_message
 from .filekeys import prefix_of, stale_keys, under
 from .output import err, json_line, out
 from .signals import interrupts_in_this_process_only
@@ -463,8 +464,9 @@ def run_ingest(
         # of it when this run wrote alone; never more than it held).
         unreported = max(0, min(ingest.in_flight(), len(database) - documents_before - counts.added))
         counts = counts._replace(added=counts.added + unreported)
+        by = "SIGTERM" if ctrl_c.signal == signal.SIGTERM else "Ctrl-C"
         err(
-            f"simdb: interrupted; {counts.added:,} documents were added before Ctrl-C "
+            f"simdb: interrupted; {counts.added:,} documents were added before {by} "
             "(every committed batch is kept; the batch in progress was not stored)"
         )
     print_summary(intake, json_output, counts, interrupted, time.monotonic() - started, dry_run=dry_run)
@@ -472,7 +474,7 @@ def run_ingest(
     if reach is not None:
         err(f"simdb: note: {reach}")
     if interrupted:
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if ctrl_c.signal == signal.SIGTERM else EXIT_INTERRUPTED
     return EXIT_USAGE if intake.failed else 0
 
 

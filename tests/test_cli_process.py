@@ -541,3 +541,49 @@ def test_an_unwritable_stderr_does_not_end_an_add(tmp_path: Path, stderr: str) -
     assert run.returncode == 2  # files not read, as with a working stderr
     with simdb.open(db, readonly=True) as database:
         assert len(database) == 40 and database.check()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_ends_an_add_as_ctrl_c_does_saying_what_was_stored(tmp_path: Path, workers: str) -> None:
+    """A probe: SIGTERM (timeout, docker stop, systemd) ended an add without a word about
+    what it had stored.  It now stops at the batch in progress, says how many documents
+    were added before it, exits 143, and leaves no worker process behind."""
+    db = tmp_path / "db"
+    pages = tmp_path / "pages.jsonl"
+    pages.write_text(
+        "".join(json.dumps({"id": f"p{i}", "text": f"page {i} of a few words, {i * 7}"}) + "\n" for i in range(200_000))
+    )
+    command = [sys.executable, "-m", "simdb_cli.app", "add", "--jsonl", str(pages), "--db", str(db)]
+    adder = subprocess.Popen(
+        [*command, "--workers", workers, "--batch-size", "500", "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SIMDB_PATH": ""},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if (db / "CURRENT").exists():
+                with simdb.open(db, readonly=True) as database:
+                    if len(database) >= 1_000:
+                        break
+            assert time.monotonic() < deadline and adder.poll() is None, "the add stored nothing"
+            time.sleep(0.05)
+        adder.send_signal(signal.SIGTERM)
+        stdout, stderr = adder.communicate(timeout=60)
+    finally:
+        if adder.poll() is None:
+            adder.kill()
+    assert adder.returncode == 143, stderr
+    with simdb.open(db, readonly=True) as database:
+        stored = len(database)
+        assert database.check()
+    assert 1_000 <= stored < 200_000
+    assert f"interrupted; {stored:,} documents were added before SIGTERM" in stderr, stderr
+    assert f"added {stored:,}," in stdout and "Traceback" not in stderr
+    # The workers (forked with the add's command line) are gone with it.
+    deadline = time.monotonic() + 10
+    while subprocess.run(["pgrep", "-f", str(pages)], capture_output=True, check=False).returncode == 0:
+        assert time.monotonic() < deadline, "a worker process outlived the add"
+        time.sleep(0.1)
