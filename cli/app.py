@@ -435,8 +435,22 @@ def stdin_read_once(*inputs: tuple[str, list[str] | None]) -> None:
 
 
 def read_argument_text(text: str, encoding: str | None = None) -> str:
-    """``text``, or stdin's text when it is "-" (read as :func:`read_text_file` does)."""
-    return read_text_file("-", encoding) if text == "-" else text
+    """``text``, or stdin's text when it is "-" (read as :func:`read_text_file` does).  A
+    text that names an existing file or directory is still the text, with a note on stderr:
+    ``simdb query docs/a.txt`` meant ``--file`` far more often than those words."""
+    if text == "-":
+        return read_text_file("-", encoding)
+    try:
+        named = len(text) < 4096 and "\n" not in text and os.path.exists(text)
+    except (ValueError, OSError):  # a NUL byte, a name too long: no path
+        named = False
+    if named:
+        what = "directory" if os.path.isdir(text) else "file"
+        err(
+            f"simdb: note: the text {printable(text)} is the name of a {what}; these words are the text "
+            f"(--file {shlex.quote(text)} reads what the {what} holds)"
+        )
+    return text
 
 
 def read_text_file(path: str, encoding: str | None = None) -> str:

@@ -1431,3 +1431,17 @@ def test_a_file_option_without_a_file_names_only_the_options_given(filled: str) 
     assert alone.exit_code == 2 and alone.stderr == "simdb: --exclude-self goes with --file or --files-from\n"
     two = run("query", "some words", "-r", "--glob", "*.txt", "--db", filled)
     assert two.exit_code == 2 and two.stderr == "simdb: -r and --glob go with --file or --files-from\n"
+
+
+def test_a_text_argument_that_names_a_file_gets_a_note_pointing_to_file(tmp_path: Path, db: str) -> None:
+    """A new-user probe: `simdb query docs/a.txt` looked for the words "docs/a.txt" and said
+    no document was near; `simdb hash docs/a.txt` hashed the path."""
+    document = tmp_path / "a.txt"
+    document.write_text(prose(3))
+    assert run("add", document, "--db", db).exit_code == 0
+    for command in (["query", str(document), "--db", db], ["hash", str(document)]):
+        result = run(*command)
+        assert f"--file {document}" in result.stderr and "is the name of a file" in result.stderr, result.stderr
+    assert run("query", "--file", str(document), "--db", db).exit_code == 0
+    plain = run("hash", "words that name nothing")
+    assert "note" not in plain.stderr
