@@ -798,6 +798,10 @@ def query(
             intake = query_intake(json_output, quiet)
             rules = path_rules(recursive, glob, exclude, key_base, hidden)
             inputs = query_inputs(file or [], intake, rules=rules, files_from=files_from or [], null=null)
+            named = [path for path in file or [] if path != "-"]
+            if not inputs and named and not intake.failed:  # as add says it: no documents is no answer
+                deeper = "" if recursive else " (-r also reads subdirectories)"
+                raise usage_error(f"nothing to query: no files in {', '.join(named)}{deeper}")
             settings = QuerySettings(k, limit, threshold, exclude_self)
             tally = QueryTally()
             found = print_file_matches(
@@ -1654,13 +1658,15 @@ def hash_command(
         typer.Option(
             "--file",
             "-f",
-            help="Fingerprint this file's text instead ('-' for stdin), or each file of this directory (not its "
-            "subdirectories); repeatable. Files are read as add reads them by default (gunzipped if named .gz; HTML "
-            "files as their visible text; JSONL files, with their 'id' and 'text' fields, and WARC files hold one "
-            "document per line or record, printed with its key).",
+            help="Fingerprint this file's text instead ('-' for stdin), or each file of this directory (with -r, "
+            "of its subdirectories too); repeatable. Files are read as add reads them by default (gunzipped if "
+            "named .gz; HTML files as their visible text; JSONL files, with their 'id' and 'text' fields, and "
+            "WARC files hold one document per line or record, printed with its key).",
             show_default=False,
         ),
     ] = None,
+    recursive: RecursiveOption = False,
+    hidden: HiddenOption = False,
     bits: Annotated[int, typer.Option("--bits", help="Fingerprint width: 32, 64 or 128.")] = 64,
     binary: Annotated[
         bool, typer.Option("--binary", help="Print the fingerprint as a string of 0s and 1s instead of hex.")
@@ -1700,7 +1706,10 @@ def hash_command(
         "normalization": fingerprinter.normalization,
     }
     intake = query_intake(json_output, quiet=False)
-    for origin, content in _hashed_texts(file, text, text_encoding, intake):
+    hashed = 0
+    rules = PathRules(recursive=recursive, hidden=hidden)
+    for origin, content in _hashed_texts(file, text, text_encoding, intake, rules):
+        hashed += 1
         value = fingerprinter.fingerprint(content)
         shown = format(value, f"0{bits}b") if binary else hex_fingerprint(value, bits)
         if json_output:
@@ -1710,10 +1719,13 @@ def hash_command(
             out(shown if label is None else f"{shown}  {output.shown(label)}")
     if intake.failed:
         raise typer.Exit(EXIT_USAGE)
+    if not hashed:  # only directories with nothing to read: no fingerprint is no success
+        deeper = "" if recursive else " (-r also reads subdirectories)"
+        raise usage_error(f"nothing to hash: no files in {', '.join(file or [])}{deeper}")
 
 
 def _hashed_texts(
-    files: list[str] | None, text: str | None, encoding: str | None, intake: Intake
+    files: list[str] | None, text: str | None, encoding: str | None, intake: Intake, rules: PathRules
 ) -> Iterator[tuple[dict[str, str], str]]:
     """The texts ``hash`` fingerprints, each with where it came from: the TEXT argument (or
     stdin's, for "-") alone, else every document of the --file arguments in their order, read
@@ -1725,7 +1737,7 @@ def _hashed_texts(
         yield {}, read_argument_text(text or "", encoding)
         return
     for name in files:
-        for found in query_inputs([name], intake, rules=PathRules(), files_from=[], null=False):
+        for found in query_inputs([name], intake, rules=rules, files_from=[], null=False):
             one_document = found.kind in ONE_DOCUMENT_KINDS
             # No size limit: hash TEXT and hash - have none, and a text streams in chunks.
             for key, content, _, _ in read_documents([found], intake, None, encoding=encoding):

@@ -1445,3 +1445,20 @@ def test_a_text_argument_that_names_a_file_gets_a_note_pointing_to_file(tmp_path
     assert run("query", "--file", str(document), "--db", db).exit_code == 0
     plain = run("hash", "words that name nothing")
     assert "note" not in plain.stderr
+
+
+def test_query_and_hash_of_directories_with_no_files_are_usage_errors(tmp_path: Path, db: str) -> None:
+    """A new-user probe: `query --file emptydir` said "no document within 5 bits" (exit 1),
+    and `hash -f dir` of a directory holding only subdirectories printed nothing, exit 0,
+    suggesting -r and --hidden, which hash did not have."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "tree" / "sub").mkdir(parents=True)
+    (tmp_path / "tree" / "sub" / "a.txt").write_text(prose(4))
+    assert run("add", tmp_path / "tree", "-r", "--db", db).exit_code == 0
+    empty = run("query", "--file", tmp_path / "empty", "--db", db)
+    assert empty.exit_code == 2 and "nothing to query: no files in" in empty.stderr
+    shallow = run("hash", "-f", tmp_path / "tree")
+    assert shallow.exit_code == 2 and "nothing to hash" in shallow.stderr and shallow.stdout == ""
+    deep = run("hash", "-f", tmp_path / "tree", "-r")
+    assert deep.exit_code == 0 and deep.stdout.split()[0] == f"{simhash(prose(4)):#018x}"
+    assert run("query", "--file", tmp_path / "tree", "-r", "--db", db).exit_code == 0
