@@ -1138,6 +1138,10 @@ def run_distributed_pairs(
         if error.filename is not None:  # a named path, such as --out's: the usual message names it
             raise
         raise InvalidInputError(f"--parquet {parquet}: no such file, or nothing matches the pattern") from None
+    except InvalidInputError as error:
+        if error.argument != "fingerprints" or error.value != parquet:
+            raise
+        raise InvalidInputError(f"--parquet {parquet}: no such file, or nothing matches the pattern") from None
     except Exception as error:
         if type(error).__module__.partition(".")[0] != "pyarrow":
             raise

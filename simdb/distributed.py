@@ -213,7 +213,7 @@ def _as_rows(data: Any, name: str = "fingerprints") -> dd.DataFrame:
         try:
             files = _parquet_files(data)
             schema = dask_dataframe.read_parquet(files, columns=[KEY, FINGERPRINT])._meta
-        except FileNotFoundError:
+        except InvalidInputError:
             raise
         except (KeyError, ValueError, OSError) as error:  # pyarrow's ArrowInvalid is a ValueError
             reason = (str(error).splitlines() or [type(error).__name__])[0]
@@ -1069,9 +1069,14 @@ def _parquet_files(source: str | os.PathLike[str]) -> list[str]:
 
         files = sorted(globbing.glob(text))
         if not files:
-            raise InvalidInputError(f"no Parquet files match {text}")
+            raise InvalidInputError(f"no Parquet files match {text}", argument="fingerprints", value=text, path=text)
         return files
-    return list(ds.dataset(text, format="parquet").files)  # FileNotFoundError when missing
+    try:
+        return list(ds.dataset(text, format="parquet").files)
+    except FileNotFoundError:
+        raise InvalidInputError(
+            f"{text}: no such file or directory", argument="fingerprints", value=text, path=text
+        ) from None
 
 
 def _parquet_rows(source: str | os.PathLike[str]) -> int:

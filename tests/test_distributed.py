@@ -469,6 +469,11 @@ def test_parquet_that_cannot_be_read_is_refused_naming_it(tmp_path: Path) -> Non
     for name in ("junk.parquet", "nofp.parquet"):
         with pytest.raises(InvalidInputError, match=name):
             distributed.find_all(str(tmp_path / name))
+    # A new-user probe: a missing file was pyarrow's FileNotFoundError, not a SimdbError.
+    for missing in ("nope.parquet", "nope-*.parquet"):
+        with pytest.raises(InvalidInputError, match="nope") as raised:
+            distributed.find_all(str(tmp_path / missing))
+        assert raised.value.argument == "fingerprints" and raised.value.value == str(tmp_path / missing)
 
 
 def test_missing_dask_gives_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
