@@ -905,7 +905,8 @@ def pairs(
             "--parquet",
             help=(
                 "Run the batch job on Dask over these (key, fingerprint) Parquet files (a path or glob, "
-                "e.g. from export --format parquet) instead of a database; needs --out."
+                "e.g. from export --format parquet) instead of a database; needs --out. It reports the pairs within "
+                "-k bits (default 3; no --threshold: Parquet holds no sketches)."
             ),
         ),
     ] = None,
