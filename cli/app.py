@@ -136,7 +136,8 @@ app = typer.Typer(
     "near-duplicate detection.\n\n"
     "Exit codes: 0 success; 1 nothing found (query, pairs, clusters, remove, get, keys) or check found problems; "
     "2 bad usage or input; 3 database or system error (out of memory, a full disk, a worker killed); "
-    "130 interrupted (143: add or import ended by SIGTERM).",
+    "130 interrupted (143: add or import ended by SIGTERM).\n\n"
+    "New here? simdb demo builds a small database and shows the main commands on it.",
     add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,

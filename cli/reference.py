@@ -118,6 +118,8 @@ def _command_section(name: str, command: Any) -> list[str]:
     if arguments:
         lines += ["Arguments:", "", *(_argument_line(p) for p in arguments), ""]
     lines += ["Options:", "", *(_option_line(p) for p in options), "- `-h, --help`: Show the help and exit.", ""]
+    if command.epilog:
+        lines += [inspect.cleandoc(command.epilog), ""]
     return lines
 
 
@@ -136,9 +138,14 @@ def render() -> str:
         " (`" + REGENERATE + "`); `tests/test_docs.py` fails when this file is out of date."
         " `simdb COMMAND --help` prints the same help.",
         "",
-        "`simdb [--version] COMMAND [OPTIONS] ...`",
+        "`simdb [OPTIONS] COMMAND [OPTIONS] ...`",
         "",
         inspect.cleandoc(group.help or ""),
+        "",
+        "Options before the command:",
+        "",
+        *(_option_line(p) for p in group.params if p.param_type_name == "option" and not p.hidden),
+        "- `-h, --help`: Show the help and exit.",
         "",
         "Commands: " + ", ".join(f"[{name}](#simdb-{name})" for name in group.list_commands(context)) + ".",
         "",
