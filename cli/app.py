@@ -1042,7 +1042,7 @@ def note_a_costly_index(database: simdb.Database, report: Callable[[str, str], N
     """Say, through ``report(where, message)``, when the index just created reads a large
     share of itself per query (a large -k)."""
     plan = database.plan
-    share = sum(2.0**-table.leading_bits for table in plan.tables)
+    share = plan.read_share
     if share >= COSTLY_INDEX_SHARE:
         shortest = min(table.leading_bits for table in plan.tables)
         report(

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import simdb
 from simdb import AddResult, InvalidInputError
+from simdb.plan import MAX_DATABASE_TABLES
 from simdb.storage import gone_process
 from simdb.threshold import if_new_blind_spot, kind_of
 
@@ -490,11 +491,13 @@ def if_new_reach(database: simdb.Database, threshold: float | None) -> str | Non
     if unseen is None:
         return None
     needed = simdb.candidate_distance(threshold, kind, verified=True)
+    share = simdb.TablePlan.create(needed, max_tables=MAX_DATABASE_TABLES).read_share
     return (
         f"--if-new compared each document only with stored ones within the index's {database.k} bits, "
         f"where {1 - unseen:.0%} of pairs at similarity {threshold:g} lie, so near-duplicates may have been "
-        f"stored (`simdb pairs -t {threshold:g}` lists them; a database made with -k {needed} checks every "
-        "candidate that pairs checks)"
+        f"stored (`simdb clusters --mode leaders -t {threshold:g}` groups them, at any threshold; a database "
+        f"made with -k {needed} would check them all as it adds, reading about {share * 100:.2g} stored "
+        "documents per 100 for each one)"
     )
 
 

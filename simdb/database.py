@@ -73,7 +73,7 @@ from simdb.pairsearch import (
     pairs_plan,
     search_seconds,
 )
-from simdb.plan import BITS, TablePlan
+from simdb.plan import BITS, MAX_DATABASE_TABLES, TablePlan
 from simdb.queries import Match, Queries
 from simdb.records import (
     DOCS,
@@ -575,11 +575,14 @@ class Database:
         kind = kind_of(self._fingerprinter)
         unseen = if_new_blind_spot(self.k, threshold, kind)
         if unseen is not None:
+            needed = candidate_distance(threshold, kind, verified=True)
+            share = TablePlan.create(needed, max_tables=MAX_DATABASE_TABLES).read_share
             warnings.warn(
                 f"if_new compares each document only with the stored ones within the index's {self.k} bits, where "
                 f"{1 - unseen:.0%} of the pairs at similarity {threshold:g} lie, so near-duplicates will be stored "
-                f"(pairs(threshold={threshold:g}) lists them; a database made with "
-                f"k={candidate_distance(threshold, kind, verified=True)} checks every candidate pairs() checks)",
+                f"(clusters(threshold={threshold:g}, mode='leaders') groups them, at any threshold; a database made "
+                f"with k={needed} would check them all as it adds, reading about {share * 100:.2g} stored documents "
+                "per 100 for each one)",
                 IfNewReachWarning,
                 stacklevel=stacklevel,
             )

@@ -195,6 +195,13 @@ class TablePlan:
         share of the k differing bits, and some table leads with exactly those blocks."""
         return 0 if k <= self.k else k * (self.blocks - self.k) // self.blocks
 
+    @property
+    def read_share(self) -> float:
+        """The share of the stored documents that one probe reads as candidates, over all
+        its tables, for uniformly random fingerprints: the sum of 2**-leading_bits.  A few
+        per million at the default k; past k=10, several per hundred.  O(tables)."""
+        return math.fsum(2.0**-table.leading_bits for table in self.tables)
+
     def probes_for(self, k: int) -> int:
         """Range scans a probe within ``k`` bits makes: one per table, times the prefixes
         :meth:`flips_for` visits past the plan's k.  O(tables)."""

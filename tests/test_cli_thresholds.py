@@ -646,7 +646,7 @@ def test_if_new_says_when_its_threshold_reaches_past_the_index(tmp_path: Path) -
     quiet = run("add", tmp_path / "a.txt", "--if-new", "--db", db)
     assert quiet.exit_code == 0 and "note" not in quiet.stderr
     loose = run("add", tmp_path / "a.txt", "--if-new", "-t", "0.7", "--db", db)
-    assert loose.exit_code == 0 and "simdb pairs -t 0.7" in loose.stderr and "-k 15" in loose.stderr
+    assert loose.exit_code == 0 and "simdb clusters --mode leaders -t 0.7" in loose.stderr and "-k 15" in loose.stderr
     assert "7% of pairs at similarity 0.7" in loose.stderr
     # The library warns of the same (IfNewReachWarning); the command says it once, its way.
     (tmp_path / "b.txt").write_text("the committee met on monday to review the budget for the coming year")
