@@ -19,7 +19,6 @@ from typing import Any, NamedTuple
 
 import simdb
 from simdb import AddResult, InvalidInputError
-from simdb.plan import MAX_DATABASE_TABLES
 from simdb.storage import gone_process
 from simdb.threshold import if_new_blind_spot, kind_of
 
@@ -486,18 +485,15 @@ def if_new_reach(database: simdb.Database, threshold: float | None) -> str | Non
     if threshold is None and database.fingerprinter is None:
         return None  # duplicates are "within k bits" then
     threshold = simdb.DEFAULT_THRESHOLD if threshold is None else threshold
-    kind = kind_of(database.fingerprinter)
-    unseen = if_new_blind_spot(database.k, threshold, kind)
-    if unseen is None:
+    blind = if_new_blind_spot(database.k, threshold, kind_of(database.fingerprinter))
+    if blind is None:
         return None
-    needed = simdb.candidate_distance(threshold, kind, verified=True)
-    share = simdb.TablePlan.create(needed, max_tables=MAX_DATABASE_TABLES).read_share
     return (
         f"--if-new compared each document only with stored ones within the index's {database.k} bits, "
-        f"where {1 - unseen:.0%} of pairs at similarity {threshold:g} lie, so near-duplicates may have been "
+        f"where {1 - blind.unseen:.0%} of pairs at similarity {threshold:g} lie, so near-duplicates may have been "
         f"stored (`simdb clusters --mode leaders -t {threshold:g}` groups them, at any threshold; a database "
-        f"made with -k {needed} would check them all as it adds, reading about {share * 100:.2g} stored "
-        "documents per 100 for each one)"
+        f"made with -k {blind.needed_k} would check them all as it adds, reading about "
+        f"{blind.read_share * 100:.3g} stored documents per 100 for each one)"
     )
 
 

@@ -73,7 +73,7 @@ from simdb.pairsearch import (
     pairs_plan,
     search_seconds,
 )
-from simdb.plan import BITS, MAX_DATABASE_TABLES, TablePlan
+from simdb.plan import BITS, TablePlan
 from simdb.queries import Match, Queries
 from simdb.records import (
     DOCS,
@@ -572,17 +572,14 @@ class Database:
         if threshold in self._blind_spots_warned:
             return
         self._blind_spots_warned.add(threshold)
-        kind = kind_of(self._fingerprinter)
-        unseen = if_new_blind_spot(self.k, threshold, kind)
-        if unseen is not None:
-            needed = candidate_distance(threshold, kind, verified=True)
-            share = TablePlan.create(needed, max_tables=MAX_DATABASE_TABLES).read_share
+        blind = if_new_blind_spot(self.k, threshold, kind_of(self._fingerprinter))
+        if blind is not None:
             warnings.warn(
                 f"if_new compares each document only with the stored ones within the index's {self.k} bits, where "
-                f"{1 - unseen:.0%} of the pairs at similarity {threshold:g} lie, so near-duplicates will be stored "
-                f"(clusters(threshold={threshold:g}, mode='leaders') groups them, at any threshold; a database made "
-                f"with k={needed} would check them all as it adds, reading about {share * 100:.2g} stored documents "
-                "per 100 for each one)",
+                f"{1 - blind.unseen:.0%} of the pairs at similarity {threshold:g} lie, so near-duplicates will be "
+                f"stored (clusters(threshold={threshold:g}, mode='leaders') groups them, at any threshold; a database "
+                f"made with k={blind.needed_k} would check them all as it adds, reading about "
+                f"{blind.read_share * 100:.3g} stored documents per 100 for each one)",
                 IfNewReachWarning,
                 stacklevel=stacklevel,
             )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -23,7 +23,7 @@ import numpy.typing as npt
 from simdb.errors import InvalidInputError
 from simdb.fingerprint import SKETCH_BYTES, sketch_estimates
 from simdb.keys import describe
-from simdb.plan import BITS
+from simdb.plan import BITS, MAX_DATABASE_TABLES, TablePlan
 from simdb.validation import check_threshold
 
 __all__ = ["check_threshold"]  # re-exported: it lived here
@@ -78,13 +78,26 @@ def candidate_distance(threshold: float, kind: str, *, verified: bool) -> int:
 IF_NEW_UNSEEN_NOTE = 0.25
 
 
-def if_new_blind_spot(k: int, threshold: float, kind: str) -> float | None:
-    """The share of the pairs at similarity ``threshold`` that an ``if_new`` add cannot see
-    (it compares only the stored documents within the index's ``k`` bits, as a scan per
-    batch would cost far more than the add), where that is at least
-    :data:`IF_NEW_UNSEEN_NOTE`; else None (0.9 on minhash at k=5: 10%).  O(64)."""
+class BlindSpot(NamedTuple):
+    """What an ``if_new`` add cannot see (:func:`if_new_blind_spot`): the ``unseen`` share of
+    the pairs at its threshold, the index ``k`` that would see them all, and the share of
+    the stored documents such an index reads per probe (:attr:`TablePlan.read_share`)."""
+
+    unseen: float
+    needed_k: int
+    read_share: float
+
+
+def if_new_blind_spot(k: int, threshold: float, kind: str) -> BlindSpot | None:
+    """What an ``if_new`` add at ``threshold`` cannot see on an index of ``k`` bits (it
+    compares only the stored documents within k bits, as a scan per batch would cost far
+    more than the add), where that is at least :data:`IF_NEW_UNSEEN_NOTE` of the pairs at
+    the threshold; else None (0.9 on minhash at k=5: 10%).  O(64) and a plan's tables."""
     unseen = 1.0 - share_within(k, threshold, kind)
-    return unseen if unseen >= IF_NEW_UNSEEN_NOTE else None
+    if unseen < IF_NEW_UNSEEN_NOTE:
+        return None
+    needed = candidate_distance(threshold, kind, verified=True)
+    return BlindSpot(unseen, needed, TablePlan.create(needed, max_tables=MAX_DATABASE_TABLES).read_share)
 
 
 def share_within(distance: int, threshold: float, kind: str) -> float:
