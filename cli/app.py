@@ -99,6 +99,7 @@ from .sources import (
     TSV_MSGPACK_PREFIX,
     TSV_SKETCH_PREFIX,
     ExportHeader,
+    Input,
     Intake,
     JsonlFields,
     PathRules,
@@ -528,7 +529,8 @@ def add(
             "--prune",
             help="After adding, remove the stored documents under the PATH arguments whose files are gone: "
             "a PATH's own key, and below a directory the keys its walk would read (-r, --glob, --exclude), "
-            "none below a PATH that is missing (renamed? unmounted?); URLs never. Keys do not record where a "
+            "none below a PATH that is missing or an empty directory (renamed? a share not mounted?); URLs "
+            "never. Keys do not record where a "
             "document came from: a JSONL id or --fingerprints key named like such a file (under . with no "
             "--glob, any key without a slash) is taken for one; "
             "--dry-run shows what would go.",
@@ -1712,10 +1714,14 @@ def hash_command(
         "normalization": fingerprinter.normalization,
     }
     intake = query_intake(json_output, quiet=False)
-    hashed = 0
-    rules = PathRules(recursive=recursive, hidden=hidden)
-    for origin, content in _hashed_texts(file, text, text_encoding, intake, rules):
-        hashed += 1
+    inputs = query_inputs(
+        file or [], intake, rules=PathRules(recursive=recursive, hidden=hidden), files_from=[], null=False
+    )
+    named = [path for path in file or [] if path != "-"]
+    if not inputs and named and not intake.failed:  # only directories with nothing to read
+        deeper = "" if recursive else " (-r also reads subdirectories)"
+        raise usage_error(f"nothing to hash: no files in {', '.join(named)}{deeper}")
+    for origin, content in _hashed_texts(inputs if file else None, text, text_encoding, intake):
         value = fingerprinter.fingerprint(content)
         shown = format(value, f"0{bits}b") if binary else hex_fingerprint(value, bits)
         if json_output:
@@ -1725,29 +1731,25 @@ def hash_command(
             out(shown if label is None else f"{shown}  {output.shown(label)}")
     if intake.failed:
         raise typer.Exit(EXIT_USAGE)
-    if not hashed:  # only directories with nothing to read: no fingerprint is no success
-        deeper = "" if recursive else " (-r also reads subdirectories)"
-        raise usage_error(f"nothing to hash: no files in {', '.join(file or [])}{deeper}")
 
 
 def _hashed_texts(
-    files: list[str] | None, text: str | None, encoding: str | None, intake: Intake, rules: PathRules
+    inputs: list[Input] | None, text: str | None, encoding: str | None, intake: Intake
 ) -> Iterator[tuple[dict[str, str], str]]:
     """The texts ``hash`` fingerprints, each with where it came from: the TEXT argument (or
-    stdin's, for "-") alone, else every document of the --file arguments in their order, read
-    as ``query --file`` reads them (a directory's files, a .gz file gunzipped, an HTML file's
-    visible text, one document per JSONL line or WARC record, keyed as add keys it; a pipe
-    named there), of any size; an input that cannot be read is reported and counted in
-    ``intake``."""
-    if not files:
+    stdin's, for "-") alone, else every document of the ``inputs`` of its --file arguments
+    (:func:`query_inputs`), in their order, read as ``query --file`` reads them (a .gz file
+    gunzipped, an HTML file's visible text, one document per JSONL line or WARC record, keyed
+    as add keys it; a pipe named there), of any size; an input that cannot be read is
+    reported and counted in ``intake``."""
+    if inputs is None:
         yield {}, read_argument_text(text or "", encoding)
         return
-    for name in files:
-        for found in query_inputs([name], intake, rules=rules, files_from=[], null=False):
-            one_document = found.kind in ONE_DOCUMENT_KINDS
-            # No size limit: hash TEXT and hash - have none, and a text streams in chunks.
-            for key, content, _, _ in read_documents([found], intake, None, encoding=encoding):
-                yield ({"file": found.path} if one_document else {"file": found.path, "key": key}), content
+    for found in inputs:
+        one_document = found.kind in ONE_DOCUMENT_KINDS
+        # No size limit: hash TEXT and hash - have none, and a text streams in chunks.
+        for key, content, _, _ in read_documents([found], intake, None, encoding=encoding):
+            yield ({"file": found.path} if one_document else {"file": found.path, "key": key}), content
 
 
 EXPORT_FORMATS = ("jsonl", "tsv", "parquet")

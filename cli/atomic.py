@@ -26,7 +26,7 @@ def write_failed(path: str, error: OSError) -> simdb.SimdbError:
     ``path`` (exit code 2: the output the user named)."""
     reason = error.strerror or str(error)
     if error.errno in NO_SPACE:
-        return simdb.DiskFullError(f"no space left writing {path}: {reason}", "free space there or write elsewhere")
+        return simdb.DiskFullError(f"cannot write {path}: {reason}", "free space there or write elsewhere")
     return simdb.InvalidInputError(f"cannot write {path}: {reason}")
 
 

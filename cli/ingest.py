@@ -7,7 +7,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import tempfile
 import threading
 import time
@@ -19,7 +18,7 @@ from typing import Any, NamedTuple
 
 import simdb
 from simdb import AddResult, InvalidInputError
-from simdb.storage import gone_process
+from simdb.storage import gone_process, host_tag
 from simdb.threshold import if_new_blind_spot, kind_of
 
 from . import output
@@ -61,7 +60,22 @@ _DRY_RUN_PREFIX = "simdb-dry-run-"
 def _dry_run_prefix() -> str:
     """The name of this host's dry-run copies, up to the process id: a temporary directory
     shared by containers or hosts holds others', whose process ids mean nothing here."""
-    return f"{_DRY_RUN_PREFIX}{socket.gethostname().replace('-', '_')}-"
+    return f"{_DRY_RUN_PREFIX}{host_tag()}-"
+
+
+def _vanished_root(path: str) -> str | None:
+    """Why ``--prune`` must not judge the files under the PATH argument ``path`` gone: it is
+    missing, or an empty directory (a share's mount point while the share is not mounted),
+    or cannot be listed; else None.  An lstat and at most one directory entry read."""
+    if not os.path.lexists(path):
+        return "missing"
+    if not os.path.isdir(path):
+        return None
+    try:
+        with os.scandir(path) as entries:
+            return "an empty directory" if next(entries, None) is None else None
+    except OSError as exc:
+        return f"cannot be listed ({exc.strerror})"
 
 
 def _remove_stale_dry_runs() -> None:
@@ -267,12 +281,16 @@ class Ingest:
             walked = [
                 key for key in candidates if key == exact or (under(key, exact, prefix) and _walked(key, prefix, rules))
             ]
-            if not os.path.lexists(path) and any(key != exact for key in walked):
-                # A folder renamed or a share unmounted: that its files are gone is not known
-                # (rsync, too, deletes nothing after an error reading its source).
+            vanished = _vanished_root(path)
+            if vanished is not None and any(key != exact for key in walked):
+                # A folder renamed, or a share not mounted (which leaves its mount point
+                # empty): that its files are gone is not known (rsync, too, deletes nothing
+                # after an error reading its source).
+                db = shlex.quote(str(self.database.path))
                 err(
-                    f"simdb: {shortened(path)}: missing, so nothing stored under it is pruned "
-                    f"(to drop those keys: simdb keys --prefix {shlex.quote(prefix or exact + '/')} | simdb remove -)"
+                    f"simdb: {shortened(path)}: {vanished} (renamed? a share not mounted?), so nothing stored under "
+                    f"it is pruned (to drop those keys: simdb keys --db {db} --prefix "
+                    f"{shlex.quote(prefix or exact + '/')} | simdb remove --db {db} -)"
                 )
                 walked = [key for key in walked if key == exact]
             stale.update((key, None) for key in stale_keys(walked, rules.key_base))

@@ -761,14 +761,18 @@ def _valid_key(key: str, where: str, intake: Intake, source: str) -> str | None:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _scrub(value: Any) -> Any:
-    """``value`` with lone surrogates in its strings replaced by U+FFFD, so it can be stored."""
+def _scrub(value: Any, depth: int = 0) -> Any:
+    """``value`` with lone surrogates in its strings replaced by U+FFFD, so it can be stored.
+    Nesting deeper than the codec stores (:data:`simdb.codec.MAX_DEPTH`) is left as it is,
+    for the codec to refuse, rather than recursed into without end."""
     if isinstance(value, str):
         return _SURROGATE.sub("\ufffd", value)
+    if depth > codec.MAX_DEPTH:
+        return value
     if isinstance(value, list):
-        return [_scrub(part) for part in value]
+        return [_scrub(part, depth + 1) for part in value]
     if isinstance(value, dict):
-        return {_scrub(name): _scrub(part) for name, part in value.items()}
+        return {_scrub(name, depth + 1): _scrub(part, depth + 1) for name, part in value.items()}
     return value
 
 
@@ -997,7 +1001,7 @@ def export_sketch(sketch: bytes) -> str:
 def _read_sketch(encoded: Any, where: str, intake: Intake, source: str) -> bytes | None:
     """The sketch an export wrote, or None after reporting why it cannot be used."""
     if isinstance(encoded, str):
-        with contextlib.suppress(binascii.Error):
+        with contextlib.suppress(ValueError):  # binascii.Error, and non-ASCII text
             sketch = base64.b64decode(encoded, validate=True)
             if len(sketch) in (0, SKETCH_BYTES):
                 return sketch
@@ -1015,10 +1019,10 @@ def _msgpack_meta(encoded: Any, where: str, intake: Intake, source: str) -> Any:
         if not isinstance(encoded, str):
             raise InvalidInputError(f"meta_msgpack is a {type(encoded).__name__}, not a base64 string")
         return codec.unpack_input(base64.b64decode(encoded, validate=True), "meta_msgpack")
-    except binascii.Error:
-        intake.fail(where, "meta_msgpack is not valid base64", source)
     except InvalidInputError as exc:
         intake.fail(where, error_message(exc, hint=False), source)
+    except ValueError:  # binascii.Error, and non-ASCII text
+        intake.fail(where, "meta_msgpack is not valid base64", source)
     return _REFUSED
 
 

@@ -400,8 +400,10 @@ class Database:
             if fingerprint is not None:
                 raise InvalidInputError("both a fingerprint and text= were given", "give one of them")
             fingerprint, sketch = self._text_fingerprinter().fingerprint_and_sketch(text)
-            return self.add_many([(key, fingerprint, meta, sketch)], if_new=if_new, threshold=threshold)
-        return self.add_many([(key, self._resolve(fingerprint, None), meta)], if_new=if_new, threshold=threshold)
+            item: tuple[Any, ...] = (key, fingerprint, meta, sketch)
+        else:
+            item = (key, self._resolve(fingerprint, None), meta)
+        return self._add_batches(self._batches(iter([item]), 1), if_new, threshold, None, stacklevel=4)
 
     def writer(
         self,
@@ -421,9 +423,9 @@ class Database:
 
         self._storage.check_writable()
         writer = BatchWriter(self, max_batch=max_batch, max_delay=max_delay, if_new=if_new, threshold=threshold)
+        if if_new:  # before the write below: under -W error the warning raises, and nothing is written
+            self._warn_if_new_is_blind(threshold, stacklevel=3)  # checked by BatchWriter
         self._drop_marks_of_gone_writers()
-        if if_new:
-            self._warn_if_new_is_blind(threshold, stacklevel=3)
         return writer
 
     def add_many(
@@ -451,7 +453,9 @@ class Database:
         fingerprints only and no threshold, within the index k bits.  One batched probe and
         one write per batch."""
         _check_batch_size(batch_size)
-        return self._add_batches(self._batches(iterate(items, "items"), batch_size), if_new, threshold, on_batch)
+        return self._add_batches(
+            self._batches(iterate(items, "items"), batch_size), if_new, threshold, on_batch, stacklevel=4
+        )
 
     @staticmethod
     def _batches(iterator: Iterator[Any], batch_size: int) -> Iterator[Batch]:
@@ -470,13 +474,17 @@ class Database:
         if_new: bool,
         threshold: float | None,
         on_batch: Callable[[AddResult], None] | None,
+        *,
+        stacklevel: int,
     ) -> AddResult:
+        """Commit ``batches`` (see :meth:`add_many`); ``stacklevel`` places an if_new warning
+        at the line that called the public method (see :meth:`_warn_if_new_is_blind`)."""
         if threshold is not None:
             threshold = check_threshold(threshold)
         if on_batch is not None and not callable(on_batch):  # before the first batch commits
             raise InvalidInputError(f"on_batch={describe(on_batch)} is not callable", "pass a function of an AddResult")
         if if_new:
-            self._warn_if_new_is_blind(threshold, stacklevel=4)  # the caller of add_many or add_texts
+            self._warn_if_new_is_blind(threshold, stacklevel)
         total = AddResult()
         for batch in batches:
             if batch.sketches is not None and self._fingerprinter is None:
@@ -508,7 +516,9 @@ class Database:
         _check_batch_size(batch_size)
         if threshold is not None:
             check_threshold(threshold)
-        return self._add_batches(self._text_batches(items, workers, batch_size), if_new, threshold, on_batch)
+        return self._add_batches(
+            self._text_batches(items, workers, batch_size), if_new, threshold, on_batch, stacklevel=4
+        )
 
     def _text_batches(self, items: Iterable[Sequence[Any]], workers: int | None, batch_size: int) -> Iterator[Batch]:
         """Validated batches of ``batch_size`` ``(key, text[, meta])`` items, fingerprinted
@@ -710,7 +720,7 @@ class Database:
         k: int | None = None,
         *,
         texts: Iterable[str] | None = None,
-        sketches: Iterable[bytes] | None = None,
+        sketches: Iterable[bytes | None] | None = None,
         limit: int | None = None,
         threshold: float | None = None,
         workers: int | None = 1,
@@ -740,7 +750,10 @@ class Database:
             queries = [check_fingerprint(fp) for fp in iterate(fingerprints, "fingerprints")]
             if sketches is not None:
                 query_sketches = checked_sketches(list(iterate(sketches, "sketches")), queries)
-        verified = query_sketches is not None and None not in query_sketches and self._sketched
+        # The wider radius a sketch allows: a query without one only filters its extra candidates out.
+        verified = (
+            query_sketches is not None and any(sketch is not None for sketch in query_sketches) and self._sketched
+        )
         radius, threshold = self._query_radius(k, threshold, verified=verified)
         limit = self._check_limit(limit)
         if not queries:

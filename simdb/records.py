@@ -15,7 +15,6 @@ Every method works inside the caller's transaction over :class:`simdb.storage.Ha
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -29,7 +28,7 @@ from simdb.errors import CorruptDatabaseError, InvalidKeyError, Remedy, damaged
 from simdb.fingerprint import SKETCH_BYTES
 from simdb.key_index import key_index_for
 from simdb.keys import check_key, decode_id, describe, encode_id, encode_id_range, index_key
-from simdb.storage import Handles, copy_sub_databases, gone_process
+from simdb.storage import Handles, copy_sub_databases, gone_process, host_tag
 
 DOCS = b"docs"
 SKETCHES = b"sketches"
@@ -41,7 +40,7 @@ FLUSH_MARK_PREFIX = b"writer."
 
 def _host_marks() -> bytes:
     """The start of this host's flush-mark names: :data:`FLUSH_MARK_PREFIX` and the host."""
-    return FLUSH_MARK_PREFIX + socket.gethostname().replace(".", "_").encode("ascii", "backslashreplace") + b"."
+    return FLUSH_MARK_PREFIX + host_tag().encode("ascii") + b"."
 
 
 def flush_mark_name(unique: bytes) -> bytes:

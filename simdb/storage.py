@@ -372,6 +372,14 @@ def _allocate_lock_file(lock_file: Path) -> None:
         os.close(fd)
 
 
+def host_tag() -> str:
+    """This host's name as the names of files and marks that a process leaves for itself
+    carry it, beside its process id (see :func:`gone_process`): dots and hyphens, which
+    separate those names' fields, made underscores, and anything but ASCII escaped."""
+    name = socket.gethostname().replace(".", "_").replace("-", "_")
+    return name.encode("ascii", "backslashreplace").decode("ascii")
+
+
 def gone_process(pid: str) -> bool:
     """Whether ``pid``, a process id read from a file name that a process of this host wrote
     for itself, names another process that no longer runs, so that what it left can go.
@@ -495,8 +503,7 @@ def partial_beside(target: Path) -> tuple[int, Path]:
     machine's OOM killer) are removed first: the writer's cleanup never ran, and the file may
     be as large as the output.  A process on another host sharing the directory is never
     judged.  One directory scan.  Raises OSError."""
-    host = socket.gethostname().replace(".", "_")
-    prefix = f".{target.name}.{host}."
+    prefix = f".{target.name}.{host_tag()}."
     directory = target.parent
     for entry in os.scandir(directory):
         left = entry.name.startswith(prefix) and entry.name.endswith(_PARTIAL)
@@ -511,7 +518,11 @@ def partial_beside(target: Path) -> tuple[int, Path]:
         # for a moment, for every thread of the process (other threads' files included).
         path = directory / f"{prefix}{os.getpid()}.{secrets.token_hex(5)}{_PARTIAL}"
         try:
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            # Private until fchmod gives it the mode of the file it replaces: that file's
+            # readers only, never a wider set for a moment.
+            descriptor = os.open(
+                path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666 if mode is None else 0o600
+            )
             break
         except FileExistsError:
             continue

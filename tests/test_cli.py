@@ -272,6 +272,17 @@ def test_keys_that_are_not_valid_unicode_fail_their_records_and_never_merge(tmp_
         assert database.get("kept").fingerprint == database.fingerprint("café au lait and more words")
     with simdb.open(tmp_path / "tsv", readonly=True) as database:
         assert list(database.keys()) == ["z"] and database.get("z").meta == {"a": "\ufffd"}
+    # A review: a line with a bad byte and a meta nested past what is stored ended the whole
+    # add with a RecursionError; it fails alone.
+    deep = tmp_path / "deep.jsonl"
+    nested = "[" * 700 + "]" * 700
+    deep.write_bytes(
+        b'{"id": "x", "text": "caf\xe9 au lait", "m": ' + nested.encode() + b'}\n{"id": "y", "text": "ok"}\n'
+    )
+    result = run("add", "--jsonl", deep, "--db", tmp_path / "deep")
+    assert result.exit_code == 2 and "Recursion" not in result.stderr, result.stderr
+    with simdb.open(tmp_path / "deep", readonly=True) as database:
+        assert list(database.keys()) == ["y"]
 
 
 def test_add_jsonl_from_stdin(db: str) -> None:
@@ -971,6 +982,21 @@ def test_import_reports_bad_lines(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert f"{source}:2" in result.stderr and f"{source}:3" in result.stderr
     assert "added 1" in result.stdout
+
+
+def test_base64_fields_with_bytes_beyond_ascii_fail_their_line(tmp_path: Path) -> None:
+    """A review: a non-ASCII sketch or msgpack meta column ended the whole import with an
+    unexpected ValueError (base64 refuses such text with ValueError, not binascii.Error)."""
+    export = tmp_path / "export.tsv"
+    with simdb.open(tmp_path / "db") as database:
+        database.add("fine", 1)
+    assert run("export", "-o", export, "--db", tmp_path / "db").exit_code == 0
+    header = export.read_text().splitlines()[0]
+    export.write_text(f"{header}\na\t0x1\t\tsketch:ab\u00e9cd\nb\t0x2\tmsgpack:\u00e9\nc\t0x3\n", encoding="utf-8")
+    result = run("import", export, "--db", tmp_path / "copy", "--no-progress")
+    assert result.exit_code == 2 and "unexpected" not in result.stderr, result.stderr
+    with simdb.open(tmp_path / "copy", readonly=True) as copy:
+        assert list(copy.keys()) == ["c"]
 
 
 def test_an_export_cut_short_inside_its_last_line_is_reported_not_imported(tmp_path: Path) -> None:

@@ -320,7 +320,14 @@ def test_prune_keeps_everything_under_a_directory_argument_that_is_missing(
     pruned = {line["key"] for line in json_lines(result.stdout) if line.get("event") == "pruned"}
     assert pruned == {"c.txt"}  # a file argument that is gone still goes
     assert set(stored(db)) == {"docs/a.txt", "docs/sub/b.txt"}
-    assert "docs: missing, so nothing stored under it is pruned" in result.stderr
+    assert "docs: missing (renamed? a share not mounted?), so nothing stored under it is pruned" in result.stderr
+    assert f"simdb keys --db {db} --prefix docs/ | simdb remove --db {db} -" in result.stderr
+    (tmp_path / "docs").mkdir()  # the mount point of a share not mounted
+    empty = add("docs", "-r", "--prune", "--db", db)
+    assert "docs: an empty directory" in empty.stderr and set(stored(db)) == {"docs/a.txt", "docs/sub/b.txt"}
+    write_tree(tmp_path, ["docs/a.txt"])  # one file back: the rest is gone, and goes
+    assert add("docs", "-r", "--prune", "--db", db).exit_code == 0
+    assert set(stored(db)) == {"docs/a.txt"}
 
 
 # -- remove's report -------------------------------------------------------------------------------

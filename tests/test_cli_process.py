@@ -11,7 +11,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import simdb
+from simdb.storage import host_tag
 from tests.conftest import copies_with_a_zeroed_leaf
 
 SIMDB = shutil.which("simdb")
@@ -390,7 +390,7 @@ def test_a_dry_run_ignores_scratch_names_that_are_no_process_id(tmp_path: Path) 
     # A review found "simdb-dry-run-2147483648-x" (or a non-ASCII digit) in the temporary
     # directory making every dry run fail with an unexpected OverflowError.
     scratch = tmp_path / "tmp"
-    host = socket.gethostname().replace("-", "_")
+    host = host_tag()
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # its process id is free now
     names = ["2147483648-x", "99999999999999999999-y", "\u00b2-z"]
@@ -492,7 +492,7 @@ def test_the_next_export_removes_the_partial_file_a_killed_export_left(tmp_path:
     # Another process's partial file, still being written, is left alone.
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        host = socket.gethostname().replace(".", "_")
+        host = host_tag()
         running = tmp_path / f".{name}.{host}.{sleeper.pid}.abc.partial"
         running.write_text("an export still being written")
         assert len(list(tmp_path.glob(f".{name}.*.partial"))) == 2

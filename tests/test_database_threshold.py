@@ -155,6 +155,8 @@ def test_threshold_pairs_clusters_and_queries_equal_the_oracle(
             )
             assert db.query_many(texts=[texts[i]], threshold=threshold) == [matches]
             assert db.query_many([fingerprint], sketches=[query_row[2]], threshold=threshold) == [matches]
+            # A query without a sketch beside it does not narrow this one's radius (a review).
+            assert db.query_many([fingerprint, 0], sketches=[query_row[2], None], threshold=threshold)[0] == matches
 
 
 def test_pairs_run_at_any_k_beyond_the_index_k(db_path) -> None:
@@ -630,7 +632,9 @@ def test_an_if_new_add_warns_once_when_its_threshold_lies_mostly_beyond_k(tmp_pa
             db.add_texts([("b", "one two three four five seven")], if_new=True, threshold=0.7)
             db.add_texts([("c", "one two three four five eight")], if_new=True, threshold=0.7)
             db.writer(if_new=True, threshold=0.6).close()
-        assert [warning.category for warning in caught] == [simdb.IfNewReachWarning] * 2
+            db.add("d", text="one two three four five nine", if_new=True, threshold=0.65)
+            db.add_many([("e", 5)], if_new=True, threshold=0.66)
+        assert [warning.category for warning in caught] == [simdb.IfNewReachWarning] * 4
         assert all(warning.filename == __file__ for warning in caught)  # the caller's line
         within = share_within(db.k, 0.7, "minhash")
         assert within < 0.75 and f"{within:.0%} of the pairs at similarity 0.7" in str(caught[0].message)

@@ -1312,9 +1312,18 @@ def test_a_partial_file_takes_its_mode_without_setting_the_umask(tmp_path, monke
         existing = tmp_path / "old.jsonl"
         existing.write_text("x")
         existing.chmod(0o604)
+        created_modes = []
+        real_fchmod = os.fchmod
+
+        def recording_fchmod(descriptor: int, mode: int) -> None:
+            created_modes.append(os.fstat(descriptor).st_mode & 0o777)
+            real_fchmod(descriptor, mode)
+
+        monkeypatch.setattr(os, "fchmod", recording_fchmod)
         descriptor, path = partial_beside(existing)
         os.close(descriptor)
         assert path.stat().st_mode & 0o777 == 0o604
+        assert created_modes == [0o600]  # private until given the mode: never wider (a review)
     finally:
         monkeypatch.undo()
         os.umask(current)
