@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import signal
 import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -17,7 +18,7 @@ from typer.exceptions import TyperException
 from simdb import DatabaseError, SimdbError
 from simdb.errors import ConfigMismatchError, InvalidInputError, Remedy, WorkerDiedError, WorkerStartError
 
-from . import output
+from . import output, signals
 from .output import err
 
 EXIT_NOTHING_FOUND = 1
@@ -147,7 +148,8 @@ def guarded(command: F) -> F:
             raise
         except KeyboardInterrupt:
             err("simdb: interrupted")
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+            terminated = signals.last_signal == signal.SIGTERM  # by SIGTERM, outside the run's own handling
+            raise typer.Exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED) from None
         except BrokenPipeError as error:
             if error.errno == errno.EBADF:
                 # Closed before the command started (``simdb export >&-``): the results never

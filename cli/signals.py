@@ -17,6 +17,11 @@ class Interruption(threading.Event):
     signal: int = signal.SIGINT
 
 
+#: The signal that last interrupted this process through :func:`interrupts_in_this_process_only`,
+#: for the exit code of an interruption that surfaces outside the run that handled it.
+last_signal: int | None = None
+
+
 @contextmanager
 def interrupts_in_this_process_only() -> Iterator[Interruption]:
     """Let Ctrl-C, and SIGTERM (``timeout``, ``kill``, a service manager stopping the run),
@@ -40,7 +45,8 @@ def interrupts_in_this_process_only() -> Iterator[Interruption]:
 
     def on_interrupt(signum: int, frame: Any) -> None:
         if os.getpid() == owner:
-            received.signal = signum
+            global last_signal
+            received.signal = last_signal = signum
             received.set()
             raise KeyboardInterrupt
         if signum == signal.SIGTERM:  # a worker, told to end: it ends
