@@ -598,8 +598,9 @@ def add(
     are read in this order: --fingerprints files, PATH arguments (and --files-from lists),
     --jsonl files.  An unreadable or binary file is reported once and counted as failed
     (exit code 2 at the end), and so is a document over --max-doc-bytes; text that is not
-    valid UTF-8 (or --encoding) is reported and counted, its undecodable bytes kept.  A run that stores
-    nothing creates no database.  Ctrl-C stops cleanly: every committed batch stays.  Ends
+    valid UTF-8 (or --encoding) is reported and counted, its undecodable bytes kept.  A run with
+    nothing to store creates no database.  Ctrl-C (or SIGTERM) stops cleanly: every committed
+    batch stays (and a database created for the first batch stays, empty).  Ends
     with a summary line: added, replaced, skipped, failed, unchanged, and how many documents
     had nothing to fingerprint (featureless: a blank text, say; stored, but never anyone's
     near-duplicate).
