@@ -34,9 +34,11 @@ import typer
 import simdb
 from simdb import InvalidInputError, InvalidKeyError, NotADatabaseError
 from simdb.config import new_plan
-from simdb.database import DEFAULT_BLOCKS, DEFAULT_K, check_cluster_mode
+from simdb.database import CLUSTER_MODES, DEFAULT_BLOCKS, DEFAULT_K, check_cluster_mode
 from simdb.errors import DASK_INSTALL_HINT, ConfigMismatchError, DaskNotInstalledError
+from simdb.fingerprint import FEATURE_KINDS, KINDS, WEIGHT_KINDS
 from simdb.keys import check_key, describe
+from simdb.stopwords import STOPWORD_LISTS
 
 from . import _exit_quietly, output
 from .atomic import output_file, write_failed
@@ -184,12 +186,25 @@ DbOption = Annotated[
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print JSON lines on stdout (one object per line) instead of tables.")
 ]
+
+
+def completes(values: Iterable[str]) -> Callable[[str], list[str]]:
+    """Shell completion of an option's ``values``: those that start as typed."""
+    choices = tuple(values)
+
+    def complete(incomplete: str) -> list[str]:
+        return [value for value in choices if value.startswith(incomplete)]
+
+    return complete
+
+
 #: The output format of the commands that print records (one writer: output.write_records).
 FormatOption = Annotated[
     str | None,
     typer.Option(
         "--format",
         metavar="FORMAT",
+        autocompletion=completes(output.FORMATS),
         help="Output format: table (the default), tsv, csv (quoted as RFC 4180), or json (JSON lines, as --json). "
         "TSV leaves out a record with a tab or line break in a value, prints the rest, then exits 2: "
         "use csv or json for such keys.",
@@ -301,16 +316,67 @@ _WEIGHTS_HELP = (
     "SimHash feature weights: tf (every occurrence counts), binary (each distinct feature once, the default) "
     "or log (1 + log of the count); with --kind simhash only (minhash fingerprints the set of features)."
 )
-FeaturesOption = Annotated[str | None, typer.Option("--features", help=_FEATURES_HELP + FIXED, show_default=False)]
+FeaturesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--features",
+        autocompletion=completes(FEATURE_KINDS),
+        help=_FEATURES_HELP + FIXED,
+        show_default=False,
+    ),
+]
 NgramOption = Annotated[int | None, typer.Option("--ngram", min=1, help=_NGRAM_HELP + FIXED, show_default=False)]
-StopwordsOption = Annotated[str | None, typer.Option("--stopwords", help=_STOPWORDS_HELP + FIXED, show_default=False)]
-KindOption = Annotated[str | None, typer.Option("--kind", help=_KIND_HELP + FIXED, show_default=False)]
-WeightsOption = Annotated[str | None, typer.Option("--weights", help=_WEIGHTS_HELP + FIXED, show_default=False)]
-HashFeaturesOption = Annotated[str | None, typer.Option("--features", help=_FEATURES_HELP, show_default=False)]
+StopwordsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--stopwords",
+        autocompletion=completes(("none", *STOPWORD_LISTS)),
+        help=_STOPWORDS_HELP + FIXED,
+        show_default=False,
+    ),
+]
+KindOption = Annotated[
+    str | None,
+    typer.Option("--kind", autocompletion=completes(KINDS), help=_KIND_HELP + FIXED, show_default=False),
+]
+WeightsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--weights",
+        autocompletion=completes(WEIGHT_KINDS),
+        help=_WEIGHTS_HELP + FIXED,
+        show_default=False,
+    ),
+]
+HashFeaturesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--features",
+        autocompletion=completes(FEATURE_KINDS),
+        help=_FEATURES_HELP,
+        show_default=False,
+    ),
+]
 HashNgramOption = Annotated[int | None, typer.Option("--ngram", min=1, help=_NGRAM_HELP, show_default=False)]
-HashStopwordsOption = Annotated[str | None, typer.Option("--stopwords", help=_STOPWORDS_HELP, show_default=False)]
-HashKindOption = Annotated[str | None, typer.Option("--kind", help=_KIND_HELP, show_default=False)]
-HashWeightsOption = Annotated[str | None, typer.Option("--weights", help=_WEIGHTS_HELP, show_default=False)]
+HashStopwordsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--stopwords", autocompletion=completes(("none", *STOPWORD_LISTS)), help=_STOPWORDS_HELP, show_default=False
+    ),
+]
+HashKindOption = Annotated[
+    str | None,
+    typer.Option("--kind", autocompletion=completes(KINDS), help=_KIND_HELP, show_default=False),
+]
+HashWeightsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--weights",
+        autocompletion=completes(WEIGHT_KINDS),
+        help=_WEIGHTS_HELP,
+        show_default=False,
+    ),
+]
 QueryKOption = Annotated[
     int | None,
     typer.Option(
@@ -946,6 +1012,7 @@ def pairs(
         str | None,
         typer.Option(
             "--sort",
+            autocompletion=completes(PAIR_ORDERS),
             help="Order of the pairs: similarity (the default: most similar first, then nearest, then by key_a "
             "and key_b), key (by key_a, then key_b), or none (as found: streamed, without holding the pairs in "
             "memory, in an order that may differ between runs).",
@@ -1187,6 +1254,7 @@ def clusters(
         typer.Option(
             "--mode",
             metavar="MODE",
+            autocompletion=completes(CLUSTER_MODES),
             help="components: documents connected by chains of pairs; leaders: in the order added, a document no "
             "earlier one took leads every later document it pairs with that none took yet, so every member is a "
             "near-duplicate of the representative (what to keep when deduplicating).",
@@ -1763,6 +1831,7 @@ def export(
         str,
         typer.Option(
             "--format",
+            autocompletion=completes(("auto", *EXPORT_FORMATS)),
             help=(
                 "auto (the --output name's: tsv for .tsv or .tsv.gz, parquet for .parquet, else jsonl, as import "
                 "reads them), jsonl (a settings header line, then one object per document), tsv (the header line, "
@@ -1870,6 +1939,7 @@ def import_command(
         str,
         typer.Option(
             "--format",
+            autocompletion=completes(("auto", *EXPORT_FORMATS)),
             help="auto (tsv if the name ends in .tsv or .tsv.gz, parquet if .parquet, else jsonl), jsonl, tsv "
             "or parquet.",
         ),

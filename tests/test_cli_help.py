@@ -102,6 +102,29 @@ def test_version_flags_print_the_installed_version() -> None:
         assert result.stdout == f"simdb {version('simdb')}\n"
 
 
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ("simdb query --format ", ["table", "tsv", "csv", "json"]),
+        ("simdb clusters --mode l", ["leaders"]),
+        ("simdb add --kind ", ["simhash", "minhash"]),
+        ("simdb export --format ", ["auto", "jsonl", "tsv", "parquet"]),
+    ],
+)
+def test_option_values_complete_in_the_shell(words: str, expected: list[str]) -> None:
+    """A new-user probe: commands and options completed, but no option's values did."""
+    environment = {
+        **os.environ,
+        "_SIMDB_COMPLETE": "complete_bash",
+        "COMP_WORDS": words,
+        "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)),
+    }
+    completed = subprocess.run(
+        [sys.executable, "-m", "simdb_cli"], env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert completed.stdout.split() == expected, completed.stderr
+
+
 def test_shell_completion_is_offered() -> None:
     assert "--install-completion" in help_text(None, 80)
     script = subprocess.run(
