@@ -89,6 +89,24 @@ _USAGE_ERROR: type[Any] = next(cls for cls in typer.BadParameter.__mro__ if cls.
 _CLICK_EXCEPTION: type[Any] = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException")
 
 
+def _given_value(args: list[str], param: Any) -> str | None:
+    """The value given on the command line ``args`` to the option ``param`` of a usage error
+    (the last one, as click takes the last), or None for an argument, a flag or a value not
+    found.  O(len(args))."""
+    if param is None or getattr(param, "param_type_name", None) != "option" or getattr(param, "is_flag", False):
+        return None
+    given = None
+    for position, arg in enumerate(args):
+        for name in param.opts:
+            if arg == name and position + 1 < len(args):
+                given = args[position + 1]
+            elif name.startswith("--") and arg.startswith(name + "="):
+                given = arg[len(name) + 1 :]
+            elif not name.startswith("--") and arg.startswith(name) and len(arg) > len(name):
+                given = arg[len(name) :]  # -k99
+    return given
+
+
 class SimdbGroup(TyperGroup):
     """typer's group, with CLI placeholders for its own and its commands' parameters, and
     click's own usage errors (an unknown option, a value of the wrong type) in simdb's one
@@ -121,6 +139,9 @@ class SimdbGroup(TyperGroup):
                 hint = f"{error.ctx.command_path} -h lists the options"
             # One line, and the user's value in it escaped as every message escapes it.
             message = " ".join(error.format_message().split()).translate(CONTROL_ESCAPES)
+            given = _given_value(sys.argv[1:] if args is None else list(args), getattr(error, "param", None))
+            if given is not None and given not in message:  # typer's range errors leave the value out
+                message += f" (given: {given})".translate(CONTROL_ESCAPES)
             err(f"simdb: {message} (hint: {hint})")
             sys.exit(error.exit_code)
         except _CLICK_EXCEPTION as error:

@@ -820,6 +820,9 @@ def test_bad_settings_in_an_export_header_are_named_as_stored_not_as_options(tmp
     [
         (["pairs", "-t", "abc"], "'--threshold'"),
         (["add", "-k", "many", "x.txt"], "'-k'"),
+        (["query", "-k", "99", "text"], "(given: 99)"),  # typer's range message leaves the value out
+        (["query", "--limit=0", "text"], "(given: 0)"),
+        (["pairs", "-k77"], "(given: 77)"),
         (["pairs", "--bogus"], "--bogus"),
         (["pairs", "--bo\x1b[2Jgus"], "--bo\\x1b[2Jgus"),  # escaped, as in every message
         (["frob"], "'frob'"),
