@@ -21,6 +21,7 @@ from contextlib import contextmanager, suppress
 from itertools import chain, islice
 from typing import IO, Any, NamedTuple
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -272,7 +273,8 @@ def table(
     is quoted (:func:`shown`).  Returns the number of rows."""
     iterator: Iterator[Sequence[Any]] = iter(rows)
     sample = [[shown(str(cell)) for cell in row] for row in islice(iterator, WIDTH_SAMPLE_ROWS)]
-    widths = [max([len(name)] + [len(row[column]) for row in sample]) for column, name in enumerate(header)]
+    # Widths in terminal cells, not characters: a CJK character takes two, a combining mark none.
+    widths = [max([cell_len(name)] + [cell_len(row[column]) for row in sample]) for column, name in enumerate(header)]
     last = len(header) - 1
 
     def render(cells: Sequence[str]) -> str:
@@ -280,10 +282,9 @@ def table(
         for column, cell in enumerate(cells):
             if column == last:
                 parts.append(cell)
-            elif column in right_aligned:
-                parts.append(cell.rjust(widths[column]))
-            else:
-                parts.append(cell.ljust(widths[column]))
+                continue
+            padding = " " * (widths[column] - cell_len(cell))
+            parts.append(padding + cell if column in right_aligned else cell + padding)
         line = "  ".join(parts)
         # An empty last cell (a histogram's bar of a zero count) leaves only padding behind.
         return line if cells[last] else line.rstrip(" ")

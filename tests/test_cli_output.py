@@ -465,3 +465,18 @@ def test_clusters_mode_leaders_never_chains_and_a_bad_mode_prints_nothing(tmp_pa
     assert [row[-1] for row in csv_rows(stdout(with_singletons))[1:]] == ["a", "b", "c", "far"]
     refused = run("clusters", "--mode", "star", "--format", "tsv", "--db", db)
     assert refused.exit_code == 2 and refused.stdout == "" and "--mode star" in refused.stderr
+
+
+def test_table_columns_line_up_in_terminal_cells_for_wide_characters(tmp_path: Path) -> None:
+    """A new-user probe: CJK keys misaligned table columns, their width counted in
+    characters where a terminal gives each two cells."""
+    from rich.cells import cell_len
+
+    db = tmp_path / "db"
+    with simdb.open(db) as database:
+        database.add_many([("東京の記事", 1), ("ab", 2), ("e\u0301t\u0301e\u0301", 3)])
+    result = run("get", "東京の記事", "ab", "e\u0301t\u0301e\u0301", "--db", db)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    starts = {cell_len(line[: line.index("0x")]) for line in lines[1:]}
+    assert len(starts) == 1 and cell_len(lines[0][: lines[0].index("fingerprint")]) in starts
