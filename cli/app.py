@@ -1824,6 +1824,15 @@ def _hashed_texts(
 EXPORT_FORMATS = ("jsonl", "tsv", "parquet")
 
 
+def export_file_format(file_format: str) -> str:
+    """``--format`` of export and import checked: auto or one of :data:`EXPORT_FORMATS`,
+    "json" taken for jsonl (the other commands' --format json prints JSON lines too)."""
+    file_format = "jsonl" if file_format == "json" else file_format
+    if file_format not in ("auto", *EXPORT_FORMATS):
+        raise usage_error(f"--format {file_format!r} is not one of auto, {', '.join(EXPORT_FORMATS)}")
+    return file_format
+
+
 @app.command()
 @guarded
 def export(
@@ -1834,7 +1843,8 @@ def export(
             autocompletion=completes(("auto", *EXPORT_FORMATS)),
             help=(
                 "auto (the --output name's: tsv for .tsv or .tsv.gz, parquet for .parquet, else jsonl, as import "
-                "reads them), jsonl (a settings header line, then one object per document), tsv (the header line, "
+                "reads them), jsonl or json (a settings header line, then one object per document), tsv (the header "
+                "line, "
                 "then KEY, FINGERPRINT, META-JSON, sketch:BASE64), "
                 "or parquet (key, fingerprint, the header in its metadata: the input of pairs --parquet; needs the "
                 "dask extra)."
@@ -1854,8 +1864,7 @@ def export(
     """
     if output_path != "-" and Path(os.path.realpath(output_path)).is_relative_to(os.path.realpath(db)):
         raise usage_error(f"-o {output_path} is inside the database {db}, whose files the export would replace")
-    if file_format not in ("auto", *EXPORT_FORMATS):
-        raise usage_error(f"--format {file_format!r} is not one of auto, {', '.join(EXPORT_FORMATS)}")
+    file_format = export_file_format(file_format)
     named = export_format_of(output_path)
     says_jsonl = output_path.lower().endswith((".jsonl", ".jsonl.gz"))
     if file_format == "auto":
@@ -1940,8 +1949,8 @@ def import_command(
         typer.Option(
             "--format",
             autocompletion=completes(("auto", *EXPORT_FORMATS)),
-            help="auto (tsv if the name ends in .tsv or .tsv.gz, parquet if .parquet, else jsonl), jsonl, tsv "
-            "or parquet.",
+            help="auto (tsv if the name ends in .tsv or .tsv.gz, parquet if .parquet, else jsonl), jsonl (or "
+            "json), tsv or parquet.",
         ),
     ] = "auto",
     k: CreateKOption = None,
@@ -1970,8 +1979,7 @@ def import_command(
     A new database takes k, blocks and fingerprint settings from the export's header
     unless -k/--blocks are given; that is how to rebuild with another block plan.
     """
-    if file_format not in ("auto", *EXPORT_FORMATS):
-        raise usage_error(f"--format {file_format!r} is not one of auto, {', '.join(EXPORT_FORMATS)}")
+    file_format = export_file_format(file_format)
     if checked_threshold(threshold) is not None and not if_new:
         raise usage_error("--threshold goes with --if-new (import stores every document otherwise)")
     stdin_read_once(*(("FILES", [name]) for name in files))

@@ -1107,6 +1107,8 @@ def test_export_parquet_needs_an_output_file_and_unknown_formats_are_refused(fil
     result = run("export", "--format", "parquet", "--db", filled)
     assert result.exit_code == 2 and "--output" in result.stderr
     assert run("export", "--format", "xml", "--db", filled).exit_code == 2
+    # json, the other commands' --format for JSON lines, is taken for jsonl (a new-user probe).
+    assert run("export", "--format", "json", "--db", filled).stdout == run("export", "--db", filled).stdout
 
 
 @pytest.mark.parametrize("name", ["backup.tsv", "backup.TSV.gz", "backup.jsonl", "backup.txt"])
