@@ -966,7 +966,8 @@ def pairs(
         typer.Option(
             "--histogram",
             help="Instead of the pairs, print a bar chart of how many pairs there are per similarity (0.05 steps, "
-            "from the threshold up), or per distance 0..k with -k alone.",
+            "from the threshold up: the row 0.90 counts the pairs from 0.90 up to 0.95, the last row those at 1.0), "
+            "or per distance 0..k with -k alone.",
         ),
     ] = False,
     parquet: Annotated[
@@ -1243,7 +1244,8 @@ def clusters(
         typer.Option(
             "--histogram",
             help="Instead of the clusters, print how many clusters and clustered documents each threshold gives, from "
-            "--threshold up to 1.0 in 0.05 steps (or each k=d for d in 0..k with -k alone), as a bar chart.",
+            "--threshold up to 1.0 in 0.05 steps (or each k=d for d in 0..k with -k alone), as a bar chart: each "
+            "row is what clustering at that threshold alone would give, not a count per step.",
         ),
     ] = False,
     singletons: Annotated[
