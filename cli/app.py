@@ -316,67 +316,26 @@ _WEIGHTS_HELP = (
     "SimHash feature weights: tf (every occurrence counts), binary (each distinct feature once, the default) "
     "or log (1 + log of the count); with --kind simhash only (minhash fingerprints the set of features)."
 )
-FeaturesOption = Annotated[
-    str | None,
-    typer.Option(
-        "--features",
-        autocompletion=completes(FEATURE_KINDS),
-        help=_FEATURES_HELP + FIXED,
-        show_default=False,
-    ),
-]
+
+
+def _setting_option(name: str, help_text: str, values: Iterable[str]) -> Any:
+    """A fingerprint-setting option (``--features``, ``--kind``, ...): its ``values``
+    complete in the shell, and no default is shown (the database's stored one applies)."""
+    return typer.Option(name, autocompletion=completes(values), help=help_text, show_default=False)
+
+
+FeaturesOption = Annotated[str | None, _setting_option("--features", _FEATURES_HELP + FIXED, FEATURE_KINDS)]
 NgramOption = Annotated[int | None, typer.Option("--ngram", min=1, help=_NGRAM_HELP + FIXED, show_default=False)]
 StopwordsOption = Annotated[
-    str | None,
-    typer.Option(
-        "--stopwords",
-        autocompletion=completes(("none", *STOPWORD_LISTS)),
-        help=_STOPWORDS_HELP + FIXED,
-        show_default=False,
-    ),
+    str | None, _setting_option("--stopwords", _STOPWORDS_HELP + FIXED, ("none", *STOPWORD_LISTS))
 ]
-KindOption = Annotated[
-    str | None,
-    typer.Option("--kind", autocompletion=completes(KINDS), help=_KIND_HELP + FIXED, show_default=False),
-]
-WeightsOption = Annotated[
-    str | None,
-    typer.Option(
-        "--weights",
-        autocompletion=completes(WEIGHT_KINDS),
-        help=_WEIGHTS_HELP + FIXED,
-        show_default=False,
-    ),
-]
-HashFeaturesOption = Annotated[
-    str | None,
-    typer.Option(
-        "--features",
-        autocompletion=completes(FEATURE_KINDS),
-        help=_FEATURES_HELP,
-        show_default=False,
-    ),
-]
+KindOption = Annotated[str | None, _setting_option("--kind", _KIND_HELP + FIXED, KINDS)]
+WeightsOption = Annotated[str | None, _setting_option("--weights", _WEIGHTS_HELP + FIXED, WEIGHT_KINDS)]
+HashFeaturesOption = Annotated[str | None, _setting_option("--features", _FEATURES_HELP, FEATURE_KINDS)]
 HashNgramOption = Annotated[int | None, typer.Option("--ngram", min=1, help=_NGRAM_HELP, show_default=False)]
-HashStopwordsOption = Annotated[
-    str | None,
-    typer.Option(
-        "--stopwords", autocompletion=completes(("none", *STOPWORD_LISTS)), help=_STOPWORDS_HELP, show_default=False
-    ),
-]
-HashKindOption = Annotated[
-    str | None,
-    typer.Option("--kind", autocompletion=completes(KINDS), help=_KIND_HELP, show_default=False),
-]
-HashWeightsOption = Annotated[
-    str | None,
-    typer.Option(
-        "--weights",
-        autocompletion=completes(WEIGHT_KINDS),
-        help=_WEIGHTS_HELP,
-        show_default=False,
-    ),
-]
+HashStopwordsOption = Annotated[str | None, _setting_option("--stopwords", _STOPWORDS_HELP, ("none", *STOPWORD_LISTS))]
+HashKindOption = Annotated[str | None, _setting_option("--kind", _KIND_HELP, KINDS)]
+HashWeightsOption = Annotated[str | None, _setting_option("--weights", _WEIGHTS_HELP, WEIGHT_KINDS)]
 QueryKOption = Annotated[
     int | None,
     typer.Option(
