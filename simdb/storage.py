@@ -1353,6 +1353,7 @@ class Storage:
                     meminit=False,
                     sync=False,
                 )
+                made = _identity(target_file)
                 try:
                     for suffix in ("", "-lock"):
                         _copy_access(self.path / (source + suffix), self.path / (name + suffix))
@@ -1383,6 +1384,16 @@ class Storage:
                 _remove_generation(self.path, name)
                 raise
             target.close()
+            if self._superseded():
+                # The directory was replaced while the copy was written (removed and restored
+                # from a backup, say): the copy is of the database that was, and must not be
+                # named by the CURRENT of the one that is.  Only a file this call made goes.
+                if _identity(target_file) == made:
+                    _remove_generation(self.path, name)
+                raise StorageError(
+                    f"{self.path} was replaced while it was being compacted; the database now there was left as it is",
+                    "compact it again",
+                )
             try:
                 # One line: ``initialised`` is about the first generation only, and an earlier
                 # release reads a one-line CURRENT (a format-1 database stays readable by it).

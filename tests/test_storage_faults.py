@@ -1327,3 +1327,35 @@ def test_a_partial_file_takes_its_mode_without_setting_the_umask(tmp_path, monke
     finally:
         monkeypatch.undo()
         os.umask(current)
+
+
+def test_a_database_restored_while_it_is_compacted_is_left_as_restored(tmp_path, monkeypatch) -> None:
+    """A probe: `compact` racing `rm -rf db; cp -r backup db` named its new generation, a
+    file of the removed directory, in the restored CURRENT: every command then failed
+    with "data-000003.mdb is missing"."""
+    import shutil
+
+    import simdb.database
+
+    path, backup = tmp_path / "db", tmp_path / "backup"
+    with simdb.open(path) as db:
+        db.add_many((f"k{i}", i * 7919) for i in range(500))
+    shutil.copytree(path, backup)
+    real_copy = simdb.database.copy_sub_databases
+
+    def restore_then_copy(*args, **kwargs) -> None:
+        # The compaction is writing its new generation: the directory is restored under it.
+        shutil.rmtree(path)
+        shutil.copytree(backup, path)
+        real_copy(*args, **kwargs)
+
+    with simdb.open(path) as db:
+        db.add("added after the backup", 1)
+        monkeypatch.setattr(simdb.database, "copy_sub_databases", restore_then_copy)
+        with pytest.raises(simdb.StorageError, match="replaced while it was being compacted"):
+            db.compact()
+        monkeypatch.undo()
+    with simdb.open(path, readonly=True) as restored_db:
+        assert len(restored_db) == 500 and "added after the backup" not in restored_db
+        assert not restored_db.check().problems
+    assert sorted(entry.name for entry in path.iterdir()) == sorted(entry.name for entry in backup.iterdir())
