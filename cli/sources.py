@@ -776,22 +776,23 @@ def _scrub(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def _storable_numbers(value: Any) -> bool:
-    """Whether every int in ``value`` fits the 64 bits msgpack can store.  Iterative, so
-    any nesting depth is checked (the database refuses the too deep itself).  O(size)."""
-    pending = [value]
+def _unstorable(value: Any) -> str | None:
+    """Why the database would refuse ``value`` read from JSON (an int beyond the 64 bits
+    msgpack stores, or nesting deeper than :data:`simdb.codec.MAX_DEPTH`), else None: said
+    here, per record, where the database would refuse the whole batch, which is then cut in
+    halves and fingerprinted again to find it.  Iterative.  O(size)."""
+    pending = [(value, 0)]
     while pending:
-        part = pending.pop()
+        part, depth = pending.pop()
         if isinstance(part, int) and not isinstance(part, bool) and not -(1 << 63) <= part < (1 << 64):
-            return False
-        if isinstance(part, list):
-            pending.extend(part)
-        elif isinstance(part, dict):
-            pending.extend(part.values())
-    return True
+            return "holds an integer too large to store (over 64 bits)"
+        if isinstance(part, (list, dict)):
+            if depth > codec.MAX_DEPTH:
+                return f"is nested more than {codec.MAX_DEPTH} levels deep"
+            pending.extend((item, depth + 1) for item in (part.values() if isinstance(part, dict) else part))
+    return None
 
 
-_TOO_LARGE = "holds an integer too large to store (over 64 bits)"
 #: What :func:`_checked_meta` returns for a meta it reported (None is a valid meta).
 _REFUSED = object()
 
@@ -931,8 +932,9 @@ def read_jsonl(
             meta = {
                 field_name: value for field_name, value in record.items() if field_name not in (id_field, text_field)
             } or None
-            if meta is not None and not _storable_numbers(meta):
-                intake.fail(where, f"a field {_TOO_LARGE}", name)
+            unstorable = None if meta is None else _unstorable(meta)
+            if unstorable is not None:
+                intake.fail(where, f"the meta (its other fields) {unstorable}", name)
                 continue
             yield key, text, meta, where
 
@@ -1123,8 +1125,9 @@ def read_fingerprint_tsv(
 def _checked_meta(meta: Any, where: str, intake: Intake, source: str, decode_bytes: bool) -> Any:
     """``meta`` ready to store (bytes decoded from base64 if ``decode_bytes``), or
     ``_REFUSED`` after reporting why it cannot be stored."""
-    if not _storable_numbers(meta):
-        intake.fail(where, f"meta {_TOO_LARGE}", source)
+    unstorable = _unstorable(meta)
+    if unstorable is not None:
+        intake.fail(where, f"meta {unstorable}", source)
         return _REFUSED
     if not decode_bytes:
         return meta

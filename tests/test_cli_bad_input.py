@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -871,3 +872,30 @@ def test_jsonl_lines_of_the_wrong_type_are_named_in_json_terms(tmp_path: Path) -
     for said in ("a JSON array, not an object", "a JSON string, not an object", "'text' is a JSON number"):
         assert said in stderr, stderr
     assert "'id' is a JSON array" in stderr and "list" not in stderr and " str," not in stderr
+
+
+def test_a_meta_nested_too_deep_fails_its_line_as_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe: a JSONL line whose meta nests past what the database stores was found only
+    when the database refused its batch, which was then cut in halves and fingerprinted
+    again down to the line: about a second per such line (50 in 20,000 lines: 54 s, not 3)."""
+    from simdb_cli.ingest import Ingest
+
+    def no_retries(self: Any, items: Any, add: Any) -> None:
+        raise AssertionError("a batch was refused and retried in halves")
+
+    monkeypatch.setattr(Ingest, "_store_in_halves", no_retries)
+    deep: Any = 1
+    for _ in range(150):
+        deep = [deep]
+    lines = [
+        json.dumps({"id": f"d{i}", "text": prose(i, 30), **({"m": deep} if i % 10 == 5 else {})}) for i in range(40)
+    ]
+    source = tmp_path / "deep.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    result = run("add", "--jsonl", source, "--db", tmp_path / "db", "--workers", "1", "--json")
+    assert result.exit_code == 2, result.output
+    failed = [event for event in json_lines(result.stdout) if event["event"] == "failed"]
+    assert [event["input"] for event in failed] == [f"{source}:{i + 1}" for i in range(5, 40, 10)]
+    assert all("nested more than 100 levels deep" in event["cause"] for event in failed)
+    with simdb.open(tmp_path / "db", readonly=True) as database:
+        assert len(database) == 36
