@@ -394,11 +394,8 @@ class Ingest:
         self._running = totals
         counts = self.counts()
         self.progress.update(self.task, completed=self.intake.bytes_done, documents=sum(counts[:3]) + counts.unchanged)
-
-    def in_flight(self) -> int:
-        """How many items the database took for the batch it was committing: at most a
-        batch of those not yet reported committed."""
-        return min(self.batch_size, len(self._uncommitted))
+        if self.stop.is_set():  # an interrupt deferred while this batch committed (see interrupts_in_this_process_only)
+            raise KeyboardInterrupt
 
     def counts(self) -> Counts:
         """What every committed batch added, replaced, skipped, left unchanged and found featureless."""
@@ -443,7 +440,6 @@ def run_ingest(
     return the exit code: 130 after Ctrl-C (the committed batches stay and the message says
     how many documents they added), 2 if any input failed, else 0."""
     started = time.monotonic()
-    documents_before = len(database)
     interrupted = False
     with output.progress_bar(show_progress) as progress, interrupts_in_this_process_only() as ctrl_c:
         task = progress.add_task("adding", total=total_bytes, documents=0)
@@ -475,18 +471,18 @@ def run_ingest(
         interrupted = interrupted or ctrl_c.is_set()
     # This run's committed batches, as the database reported each: not the change in the
     # number of documents, which other processes' writes meanwhile are part of.
+    # Exact after an interrupt too: one deferred while a batch committed is raised only
+    # once the batch was reported (see interrupts_in_this_process_only).
     counts = ingest.counts()
     if interrupted:
-        # Ctrl-C during a commit surfaces right after it, before its report: the batch in
-        # flight is counted as far as the number of documents grew beyond the reports (all
-        # of it when this run wrote alone; never more than it held).
-        unreported = max(0, min(ingest.in_flight(), len(database) - documents_before - counts.added))
-        counts = counts._replace(added=counts.added + unreported)
         by = "SIGTERM" if ctrl_c.signal == signal.SIGTERM else "Ctrl-C"
-        err(
-            f"simdb: interrupted; {counts.added:,} documents were added before {by} "
-            "(every committed batch is kept; the batch in progress was not stored)"
-        )
+        if dry_run:
+            err(f"simdb: interrupted by {by}; nothing was stored (a dry run)")
+        else:
+            err(
+                f"simdb: interrupted; {counts.added:,} documents were added before {by} "
+                "(every committed batch is kept; the batch in progress was not stored)"
+            )
     print_summary(intake, json_output, counts, interrupted, time.monotonic() - started, dry_run=dry_run)
     reach = if_new_reach(database, threshold) if if_new else None
     if reach is not None:

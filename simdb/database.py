@@ -84,7 +84,7 @@ from simdb.records import (
     Document,
     Records,
 )
-from simdb.storage import MAX_MAP_SIZE, Storage, copy_sub_databases
+from simdb.storage import MAX_MAP_SIZE, Storage, copy_sub_databases, reporting_commit
 from simdb.tables import layer_for
 from simdb.threshold import (
     DEFAULT_THRESHOLD,
@@ -493,9 +493,12 @@ class Database:
                     f"items with sketches were given, but {self.path} has no fingerprint settings",
                     "open it with the fingerprinter= that made the sketches",
                 )
-            total.merge(self._commit(batch, if_new, threshold))
-            if on_batch is not None:
-                on_batch(total)
+            # One section: an interrupt that a handler defers until it (see commit_in_progress)
+            # comes after on_batch has heard of the commit, not between the two.
+            with reporting_commit():
+                total.merge(self._commit(batch, if_new, threshold))
+                if on_batch is not None:
+                    on_batch(total)
         return total
 
     def add_texts(

@@ -372,6 +372,29 @@ def _allocate_lock_file(lock_file: Path) -> None:
         os.close(fd)
 
 
+#: Per thread: how deep it is in :func:`reporting_commit` sections.
+_commit_sections = threading.local()
+
+
+@contextmanager
+def reporting_commit() -> Iterator[None]:
+    """Mark this thread, for the block, as committing a batch and reporting the result to
+    its caller (``on_batch``): see :func:`commit_in_progress`.  O(1)."""
+    _commit_sections.depth = getattr(_commit_sections, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _commit_sections.depth -= 1
+
+
+def commit_in_progress() -> bool:
+    """Whether this thread is committing a batch or reporting it (``add_many``'s and
+    ``add_texts``' ``on_batch``).  For a signal handler: an exception it raises there leaves
+    its caller unable to tell whether the batch was stored; it can note the signal instead
+    and act once ``on_batch`` has been called.  O(1)."""
+    return getattr(_commit_sections, "depth", 0) > 0
+
+
 def host_tag() -> str:
     """This host's name as the names of files and marks that a process leaves for itself
     carry it, beside its process id (see :func:`gone_process`): dots and hyphens, which
