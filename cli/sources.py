@@ -772,8 +772,25 @@ def _scrub(value: Any, depth: int = 0) -> Any:
     if isinstance(value, list):
         return [_scrub(part, depth + 1) for part in value]
     if isinstance(value, dict):
-        return {_scrub(name, depth + 1): _scrub(part, depth + 1) for name, part in value.items()}
+        return _names_kept_apart(
+            value, {_scrub(name, depth + 1): _scrub(part, depth + 1) for name, part in value.items()}
+        )
     return value
+
+
+class _NamesMerged(ValueError):
+    """Two names of one JSON object that differ only in what is not valid Unicode became one
+    when scrubbed: one value would be lost without a word."""
+
+    MESSAGE = "two field names differ only in bytes that are not valid Unicode; the line is not read"
+
+
+def _names_kept_apart(original: dict[Any, Any], scrubbed: dict[Any, Any]) -> dict[Any, Any]:
+    """``scrubbed``, the scrubbed copy of ``original``, if it kept every name apart, else
+    :class:`_NamesMerged`."""
+    if len(scrubbed) != len(original):
+        raise _NamesMerged(_NamesMerged.MESSAGE)
+    return scrubbed
 
 
 def _unstorable(value: Any) -> str | None:
@@ -877,7 +894,13 @@ def _json_object(
         return None
     if intake.decoded_with_replacement == reported and not _SURROGATE_ESCAPE.search(text):
         return record  # the common case: nothing to scrub
-    scrubbed = {_scrub(name): value if name in raw_fields else _scrub(value) for name, value in record.items()}
+    try:
+        scrubbed = _names_kept_apart(
+            record, {_scrub(name): value if name in raw_fields else _scrub(value) for name, value in record.items()}
+        )
+    except _NamesMerged as exc:
+        intake.fail(where, str(exc), source)
+        return None
     escaped = scrubbed != record or any(_SURROGATE.search(str(record.get(name, ""))) for name in raw_fields)
     if intake.decoded_with_replacement == reported and escaped:
         intake.replaced(where, f"lone surrogate escapes (not valid Unicode); {kept}", source)
@@ -1104,7 +1127,11 @@ def read_fingerprint_tsv(
                     intake.fail(where, f"meta: {exc}", name)
                     continue
                 if _SURROGATE.search(fields[2]) or _SURROGATE_ESCAPE.search(fields[2]):
-                    scrubbed = _scrub(meta)
+                    try:
+                        scrubbed = _scrub(meta)
+                    except _NamesMerged as exc:
+                        intake.fail(where, f"meta: {exc}", name)
+                        continue
                     if scrubbed != meta and intake.decoded_with_replacement == reported:
                         intake.replaced(where, f"lone surrogate escapes (not valid Unicode); {KEPT_NOWHERE}", name)
                     meta = scrubbed

@@ -272,6 +272,19 @@ def test_keys_that_are_not_valid_unicode_fail_their_records_and_never_merge(tmp_
         assert database.get("kept").fingerprint == database.fingerprint("café au lait and more words")
     with simdb.open(tmp_path / "tsv", readonly=True) as database:
         assert list(database.keys()) == ["z"] and database.get("z").meta == {"a": "\ufffd"}
+    # A probe: field names that differ only in such bytes became one name, a value lost.
+    names = tmp_path / "names.jsonl"
+    names.write_bytes(
+        b'{"id": "k", "text": "a b c", "m\\ud800": 1, "m\\udbff": 2}\n'
+        b'{"id": "j", "text": "a b c", "x": {"caf\xe9": 1, "caf\xe8": 2}}\n'
+        b'{"id": "ok", "text": "z y x"}\n'
+    )
+    merged = run("add", "--jsonl", names, "--db", tmp_path / "names", "--json")
+    assert merged.exit_code == 2
+    assert {event["input"] for event in json_lines(merged.stdout) if event["event"] == "failed"} == {
+        f"{names}:1",
+        f"{names}:2",
+    }
     # A review: a line with a bad byte and a meta nested past what is stored ended the whole
     # add with a RecursionError; it fails alone.
     deep = tmp_path / "deep.jsonl"
