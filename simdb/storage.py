@@ -396,10 +396,14 @@ def commit_in_progress() -> bool:
 
 
 def host_tag() -> str:
-    """This host's name as the names of files and marks that a process leaves for itself
-    carry it, beside its process id (see :func:`gone_process`): dots and hyphens, which
-    separate those names' fields, made underscores, and anything but ASCII escaped."""
+    """Where this process's id means something, as the names of files and marks that a
+    process leaves for itself carry it beside that id (see :func:`gone_process`): the host's
+    name, dots and hyphens (which separate those names' fields) made underscores and anything
+    but ASCII escaped, and on Linux the inode of its process-id namespace, since containers
+    that share a host name need not share process ids.  One stat."""
     name = socket.gethostname().replace(".", "_").replace("-", "_")
+    with suppress(OSError):  # not Linux, or no /proc: the host name alone
+        name += f"_{os.stat('/proc/self/ns/pid').st_ino}"
     return name.encode("ascii", "backslashreplace").decode("ascii")
 
 
