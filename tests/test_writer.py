@@ -483,3 +483,23 @@ def test_the_flush_marks_of_writers_killed_are_dropped_by_the_next_writer(tmp_pa
         assert db.get("killed").fingerprint == 2
         live.close()
         assert marks(db) == []
+
+
+def test_flush_marks_of_other_pid_namespaces_are_never_judged(tmp_path) -> None:
+    """A probe: a writer in another pid namespace with the same host name (a container on
+    the host network) had its live mark dropped, its process id meaning nothing here."""
+    from simdb.storage import host_tag
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = host_tag()
+    ours = FLUSH_MARK_PREFIX + f"{host}.{gone.pid}.".encode() + b"a" * 8
+    theirs = FLUSH_MARK_PREFIX + f"{host.rpartition('_')[0]}_1.{gone.pid}.".encode() + b"b" * 8
+    with simdb.open(tmp_path / "db") as db:
+        with db._storage.env.begin(write=True) as txn:
+            for name in (ours, theirs):
+                txn.put(name, b"\x01", db=db._storage.db(META))
+        db.writer().close()
+        with db._storage.read() as txn:
+            left = [key for key, _ in txn.cursor(db._storage.db(META)) if key.startswith(FLUSH_MARK_PREFIX)]
+    assert left == [theirs]
