@@ -287,10 +287,12 @@ class Ingest:
                 # empty): that its files are gone is not known (rsync, too, deletes nothing
                 # after an error reading its source).
                 db = shlex.quote(str(self.database.path))
+                # A prefix "" (the key base itself) would list every key, JSONL ids included.
+                below = prefix if prefix is not None else exact + "/"
+                drop = f"simdb keys --db {db} --prefix {shlex.quote(below)} | simdb remove --db {db} -"
                 err(
                     f"simdb: {shortened(path)}: {vanished} (renamed? a share not mounted?), so nothing stored under "
-                    f"it is pruned (to drop those keys: simdb keys --db {db} --prefix "
-                    f"{shlex.quote(prefix or exact + '/')} | simdb remove --db {db} -)"
+                    "it is pruned" + (f" (to drop those keys: {drop})" if below else "")
                 )
                 walked = [key for key in walked if key == exact]
             stale.update((key, None) for key in stale_keys(walked, rules.key_base))

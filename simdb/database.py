@@ -920,8 +920,9 @@ class Database:
         """Write a consistent copy of this database (one read snapshot, compacted) to the
         new directory ``path``, e.g. to try writes on it (``simdb add --dry-run``); this
         database is left as it is, and may be read-only.  The copy is of the database as it
-        is now, after any compaction another process made since this handle opened; if
-        another database was made at this path since, DatabaseReplacedError.  O(size)."""
+        is now, as every read sees it: after any compaction another process made since this
+        handle opened, and of a database made again at this path with the same settings (with
+        other settings, DatabaseReplacedError).  O(size)."""
         self._storage.copy_to(_check_path(path))
 
     def compact(self) -> CompactResult:

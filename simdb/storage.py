@@ -70,6 +70,7 @@ from simdb.errors import (
     DatabaseReplacedError,
     DiskFullError,
     InheritedHandleError,
+    InvalidInputError,
     NotADatabaseError,
     PermissionDeniedError,
     ReadInProgressError,
@@ -1447,9 +1448,14 @@ class Storage:
     def copy_to(self, target: Path) -> None:
         """Write a consistent copy of the live data (one read snapshot, compacted) as a new
         database directory ``target``, which must not exist yet; this database is not
-        changed.  O(size).  Raises StorageError (or DiskFullError) naming ``target``, and
-        DatabaseReplacedError if another database was made at this path since it opened;
-        ``target`` is removed again when the copy fails."""
+        changed.  O(size).  Raises StorageError (or DiskFullError) naming ``target``, which
+        is removed again when the copy fails, and InvalidInputError for a ``target`` inside
+        this database's directory."""
+        if os.path.realpath(target).startswith(os.path.join(os.path.realpath(self.path), "")):
+            raise InvalidInputError(
+                f"{target} is inside the database {self.path}, whose own files it would sit among",
+                "copy to a directory outside it",
+            )
         try:
             target.mkdir()
         except OSError as exc:
@@ -1465,13 +1471,13 @@ class Storage:
                 try:
                     self.env.copy(str(data_file), compact=True)
                 except lmdb.Error as exc:  # translated here, naming the copy, not the source
-                    raise translate(exc, data_file, target) from None
+                    raise translate(exc, data_file, target, "free some space; nothing was copied") from None
             _point_current_at(target, FIRST_GENERATION, initialised=True, create=True)
         except BaseException as exc:
             # A directory this call made, holding nothing but the unfinished copy.
             shutil.rmtree(target, ignore_errors=True)
             if isinstance(exc, OSError):
-                raise _os_error(exc, f"copying to {target}", "free some space") from None
+                raise _os_error(exc, f"copying to {target}", "free some space; nothing was copied") from None
             raise
 
     def size_on_disk(self) -> int:

@@ -60,3 +60,12 @@ def test_a_handle_refuses_to_copy_a_database_replaced_at_its_path(tmp_path: Path
         with pytest.raises(simdb.DatabaseReplacedError):
             handle.copy_to(tmp_path / "copy")
         assert not (tmp_path / "copy").exists()
+
+
+def test_a_copy_inside_the_database_directory_is_refused(tmp_path: Path) -> None:
+    """A probe: copy_to(db/backup) nested a database among the files of its source."""
+    with simdb.open(tmp_path / "db") as db:
+        db.add("a", 1)
+        with pytest.raises(simdb.InvalidInputError, match="is inside the database"):
+            db.copy_to(tmp_path / "db" / "backup")
+    assert not (tmp_path / "db" / "backup").exists()
