@@ -345,4 +345,6 @@ class SimdbWarning(UserWarning):
 class IfNewReachWarning(SimdbWarning):
     """An ``if_new`` add at a threshold whose pairs lie mostly beyond the index's k: the
     documents it compares with are only those within k bits, so many near-duplicates at
-    that threshold are stored.  Create the database with a larger ``k`` to dedupe exactly."""
+    that threshold are stored.  ``clusters(threshold=..., mode="leaders")`` groups them
+    afterwards; a database made with a larger ``k`` sees them as it adds, at a cost the
+    warning states."""

@@ -33,20 +33,22 @@ from simdb.storage import Handles, copy_sub_databases, gone_process, host_tag
 DOCS = b"docs"
 SKETCHES = b"sketches"
 NEXT_ID_KEY = b"next_id"
-#: META keys of batching writers' flush marks: this prefix and 12 random bytes per writer,
-#: holding the number of its last committed flush (see :class:`simdb.writer.BatchWriter`).
+#: META keys of batching writers' flush marks begin so (see :func:`flush_mark_name`), holding
+#: the number of the writer's last committed flush (see :class:`simdb.writer.BatchWriter`);
+#: marks of releases before the host and process id were in the name are this and 12 bytes.
 FLUSH_MARK_PREFIX = b"writer."
 
 
 def _host_marks() -> bytes:
-    """The start of this host's flush-mark names: :data:`FLUSH_MARK_PREFIX` and the host."""
+    """The start of the flush-mark names of this host and pid namespace: :data:`FLUSH_MARK_PREFIX`
+    and :func:`~simdb.storage.host_tag`."""
     return FLUSH_MARK_PREFIX + host_tag().encode("ascii") + b"."
 
 
 def flush_mark_name(unique: bytes) -> bytes:
-    """The META key of a batching writer's flush mark: this host's name and process id, then
-    ``unique``, so that the marks a gone process left can be told
-    (:meth:`Records.marks_of_gone_writers`)."""
+    """The META key of a batching writer's flush mark: where this process's id means
+    something (:func:`~simdb.storage.host_tag`) and that id, then ``unique``, so that the
+    marks a gone process left can be told (:meth:`Records.marks_of_gone_writers`)."""
     return _host_marks() + str(os.getpid()).encode() + b"." + unique
 
 
@@ -133,8 +135,8 @@ class Records:
         txn.delete(name, db=self.handles.db(META))
 
     def marks_of_gone_writers(self, txn: lmdb.Transaction[bytes]) -> list[bytes]:
-        """The flush marks (see :func:`flush_mark_name`) of this host's batching writers
-        whose process no longer runs: a writer SIGKILLed, or one whose process ended by a
+        """The flush marks (see :func:`flush_mark_name`) of the batching writers of this host
+        and pid namespace whose process no longer runs: a writer SIGKILLed, or one whose process ended by a
         signal that runs no exit handlers, never deleted its own.  Marks of older versions
         (no host or process in their name) and other hosts' are never judged.  One cursor
         pass over the marks."""
