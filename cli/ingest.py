@@ -439,8 +439,8 @@ def run_ingest(
     dry_run: bool = False,
 ) -> int:
     """Run ``feed`` against the database with a progress bar, print the summary line, and
-    return the exit code: 130 after Ctrl-C (the committed batches stay and the message says
-    how many documents they added), 2 if any input failed, else 0."""
+    return the exit code: 130 after Ctrl-C, 143 after SIGTERM (the committed batches stay and
+    the message says how many documents they added), 2 if any input failed, else 0."""
     started = time.monotonic()
     interrupted = False
     with output.progress_bar(show_progress) as progress, interrupts_in_this_process_only() as ctrl_c:
