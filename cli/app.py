@@ -23,7 +23,7 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from itertools import chain
 from pathlib import Path
@@ -461,6 +461,14 @@ def stdin_read_once(*inputs: tuple[str, list[str] | None]) -> None:
         raise usage_error(f"stdin can be read once, but '-' was given to {' and '.join(readers)}")
 
 
+def no_files(verb: str, directories: list[str], recursive: bool, glob: Sequence[str] = ()) -> str:
+    """What ``add``, ``query`` and ``hash`` say when the directories they were given hold
+    no file to read (``glob``: the --glob patterns the files had to match)."""
+    matching = f" matching --glob {' or '.join(map(repr, glob))}" if glob else ""
+    deeper = "" if recursive else " (-r also reads subdirectories)"
+    return f"nothing to {verb}: no files{matching} in {', '.join(directories)}{deeper}"
+
+
 def read_argument_text(text: str, encoding: str | None = None) -> str:
     """``text``, or stdin's text when it is "-" (read as :func:`read_text_file` does).  A
     text that names an existing file or directory is still the text, with a note on stderr:
@@ -657,9 +665,7 @@ def add(
         if database_itself:  # its files are never read as documents
             err(f"simdb: nothing to add: {database_itself[0]} is the database itself (--db), whose files are not read")
         elif not intake.failed:  # else the missing inputs were reported
-            matching = f" matching --glob {' or '.join(map(repr, glob))}" if glob else ""
-            deeper = "" if recursive else " (-r also reads subdirectories)"
-            err(f"simdb: nothing to add: no files{matching} in {', '.join(named)}{deeper}")
+            err(f"simdb: {no_files('add', named, recursive, glob or ())}")
         print_summary(intake, json_output)
         raise typer.Exit(EXIT_USAGE)
     # A new database takes the default settings even when only fingerprints come, as
@@ -829,8 +835,7 @@ def query(
             inputs = query_inputs(file or [], intake, rules=rules, files_from=files_from or [], null=null)
             named = [path for path in file or [] if path != "-"]
             if not inputs and named and not intake.failed:  # as add says it: no documents is no answer
-                deeper = "" if recursive else " (-r also reads subdirectories)"
-                raise usage_error(f"nothing to query: no files in {', '.join(named)}{deeper}")
+                raise usage_error(no_files("query", named, recursive))
             settings = QuerySettings(k, limit, threshold, exclude_self)
             tally = QueryTally()
             found = print_file_matches(
@@ -1749,8 +1754,7 @@ def hash_command(
     )
     named = [path for path in file or [] if path != "-"]
     if not inputs and named and not intake.failed:  # only directories with nothing to read
-        deeper = "" if recursive else " (-r also reads subdirectories)"
-        raise usage_error(f"nothing to hash: no files in {', '.join(named)}{deeper}")
+        raise usage_error(no_files("hash", named, recursive))
     for origin, content in _hashed_texts(inputs if file else None, text, text_encoding, intake):
         value = fingerprinter.fingerprint(content)
         shown = format(value, f"0{bits}b") if binary else hex_fingerprint(value, bits)
