@@ -895,14 +895,27 @@ def _json_object(
     if intake.decoded_with_replacement == reported and not _SURROGATE_ESCAPE.search(text):
         return record  # the common case: nothing to scrub
     try:
-        scrubbed = _names_kept_apart(
-            record, {_scrub(name): value if name in raw_fields else _scrub(value) for name, value in record.items()}
-        )
+        return _scrubbed(record, where, intake, source, kept, reported, raw_fields)
     except _NamesMerged as exc:
         intake.fail(where, str(exc), source)
         return None
-    escaped = scrubbed != record or any(_SURROGATE.search(str(record.get(name, ""))) for name in raw_fields)
-    if intake.decoded_with_replacement == reported and escaped:
+
+
+def _scrubbed(
+    value: Any, where: str, intake: Intake, source: str, kept: str, reported: int, raw_fields: tuple[str, ...] = ()
+) -> Any:
+    """``value`` (a JSON object or a meta) with U+FFFD for its surrogates (:func:`_scrub`)
+    but in the fields ``raw_fields`` of an object, counted once as lone surrogate escapes
+    where :func:`decode` did not count the line already (``reported``: its count before),
+    ``kept`` saying what becomes of them; :class:`_NamesMerged` where two names become one."""
+    if raw_fields and isinstance(value, dict):
+        scrubbed = _names_kept_apart(
+            value, {_scrub(name): part if name in raw_fields else _scrub(part) for name, part in value.items()}
+        )
+    else:
+        scrubbed = _scrub(value)
+    escaped = scrubbed != value or any(_SURROGATE.search(str(value.get(name, ""))) for name in raw_fields)
+    if escaped and intake.decoded_with_replacement == reported:
         intake.replaced(where, f"lone surrogate escapes (not valid Unicode); {kept}", source)
     return scrubbed
 
@@ -1128,13 +1141,10 @@ def read_fingerprint_tsv(
                     continue
                 if _SURROGATE.search(fields[2]) or _SURROGATE_ESCAPE.search(fields[2]):
                     try:
-                        scrubbed = _scrub(meta)
+                        meta = _scrubbed(meta, where, intake, name, KEPT_NOWHERE, reported)
                     except _NamesMerged as exc:
                         intake.fail(where, f"meta: {exc}", name)
                         continue
-                    if scrubbed != meta and intake.decoded_with_replacement == reported:
-                        intake.replaced(where, f"lone surrogate escapes (not valid Unicode); {KEPT_NOWHERE}", name)
-                    meta = scrubbed
                 meta = _checked_meta(meta, where, intake, name, decode_bytes)
                 if meta is _REFUSED:
                     continue
