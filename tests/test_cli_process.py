@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -303,6 +304,22 @@ def test_add_stopped_by_a_full_disk_says_what_its_committed_batches_added(tmp_pa
     assert "Traceback" not in run.stderr
 
 
+def wait_for_stored(
+    db: Path, enough: Callable[[simdb.Database], bool], process: subprocess.Popen[str], what: str
+) -> None:
+    """Poll ``db`` read-only until ``enough(database)``; fail after 60 s, or if ``process``
+    (the one storing) ended first.  A database whose creation is under way (CURRENT there,
+    the creation not done) is waited for."""
+    deadline = time.monotonic() + 60
+    while True:
+        if (db / "CURRENT").exists():
+            with contextlib.suppress(simdb.DatabaseMissingError), simdb.open(db, readonly=True) as database:
+                if enough(database):
+                    return
+        assert time.monotonic() < deadline and process.poll() is None, f"the add never stored {what}"
+        time.sleep(0.05)
+
+
 def test_an_interrupted_add_counts_its_own_documents_not_other_writers(tmp_path: Path) -> None:
     # Before: the count was the change in the number of stored documents, so another
     # process's removal of 500 made an add of 6 report "-494 documents were added".
@@ -323,13 +340,8 @@ def test_an_interrupted_add_counts_its_own_documents_not_other_writers(tmp_path:
         for i in range(6):
             adder.stdin.write(f"new-{i}\t{(i + 1) * 10**15}\n")
         adder.stdin.flush()
-        deadline = time.monotonic() + 60
-        while True:  # the six are committed one by one
-            with simdb.open(db, readonly=True) as database:
-                if all(f"new-{i}" in database for i in range(6)):
-                    break
-            assert time.monotonic() < deadline, "the adder never stored its six documents"
-            time.sleep(0.1)
+        # The six are committed one by one.
+        wait_for_stored(db, lambda database: all(f"new-{i}" in database for i in range(6)), adder, "its six documents")
         with simdb.open(db) as database:  # another writer meanwhile
             assert database.remove_many(f"base-{i}" for i in range(500)) == 500
         adder.send_signal(signal.SIGINT)
@@ -563,14 +575,7 @@ def test_sigterm_ends_an_add_as_ctrl_c_does_saying_what_was_stored(tmp_path: Pat
         env={**os.environ, "SIMDB_PATH": ""},
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if (db / "CURRENT").exists():
-                with contextlib.suppress(simdb.DatabaseMissingError), simdb.open(db, readonly=True) as database:
-                    if len(database) >= 1_000:  # (missing: CURRENT is there, the creation not done)
-                        break
-            assert time.monotonic() < deadline and adder.poll() is None, "the add stored nothing"
-            time.sleep(0.05)
+        wait_for_stored(db, lambda database: len(database) >= 1_000, adder, "1,000 documents")
         adder.send_signal(signal.SIGTERM)
         stdout, stderr = adder.communicate(timeout=60)
     finally:
