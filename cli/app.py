@@ -13,6 +13,7 @@ stderr.  Errors are turned into exit codes in one place, :func:`guarded`:
 2     bad usage or bad input (including inputs that could not be read during ``add``)
 3     a database error (missing, damaged, unwritable)
 130   interrupted with Ctrl-C
+143   ended by SIGTERM (``timeout``, ``kill``, a service manager), stopped as Ctrl-C stops it
 ====  =================================================================================
 """
 
@@ -40,7 +41,7 @@ from simdb.fingerprint import FEATURE_KINDS, KINDS, WEIGHT_KINDS
 from simdb.keys import check_key, describe
 from simdb.stopwords import STOPWORD_LISTS
 
-from . import _exit_quietly, output
+from . import _exit_quietly, output, signals
 from .atomic import output_file, write_failed
 from .errors import (
     EXIT_INTERRUPTED,
@@ -48,6 +49,7 @@ from .errors import (
     EXIT_TERMINATED,
     EXIT_USAGE,
     guarded,
+    interrupted_exit_code,
     usage_error,
 )
 from .filekeys import canonical_key
@@ -139,7 +141,7 @@ app = typer.Typer(
     "near-duplicate detection.\n\n"
     "Exit codes: 0 success; 1 nothing found (query, pairs, clusters, remove, get, keys) or check found problems; "
     "2 bad usage or input; 3 database or system error (out of memory, a full disk, a worker killed); "
-    "130 interrupted (143: add or import ended by SIGTERM).\n\n"
+    "130 interrupted (143: ended by SIGTERM).\n\n"
     "New here? simdb demo builds a small database and shows the main commands on it.",
     add_completion=True,
     pretty_exceptions_enable=False,
@@ -2155,18 +2157,21 @@ def main() -> None:
         # Undo cli/__init__.py's start-up handler: from here Ctrl-C is a KeyboardInterrupt
         # that each command turns into its own clean stop.
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    signals.interrupt_on_either()  # and so is SIGTERM
     try:
         app(prog_name="simdb")
     except KeyboardInterrupt:  # before a command's own handling began (parsing arguments)
         err("simdb: interrupted")
-        _leave_interrupted()
+        _leave_interrupted(interrupted_exit_code())
     except SystemExit as leaving:
+        # typer turns a KeyboardInterrupt while it parses into a silent exit 130, whichever
+        # signal raised it.
         if leaving.code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
-            _leave_interrupted(leaving.code)
+            _leave_interrupted(interrupted_exit_code())
         raise
 
 
-def _leave_interrupted(code: int = EXIT_INTERRUPTED) -> NoReturn:
+def _leave_interrupted(code: int) -> NoReturn:
     """Exit with ``code`` (EXIT_INTERRUPTED, or EXIT_TERMINATED) at once, output flushed.
     Python's own exit would first join the worker processes of a pool that Ctrl-C cut short
     while it started, which can wait for good (2 runs in 100 of an adversarial probe's);

@@ -128,6 +128,11 @@ def debug_asked(setting: str | None) -> bool:
     return (setting or "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
+def interrupted_exit_code() -> int:
+    """EXIT_TERMINATED where SIGTERM began this process's interruption, else EXIT_INTERRUPTED."""
+    return EXIT_TERMINATED if signals.last_signal == signal.SIGTERM else EXIT_INTERRUPTED
+
+
 def guarded(command: F) -> F:
     """Run ``command`` so that any error ends it with one line on stderr and its exit code,
     never a traceback (unless ``--debug`` or ``$SIMDB_DEBUG`` asks for one)."""
@@ -135,6 +140,7 @@ def guarded(command: F) -> F:
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
         debug = bool(kwargs.get("debug")) or debug_asked(os.environ.get("SIMDB_DEBUG"))
+        signals.forget_interruption()
         try:
             try:
                 result = command(*args, **kwargs)
@@ -148,8 +154,7 @@ def guarded(command: F) -> F:
             raise
         except KeyboardInterrupt:
             err("simdb: interrupted")
-            terminated = signals.last_signal == signal.SIGTERM  # by SIGTERM, outside the run's own handling
-            raise typer.Exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED) from None
+            raise typer.Exit(interrupted_exit_code()) from None
         except BrokenPipeError as error:
             if error.errno == errno.EBADF:
                 # Closed before the command started (``simdb export >&-``): the results never

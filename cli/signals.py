@@ -19,9 +19,57 @@ class Interruption(threading.Event):
     signal: int = signal.SIGINT
 
 
-#: The signal that last interrupted this process through :func:`interrupts_in_this_process_only`,
-#: for the exit code of an interruption that surfaces outside the run that handled it.
+#: The signal that first interrupted this process (SIGINT or SIGTERM), for the exit code of an
+#: interruption that surfaces outside the run that handled it: the one that began the stop
+#: names it, whatever comes while the command winds down.
 last_signal: int | None = None
+
+
+def forget_interruption() -> None:
+    """Start a new run: a process can hold several (tests, an app calling commands in-process)."""
+    global last_signal
+    last_signal = None
+
+
+def _note(signum: int) -> int:
+    """Record ``signum`` as this process's interruption unless one came before; return the
+    one recorded."""
+    global last_signal
+    if last_signal is None:
+        last_signal = signum
+    return last_signal
+
+
+#: The SIGTERM handler :func:`interrupt_on_either` installed, which a run may take over as
+#: if SIGTERM had its default action.
+_terminating_handler: Any = None
+
+
+def interrupt_on_either() -> None:
+    """Make SIGTERM (``timeout``, ``kill``, ``docker stop``, a service manager) stop any
+    command as Ctrl-C does, through KeyboardInterrupt: an export removes its partial file, a
+    write ends between transactions, and the exit code is 143.  Ctrl-C still raises
+    KeyboardInterrupt, and now notes itself too, so the first of the two names the exit
+    code.  A process forked later (a fingerprinting worker) that receives SIGTERM ends by it,
+    as by default.  Either signal is left alone where whoever started this process ignores
+    or handles it.  Call once, on the main thread, from the console script."""
+    owner = os.getpid()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if os.getpid() != owner and signum == signal.SIGTERM:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        if os.getpid() == owner:
+            _note(signum)
+        raise KeyboardInterrupt
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, on_signal)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        global _terminating_handler
+        _terminating_handler = on_signal
+        signal.signal(signal.SIGTERM, on_signal)
 
 
 @contextmanager
@@ -40,6 +88,7 @@ def interrupts_in_this_process_only() -> Iterator[Interruption]:
     stays so, and so does a SIGTERM that whoever runs this handles or ignores; the event is
     then never set by it."""
     received = Interruption()
+    forget_interruption()
     if threading.current_thread() is not threading.main_thread():
         yield received
         return
@@ -47,8 +96,7 @@ def interrupts_in_this_process_only() -> Iterator[Interruption]:
 
     def on_interrupt(signum: int, frame: Any) -> None:
         if os.getpid() == owner:
-            global last_signal
-            received.signal = last_signal = signum
+            received.signal = _note(signum)
             received.set()
             if commit_in_progress():
                 # Between a batch's commit and its report: raised by the report instead
@@ -67,9 +115,10 @@ def interrupts_in_this_process_only() -> Iterator[Interruption]:
             previous_hook(unraisable)
 
     previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
-    # SIGINT unless ignored; SIGTERM only where nobody handles it (its default kills).
+    # SIGINT unless ignored; SIGTERM only where nobody else handles it (its default kills).
     taken = [number for number, handler in previous.items() if handler not in (signal.SIG_IGN, None)]
-    taken = [number for number in taken if number == signal.SIGINT or previous[number] == signal.SIG_DFL]
+    ours = (signal.SIG_DFL, _terminating_handler)
+    taken = [number for number in taken if number == signal.SIGINT or previous[number] in ours]
     for number in taken:
         signal.signal(number, on_interrupt)
     previous_hook, sys.unraisablehook = sys.unraisablehook, quiet_unraisable

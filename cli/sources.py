@@ -176,6 +176,7 @@ class Intake:
     decoded_with_replacement: int = 0
     bytes_done: int = 0
     _messages: dict[str, int] = field(default_factory=dict)
+    _last_replaced: str | None = None  # the input :meth:`replaced` counted last
 
     def _quota(self, source: str) -> bool:
         count = self._messages.get(source, 0) + 1
@@ -185,14 +186,19 @@ class Intake:
         return count <= MESSAGES_PER_INPUT
 
     def fail(self, where: str, cause: str, source: str | None = None) -> None:
-        """Count one input (file, line or record) that could not be added."""
+        """Count one input (file, line or record) that could not be added: as failed only,
+        where it was counted as not valid in its encoding just before (its notice stays)."""
         self.failed += 1
+        if where == self._last_replaced:
+            self.decoded_with_replacement -= 1
+            self._last_replaced = None
         if self.every_problem or self._quota(source or where):
             self.on_problem(printable(where), printable(cause))
 
     def replaced(self, where: str, cause: str, source: str | None = None) -> None:
         """Count one document (or key) whose bytes were not valid in its encoding."""
         self.decoded_with_replacement += 1
+        self._last_replaced = where
         if self._quota(source or where):
             self.on_notice(printable(where), printable(cause))
 

@@ -228,7 +228,8 @@ def test_add_jsonl_uses_id_and_text_fields_and_keeps_other_fields_as_meta(tmp_pa
     assert set(failed) == {f"{source}:3", f"{source}:4", f"{source}:7"}
     assert "invalid JSON" in failed[f"{source}:3"] and "'body'" in failed[f"{source}:4"]
     assert "not valid Unicode" in failed[f"{source}:7"]  # a lone surrogate escape: never repaired
-    assert events[-1]["added"] == 3 and events[-1]["decoded_with_replacement"] == 1
+    # Line 7 is counted as failed alone: no stored document was not valid in its encoding.
+    assert events[-1]["added"] == 3 and events[-1]["decoded_with_replacement"] == 0
     with simdb.open(db, readonly=True) as database:
         assert database.get("https://a.example/1").meta == {"lang": "xx"}
         assert database.get("https://a.example/3").meta is None
@@ -265,6 +266,10 @@ def test_keys_that_are_not_valid_unicode_fail_their_records_and_never_merge(tmp_
         f"{fingerprints}:1",
         f"{fingerprints}:2",
     }
+    # A failed record is counted as failed, not also among the documents not valid in their
+    # encoding, which were stored (here "kept" and "z" alone; the counts said 5 and 3).
+    summaries = [json_lines(result.stdout)[-1] for result in (jsonl, tsv)]
+    assert [(summary["failed"], summary["decoded_with_replacement"]) for summary in summaries] == [(4, 1), (2, 1)]
     with simdb.open(db, readonly=True) as database:
         assert list(database.keys()) == ["kept"]
         assert database.get("kept").meta == {"lang": "fr\ufffd", "n": "\ufffd"}  # stored, so repaired

@@ -638,3 +638,65 @@ def test_an_interrupt_right_after_a_commit_is_counted_with_that_batch(
         app, ["add", "--jsonl", str(source), "--db", str(db), "--batch-size", "10", "--dry-run", "--no-progress"]
     )
     assert dry.exit_code == 130 and "interrupted by Ctrl-C; nothing was stored (a dry run)" in dry.stderr, dry.output
+
+
+def test_sigterm_ends_an_export_removing_its_partial_file_and_keeping_the_last_export(tmp_path: Path) -> None:
+    """A probe: SIGTERM killed an export by its default action, leaving the partial file
+    beside the output (as large as the export) until the next export.  Every command now
+    stops on SIGTERM as on Ctrl-C: the partial file is removed, the earlier export is kept
+    whole, and the exit code is 143."""
+    db = tmp_path / "db"
+    rng = random.Random(5)
+    with simdb.open(db) as database:
+        database.add_many(((f"document-{i:07d}", rng.getrandbits(64)) for i in range(400_000)), batch_size=100_000)
+    output = tmp_path / "export.jsonl"
+    output.write_text("an earlier export\n")
+    exporter = subprocess.Popen(
+        [sys.executable, "-m", "simdb_cli.app", "export", "--db", str(db), "-o", str(output)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SIMDB_PATH": ""},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(path.name.endswith(".partial") and path.stat().st_size > 0 for path in tmp_path.iterdir()):
+            assert time.monotonic() < deadline and exporter.poll() is None, "the export never began writing"
+            time.sleep(0.02)
+        exporter.send_signal(signal.SIGTERM)
+        _, stderr = exporter.communicate(timeout=60)
+    finally:
+        if exporter.poll() is None:
+            exporter.kill()
+    assert exporter.returncode == 143, stderr
+    assert stderr == "simdb: interrupted\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["db", "export.jsonl"]
+    assert output.read_text() == "an earlier export\n"
+
+
+def test_the_first_of_sigterm_and_ctrl_c_names_the_exit_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe: SIGTERM and then Ctrl-C while an add wound down exited 130 and said "before
+    Ctrl-C"; the signal that began the stop names the exit code and the message."""
+    from simdb_cli.app import app
+    from typer.testing import CliRunner
+
+    db = tmp_path / "db"
+    source = tmp_path / "pages.jsonl"
+    write_jsonl_pages(source, 100, seed=3)
+    real_commit = simdb.Database._commit
+    commits = []
+
+    def commit_then_two_signals(self: simdb.Database, *args: Any, **kwargs: Any) -> Any:
+        result = real_commit(self, *args, **kwargs)
+        commits.append(result)
+        if len(commits) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGINT)
+        return result
+
+    monkeypatch.setattr(simdb.Database, "_commit", commit_then_two_signals)
+    result = CliRunner().invoke(
+        app, ["add", "--jsonl", str(source), "--db", str(db), "--batch-size", "10", "--workers", "1", "--no-progress"]
+    )
+    assert result.exit_code == 143, result.output
+    assert "20 documents were added before SIGTERM" in result.stderr, result.output
