@@ -53,6 +53,7 @@ from simdb.errors import (
     UnfinishedDatabaseError,
     WorkerDiedError,
     WorkerStartError,
+    WriterBusyError,
     WriterClosedError,
 )
 from simdb.fingerprint import (
@@ -119,6 +120,7 @@ __all__ = [
     "UnfinishedDatabaseError",
     "WorkerDiedError",
     "WorkerStartError",
+    "WriterBusyError",
     "WriterClosedError",
     "candidate_distance",
     "default_blocks",

@@ -293,6 +293,16 @@ class ReadInProgressError(DatabaseError):
     default_hint = "finish the read first (end or break out of the loop), or take items() without snapshot=True"
 
 
+class WriterBusyError(DatabaseError):
+    """This thread called a batching writer, or closed its database, from inside a call of
+    that same writer: a signal handler that ran while an add flushed.  Waiting would be
+    waiting for itself, for good."""
+
+    default_hint = (
+        "in a signal handler, only set a flag (or raise KeyboardInterrupt), and close the writer once its call returns"
+    )
+
+
 class DiskFullError(DatabaseError):
     """The disk (or a file-size limit) ran out during a write; the batch was not stored."""
 

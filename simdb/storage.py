@@ -187,6 +187,13 @@ _DAMAGE = (
 #: per file per process; weak references, so that an environment dropped without close()
 #: frees its file too.
 _open_environments: dict[tuple[int, int], tuple[weakref.ref[lmdb.Environment], int]] = {}
+#: The Storage this process has open on each database directory, by the directory's
+#: (st_dev, st_ino), whatever path or link names it.  One per directory: two handles would
+#: hold two generations once another process compacted, and the older one, following the
+#: swap, would open the newer one's files a second time.
+_open_directories: dict[tuple[int, int], weakref.ref[Storage]] = {}
+#: Taken for both tables, and around every open and close of a lock file by this process
+#: outside LMDB (see :func:`_open_environment`).
 _open_environments_lock = threading.Lock()
 
 
@@ -204,10 +211,15 @@ def _is_open(env: lmdb.Environment | None) -> bool:
 def _open_environment(
     data_file: Path, identity: tuple[int, int] | None, database: Path, **options: object
 ) -> lmdb.Environment:
-    """``lmdb.open(data_file, **options)``, refused with AlreadyOpenError naming ``database``
-    if this process already has an environment open on the file whose identity is
-    ``identity`` (LMDB would refuse it too, but with neither class nor code); the new one is
-    recorded.  Costs a dictionary scan of this process's open files."""
+    """``lmdb.open(data_file, **options)``, its lock file allocated first
+    (:func:`_allocate_lock_file`), refused with AlreadyOpenError naming ``database`` if this
+    process already has an environment open on the file whose identity is ``identity``
+    (LMDB would refuse it too, but with neither class nor code); the new one is recorded.
+    The refusal comes before the lock file is touched: closing any descriptor of a file
+    drops every POSIX lock this process holds on it, LMDB's included, and a third process
+    would then take the database for unused and reset its lock file under this one's
+    writes (found by a probe: lost commits and a damaged key index).  Costs a dictionary
+    scan of this process's open files."""
     with _open_environments_lock:
         for held, (reference, _) in list(_open_environments.items()):
             if not _is_open(reference()):
@@ -216,6 +228,7 @@ def _open_environment(
             if _open_environments[identity][1] != os.getpid():
                 raise _inherited_error(database)
             raise AlreadyOpenError(f"the database at {database} is already open in this process", path=database)
+        _allocate_lock_file(data_file.with_name(data_file.name + "-lock"))
         env = lmdb.open(str(data_file), **options)  # type: ignore[arg-type]
         if identity is not None:
             _open_environments[identity] = (weakref.ref(env), os.getpid())
@@ -760,8 +773,37 @@ class Storage:
         #: What follow_check raised: every later use raises it too, since the generation
         #: this handle still holds is no longer the database at its path.
         self._refusal: DatabaseReplacedError | None = None
-        self._live: _Live | None = self._open_generation()
+        self._live: _Live | None = None
+        self._opening = True  # claims the directory while _live is not yet set
+        directory = self._claim_directory()
+        try:
+            self._live = self._open_generation()
+        except BaseException:
+            with _open_environments_lock:
+                claim = _open_directories.get(directory)
+                if claim is not None and claim() is self:
+                    del _open_directories[directory]
+            raise
+        finally:
+            self._opening = False
         _storages.add(self)
+
+    def _claim_directory(self) -> tuple[int, int]:
+        """Record this storage as the one this process has open on its directory, or raise
+        AlreadyOpenError if another open one is there (see :data:`_open_directories`).
+        Returns the directory's identity.  One stat and a dictionary scan."""
+        directory = _identity(self.path)
+        if directory is None:
+            raise DatabaseMissingError(f"{self.path} does not exist", path=self.path)
+        with _open_environments_lock:
+            for held, reference in list(_open_directories.items()):
+                holder = reference()
+                if holder is None or (holder.closed and not holder._opening):
+                    del _open_directories[held]
+            if directory in _open_directories:
+                raise AlreadyOpenError(f"the database at {self.path} is already open in this process", path=self.path)
+            _open_directories[directory] = weakref.ref(self)
+        return directory
 
     # -- opening -------------------------------------------------------------------------
 
@@ -866,7 +908,6 @@ class Storage:
                 if self.readonly:
                     raise UnfinishedDatabaseError(f"{data_file} is {state}", path=self.path)
                 _create_data_file(data_file)
-            _allocate_lock_file(lock_file)
             held = _identity(data_file)
             try:
                 env = _open_environment(
@@ -1032,7 +1073,7 @@ class Storage:
         live = self._current()
         live.handles[name] = live.env.open_db(name, txn=txn, create=True)
 
-    def holding(self, lock: threading.Lock, action: str) -> AbstractContextManager[object]:
+    def holding(self, lock: threading.Lock | threading.RLock, action: str) -> AbstractContextManager[object]:
         """Hold ``lock``, a caller's lock that its holder keeps across writes (a
         BatchWriter's), for ``action``.  A thread inside a read of this database waits for it
         only while no other thread waits to take the database alone: the holder may be that
@@ -1045,7 +1086,7 @@ class Storage:
         return self._holding_inside_read(lock, action)
 
     @contextmanager
-    def _holding_inside_read(self, lock: threading.Lock, action: str) -> Iterator[None]:
+    def _holding_inside_read(self, lock: threading.Lock | threading.RLock, action: str) -> Iterator[None]:
         # An interrupt between a successful acquire and the assignment would leave the lock
         # held: a window of one instruction, on this path only.
         acquired = False
@@ -1371,7 +1412,8 @@ class Storage:
             target_file = self.path / name
             try:
                 before = (self.path / source).stat().st_size
-                _allocate_lock_file(self.path / (name + "-lock"))
+                with _open_environments_lock:  # see _open_environment
+                    _allocate_lock_file(self.path / (name + "-lock"))
                 target = lmdb.open(
                     str(target_file),
                     subdir=False,

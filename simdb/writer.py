@@ -27,14 +27,14 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import suppress
+from contextlib import AbstractContextManager, suppress
 from functools import partial
 from itertools import groupby
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simdb import codec
 from simdb.database import DEFAULT_MAX_BATCH, DEFAULT_MAX_DELAY, AddResult
-from simdb.errors import DatabaseClosedError, InvalidInputError, WriterClosedError
+from simdb.errors import DatabaseClosedError, InvalidInputError, WriterBusyError, WriterClosedError
 from simdb.fingerprint import _as_text
 from simdb.keys import check_key, describe, index_key
 from simdb.records import flush_mark_name
@@ -151,12 +151,13 @@ class BatchWriter:
         self._max_delay = float(max_delay)
         self._if_new = if_new
         self._threshold = None if threshold is None else check_threshold(threshold)
-        self._lock = threading.Lock()
+        # Reentrant only to know its owner (see _locked): never taken twice.
+        self._lock = threading.RLock()
         # The writer's lock, which a flush holds while it waits for the database: a thread
         # inside a read of the database, which that flush may wait for, gets
         # ReadInProgressError rather than waiting (Storage.holding); any other takes the lock
-        # itself.  Bound once: every add takes it, so its cost is two calls.
-        self._locked = partial(database._storage.holding, self._lock, "wait for a writer of")
+        # itself.  Bound once: every add takes it.
+        self._holding = partial(database._storage.holding, self._lock, "wait for a writer of")
         self._queue = _Queue([])
         self._oldest = 0.0  # time.monotonic() of the first buffered operation
         self._mark = flush_mark_name(os.urandom(8))
@@ -284,9 +285,24 @@ class BatchWriter:
             else:
                 _holding.discard(self)
 
+    def _locked(self) -> AbstractContextManager[object]:
+        """The writer's lock, for one call.  Refused with WriterBusyError where this thread
+        holds it already: a signal handler calling the writer, or closing its database,
+        while an add flushed would wait for itself (found by a probe: ``db.close()`` in a
+        SIGTERM handler hung the process).  One C call more than the lock."""
+        if self._lock._is_owned():  # type: ignore[attr-defined]  # the C RLock's, as threading.Condition uses
+            raise WriterBusyError(
+                f"a call of the writer of {self._database.path} was made inside another call of it, in the same thread",
+                path=self._database.path,
+            )
+        return self._holding()
+
     def _check_open(self) -> None:
         if self._closed:
             raise WriterClosedError(f"the writer of {self._database.path} is closed", "make a new one with db.writer()")
+        if self._database._storage.closed:
+            # Else an add after db.close() was buffered, acknowledged, and lost at exit.
+            raise DatabaseClosedError(f"the database at {self._database.path} is closed", path=self._database.path)
 
     def _flush(self) -> AddResult:
         """Commit the buffer (the lock held); its operations leave it once the commit

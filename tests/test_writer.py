@@ -258,6 +258,53 @@ def test_a_writer_needs_a_writable_open_database(db_path) -> None:
     with simdb.open(db_path) as db, pytest.raises(simdb.InvalidInputError, match="max_batch"):
         db.writer(max_batch=0)
 
+    # A probe: a writer that held nothing when its database was closed went on buffering
+    # adds, each acknowledged, all lost at exit with a warning.
+    db = simdb.open(db_path)
+    writer = db.writer()
+    db.close()
+    with pytest.raises(simdb.DatabaseClosedError):
+        writer.add("late", 1)
+    assert writer.pending == 0
+
+
+CLOSE_IN_A_SIGNAL_HANDLER = """
+import os, signal, sys, simdb
+db = simdb.open(sys.argv[1])
+refused = []
+
+def shut_down(signum, frame):
+    try:
+        db.close()
+    except simdb.WriterBusyError as error:
+        refused.append(error)
+
+signal.signal(signal.SIGUSR1, shut_down)
+real_commit_steps = simdb.Database._commit_steps
+
+def commit_steps_signalled(self, *args, **kwargs):
+    os.kill(os.getpid(), signal.SIGUSR1)  # handled here, while the flush holds the writer
+    return real_commit_steps(self, *args, **kwargs)
+
+simdb.Database._commit_steps = commit_steps_signalled
+with db.writer(max_batch=3) as writer:
+    for i in range(3):
+        writer.add(f"doc-{i}", i + 1)
+print(len(refused), len(db), repr(refused[0].path == db.path))
+db.close()
+"""
+
+
+def test_closing_the_database_in_a_signal_handler_during_a_flush_is_refused_not_a_hang(db_path) -> None:
+    """A probe: a SIGTERM handler calling ``db.close()`` while an add flushed waited for the
+    writer's lock, held by the very call it interrupted: the process hung for good.  The
+    close is refused with WriterBusyError; the add goes on and stores its batch."""
+    run = run_python_or_fail_on_hang(
+        CLOSE_IN_A_SIGNAL_HANDLER, db_path, timeout=60, hung="db.close() in a signal handler hung the process"
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["1", "3", "True"]
+
 
 DISK_FULL_WRITER = """
 import resource, signal, sys, simdb
