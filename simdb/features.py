@@ -809,19 +809,8 @@ def iter_chunks(text: str, chunk_chars: int = CHUNK_CHARS, normalization: int = 
         # Cut after the last whitespace of the window.  Whitespace is a starter in every
         # normalisation form and never part of a token, so cutting there changes nothing.
         cut = _last_space(text, start, end)
-        while normalization >= 3 and cut > start:
-            # Not inside the spaces after a hyphen (version 3 may join the words across
-            # them): before the hyphenated word instead, where there is room, and again
-            # while that is after a hyphen too (a word broken over three lines).
-            before = cut
-            while before > start and text[before - 1] in _SPACES_AND_BREAKS:
-                before -= 1
-            if before == start or text[before - 1] not in breaking_hyphens:
-                break
-            earlier = _last_space(text, start, before - 1)
-            if earlier <= start:
-                break
-            cut = earlier
+        if normalization >= 3:
+            cut = _before_broken_words(text, start, cut, breaking_hyphens)
         if cut <= start:
             cut = end - 1
             # No whitespace at all: do not separate a base character from its marks, nor
@@ -835,6 +824,31 @@ def iter_chunks(text: str, chunk_chars: int = CHUNK_CHARS, normalization: int = 
                 cut -= 1
         yield text[start : cut + 1]
         start = cut + 1
+
+
+def _before_broken_words(text: str, start: int, cut: int, breaking_hyphens: str) -> int:
+    """Where to cut ``text[start:]`` at or before ``cut`` (a space, tab or line feed) so as
+    not to fall inside the spaces after a hyphen, across which version 3 may join the
+    words: before the hyphenated word instead, and again while that is after a hyphen too
+    (a word broken over three lines).  Where the words so joined fill the window back to
+    ``start``, they make one word longer than a chunk, which is split as any such word is:
+    at ``cut``.  O(cut - start): each step looks back over one word only (found by a
+    probe: a step that searched the whole window, and chunks cut down to one word each,
+    took hours on 300 KB of "-" cells or "word-" lines)."""
+    first = cut
+    while cut > start:
+        before = cut
+        while before > start and text[before - 1] in _SPACES_AND_BREAKS:
+            before -= 1
+        if before == start or text[before - 1] not in breaking_hyphens:
+            return cut
+        earlier = before - 2  # the last space, tab or line feed before the hyphen, if any
+        while earlier >= start and text[earlier] not in " \t\n":
+            earlier -= 1
+        if earlier <= start:
+            return first
+        cut = earlier
+    return cut
 
 
 def _last_space(text: str, start: int, end: int) -> int:

@@ -1105,6 +1105,20 @@ def test_chunks_never_separate_a_base_character_from_its_marks() -> None:
     assert [token for piece in iter_chunks(text, 7) for token in tokenize(piece)] == tokenize(text)
 
 
+
+@pytest.mark.parametrize("line", ["word-\n", "-\t-\t-\n", "- - - -\n"])
+def test_words_broken_by_hyphens_across_a_whole_chunk_keep_chunks_whole(line: str) -> None:
+    """A probe: where every space of a chunk came after a hyphen ("word-" lines, a table of
+    "-" cells, ASCII art), the cut walked back to the chunk's start and then cut after its
+    first word: every chunk after held one word, each cut searched the whole window again,
+    and 300 KB never finished.  Such words make one word longer than a chunk, split as any
+    such word is; the chunks stay full."""
+    text = line * 3000
+    pieces = list(iter_chunks(text, 300))
+    assert "".join(pieces) == text
+    assert len(pieces) <= len(text) // 300 + 2
+
+
 def test_negations_are_no_stop_words_from_pipeline_version_4() -> None:
     """With stopwords="english", "not" and "don't" were dropped, so a sentence and its
     negation had one fingerprint (a probe found it); version 4 keeps them, and databases of
