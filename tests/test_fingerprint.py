@@ -1105,7 +1105,6 @@ def test_chunks_never_separate_a_base_character_from_its_marks() -> None:
     assert [token for piece in iter_chunks(text, 7) for token in tokenize(piece)] == tokenize(text)
 
 
-
 @pytest.mark.parametrize("line", ["word-\n", "-\t-\t-\n", "- - - -\n"])
 def test_words_broken_by_hyphens_across_a_whole_chunk_keep_chunks_whole(line: str) -> None:
     """A probe: where every space of a chunk came after a hyphen ("word-" lines, a table of
