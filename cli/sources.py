@@ -30,14 +30,14 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from simdb import InvalidInputError, InvalidKeyError, SimdbError, codec, parse_fingerprint
 from simdb.errors import DASK_INSTALL_HINT, KeyProblem
-from simdb.features import NORMALIZATION, references_escaped
+from simdb.features import NORMALIZATION
 from simdb.fingerprint import SKETCH_BYTES
 from simdb.keys import check_key, describe
+from simdb.markup import visible_text
 from simdb.storage import Storage
 from simdb.validation import check_fingerprint, is_int
 
@@ -1181,56 +1181,6 @@ def _checked_meta(meta: Any, where: str, intake: Intake, source: str, decode_byt
         return _REFUSED
 
 
-class _TextExtractor(HTMLParser):
-    """Visible text of an HTML page: the data outside script, style and similar elements.
-    Any tag but an inline one (``<b>``, ``<a>``, ``<span>``, ...) separates words, so
-    ``<p>one</p><p>two</p>`` is "one two" while ``<b>Im</b>portant`` stays one word."""
-
-    # The head's only text is its title; named rather than "head", whose end tag HTML lets a
-    # page leave out (a review: such a page's whole body was hidden).
-    _HIDDEN = frozenset({"script", "style", "noscript", "template", "title"})
-    _INLINE = frozenset(
-        {
-            "a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "del", "dfn", "em", "font", "i", "ins", "kbd",
-            "mark", "q", "s", "samp", "small", "span", "strike", "strong", "sub", "sup", "time", "tt", "u", "var",
-            "wbr",
-        }
-    )  # fmt: skip
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self._hidden_depth = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in self._HIDDEN:
-            self._hidden_depth += 1
-        elif tag not in self._INLINE:
-            self.parts.append(" ")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self._HIDDEN and self._hidden_depth:
-            self._hidden_depth -= 1
-        elif tag not in self._INLINE:
-            self.parts.append(" ")
-
-    def handle_data(self, data: str) -> None:
-        if not self._hidden_depth:
-            self.parts.append(data)
-
-
-def html_to_text(html: str) -> str:
-    """The visible text of ``html``, whitespace-separated (see :class:`_TextExtractor`), what
-    looks like a character reference in it escaped so that the text pipeline, which decodes
-    references (version 6), reads it as shown.  O(len(html))."""
-    extractor = _TextExtractor()
-    extractor.feed(html)
-    extractor.close()
-    # The parser decoded the page's references; what still looks like one is visible text
-    # ("write &lt;p&gt;"), which the text pipeline must not decode a second time.
-    return references_escaped(" ".join("".join(extractor.parts).split()))
-
-
 def _charset(content_type: str) -> str:
     match = re.search(r"charset=[\"']?([\w.:-]+)", content_type, re.IGNORECASE)
     return match.group(1) if match else "utf-8"
@@ -1281,7 +1231,7 @@ def _record_text(record: Any, where: str, intake: Intake, source: str, max_bytes
         text = data.decode(charset)
     except (LookupError, UnicodeDecodeError):
         text = decode(data, where, intake, source, keep_undecodable=KEPT_IN_TEXT)
-    return html_to_text(text) if "html" in mime else text
+    return visible_text(text) if "html" in mime else text
 
 
 def _starts_like_warc(handle: IO[bytes]) -> bool:
@@ -1831,6 +1781,6 @@ def read_documents(
             )
         elif item.kind == HTML:
             for key, page, meta, where in read_text_files([item], intake, max_bytes, encoding):
-                yield key, html_to_text(page), meta, where
+                yield key, visible_text(page), meta, where
         else:
             yield from read_text_files([item], intake, max_bytes, encoding)

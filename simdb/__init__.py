@@ -68,6 +68,7 @@ from simdb.fingerprint import (
     sketch_similarity,
 )
 from simdb.keys import parse_fingerprint
+from simdb.markup import visible_text
 from simdb.plan import TablePlan, default_blocks
 from simdb.threshold import DEFAULT_THRESHOLD, candidate_distance
 from simdb.writer import BatchWriter
@@ -136,4 +137,5 @@ __all__ = [
     "similarity",
     "sketch_similarities",
     "sketch_similarity",
+    "visible_text",
 ]
