@@ -287,9 +287,8 @@ CreateKOption = Annotated[
     int | None,
     typer.Option(
         "-k",
-        min=0,
-        help=f"The index's k (largest distance answered exactly), when the database is created. Default {DEFAULT_K}, "
-        f"in {DEFAULT_BLOCKS} blocks ({DEFAULT_BLOCKS} tables) unless --blocks is given.",
+        help="The index's k (largest distance answered exactly, 0-63), when the database is created. "
+        f"Default {DEFAULT_K}, in {DEFAULT_BLOCKS} blocks ({DEFAULT_BLOCKS} tables) unless --blocks is given.",
         show_default=False,
     ),
 ]
@@ -297,9 +296,8 @@ BlocksOption = Annotated[
     int | None,
     typer.Option(
         "--blocks",
-        min=1,
-        help=f"Blocks of the permutation plan (more than k), when the database is created. Default {DEFAULT_BLOCKS} "
-        "for the default k, else the fewest whose tables all have 20 leading bits.",
+        help="Blocks of the permutation plan (more than k, at most 64), when the database is created. "
+        f"Default {DEFAULT_BLOCKS} for the default k, else the fewest whose tables all have 20 leading bits.",
         show_default=False,
     ),
 ]
@@ -402,11 +400,22 @@ def check_new_plan(db: str, k: int | None, blocks: int | None) -> None:
 
 def open_existing(path: str, *, readonly: bool = True) -> simdb.Database:
     """Open a database that must already exist, with a message that says how to make one."""
-    if not os.path.lexists(path):  # a link to nothing is named as one by open
+    missing = not os.path.lexists(path)  # a link to nothing is named as one by open
+    if missing or _empty_directory(path):
         raise NotADatabaseError(
-            f"no database at {path}", "add documents with `simdb add`, or point --db / $SIMDB_PATH at one"
+            f"no database at {path}" + ("" if missing else " (an empty directory)"),
+            "add documents with `simdb add`, or point --db / $SIMDB_PATH at one",
         )
     return simdb.open(path, readonly=readonly, create=False)
+
+
+def _empty_directory(path: str) -> bool:
+    """Whether ``path`` is a directory with nothing in it: one scan, stopped at the first entry."""
+    try:
+        with os.scandir(path) as entries:
+            return next(entries, None) is None
+    except OSError:  # not a directory, or not readable: open says which
+        return False
 
 
 def make_fingerprinter(
@@ -675,14 +684,9 @@ def add(
     # first text arrived and made the database minhash, each pair's similarity changing.
     fingerprinter = make_fingerprinter(features, ngram, stopwords, kind=kind, weights=weights)
     creating = is_new_database(db)
-    if fingerprinter is None and creating:
+    defaults_taken = fingerprinter is None and creating
+    if defaults_taken:
         fingerprinter = make_fingerprinter(None, None, None, always=True)
-        if fingerprint_inputs:
-            quiet_or(print_notice, quiet)(
-                db,
-                "a new database: its fingerprints are taken as made with the default settings "
-                "(minhash, as simdb hash makes them); for SimHash or other settings give --kind and the rest",
-            )
     # Read up to the first document before opening the database, so a run whose inputs all
     # fail (or hold nothing) creates no database whose settings a corrected retry would meet.
     fingerprint_items = FirstReady(read_fingerprint_tsv(fingerprint_inputs, intake, max_bytes=max_doc_bytes))
@@ -697,6 +701,12 @@ def add(
         err(f"simdb: nothing to add; no database was created at {db}")
         print_summary(intake, json_output)
         raise typer.Exit(EXIT_USAGE if intake.failed else 0)
+    if defaults_taken and fingerprint_inputs:  # said once a database will be made with them
+        quiet_or(print_notice, quiet)(
+            db,
+            "a new database: its fingerprints are taken as made with the default settings "
+            "(minhash, as simdb hash makes them); for SimHash or other settings give --kind and the rest",
+        )
     path_arguments = [path for path in paths or [] if path != "-"]
 
     def feed(ingest: Ingest) -> None:
@@ -1086,7 +1096,7 @@ def note_a_costly_index(database: simdb.Database, report: Callable[[str, str], N
             database.path,
             f"-k {plan.k} makes {len(plan.tables)} tables with prefixes as short as "
             f"{counted(shortest, 'bit')}: each query "
-            f"reads about {share * 100:.0f} entries per 100 documents; pairs and clusters take any -k without "
+            f"reads {plan.read_share_words}; pairs and clusters take any -k without "
             "the index, and a query's threshold widens its radius by itself",
         )
 
@@ -1424,24 +1434,11 @@ def remove(
                 can_be_stored = True
             if len(missing) < NOT_FOUND_NAMED and not (can_be_stored and database.get(key) is not None):
                 missing.append(key)
-        # A path given without --paths names no key unless given as add keyed it: say so.
-        as_path = next(
-            (
-                (key, canonical)
-                for key in ([] if paths else missing)
-                if os.path.isfile(key)
-                and (canonical := canonical_key(key)) != key
-                and database.get(canonical) is not None
-            ),
-            None,
-        )
+        as_path = [] if paths else stored_as_path(database, missing)
         removed = sum(key in database for key in storable) if dry_run else database.remove_many(storable)
     not_found = len(unique) - removed
-    if as_path is not None:
-        err(
-            f"simdb: {shortened(as_path[0])} is a file stored under the key {shortened(as_path[1])}: "
-            "--paths makes keys of paths as add does"
-        )
+    for note in as_path:
+        err(note)
     missing = missing[:not_found]
     if json_output:
         failures = {"failed": intake.failed} if intake.failed else {}
@@ -1590,12 +1587,28 @@ def get(
                 }
 
         output.write_records(records(), DOCUMENT_COLUMNS, shown_as, header=not no_header)
+        as_path = [] if paths else stored_as_path(database, missing)
     for key in missing:
         err(f"simdb: no document with key {describe(key)}")
+    for note in as_path:
+        err(note)
     if intake.failed:
         raise typer.Exit(EXIT_USAGE)
     if missing:
         raise typer.Exit(EXIT_NOTHING_FOUND)
+
+
+def stored_as_path(database: simdb.Database, missing: Iterable[str]) -> list[str]:
+    """A note for the first of the ``missing`` keys that is the path of a file stored under
+    its canonical key (given without --paths, a path names no key unless given as add keyed
+    it), else none.  A stat and a lookup per key, up to the first such."""
+    for key in missing:
+        if os.path.isfile(key) and (canonical := canonical_key(key)) != key and database.get(canonical) is not None:
+            return [
+                f"simdb: {shortened(key)} is a file stored under the key {shortened(canonical)}: "
+                "--paths makes keys of paths as add does"
+            ]
+    return []
 
 
 @app.command("keys")
@@ -1705,8 +1718,8 @@ def hash_command(
             "-f",
             help="Fingerprint this file's text instead ('-' for stdin), or each file of this directory (with -r, "
             "of its subdirectories too); repeatable. Files are read as add reads them by default (gunzipped if "
-            "named .gz; HTML files as their visible text; JSONL files, with their 'id' and 'text' fields, and "
-            "WARC files hold one document per line or record, printed with its key).",
+            "named .gz; HTML files as their visible text; JSONL files, with their 'id' and 'text' fields (see "
+            "--id-field, --text-field), and WARC files hold one document per line or record, printed with its key).",
             show_default=False,
         ),
     ] = None,
@@ -1722,6 +1735,8 @@ def hash_command(
     kind: HashKindOption = None,
     weights: HashWeightsOption = None,
     encoding: EncodingOption = None,
+    id_field: QueryIdFieldOption = "id",
+    text_field: QueryTextFieldOption = "text",
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -1757,7 +1772,8 @@ def hash_command(
     named = [path for path in file or [] if path != "-"]
     if not inputs and named and not intake.failed:  # only directories with nothing to read
         raise usage_error(no_files("hash", named, recursive))
-    for origin, content in _hashed_texts(inputs if file else None, text, text_encoding, intake):
+    fields = JsonlFields(id_field, text_field)
+    for origin, content in _hashed_texts(inputs if file else None, text, text_encoding, intake, fields):
         value = fingerprinter.fingerprint(content)
         shown = format(value, f"0{bits}b") if binary else hex_fingerprint(value, bits)
         if json_output:
@@ -1770,7 +1786,7 @@ def hash_command(
 
 
 def _hashed_texts(
-    inputs: list[Input] | None, text: str | None, encoding: str | None, intake: Intake
+    inputs: list[Input] | None, text: str | None, encoding: str | None, intake: Intake, fields: JsonlFields
 ) -> Iterator[tuple[dict[str, str], str]]:
     """The texts ``hash`` fingerprints, each with where it came from: the TEXT argument (or
     stdin's, for "-") alone, else every document of the ``inputs`` of its --file arguments
@@ -1784,7 +1800,7 @@ def _hashed_texts(
     for found in inputs:
         one_document = found.kind in ONE_DOCUMENT_KINDS
         # No size limit: hash TEXT and hash - have none, and a text streams in chunks.
-        for key, content, _, _ in read_documents([found], intake, None, encoding=encoding):
+        for key, content, _, _ in read_documents([found], intake, None, encoding=encoding, fields=fields):
             yield ({"file": found.path} if one_document else {"file": found.path, "key": key}), content
 
 

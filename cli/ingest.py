@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import simdb
 from simdb import AddResult, InvalidInputError
+from simdb.plan import read_share_words
 from simdb.storage import gone_process, host_tag
 from simdb.threshold import if_new_blind_spot, kind_of
 
@@ -508,8 +509,8 @@ def if_new_reach(database: simdb.Database, threshold: float | None) -> str | Non
         f"--if-new compared each document only with stored ones within the index's {database.k} bits, "
         f"where {1 - blind.unseen:.0%} of pairs at similarity {threshold:g} lie, so near-duplicates may have been "
         f"stored (`simdb clusters --mode leaders -t {threshold:g}` groups them, at any threshold; a database "
-        f"made with -k {blind.needed_k} would check them all as it adds, reading about "
-        f"{blind.read_share * 100:.3g} stored documents per 100 for each one)"
+        f"made with -k {blind.needed_k} would check them all as it adds, reading "
+        f"{read_share_words(blind.read_share)} for each one)"
     )
 
 

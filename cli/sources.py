@@ -952,6 +952,11 @@ def read_jsonl(
             if not isinstance(text, str):
                 if text is None:
                     cause = _absent(text_field, record)
+                    if text_field not in record and record:
+                        # Most often the text is under another name: say which names there are.
+                        shown_names = ", ".join(repr(name) for name in list(record)[:8])
+                        more = ", ..." if len(record) > 8 else ""
+                        cause += f" (its fields: {shown_names}{more}; --text-field names the text's)"
                 else:
                     cause = f"{text_field!r} is a JSON {_json_type(text)}, not a string"
                 intake.fail(where, cause, name)
@@ -1715,13 +1720,19 @@ def _read_export_jsonl(
         if record is None:
             continue
         key, fingerprint = record.get("key"), record.get("fingerprint")
-        if first and "key" not in record and "fingerprint" not in record and "text" in record:
+        if first and "key" not in record and "fingerprint" not in record:
             # Every line would fail for want of a key: say once what the file is.
-            intake.fail(
-                name,
-                f"holds documents with text, not an export; add them with `simdb add --jsonl {shlex.quote(name)}`",
-                name,
-            )
+            add = f"simdb add --jsonl {shlex.quote(name)}"
+            if "text" in record:
+                intake.fail(name, f"holds documents with text, not an export; add them with `{add}`", name)
+            else:
+                shown_names = ", ".join(repr(field_name) for field_name in list(record)[:8]) or "none"
+                intake.fail(
+                    name,
+                    f"is not a simdb export: its first object has no 'key' or 'fingerprint' (its fields: "
+                    f"{shown_names}); documents with text are added with `{add} --text-field NAME`",
+                    name,
+                )
             return
         first = False
         if not isinstance(key, str):

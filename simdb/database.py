@@ -73,7 +73,7 @@ from simdb.pairsearch import (
     pairs_plan,
     search_seconds,
 )
-from simdb.plan import BITS, TablePlan
+from simdb.plan import BITS, TablePlan, read_share_words
 from simdb.queries import Match, Queries
 from simdb.records import (
     DOCS,
@@ -591,8 +591,8 @@ class Database:
                 f"if_new compares each document only with the stored ones within the index's {self.k} bits, where "
                 f"{1 - blind.unseen:.0%} of the pairs at similarity {threshold:g} lie, so near-duplicates will be "
                 f"stored (clusters(threshold={threshold:g}, mode='leaders') groups them, at any threshold; a database "
-                f"made with k={blind.needed_k} would check them all as it adds, reading about "
-                f"{blind.read_share * 100:.3g} stored documents per 100 for each one)",
+                f"made with k={blind.needed_k} would check them all as it adds, reading "
+                f"{read_share_words(blind.read_share)} for each one)",
                 IfNewReachWarning,
                 stacklevel=stacklevel,
             )

@@ -852,8 +852,11 @@ class Storage:
                         "point at a simdb database or at an empty or missing directory",
                     )
                 if readonly or not create:
+                    what = "is an empty directory" if directory.exists() else "does not exist"
                     raise DatabaseMissingError(
-                        f"{directory} does not exist", "create it first by opening it writable", path=directory
+                        f"{directory} {what}: no database there yet",
+                        "create it first by opening it writable",
+                        path=directory,
                     )
                 cls._create_directory(directory)
         return cls(directory, readonly, names, map_size or MIN_MAP_SIZE)

@@ -80,9 +80,8 @@ IF_NEW_UNSEEN_NOTE = 0.25
 
 class BlindSpot(NamedTuple):
     """What an ``if_new`` add cannot see (:func:`if_new_blind_spot`): the ``unseen`` share of
-    the pairs at its threshold, the index ``k`` that would see them all, and the share of
-    the stored documents such an index reads per probe (:attr:`TablePlan.read_share`, at
-    most 1)."""
+    the pairs at its threshold, the index ``k`` that would see them all, and the table
+    entries such an index reads per probe, per stored document (:attr:`TablePlan.read_share`)."""
 
     unseen: float
     needed_k: int
@@ -98,8 +97,7 @@ def if_new_blind_spot(k: int, threshold: float, kind: str) -> BlindSpot | None:
     if unseen < IF_NEW_UNSEEN_NOTE:
         return None
     needed = candidate_distance(threshold, kind, verified=True)
-    # Past 1 (tables of very short prefixes) a probe reads as much as a scan of every document.
-    return BlindSpot(unseen, needed, min(1.0, TablePlan.create(needed, max_tables=MAX_DATABASE_TABLES).read_share))
+    return BlindSpot(unseen, needed, TablePlan.create(needed, max_tables=MAX_DATABASE_TABLES).read_share)
 
 
 def share_within(distance: int, threshold: float, kind: str) -> float:

@@ -634,6 +634,11 @@ def test_missing_database_exits_3_with_a_hint(tmp_path: Path, command: list[str]
     assert f"no database at {missing}" in result.stderr and "simdb add" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not missing.exists()  # reading never creates a database
+    # A new user's pass: an empty directory was said not to exist, with another hint.
+    missing.mkdir()
+    empty = run(*command, "--db", missing)
+    assert empty.exit_code == 3 and empty.stderr.startswith(f"simdb: no database at {missing} (an empty directory)")
+    assert "simdb add" in empty.stderr and len(empty.stderr.strip().splitlines()) == 1
 
 
 def test_a_file_that_is_not_a_database_exits_3(tmp_path: Path) -> None:

@@ -754,6 +754,11 @@ def test_an_export_given_to_add_and_documents_given_to_import_are_named_once(tmp
     assert run("add", "--jsonl", documents, "--db", tmp_path / "db").exit_code == 0
     backup = tmp_path / "backup.jsonl"
     assert run("export", "-o", backup, "--db", tmp_path / "db").exit_code == 0
+    # A new user's pass: --fingerprints first said the new database would take the default
+    # settings, then refused the file and made none.
+    as_fingerprints = run("add", "--fingerprints", backup, "--db", tmp_path / "other")
+    assert as_fingerprints.exit_code == 2 and "default settings" not in as_fingerprints.stderr
+    assert "no database was created" in as_fingerprints.stderr
     for command in (["add", backup], ["add", "--jsonl", backup]):
         refused = run(*command, "--db", tmp_path / "other")
         assert refused.exit_code == 2 and f"simdb import {backup}" in refused.stderr
@@ -762,6 +767,18 @@ def test_an_export_given_to_add_and_documents_given_to_import_are_named_once(tmp
     wrong = run("import", documents, "--db", tmp_path / "other")
     assert wrong.exit_code == 2 and f"simdb add --jsonl '{documents}'" in wrong.stderr
     assert "no string 'key'" not in wrong.stderr and not (tmp_path / "other").exists()
+    # A new user's pass: documents whose text is under another name failed every line of
+    # import for want of a key, and every line of add for want of 'text', naming neither fix.
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(json.dumps({"id": f"r{n}", "body": prose(n)}) + "\n" for n in range(5)))
+    imported = run("import", records, "--db", tmp_path / "other")
+    assert imported.exit_code == 2 and imported.stderr.count("\n") == 2, imported.stderr
+    assert "its fields: 'id', 'body'" in imported.stderr and "--text-field NAME" in imported.stderr
+    added = run("add", "--jsonl", records, "--db", tmp_path / "other")
+    assert added.exit_code == 2
+    assert f"{records}:1: no 'text' field (its fields: 'id', 'body'; --text-field names the text's)" in added.stderr
+    hashed = run("hash", "--file", records, "--text-field", "body", "--json")
+    assert hashed.exit_code == 0 and [line["key"] for line in json_lines(hashed.stdout)] == [f"r{n}" for n in range(5)]
 
 
 @pytest.mark.parametrize(

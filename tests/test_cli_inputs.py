@@ -676,6 +676,12 @@ def test_remove_of_a_path_without_paths_says_how_that_file_is_keyed(
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.txt").write_text("some words for a note kept here")
     assert run("add", "notes/a.txt", "--db", "db").exit_code == 0
+    # A new user's pass: get said only that no document had the key.
+    shown = run("get", "./notes/a.txt", "--db", "db")
+    assert shown.exit_code == 1 and shown.stderr.splitlines() == [
+        "simdb: no document with key './notes/a.txt'",
+        "simdb: ./notes/a.txt is a file stored under the key notes/a.txt: --paths makes keys of paths as add does",
+    ]
     missed = run("remove", "./notes/a.txt", "--db", "db")
     assert missed.exit_code == 1 and "stored under the key notes/a.txt" in missed.stderr and "--paths" in missed.stderr
     assert len(missed.stderr.splitlines()) == 1

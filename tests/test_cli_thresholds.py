@@ -654,6 +654,14 @@ def test_if_new_says_when_its_threshold_reaches_past_the_index(tmp_path: Path) -
     process = subprocess.run([*command, "--db", str(db)], capture_output=True, text=True, timeout=120)
     assert process.returncode == 0 and "Warning" not in process.stderr
     assert process.stderr.count("\n") == 1 and process.stderr.startswith("simdb: note: --if-new"), process.stderr
+    # A new user's pass: the cost of the -k it names was said three ways ("100 stored
+    # documents per 100" here, "400 entries per 100 documents" where such a database is made).
+    # One way now: table entries read per probe, per 100 stored documents.
+    loosest = run("add", tmp_path / "a.txt", "--if-new", "-t", "0.5", "--db", db)
+    needed = int(loosest.stderr.split("made with -k ")[1].split()[0])
+    made = run("add", tmp_path / "a.txt", "-k", needed, "--db", tmp_path / "wide")
+    cost = made.stderr.split("each query reads ")[1].split(";")[0]
+    assert cost.endswith("table entries per 100 stored documents") and f"reading {cost} for each one" in loosest.stderr
 
 
 def test_a_loose_threshold_on_many_documents_says_the_search_is_long(
