@@ -14,6 +14,8 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
+from functools import partial
+from itertools import groupby
 from typing import Any, NamedTuple
 
 import simdb
@@ -27,7 +29,7 @@ from .errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, error_message
 from .filekeys import prefix_of, stale_keys, under
 from .output import err, json_line, out
 from .signals import interrupts_in_this_process_only
-from .sources import Input, Intake, Item, PathRules, SketchedFingerprint, shortened
+from .sources import BareFingerprint, Input, Intake, Item, PathRules, SketchedFingerprint, shortened
 
 #: Characters of text handed to the database and not yet committed, at most (plus one
 #: document): a batch of large documents is cut short at this size, so memory follows it,
@@ -139,7 +141,7 @@ class FirstReady(Iterable[Item]):
 
 
 #: How the database is fed: ``add(items, on_batch)`` stores ``(key, value, meta)`` items.
-Adder = Callable[[Iterable[tuple[str, Any, Any]], Callable[[AddResult], None]], AddResult]
+Adder = Callable[..., AddResult]  # (rows, on_batch, batch_size=None): add_texts or add_many
 
 
 class Counts(NamedTuple):
@@ -248,7 +250,7 @@ class Ingest:
 
     def texts(self, items: Iterable[Item]) -> None:
         """Fingerprint and store ``(key, text, meta, where)`` items (``workers`` processes)."""
-        self._feed(items, self._add_texts, texts=True)
+        self._feed(items, self._add_texts)
 
     def _add_texts(
         self, rows: Iterable[tuple[str, Any, Any]], on_batch: Callable[[AddResult], None], batch_size: int | None = None
@@ -312,11 +314,19 @@ class Ingest:
 
     def fingerprints(self, items: Iterable[Item]) -> None:
         """Store ``(key, fingerprint, meta, where)`` items; a fingerprint read from an export
-        with its sketch (:class:`SketchedFingerprint`) is stored with it."""
-        self._feed(items, self._add_fingerprints, texts=False)
+        with its sketch (:class:`SketchedFingerprint`) is stored with it, and one read
+        without meta or sketch (:class:`BareFingerprint`) leaves a stored document with that
+        fingerprint as it is.  Runs of each kind are stored in calls of their own."""
+        for bare, run in groupby(items, key=lambda item: isinstance(item[1], BareFingerprint)):
+            self._feed(run, partial(self._add_fingerprints, keep_stored=bare))
 
     def _add_fingerprints(
-        self, rows: Iterable[tuple[str, Any, Any]], on_batch: Callable[[AddResult], None], batch_size: int | None = None
+        self,
+        rows: Iterable[tuple[str, Any, Any]],
+        on_batch: Callable[[AddResult], None],
+        batch_size: int | None = None,
+        *,
+        keep_stored: bool = False,
     ) -> AddResult:
         items = (
             (key, value.fingerprint, meta, value.sketch)
@@ -325,10 +335,14 @@ class Ingest:
             for key, value, meta in rows
         )
         return self.database.add_many(
-            items, batch_size=batch_size or self.batch_size, on_batch=on_batch, **self._if_new_options
+            items,
+            batch_size=batch_size or self.batch_size,
+            on_batch=on_batch,
+            keep_stored=keep_stored,
+            **self._if_new_options,
         )
 
-    def _feed(self, items: Iterable[Item], add: Adder, *, texts: bool) -> None:
+    def _feed(self, items: Iterable[Item], add: Adder) -> None:
         source = iter(items)
         while True:
             self._uncommitted, self._uncommitted_chars, self._paused = deque(), 0, False
@@ -344,9 +358,9 @@ class Ingest:
                 if not refused:
                     raise  # not about an item: nothing to retry
             self._uncommitted = deque()  # the retries below must not pop their batches here
-            # Texts are retried as texts, so each keeps its sketch (a fingerprint alone has none):
-            # the refused items are fingerprinted again, O(log batch size) times each at most.
-            self._store_in_halves(refused, self._add_texts if texts else self._add_fingerprints)
+            # Retried as they came (texts as texts, so each keeps its sketch: a fingerprint alone
+            # has none): refused texts are fingerprinted again, O(log batch size) times each at most.
+            self._store_in_halves(refused, add)
 
     def _store_in_halves(self, items: list[Item], add: Callable[..., AddResult]) -> None:
         # One transaction for all of them, so a refusal means none of them was stored.

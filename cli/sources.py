@@ -89,6 +89,12 @@ class SketchedFingerprint(NamedTuple):
     sketch: bytes
 
 
+class BareFingerprint(int):
+    """The value of an item read from a file of keys and fingerprints alone (a Parquet
+    shard), which says nothing of the document's meta or sketch: a stored document with the
+    same fingerprint is kept as it is, not replaced by one without them."""
+
+
 _NOT_REGULAR = "not a regular file (a FIFO, socket or device); not read"
 #: The default largest document ``simdb add`` reads (``--max-doc-bytes``): a text file, a
 #: JSONL or TSV line, or a WARC record's payload.  Larger ones are reported and skipped
@@ -1567,9 +1573,9 @@ def _parquet_rows(source: IO[bytes], item: Input, intake: Intake, header: Export
             return
         intake.notice(
             name,
-            "a Parquet export holds keys and fingerprints only: its documents are stored without their meta and "
-            "sketches (similarities are then estimated from the fingerprints, more coarsely); a JSONL or TSV "
-            "export keeps both",
+            "a Parquet export holds keys and fingerprints only: its new documents are stored without meta and "
+            "sketches (similarities are then estimated from the fingerprints, more coarsely), and a stored one "
+            "with the same fingerprint is kept as it is; a JSONL or TSV export keeps both",
             name,
         )
     row = 0
@@ -1585,7 +1591,7 @@ def _parquet_rows(source: IO[bytes], item: Input, intake: Intake, header: Export
                     continue
                 checked = _valid_key(key, where, intake, name)
                 if checked is not None:
-                    yield checked, fingerprint, None, where
+                    yield checked, BareFingerprint(fingerprint), None, where
     except (OSError, pa.ArrowException) as exc:
         intake.fail(f"{name}:{row + 1}", f"unreadable Parquet data ({exc}); the rest of the file was not read", name)
     if item.size:

@@ -40,6 +40,9 @@ class Batch:
     #: After :meth:`once_per_key` folded repeats: each key's first (record, sketch) in the
     #: batch, which one-by-one adding compares with the stored version (None: the values held).
     first_versions: list[tuple[bytes, bytes | None]] | None = None
+    #: An item whose key is stored with the same fingerprint leaves that document as it is
+    #: (see ``keep_stored`` of :meth:`simdb.Database.add_many`).
+    keep_stored: bool = False
 
     @classmethod
     def prepare(cls, items: Iterable[Sequence[Any]], first_position: int) -> Batch:
@@ -135,6 +138,7 @@ class Batch:
             [self.records[last_of[i]] for i in firsts],
             sketches=None if self.sketches is None else [self.sketches[last_of[i]] for i in firsts],
             first_versions=[self.version(i) for i in firsts],
+            keep_stored=self.keep_stored,
         )
         folds = len(self.keys) - len(firsts)
         return folded, folds - unchanged, unchanged
@@ -154,6 +158,7 @@ class Batch:
             [self.fingerprints[i] for i in positions],
             [self.records[i] for i in positions],
             sketches=None if self.sketches is None else [self.sketches[i] for i in positions],
+            keep_stored=self.keep_stored,
         )
 
 

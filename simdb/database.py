@@ -436,6 +436,7 @@ class Database:
         if_new: bool = False,
         threshold: float | None = None,
         on_batch: Callable[[AddResult], None] | None = None,
+        keep_stored: bool = False,
     ) -> AddResult:
         """Store ``(key, fingerprint)`` or ``(key, fingerprint, meta)`` items, or
         ``(key, fingerprint, meta, sketch)`` ones: a document as :meth:`sketched_items` reads
@@ -451,20 +452,28 @@ class Database:
         earlier in the same batch): similarity >= ``threshold`` (default
         :data:`DEFAULT_THRESHOLD` once the database has text settings), or, for a database of
         fingerprints only and no threshold, within the index k bits.  One batched probe and
-        one write per batch."""
+        one write per batch.
+
+        ``keep_stored=True``: an item whose key is stored with the same fingerprint leaves
+        that document as it is, its meta and sketch included, and counts as unchanged; for
+        fingerprints that come without the meta and sketch the stored copy has (a Parquet
+        shard's), which would otherwise replace them with none."""
         _check_batch_size(batch_size)
+        if not isinstance(keep_stored, bool):
+            raise InvalidInputError(f"keep_stored={describe(keep_stored)} is not True or False")
         return self._add_batches(
-            self._batches(iterate(items, "items"), batch_size), if_new, threshold, on_batch, stacklevel=4
+            self._batches(iterate(items, "items"), batch_size, keep_stored), if_new, threshold, on_batch, stacklevel=4
         )
 
     @staticmethod
-    def _batches(iterator: Iterator[Any], batch_size: int) -> Iterator[Batch]:
+    def _batches(iterator: Iterator[Any], batch_size: int, keep_stored: bool = False) -> Iterator[Batch]:
         """Validated batches of ``batch_size`` items."""
         position = 0
         while True:
             batch = Batch.prepare(islice(iterator, batch_size), position)
             if not batch.keys:
                 return
+            batch.keep_stored = keep_stored
             position += len(batch.keys)
             yield batch
 

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, NamedTuple
 import lmdb
 import numpy as np
 
+from simdb import codec
 from simdb.batch import Batch, Removals
 from simdb.config import Config
 from simdb.fingerprint import sketch_agreements
-from simdb.keys import index_key_order
+from simdb.keys import encode_id, index_key_order
 from simdb.pairsearch import all_pair_arrays, sketch_matrix
 from simdb.plan import TablePlan
 from simdb.queries import Queries
@@ -145,12 +146,17 @@ class Writes:
                     continue
                 doc_id, old = found
                 sketch = None if batch.sketches is None else batch.sketches[position]
-                same = records.unchanged(txn, doc_id, record, sketch)
+                kept = batch.keep_stored and old.fingerprint == fingerprint
+                same = kept or records.unchanged(txn, doc_id, record, sketch)
                 # Counted as its first version in the batch would be, added on its own.
                 first = batch.first_versions[position] if batch.first_versions is not None else None
-                counted_same = (
-                    same if first is None or first == (record, sketch) else records.unchanged(txn, doc_id, *first)
-                )
+                if first is None or first == (record, sketch):
+                    counted_same = same
+                else:
+                    first_fingerprint = codec.unpack_document(first[0], encode_id(doc_id))[1]
+                    counted_same = (batch.keep_stored and old.fingerprint == first_fingerprint) or records.unchanged(
+                        txn, doc_id, *first
+                    )
                 if counted_same:
                     result.unchanged += 1
                 else:
@@ -304,7 +310,11 @@ class Writes:
         version = batch.version(position)
         if kept_earlier is not None:
             return version == batch.version(kept_earlier)
-        return own_id is not None and self._records.unchanged(txn, own_id, *version)
+        if own_id is None:
+            return False
+        if batch.keep_stored and self._records.indexed(txn, own_id)[1] == batch.fingerprints[position]:
+            return True
+        return self._records.unchanged(txn, own_id, *version)
 
     def _duplicate_rule(self, threshold: float | None, verified: bool) -> _Rule:
         """How ``if_new`` decides a duplicate: by similarity when a threshold is given or the

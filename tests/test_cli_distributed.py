@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import random
 
+import numpy as np
 import pytest
 
 pytest.importorskip("dask.distributed")
@@ -183,3 +185,43 @@ def test_a_parquet_input_that_is_a_fifo_is_refused_not_waited_for(tmp_path) -> N
     command = [sys.executable, "-m", "simdb_cli.app", "import", str(fifo), "--db", str(tmp_path / "db")]
     finished = subprocess.run(command, capture_output=True, text=True, timeout=60, env={**os.environ, "SIMDB_PATH": ""})
     assert finished.returncode == 2 and "must be a regular file" in finished.stderr, finished.stderr
+
+
+def test_a_parquet_import_keeps_the_meta_and_sketch_of_documents_stored_with_its_fingerprints(tmp_path) -> None:
+    """A probe: importing a Parquet export (keys and fingerprints only) back into the database
+    it came from replaced every document by its bare fingerprint: metas and sketches gone,
+    similarities changed, exit 0.  A stored document with the row's fingerprint is kept as
+    it is now; a row with another fingerprint still replaces it."""
+    texts = {
+        "a": "the quick brown fox jumps over the lazy dog on a sunny day in early spring",
+        "b": "the quick brown fox jumps over the lazy dog on a rainy day in early spring",
+        "c": "an unrelated note about shipping schedules and harbour fees for the next month",
+    }
+    source = tmp_path / "texts.jsonl"
+    source.write_text(
+        "".join(json.dumps({"id": key, "text": text, "n": i}) + "\n" for i, (key, text) in enumerate(texts.items()))
+    )
+    db = tmp_path / "db"
+    assert run("add", "--jsonl", source, "--db", db).exit_code == 0
+    with simdb.open(db, readonly=True) as database:
+        before = list(database.sketched_items())
+        pairs_before = list(database.pairs(threshold=0.5))
+    assert run("export", "--format", "parquet", "-o", tmp_path / "snap.parquet", "--db", db).exit_code == 0
+    again = run("import", tmp_path / "snap.parquet", "--db", db)
+    assert again.exit_code == 0 and "3 unchanged" in again.stdout, again.output
+    with simdb.open(db, readonly=True) as database:
+        assert list(database.sketched_items()) == before and list(database.pairs(threshold=0.5)) == pairs_before
+    # A shard whose row for "c" carries another fingerprint replaces that document alone.
+    import pandas as pd
+
+    fingerprints = {document.key: document.fingerprint for document, _ in before}
+    changed = fingerprints["c"] ^ 0b1011
+    pd.DataFrame(
+        {"key": ["a", "c"], "fingerprint": np.array([fingerprints["a"], changed], dtype=np.uint64)}
+    ).to_parquet(tmp_path / "shard.parquet")
+    mixed = run("import", tmp_path / "shard.parquet", "--db", db)
+    assert mixed.exit_code == 0 and "replaced 1" in mixed.stdout and "1 unchanged" in mixed.stdout, mixed.output
+    with simdb.open(db, readonly=True) as database:
+        after = {document.key: (document, sketch) for document, sketch in database.sketched_items()}
+    assert after["a"] == before[0] and after["b"] == before[1]
+    assert after["c"][0].fingerprint == changed and after["c"][0].meta is None and after["c"][1] is None

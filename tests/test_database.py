@@ -566,3 +566,55 @@ def test_items_as_a_snapshot_see_each_batch_whole(db_path) -> None:
         assert last.fingerprint == (99 if snapshot else 1099)
         db.add_many([("doc-0", 0), ("doc-99", 99)])
     db.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from("abcd"), st.sampled_from([1, 2, 3]), st.sampled_from([None, "m"])), max_size=3),
+    st.lists(st.tuples(st.sampled_from("abcd"), st.sampled_from([1, 2, 3])), max_size=8),
+    st.integers(1, 4),
+)
+def test_keep_stored_leaves_documents_stored_with_the_same_fingerprint_as_they_are(
+    stored: list[tuple[str, int, str | None]], bare: list[tuple[str, int]], batch_size: int
+) -> None:
+    """``add_many(keep_stored=True)``, as a Parquet import calls it: an item whose key is
+    stored with its fingerprint keeps that document (meta and sketch), counted unchanged;
+    any other is stored as add_many stores it.  Checked against applying the rule one item
+    at a time to a dictionary, and its counts too."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory, simdb.open(directory, fingerprinter=simdb.Fingerprinter()) as db:
+        expected: dict[str, tuple[int, str | None, bool]] = {}  # key -> fingerprint, meta, has a sketch
+        for key, fingerprint, meta in stored:
+            db.add(key, fingerprint, meta)
+            expected[key] = (fingerprint, meta, False)
+        added = replaced = unchanged = 0
+        for key, fingerprint in bare:
+            if key not in expected:
+                added += 1
+            elif expected[key][0] == fingerprint:
+                unchanged += 1
+                continue
+            else:
+                replaced += 1
+            expected[key] = (fingerprint, None, False)
+        result = db.add_many(bare, batch_size=batch_size, keep_stored=True)
+        assert (result.added, result.replaced, result.unchanged) == (added, replaced, unchanged)
+        assert {
+            document.key: (document.fingerprint, document.meta, sketch is not None)
+            for document, sketch in db.sketched_items()
+        } == expected
+
+
+def test_keep_stored_keeps_a_sketch_and_is_refused_when_not_a_bool(db_path) -> None:
+    with simdb.open(db_path, fingerprinter=simdb.Fingerprinter()) as db:
+        db.add("a", text="the sketch of this text is kept with its document", meta={"n": 1})
+        kept = db.get("a")
+        assert db.add_many([("a", kept.fingerprint)], keep_stored=True).unchanged == 1
+        assert db.add_many([("a", kept.fingerprint)], keep_stored=True, if_new=True).unchanged == 1
+        document, sketch = next(db.sketched_items())
+        assert document == kept and sketch is not None and len(sketch) > 0
+        assert db.add_many([("a", kept.fingerprint)]).replaced == 1  # without it: replaced, bare
+        assert next(db.sketched_items())[1] is None and db.get("a").meta is None
+        with pytest.raises(simdb.InvalidInputError, match="keep_stored"):
+            db.add_many([("b", 1)], keep_stored=1)  # type: ignore[arg-type]
