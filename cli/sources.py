@@ -271,6 +271,14 @@ def stdin_bytes() -> IO[bytes]:
     return raw if raw is not None else io.BytesIO(stream.read().encode())
 
 
+def listed_lines(data: bytes) -> list[bytes]:
+    """The lines of a list of paths or keys: split at line feeds only, each line's one
+    trailing carriage return dropped (a list written on Windows), so that a name holding a
+    carriage return elsewhere stays one name (``bytes.splitlines`` cut it in two: a probe
+    found the first half added, a different file).  O(len(data))."""
+    return [line[:-1] if line.endswith(b"\r") else line for line in data.split(b"\n")]
+
+
 def read_path_list(source: str, intake: Intake, *, null: bool, stdin: IO[str] | None = None) -> list[str]:
     """The paths listed in ``source`` ("-": stdin), one per line, or NUL-separated with
     ``null`` (``find -print0``).  Read as bytes and decoded as the operating system decodes
@@ -292,7 +300,7 @@ def read_path_list(source: str, intake: Intake, *, null: bool, stdin: IO[str] | 
     if null:
         return [os.fsdecode(part) for part in data.split(b"\0") if part]
     paths = []
-    for line in data.splitlines():
+    for line in listed_lines(data):
         if b"\0" in line:
             # find -print0 output: one "line" holding every path, NUL-separated.
             intake.fail(
@@ -385,7 +393,7 @@ def stdin_keys(intake: Intake, stdin: IO[str] | None = None, *, null: bool = Fal
         return [part if null else unshown(part) for part in (text.split("\0") if null else text.splitlines()) if part]
     data = raw.read()
     keys = []
-    for number, line in enumerate(data.split(b"\0") if null else data.splitlines(), 1):
+    for number, line in enumerate(data.split(b"\0") if null else listed_lines(data), 1):
         try:
             key = line.decode("utf-8")
         except UnicodeDecodeError as exc:

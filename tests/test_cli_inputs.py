@@ -786,3 +786,20 @@ def test_a_fifo_put_in_a_listed_files_place_is_reported_not_waited_for(tmp_path:
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "1 1 ['cannot read: it is no longer a regular file (replaced since it was listed)']"
+
+
+def test_a_listed_path_holding_a_carriage_return_is_one_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe: `find ... | simdb add -` cut a name holding a carriage return in two, so
+    `d/report<CR>v2.txt` failed and `d/report`, another file, was added in its place.  Lines
+    end at line feeds; a list written on Windows (CRLF) still reads as its paths, and
+    `remove -` reads keys the same way."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "report\rv2.txt").write_text(prose(1))
+    (tmp_path / "d" / "report").write_text(prose(2))
+    (tmp_path / "d" / "plain.txt").write_text(prose(3))
+    result = add("-", "--db", "db", input=b"d/report\rv2.txt\nd/plain.txt\r\n")
+    assert result.exit_code == 0, result.output
+    assert set(stored(tmp_path / "db")) == {"d/report\rv2.txt", "d/plain.txt"}
+    removed = run("remove", "-", "--db", "db", input=b"d/plain.txt\r\n")
+    assert removed.exit_code == 0 and set(stored(tmp_path / "db")) == {"d/report\rv2.txt"}
