@@ -2007,6 +2007,7 @@ def import_command(
     if is_new and k is not None and not from_header:
         note_a_costly_index(database, print_notice)
     header.stored = database.fingerprinter  # the settings every later header must give
+    header.opened = True
     if database.fingerprinter is None:
         documents = without_sketches(documents, intake)
     with database:

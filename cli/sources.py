@@ -1471,6 +1471,8 @@ class ExportHeader:
     blocks: int | None = None
     fingerprinter: Fingerprinter | None = None
     stored: Fingerprinter | None = None
+    #: Set once the database is open: a header read after it cannot give it settings.
+    opened: bool = False
 
 
 def read_export(
@@ -1631,6 +1633,14 @@ def _read_header(record: dict[str, Any], where: str, header: ExportHeader) -> st
             # The library's words (stopwords='french'): import has no options of these names.
             reason = exc.message if isinstance(exc, SimdbError) else exc
             return f"header fingerprinter settings cannot be used: {reason}"
+    if fingerprinter is not None and header.opened and header.stored is None:
+        # Documents before it were imported into a database without settings, which a
+        # header now cannot give it: its sketches would be dropped and its fingerprints
+        # judged as others are (found by a probe, which was told the file had no header).
+        return (
+            "its settings header comes after documents imported without fingerprint settings, into a database "
+            "that has none; import this file first, or into a database of its own"
+        )
     if header.where is None:
         header.where, header.k, header.blocks, header.fingerprinter = where, k, blocks, fingerprinter
     expected, named = (header.stored, "the database's") if header.stored is not None else (header.fingerprinter, None)

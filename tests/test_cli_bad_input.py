@@ -918,3 +918,28 @@ def test_a_meta_nested_too_deep_fails_its_line_as_it_is_read(tmp_path: Path, mon
     assert all("nested more than 100 levels deep" in event["cause"] for event in failed)
     with simdb.open(tmp_path / "db", readonly=True) as database:
         assert len(database) == 36
+
+
+def test_an_export_header_after_documents_without_settings_refuses_its_file(tmp_path: Path) -> None:
+    """A probe: `import legacy.tsv full.jsonl` made the database from the TSV's bare
+    fingerprints, without settings, then dropped full.jsonl's sketches saying that file had
+    no settings header (it had), and took its fingerprints as settings-less ones: a copy of a
+    stored text was no longer found.  The header's file is refused, naming the order that
+    works; the other order keeps the settings and the sketches."""
+    documents = tmp_path / "docs.jsonl"
+    documents.write_text("".join(json.dumps({"id": f"d{n}", "text": prose(n)}) + "\n" for n in range(3)))
+    made = run("add", "--jsonl", documents, "--features", "char", "--ngram", "5", "--db", tmp_path / "src")
+    assert made.exit_code == 0
+    full = tmp_path / "full.jsonl"
+    assert run("export", "-o", full, "--db", tmp_path / "src").exit_code == 0
+    legacy = tmp_path / "legacy.tsv"
+    legacy.write_text("legacy-1\t0x0123456789abcdef\n")
+    mixed = run("import", legacy, full, "--db", tmp_path / "mixed")
+    assert mixed.exit_code == 2 and f"{full}:1: its settings header comes after documents" in mixed.stderr
+    assert "import this file first" in mixed.stderr and "no settings header" not in mixed.stderr
+    assert set(stored(tmp_path / "mixed")) == {"legacy-1"}
+    ordered = run("import", full, legacy, "--db", tmp_path / "ordered")
+    assert ordered.exit_code == 0, ordered.output
+    with simdb.open(tmp_path / "ordered", readonly=True) as database:
+        assert database.fingerprinter is not None and database.fingerprinter.features == "char"
+        assert sum(sketch is not None for _, sketch in database.sketched_items()) == 3
