@@ -285,9 +285,19 @@ class Config:
                 "upgrade simdb",
             )
         try:
-            return Fingerprinter.from_dict(settings)
+            made = Fingerprinter.from_dict(settings)
         except InvalidInputError as exc:
             raise damaged(self.path, "fingerprint settings", f"are invalid: {exc.message}", hint=RESTORE_HINT) from None
+        # Checks across the records, which from_dict cannot make (found by a probe: a
+        # record saying 32 bits, or without its kind, opened and passed check, and queries
+        # then found nothing).  Every database since format 2 stores the kind.
+        if self.format >= 2 and "kind" not in settings:
+            raise damaged(self.path, "fingerprint settings", "have no kind", field="kind", hint=RESTORE_HINT)
+        plan = getattr(self, "plan", None)
+        if plan is not None and made.bits != plan.bits:
+            fault = f"are for {made.bits}-bit fingerprints, but its index holds {plan.bits}-bit ones"
+            raise damaged(self.path, "fingerprint settings", fault, field="bits", hint=RESTORE_HINT)
+        return made
 
     def initialise(
         self,

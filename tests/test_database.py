@@ -499,6 +499,25 @@ def test_damaged_stored_fingerprint_settings_are_a_database_error(db_path, damag
             simdb.Fingerprinter(**{name: value})
 
 
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [({"bits": 32}, "are for 32-bit fingerprints, but its index holds 64-bit ones"), (None, "have no kind")],
+    ids=["bits", "kind"],
+)
+def test_stored_settings_that_contradict_the_database_are_damage(db_path, damage: dict | None, said: str) -> None:
+    """A probe: a settings record saying 32 bits (valid settings alone, not for a 64-bit
+    index), or without its kind (read as SimHash, though every database since format 2
+    stores it), opened and passed check, and queries for stored texts found nothing."""
+    with simdb.open(db_path, fingerprinter=simdb.Fingerprinter()) as db:
+        db.add("a", text="notes from the tuesday meeting about the bridge repair budget")
+    if damage is None:
+        rewrite_stored(db_path, FINGERPRINTER_KEY, lambda settings: {k: v for k, v in settings.items() if k != "kind"})
+    else:
+        rewrite_stored(db_path, FINGERPRINTER_KEY, lambda settings: {**settings, **damage})
+    with pytest.raises(simdb.CorruptDatabaseError, match=re.escape(said)):
+        simdb.open(db_path, readonly=True)
+
+
 def test_fingerprint_settings_of_a_newer_simdb_ask_for_an_upgrade(db_path) -> None:
     simdb.open(db_path, fingerprinter=simdb.Fingerprinter(kind="simhash", weights="tf")).close()
     rewrite_stored(db_path, FINGERPRINTER_KEY, lambda settings: {**settings, "version": SETTINGS_VERSION + 1})
