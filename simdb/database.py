@@ -673,14 +673,27 @@ class Database:
         """Remove the document under ``key``; returns whether there was one."""
         return self.remove_many([key]) == 1
 
-    def remove_many(self, keys: Iterable[str], *, batch_size: int = DEFAULT_BATCH_SIZE) -> int:
+    def remove_many(
+        self,
+        keys: Iterable[str],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> int:
         """Remove the documents under ``keys`` (absent keys are ignored), one transaction per
-        batch; returns how many were removed.  Cost: O(tables) deletes per key."""
+        batch; returns how many were removed.  ``on_batch`` is called with the running count
+        after each commit, inside the section :func:`simdb.storage.commit_in_progress` marks,
+        as add_many's is.  Cost: O(tables) deletes per key."""
         _check_batch_size(batch_size)
+        if on_batch is not None and not callable(on_batch):
+            raise InvalidInputError(f"on_batch={describe(on_batch)} is not callable", "pass a function of an int")
         removed = 0
         remaining = iterate(keys, "keys")
         while batch := [(key, index_key(check_key(key))) for key in islice(remaining, batch_size)]:
-            removed += self._storage.write(partial(self._writes.delete, batch=batch))
+            with reporting_commit():
+                removed += self._storage.write(partial(self._writes.delete, batch=batch))
+                if on_batch is not None:
+                    on_batch(removed)
         return removed
 
     def _query_radius(self, k: int | None, threshold: float | None, verified: bool) -> tuple[int, float | None]:
