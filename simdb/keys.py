@@ -112,8 +112,9 @@ def index_key_order(index_keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return order, halves[order]
 
 
-_HEX_FINGERPRINT = re.compile(r"(?:0[xX][0-9a-fA-F]{1,16}|[0-9a-fA-F]{16})")
-_DECIMAL_FINGERPRINT = re.compile(r"[0-9]{1,20}")
+# Leading zeros past the widths are still the same value (0x00000000000000001 is 1).
+_HEX_FINGERPRINT = re.compile(r"(?:0[xX]0*[0-9a-fA-F]{1,16}|[0-9a-fA-F]{16})")
+_DECIMAL_FINGERPRINT = re.compile(r"0*[0-9]{1,20}")
 _HEX_DIGITS = re.compile(r"0[xX][0-9a-fA-F]+")
 
 
@@ -131,9 +132,9 @@ def parse_fingerprint(text: str) -> int:
     elif _DECIMAL_FINGERPRINT.fullmatch(cleaned):
         value = int(cleaned)
     elif (cleaned.isascii() and cleaned.isdigit()) or _HEX_DIGITS.fullmatch(cleaned):
+        digits = len(cleaned.removeprefix("0x").removeprefix("0X").lstrip("0"))
         raise InvalidFingerprintError(
-            f"fingerprint {describe(text)} has {len(cleaned.removeprefix('0x').removeprefix('0X'))} digits, "
-            "too large for 64 bits",
+            f"fingerprint {describe(text)} has {digits} digits past its leading zeros, too large for 64 bits",
             "a fingerprint has at most 16 hex digits or 20 decimal digits, below 2**64",
             argument="fingerprint",
             value=text,

@@ -333,6 +333,14 @@ def test_parse_fingerprint_reads_every_written_form(value: int) -> None:
         assert parse_fingerprint(f"  {value:_}\n") == value
 
 
+@settings(max_examples=100)
+@given(fingerprints, st.integers(1, 8))
+def test_leading_zeros_past_the_widths_keep_the_value(value: int, zeros: int) -> None:
+    """A probe: 0x00000000000000001 was "17 digits, too large for 64 bits"."""
+    assert parse_fingerprint("0x" + "0" * zeros + f"{value:x}") == value
+    assert parse_fingerprint("0" * (zeros + 20) + str(value)) == value
+
+
 def test_sixteen_decimal_digits_are_hex() -> None:
     assert parse_fingerprint("0000000000000010") == 16
     assert parse_fingerprint("9709299817409146") == 0x9709299817409146
