@@ -454,7 +454,9 @@ def _walk(
             intake.fail(directory, f"cannot list directory: {exc.strerror}")
             continue
         if (info.st_dev, info.st_ino) in visited:
-            intake.notice(directory, "a directory already read (named twice, or reached through a symbolic link); not read again")
+            intake.notice(
+                directory, "a directory already read (named twice, or reached through a symbolic link); not read again"
+            )
             continue
         visited.add((info.st_dev, info.st_ino))
         subdirectories = []
