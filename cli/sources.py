@@ -1724,6 +1724,7 @@ def _read_export_jsonl(
     was given, so a file that is not JSON is not said to lack a .tsv name."""
     name = item.name
     first = True
+    after_header = False  # the line before was a settings header
     for number, where, line in _nonblank_lines(item, intake, max_bytes):
         if number == 1 and line.startswith(codecs.BOM_UTF8):  # an editor's mark, as TSV drops it
             line = line[len(codecs.BOM_UTF8) :]
@@ -1734,6 +1735,10 @@ def _read_export_jsonl(
                 if named_by_format
                 else "neither an export JSONL file (lines of {...}) nor named .tsv or .parquet"
             )
+            if line.startswith(b"\x1f\x8b"):
+                why += "; it is gzip-compressed: name the file (FILE.jsonl.gz), or pipe it through gunzip"
+            elif item.path == "-" and not named_by_format:
+                why += "; stdin has no name to tell its format by: give --format tsv for a TSV export"
             intake.fail(name, why, name)
             return
         read_as_header = _header_line(line, where, intake, name, header, first)
@@ -1741,7 +1746,13 @@ def _read_export_jsonl(
             return
         if read_as_header:
             first = False
+            after_header = True
             continue
+        if after_header and b"\t" in line and not line.lstrip().startswith(b"{"):
+            # A TSV export's header is this same JSON line: its documents are tab-separated.
+            intake.fail(name, "is a TSV export read as JSONL: name it .tsv, or give --format tsv", name)
+            return
+        after_header = False
         record = _json_object(line, where, intake, name, KEPT_NOWHERE, ("key",))
         if record is None:
             continue
@@ -1768,6 +1779,9 @@ def _read_export_jsonl(
             value = check_fingerprint(parse_fingerprint(fingerprint) if isinstance(fingerprint, str) else fingerprint)
         except InvalidInputError as exc:
             intake.fail(where, error_message(exc, hint=False), name)
+            continue
+        if "meta_msgpack" in record and "meta" in record:  # export writes one: which is right is unknown
+            intake.fail(where, "holds both 'meta' and 'meta_msgpack'; an export line has one", name)
             continue
         if "meta_msgpack" in record:
             meta = _msgpack_meta(record["meta_msgpack"], where, intake, name)

@@ -943,3 +943,31 @@ def test_an_export_header_after_documents_without_settings_refuses_its_file(tmp_
     with simdb.open(tmp_path / "ordered", readonly=True) as database:
         assert database.fingerprinter is not None and database.fingerprinter.features == "char"
         assert sum(sketch is not None for _, sketch in database.sketched_items()) == 3
+
+
+def test_an_export_import_cannot_read_says_what_it_is(tmp_path: Path) -> None:
+    """A probe: `export --format tsv | import -` failed on every line, and a gzipped export
+    piped into `import -` was "neither an export JSONL file nor named .tsv", neither naming
+    the fix; an export line with both 'meta' and 'meta_msgpack' kept one silently."""
+    db = tmp_path / "db"
+    with simdb.open(db) as database:
+        database.add_many([(f"k{i}", i + 1, {"n": i}) for i in range(5)])
+    tsv = run("export", "--format", "tsv", "--db", db).stdout
+    piped = run("import", "-", "--db", tmp_path / "a", input=tsv)
+    assert piped.exit_code == 2 and piped.stderr.splitlines()[0] == (
+        "simdb: <stdin>: is a TSV export read as JSONL: name it .tsv, or give --format tsv"
+    )
+    assert run("import", "-", "--format", "tsv", "--db", tmp_path / "a", input=tsv).exit_code == 0
+    assert len(stored(tmp_path / "a")) == 5
+    packed = tmp_path / "export.jsonl.gz"
+    assert run("export", "-o", packed, "--db", db).exit_code == 0
+    gzipped = run("import", "-", "--db", tmp_path / "b", input=packed.read_bytes())
+    assert gzipped.exit_code == 2 and "it is gzip-compressed: name the file" in gzipped.stderr
+    lines = run("export", "--db", db).stdout.splitlines()
+    both = json.loads(lines[1])
+    both["meta_msgpack"] = "gQA="
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("\n".join([lines[0], json.dumps(both), *lines[2:]]) + "\n")
+    result = run("import", twice, "--db", tmp_path / "c")
+    assert result.exit_code == 2 and f"{twice}:2: holds both 'meta' and 'meta_msgpack'" in result.stderr
+    assert set(stored(tmp_path / "c")) == {f"k{i}" for i in range(1, 5)}
