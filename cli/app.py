@@ -1618,12 +1618,14 @@ def removed_reporting(database: simdb.Database, keys: list[str]) -> int:
 
     with interrupts_in_this_process_only() as stop:
         try:
-            return database.remove_many(keys, batch_size=REMOVE_BATCH, on_batch=reported)
+            removed = database.remove_many(keys, batch_size=REMOVE_BATCH, on_batch=reported)
+            if stop.is_set():  # deferred while the last batch committed: it must not be lost
+                raise KeyboardInterrupt
+            return removed
         except KeyboardInterrupt:
-            by = "SIGTERM" if stop.signal == signal.SIGTERM else "Ctrl-C"
             err(
                 f"simdb: interrupted; {counted(removed, 'document')} {'was' if removed == 1 else 'were'} removed "
-                f"before {by} (every committed batch stays removed; the batch in progress was not)"
+                f"before {stop.by} (every committed batch stays removed; the batch in progress was not)"
             )
             raise typer.Exit(interrupted_exit_code()) from None
 

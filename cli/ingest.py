@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import signal
 import tempfile
 import threading
 import time
@@ -25,7 +24,7 @@ from simdb.storage import gone_process, host_tag
 from simdb.threshold import if_new_blind_spot, kind_of
 
 from . import output
-from .errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, error_message
+from .errors import EXIT_USAGE, error_message, interrupted_exit_code
 from .filekeys import prefix_of, stale_keys, under
 from .output import err, json_line, out
 from .signals import interrupts_in_this_process_only
@@ -331,7 +330,7 @@ class Ingest:
         items = (
             (key, value.fingerprint, meta, value.sketch)
             if isinstance(value, SketchedFingerprint)
-            else (key, value, meta)
+            else (key, int(value), meta)  # a plain int: add_many's fast path takes nothing else
             for key, value, meta in rows
         )
         return self.database.add_many(
@@ -492,12 +491,11 @@ def run_ingest(
     # once the batch was reported (see interrupts_in_this_process_only).
     counts = ingest.counts()
     if interrupted:
-        by = "SIGTERM" if ctrl_c.signal == signal.SIGTERM else "Ctrl-C"
         if dry_run:
-            err(f"simdb: interrupted by {by}; nothing was stored (a dry run)")
+            err(f"simdb: interrupted by {ctrl_c.by}; nothing was stored (a dry run)")
         else:
             err(
-                f"simdb: interrupted; {counts.added:,} documents were added before {by} "
+                f"simdb: interrupted; {counts.added:,} documents were added before {ctrl_c.by} "
                 "(every committed batch is kept; the batch in progress was not stored)"
             )
     print_summary(intake, json_output, counts, interrupted, time.monotonic() - started, dry_run=dry_run)
@@ -505,7 +503,7 @@ def run_ingest(
     if reach is not None:
         err(f"simdb: note: {reach}")
     if interrupted:
-        return EXIT_TERMINATED if ctrl_c.signal == signal.SIGTERM else EXIT_INTERRUPTED
+        return interrupted_exit_code()
     return EXIT_USAGE if intake.failed else 0
 
 

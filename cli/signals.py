@@ -18,6 +18,17 @@ class Interruption(threading.Event):
 
     signal: int = signal.SIGINT
 
+    @property
+    def by(self) -> str:
+        """What interrupted, in a message's words: "SIGTERM" or "Ctrl-C"."""
+        return "SIGTERM" if self.signal == signal.SIGTERM else "Ctrl-C"
+
+
+def _end_this_worker() -> None:
+    """In a worker process forked from the command, on SIGTERM: end by it, as by default."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
 
 #: The signal that first interrupted this process (SIGINT or SIGTERM), for the exit code of an
 #: interruption that surfaces outside the run that handled it: the one that began the stop
@@ -57,8 +68,7 @@ def interrupt_on_either() -> None:
 
     def on_signal(signum: int, frame: Any) -> None:
         if os.getpid() != owner and signum == signal.SIGTERM:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+            _end_this_worker()
             return
         if os.getpid() == owner:
             _note(signum)
@@ -104,8 +114,7 @@ def interrupts_in_this_process_only() -> Iterator[Interruption]:
                 return
             raise KeyboardInterrupt
         if signum == signal.SIGTERM:  # a worker, told to end: it ends
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+            _end_this_worker()
 
     def quiet_unraisable(unraisable: Any) -> None:
         # Where Python cannot propagate an exception (an at-fork hook, a finaliser) a

@@ -30,7 +30,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, AnyStr, NamedTuple
 
 from simdb import InvalidInputError, InvalidKeyError, SimdbError, codec, parse_fingerprint
 from simdb.errors import DASK_INSTALL_HINT, KeyProblem
@@ -271,12 +271,13 @@ def stdin_bytes() -> IO[bytes]:
     return raw if raw is not None else io.BytesIO(stream.read().encode())
 
 
-def listed_lines(data: bytes) -> list[bytes]:
+def listed_lines(data: AnyStr) -> list[AnyStr]:
     """The lines of a list of paths or keys: split at line feeds only, each line's one
     trailing carriage return dropped (a list written on Windows), so that a name holding a
-    carriage return elsewhere stays one name (``bytes.splitlines`` cut it in two: a probe
-    found the first half added, a different file).  O(len(data))."""
-    return [line[:-1] if line.endswith(b"\r") else line for line in data.split(b"\n")]
+    carriage return elsewhere stays one name (``splitlines`` cut it in two: a probe found
+    the first half added, a different file).  O(len(data))."""
+    feed, carriage_return = ("\n", "\r") if isinstance(data, str) else (b"\n", b"\r")
+    return [line[:-1] if line.endswith(carriage_return) else line for line in data.split(feed)]
 
 
 def read_path_list(source: str, intake: Intake, *, null: bool, stdin: IO[str] | None = None) -> list[str]:
@@ -390,7 +391,7 @@ def stdin_keys(intake: Intake, stdin: IO[str] | None = None, *, null: bool = Fal
     raw = getattr(stream, "buffer", None)
     if raw is None:  # a text stream without bytes beneath: already decoded
         text = stream.read()
-        return [part if null else unshown(part) for part in (text.split("\0") if null else text.splitlines()) if part]
+        return [part if null else unshown(part) for part in (text.split("\0") if null else listed_lines(text)) if part]
     data = raw.read()
     keys = []
     for number, line in enumerate(data.split(b"\0") if null else listed_lines(data), 1):

@@ -774,36 +774,44 @@ class Storage:
         #: this handle still holds is no longer the database at its path.
         self._refusal: DatabaseReplacedError | None = None
         self._live: _Live | None = None
-        self._opening = True  # claims the directory while _live is not yet set
-        directory = self._claim_directory()
+        # Its claim on the directory (see _open_directories) holds from the open until the
+        # handle is closed for good; not while a reopen has _live unset for a moment.
+        self._directory: tuple[int, int] | None = None
+        self._released = False
         try:
+            self._claim_directory()
             self._live = self._open_generation()
         except BaseException:
-            with _open_environments_lock:
-                claim = _open_directories.get(directory)
-                if claim is not None and claim() is self:
-                    del _open_directories[directory]
+            self._release_claim()
             raise
-        finally:
-            self._opening = False
         _storages.add(self)
 
-    def _claim_directory(self) -> tuple[int, int]:
+    def _claim_directory(self) -> None:
         """Record this storage as the one this process has open on its directory, or raise
-        AlreadyOpenError if another open one is there (see :data:`_open_directories`).
-        Returns the directory's identity.  One stat and a dictionary scan."""
+        AlreadyOpenError if another one holds it (see :data:`_open_directories`).  One stat
+        and a dictionary scan."""
         directory = _identity(self.path)
         if directory is None:
             raise DatabaseMissingError(f"{self.path} does not exist", path=self.path)
         with _open_environments_lock:
             for held, reference in list(_open_directories.items()):
                 holder = reference()
-                if holder is None or (holder.closed and not holder._opening):
+                if holder is None or holder._released:
                     del _open_directories[held]
             if directory in _open_directories:
                 raise AlreadyOpenError(f"the database at {self.path} is already open in this process", path=self.path)
             _open_directories[directory] = weakref.ref(self)
-        return directory
+            self._directory = directory
+
+    def _release_claim(self) -> None:
+        """Give up this storage's claim on its directory, once it is closed for good (closed,
+        inherited by a forked child, or failed to open or reopen).  O(1)."""
+        with _open_environments_lock:
+            self._released = True
+            directory = self._directory
+            claim = None if directory is None else _open_directories.get(directory)
+            if directory is not None and claim is not None and claim() is self:
+                del _open_directories[directory]
 
     # -- opening -------------------------------------------------------------------------
 
@@ -1138,6 +1146,7 @@ class Storage:
             live, self._live = self._live, None  # first: an interrupt then leaves it closed
             if live is not None:
                 live.env.close()
+            self._release_claim()
 
     @property
     def closed(self) -> bool:
@@ -1152,6 +1161,7 @@ class Storage:
             _inherited_environments.append(self._live.env)
         self._live = None
         self._inherited = True
+        self._released = True  # the child's to open again, if it may (see _open_environment)
         self._lock = _SharedLock()
         self._write_mutex = threading.Lock()
 
@@ -1194,7 +1204,11 @@ class Storage:
             if same_file:
                 self._live = None
                 stale_env.close()
-                self._live = self._open_generation()
+                try:
+                    self._live = self._open_generation()
+                finally:
+                    if self._live is None:  # closed for good
+                        self._release_claim()
             else:
                 followed = self._open_generation()
                 try:
@@ -1255,6 +1269,9 @@ class Storage:
                 self._live = self._open_generation(map_size=mapped)  # the map it had, which fitted
             except SimdbError:
                 outcome += ", and this handle is closed: open the database again"
+            finally:
+                if self._live is None:  # closed for good
+                    self._release_claim()
             wanted = f"{size:,} bytes" if size else "the larger map another process made"
             raise StorageError(
                 f"cannot map {wanted} for the database at {self.path} ({error}); {outcome}",

@@ -300,9 +300,9 @@ class BatchWriter:
     def _check_open(self) -> None:
         if self._closed:
             raise WriterClosedError(f"the writer of {self._database.path} is closed", "make a new one with db.writer()")
-        if self._database._storage.closed:
-            # Else an add after db.close() was buffered, acknowledged, and lost at exit.
-            raise DatabaseClosedError(f"the database at {self._database.path} is closed", path=self._database.path)
+        # Else an add after db.close() was buffered, acknowledged, and lost at exit.  Raises
+        # as the database would: DatabaseClosedError, InheritedHandleError in a forked child.
+        self._database._storage._current()
 
     def _flush(self) -> AddResult:
         """Commit the buffer (the lock held); its operations leave it once the commit
@@ -395,14 +395,16 @@ def _by_kind(operations: list[_Operation]) -> Iterator[list[_Operation]]:
 #: flush by the garbage collector instead could run inside any lock of the thread it
 #: interrupts (a dropped writer's __del__ waited for the database lock its own thread held).
 _holding: set[BatchWriter] = set()
-_holding_lock = threading.Lock()
+# Reentrant: a signal handler that closes a database while this thread is in _track must
+# reach the writer's own refusal (WriterBusyError), not wait here for itself.
+_holding_lock = threading.RLock()
 
 
 def _forget_in_child() -> None:
     # A forked child's copies of the writers hold its parent's operations, not its own, and
     # a parent thread may have held the lock at the fork.
     global _holding_lock
-    _holding_lock = threading.Lock()
+    _holding_lock = threading.RLock()
     _holding.clear()
 
 

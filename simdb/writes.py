@@ -146,11 +146,14 @@ class Writes:
                     continue
                 doc_id, old = found
                 sketch = None if batch.sketches is None else batch.sketches[position]
-                kept = batch.keep_stored and old.fingerprint == fingerprint
-                same = kept or records.unchanged(txn, doc_id, record, sketch)
                 # Counted as its first version in the batch would be, added on its own.
                 first = batch.first_versions[position] if batch.first_versions is not None else None
-                if first is None or first == (record, sketch):
+                folded = first is not None and first != (record, sketch)  # another version came first
+                # keep_stored keeps the stored document only where no other version of its key
+                # came before in the batch: added one by one, that version would have replaced it.
+                kept = batch.keep_stored and not folded and old.fingerprint == fingerprint
+                same = kept or records.unchanged(txn, doc_id, record, sketch)
+                if first is None or not folded:
                     counted_same = same
                 else:
                     first_fingerprint = codec.unpack_document(first[0], encode_id(doc_id))[1]

@@ -11,7 +11,7 @@ import threading
 
 import msgpack
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import simdb
@@ -587,7 +587,8 @@ def test_items_as_a_snapshot_see_each_batch_whole(db_path) -> None:
     db.close()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
+@example(stored=[("a", 1, "m")], bare=[("a", 2), ("a", 1)], batch_size=2)  # a review: the kept version won
 @given(
     st.lists(st.tuples(st.sampled_from("abcd"), st.sampled_from([1, 2, 3]), st.sampled_from([None, "m"])), max_size=3),
     st.lists(st.tuples(st.sampled_from("abcd"), st.sampled_from([1, 2, 3])), max_size=8),

@@ -82,7 +82,8 @@ def test_an_empty_directory_is_a_missing_database_to_create(tmp_path: Path) -> N
     error = library_error(simdb.DatabaseMissingError, lambda: simdb.open(empty, create=False))
     assert "create=True" in str(error) or "opening it writable" in str(error)
     code, stderr = cli_error("query", "--db", empty, "--fingerprint", "0x0")
-    assert code == 3 and "create it with simdb add or simdb import" in stderr
+    # As a missing path is (a new user's pass: an empty directory was said not to exist).
+    assert code == 3 and f"no database at {empty} (an empty directory)" in stderr and "simdb add" in stderr
 
 
 def test_an_interrupted_creation_says_how_to_finish_it(tmp_path: Path) -> None:

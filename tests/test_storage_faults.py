@@ -25,7 +25,7 @@ import pytest
 import simdb
 from simdb import codec
 from simdb.database import CONFIG_KEY
-from simdb.storage import LOCK_FILE_BYTES, MAX_MAP_SIZE
+from simdb.storage import LOCK_FILE_BYTES, MAX_MAP_SIZE, _identity, _open_environment
 from tests.conftest import as_items, creating_format, run_python_or_fail_on_hang
 
 ROOT = str(Path(__file__).parent.parent)
@@ -1392,6 +1392,12 @@ def test_a_refused_second_open_keeps_this_processs_lock_on_the_database(tmp_path
         with pytest.raises(simdb.AlreadyOpenError):
             simdb.open(db, readonly=readonly)
         assert _lock_file_taken_by_another_process(lock_file)
+        # Beneath the claim on the directory, which refuses that open first: the environment's
+        # own refusal, for another path to the same file, must not touch the lock file either.
+        data_file = db / database._storage.generation
+        with pytest.raises(simdb.AlreadyOpenError):
+            _open_environment(data_file, _identity(data_file), db, subdir=False, readonly=readonly, lock=True)
+        assert _lock_file_taken_by_another_process(lock_file)
         database.add("b", 2)
     with simdb.open(db, readonly=True) as database:
         assert sorted(database.keys()) == ["a", "b"]
@@ -1414,3 +1420,36 @@ def test_a_second_handle_is_refused_after_another_process_compacted(tmp_path: Pa
         assert len(first) == 101 and first.check()
     with simdb.open(db) as again:
         assert "after" in again
+
+
+def test_a_handle_keeps_its_claim_on_the_directory_while_it_reopens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: the claim counted as given up whenever the handle had no environment, as
+    while it reopens its file for new sub-database handles (every open of a database does):
+    a second open in that moment succeeded, and the first then failed, or went on
+    unclaimed.  The claim holds until the handle is closed for good."""
+    from simdb import storage
+
+    db = tmp_path / "db"
+    simdb.open(db).close()
+    real = storage.Storage._open_generation
+    calls: list[object] = []
+    second: list[str] = []
+
+    def open_beside(self: storage.Storage, *args: object, **kwargs: object) -> object:
+        calls.append(self)
+        if calls.count(self) == 2 and not second:  # this handle reopening: another open comes now
+            try:
+                simdb.open(db, readonly=True).close()
+                second.append("opened")
+            except simdb.AlreadyOpenError:
+                second.append("refused")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(storage.Storage, "_open_generation", open_beside)
+    with simdb.open(db) as first:
+        first.add("a", 1)
+    assert second == ["refused"]
+    monkeypatch.setattr(storage.Storage, "_open_generation", real)
+    simdb.open(db).close()  # closed for good: the claim is free

@@ -295,6 +295,43 @@ db.close()
 """
 
 
+CLOSE_WHILE_TRACKED = """
+import os, signal, sys, simdb
+import simdb.writer as writer_module
+db = simdb.open(sys.argv[1])
+
+class SignallingSet(set):  # the signal comes while _track holds the lock of the writers' set
+    def add(self, item):
+        super().add(item)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+refused = []
+
+def shut_down(signum, frame):
+    try:
+        db.close()
+    except simdb.WriterBusyError:
+        refused.append(signum)
+
+writer_module._holding = SignallingSet()
+signal.signal(signal.SIGUSR1, shut_down)
+writer = db.writer(max_batch=10)
+writer.add("a", 1)
+writer.close()
+print(len(refused), len(db))
+"""
+
+
+def test_closing_the_database_in_a_signal_handler_while_a_writer_is_tracked_is_refused(db_path) -> None:
+    """A review: the lock of the set of writers holding operations, taken by a writer's
+    first add, was a plain lock: a handler closing the database right then waited for it."""
+    run = run_python_or_fail_on_hang(
+        CLOSE_WHILE_TRACKED, db_path, timeout=60, hung="db.close() in a signal handler hung the process"
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["1", "1"]
+
+
 def test_closing_the_database_in_a_signal_handler_during_a_flush_is_refused_not_a_hang(db_path) -> None:
     """A probe: a SIGTERM handler calling ``db.close()`` while an add flushed waited for the
     writer's lock, held by the very call it interrupted: the process hung for good.  The
