@@ -595,6 +595,25 @@ def test_sigterm_ends_an_add_as_ctrl_c_does_saying_what_was_stored(tmp_path: Pat
         time.sleep(0.1)
 
 
+def signals_after_commit(monkeypatch: pytest.MonkeyPatch, nth: int, *sent: int) -> list[object]:
+    """Make this process send itself ``sent`` right after the ``nth`` commit of a batch (the
+    moment an interrupt is deferred until the batch is reported); returns the list of
+    commits' results, which a caller may clear to count again."""
+    real_commit = simdb.Database._commit
+    commits: list[object] = []
+
+    def commit_then_signal(self: simdb.Database, *args: Any, **kwargs: Any) -> Any:
+        result = real_commit(self, *args, **kwargs)
+        commits.append(result)
+        if len(commits) == nth:
+            for number in sent:
+                os.kill(os.getpid(), number)
+        return result
+
+    monkeypatch.setattr(simdb.Database, "_commit", commit_then_signal)
+    return commits
+
+
 def test_an_interrupt_right_after_a_commit_is_counted_with_that_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -612,17 +631,7 @@ def test_an_interrupt_right_after_a_commit_is_counted_with_that_batch(
     source.write_text(
         "".join(json.dumps({"id": f"k{i}", "text": f"second text of document {i}"}) + "\n" for i in range(40))
     )
-    real_commit = simdb.Database._commit
-    commits = []
-
-    def commit_then_interrupt(self: simdb.Database, *args: Any, **kwargs: Any) -> Any:
-        result = real_commit(self, *args, **kwargs)
-        commits.append(result)
-        if len(commits) == 3:  # the third batch is stored: the signal comes now
-            os.kill(os.getpid(), signal.SIGINT)
-        return result
-
-    monkeypatch.setattr(simdb.Database, "_commit", commit_then_interrupt)
+    commits = signals_after_commit(monkeypatch, 3, signal.SIGINT)  # the third batch is stored: the signal comes now
     result = CliRunner().invoke(
         app, ["add", "--jsonl", str(source), "--db", str(db), "--batch-size", "10", "--workers", "1", "--no-progress"]
     )
@@ -683,18 +692,7 @@ def test_the_first_of_sigterm_and_ctrl_c_names_the_exit_code(tmp_path: Path, mon
     db = tmp_path / "db"
     source = tmp_path / "pages.jsonl"
     write_jsonl_pages(source, 100, seed=3)
-    real_commit = simdb.Database._commit
-    commits = []
-
-    def commit_then_two_signals(self: simdb.Database, *args: Any, **kwargs: Any) -> Any:
-        result = real_commit(self, *args, **kwargs)
-        commits.append(result)
-        if len(commits) == 2:
-            os.kill(os.getpid(), signal.SIGTERM)
-            os.kill(os.getpid(), signal.SIGINT)
-        return result
-
-    monkeypatch.setattr(simdb.Database, "_commit", commit_then_two_signals)
+    signals_after_commit(monkeypatch, 2, signal.SIGTERM, signal.SIGINT)
     result = CliRunner().invoke(
         app, ["add", "--jsonl", str(source), "--db", str(db), "--batch-size", "10", "--workers", "1", "--no-progress"]
     )
