@@ -48,6 +48,19 @@ def simdb_process(
     )
 
 
+def started_simdb(*args: object, stdin: bool = False) -> subprocess.Popen[str]:
+    """``python -m simdb_cli.app`` with ``args``, started and left running: stdout and stderr
+    (and stdin, with ``stdin``) piped as text, ``SIMDB_PATH`` unset."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "simdb_cli.app", *map(str, args)],
+        stdin=subprocess.PIPE if stdin else None,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SIMDB_PATH": ""},
+    )
+
+
 def write_jsonl_pages(path: Path, total: int, seed: int) -> None:
     """``total`` JSONL documents of 30 random words each."""
     rng = random.Random(seed)
@@ -326,15 +339,7 @@ def test_an_interrupted_add_counts_its_own_documents_not_other_writers(tmp_path:
     db = tmp_path / "db"
     with simdb.open(db) as database:
         database.add_many((f"base-{i}", i * 7919 + 1) for i in range(1_000))
-    arguments = ["add", "--fingerprints", "-", "--batch-size", "1", "--db", str(db), "--no-progress"]
-    adder = subprocess.Popen(
-        [sys.executable, "-m", "simdb_cli.app", *arguments],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "SIMDB_PATH": ""},
-    )
+    adder = started_simdb("add", "--fingerprints", "-", "--batch-size", "1", "--db", db, "--no-progress", stdin=True)
     assert adder.stdin is not None
     try:
         for i in range(6):
@@ -566,13 +571,8 @@ def test_sigterm_ends_an_add_as_ctrl_c_does_saying_what_was_stored(tmp_path: Pat
     pages.write_text(
         "".join(json.dumps({"id": f"p{i}", "text": f"page {i} of a few words, {i * 7}"}) + "\n" for i in range(200_000))
     )
-    command = [sys.executable, "-m", "simdb_cli.app", "add", "--jsonl", str(pages), "--db", str(db)]
-    adder = subprocess.Popen(
-        [*command, "--workers", workers, "--batch-size", "500", "--no-progress"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "SIMDB_PATH": ""},
+    adder = started_simdb(
+        "add", "--jsonl", pages, "--db", db, "--workers", workers, "--batch-size", "500", "--no-progress"
     )
     try:
         wait_for_stored(db, lambda database: len(database) >= 1_000, adder, "1,000 documents")
@@ -660,13 +660,7 @@ def test_sigterm_ends_an_export_removing_its_partial_file_and_keeping_the_last_e
         database.add_many(((f"document-{i:07d}", rng.getrandbits(64)) for i in range(400_000)), batch_size=100_000)
     output = tmp_path / "export.jsonl"
     output.write_text("an earlier export\n")
-    exporter = subprocess.Popen(
-        [sys.executable, "-m", "simdb_cli.app", "export", "--db", str(db), "-o", str(output)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "SIMDB_PATH": ""},
-    )
+    exporter = started_simdb("export", "--db", db, "-o", output)
     try:
         deadline = time.monotonic() + 60
         while not any(path.name.endswith(".partial") and path.stat().st_size > 0 for path in tmp_path.iterdir()):
@@ -711,14 +705,7 @@ def test_an_interrupted_remove_says_how_many_documents_it_removed(tmp_path: Path
     with simdb.open(db) as database:
         database.add_many(((f"k{i}", rng.getrandbits(64)) for i in range(total)), batch_size=100_000)
     keys = "".join(f"k{i}\n" for i in range(total))
-    remover = subprocess.Popen(
-        [sys.executable, "-m", "simdb_cli.app", "remove", "-", "--db", str(db)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "SIMDB_PATH": ""},
-    )
+    remover = started_simdb("remove", "-", "--db", db, stdin=True)
     assert remover.stdin is not None
     remover.stdin.write(keys)
     remover.stdin.close()
