@@ -39,6 +39,7 @@ from simdb.database import CLUSTER_MODES, DEFAULT_BLOCKS, DEFAULT_K, check_clust
 from simdb.errors import DASK_INSTALL_HINT, ConfigMismatchError, DaskNotInstalledError
 from simdb.fingerprint import FEATURE_KINDS, KINDS, WEIGHT_KINDS
 from simdb.keys import check_key, describe
+from simdb.plan import read_share_words
 from simdb.stopwords import STOPWORD_LISTS
 
 from . import _exit_quietly, output, signals
@@ -1097,7 +1098,7 @@ def note_a_costly_index(database: simdb.Database, report: Callable[[str, str], N
             database.path,
             f"-k {plan.k} makes {len(plan.tables)} tables with prefixes as short as "
             f"{counted(shortest, 'bit')}: each query "
-            f"reads {plan.read_share_words}; pairs and clusters take any -k without "
+            f"reads {read_share_words(plan.read_share)}; pairs and clusters take any -k without "
             "the index, and a query's threshold widens its radius by itself",
         )
 

@@ -93,7 +93,7 @@ from simdb.threshold import (
     if_new_blind_spot,
     kind_of,
 )
-from simdb.validation import check_distance, check_int, of_type
+from simdb.validation import check_bool, check_distance, check_int, of_type
 from simdb.writes import AddResult, Skip, Writes
 
 if TYPE_CHECKING:
@@ -459,8 +459,7 @@ class Database:
         fingerprints that come without the meta and sketch the stored copy has (a Parquet
         shard's), which would otherwise replace them with none."""
         _check_batch_size(batch_size)
-        if not isinstance(keep_stored, bool):
-            raise InvalidInputError(f"keep_stored={describe(keep_stored)} is not True or False")
+        check_bool("keep_stored", keep_stored)
         return self._add_batches(
             self._batches(iterate(items, "items"), batch_size, keep_stored), if_new, threshold, on_batch, stacklevel=4
         )

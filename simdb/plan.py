@@ -202,11 +202,6 @@ class TablePlan:
         per million at the default k; past k=10, several per hundred.  O(tables)."""
         return math.fsum(2.0**-table.leading_bits for table in self.tables)
 
-    @property
-    def read_share_words(self) -> str:
-        """:attr:`read_share` in words, as every message that states an index's cost says it."""
-        return read_share_words(self.read_share)
-
     def probes_for(self, k: int) -> int:
         """Range scans a probe within ``k`` bits makes: one per table, times the prefixes
         :meth:`flips_for` visits past the plan's k.  O(tables)."""

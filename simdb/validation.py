@@ -60,6 +60,17 @@ def _int_range(minimum: int | None, maximum: int | None) -> str:
     return "an int"
 
 
+def check_bool(name: str, value: object) -> bool:
+    """``value`` if it is True or False, else InvalidInputError naming ``name`` and the
+    value (a flag given as 1 or "yes" would be taken as True elsewhere).  O(1)."""
+    if not isinstance(value, bool):
+        expected = "True or False"
+        raise InvalidInputError(
+            f"{name}={describe(value)} is not {expected}", argument=name, value=value, expected=expected
+        )
+    return value
+
+
 def check_int(
     name: str,
     value: object,

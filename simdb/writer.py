@@ -39,6 +39,7 @@ from simdb.fingerprint import _as_text
 from simdb.keys import check_key, describe, index_key
 from simdb.records import flush_mark_name
 from simdb.threshold import check_threshold
+from simdb.validation import check_bool
 
 if TYPE_CHECKING:
     from simdb.batch import Batch, Removals
@@ -144,8 +145,7 @@ class BatchWriter:
             raise InvalidInputError(f"max_batch={describe(max_batch)} is not an int >= 1")
         if isinstance(max_delay, bool) or not isinstance(max_delay, (int, float)) or not max_delay >= 0:
             raise InvalidInputError(f"max_delay={describe(max_delay)} is not a number of seconds >= 0")
-        if not isinstance(if_new, bool):
-            raise InvalidInputError(f"if_new={describe(if_new)} is not True or False")
+        check_bool("if_new", if_new)
         self._database = database
         self._max_batch = max_batch
         self._max_delay = float(max_delay)

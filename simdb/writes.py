@@ -156,10 +156,9 @@ class Writes:
                 if first is None or not folded:
                     counted_same = same
                 else:
-                    first_fingerprint = codec.unpack_document(first[0], encode_id(doc_id))[1]
-                    counted_same = (batch.keep_stored and old.fingerprint == first_fingerprint) or records.unchanged(
-                        txn, doc_id, *first
-                    )
+                    counted_same = (
+                        batch.keep_stored and old.fingerprint == codec.unpack_document(first[0], encode_id(doc_id))[1]
+                    ) or records.unchanged(txn, doc_id, *first)
                 if counted_same:
                     result.unchanged += 1
                 else:
