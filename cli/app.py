@@ -1436,11 +1436,11 @@ def remove(
                 can_be_stored = True
             if len(missing) < NOT_FOUND_NAMED and not (can_be_stored and database.get(key) is not None):
                 missing.append(key)
-        as_path = [] if paths else stored_as_path(database, missing)
+        as_path = None if paths else stored_as_path(database, missing)
         removed = sum(key in database for key in storable) if dry_run else removed_reporting(database, storable)
     not_found = len(unique) - removed
-    for note in as_path:
-        err(note)
+    if as_path is not None:
+        err(as_path)
     missing = missing[:not_found]
     if json_output:
         failures = {"failed": intake.failed} if intake.failed else {}
@@ -1589,11 +1589,11 @@ def get(
                 }
 
         output.write_records(records(), DOCUMENT_COLUMNS, shown_as, header=not no_header)
-        as_path = [] if paths else stored_as_path(database, missing)
+        as_path = None if paths else stored_as_path(database, missing)
     for key in missing:
         err(f"simdb: no document with key {describe(key)}")
-    for note in as_path:
-        err(note)
+    if as_path is not None:
+        err(as_path)
     if intake.failed:
         raise typer.Exit(EXIT_USAGE)
     if missing:
@@ -1631,17 +1631,17 @@ def removed_reporting(database: simdb.Database, keys: list[str]) -> int:
             raise typer.Exit(interrupted_exit_code()) from None
 
 
-def stored_as_path(database: simdb.Database, missing: Iterable[str]) -> list[str]:
+def stored_as_path(database: simdb.Database, missing: Iterable[str]) -> str | None:
     """A note for the first of the ``missing`` keys that is the path of a file stored under
     its canonical key (given without --paths, a path names no key unless given as add keyed
-    it), else none.  A stat and a lookup per key, up to the first such."""
+    it), else None.  A stat and a lookup per key, up to the first such."""
     for key in missing:
         if os.path.isfile(key) and (canonical := canonical_key(key)) != key and database.get(canonical) is not None:
-            return [
+            return (
                 f"simdb: {shortened(key)} is a file stored under the key {shortened(canonical)}: "
                 "--paths makes keys of paths as add does"
-            ]
-    return []
+            )
+    return None
 
 
 @app.command("keys")

@@ -892,6 +892,13 @@ def parse_json(text: str) -> Any:
         raise JSONInputError(f"an integer of more than {limit:,} digits, far too large to store") from None
 
 
+def _field_names(record: dict[str, Any], shown: int = 8) -> str:
+    """The names of ``record``'s fields for a message: the first ``shown``, quoted, "..."
+    for more, "none" for an empty object."""
+    names = ", ".join(repr(name) for name in list(record)[:shown])
+    return (names + (", ..." if len(record) > shown else "")) or "none"
+
+
 def _absent(field: str, record: dict[str, Any]) -> str:
     """How a JSONL line lacks ``field``: null, or not there."""
     return f"{field!r} is null" if field in record else f"no {field!r} field"
@@ -971,9 +978,7 @@ def read_jsonl(
                     cause = _absent(text_field, record)
                     if text_field not in record and record:
                         # Most often the text is under another name: say which names there are.
-                        shown_names = ", ".join(repr(name) for name in list(record)[:8])
-                        more = ", ..." if len(record) > 8 else ""
-                        cause += f" (its fields: {shown_names}{more}; --text-field names the text's)"
+                        cause += f" (its fields: {_field_names(record)}; --text-field names the text's)"
                 else:
                     cause = f"{text_field!r} is a JSON {_json_type(text)}, not a string"
                 intake.fail(where, cause, name)
@@ -1764,11 +1769,10 @@ def _read_export_jsonl(
             if "text" in record:
                 intake.fail(name, f"holds documents with text, not an export; add them with `{add}`", name)
             else:
-                shown_names = ", ".join(repr(field_name) for field_name in list(record)[:8]) or "none"
                 intake.fail(
                     name,
                     f"is not a simdb export: its first object has no 'key' or 'fingerprint' (its fields: "
-                    f"{shown_names}); documents with text are added with `{add} --text-field NAME`",
+                    f"{_field_names(record)}); documents with text are added with `{add} --text-field NAME`",
                     name,
                 )
             return
